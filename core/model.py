@@ -1,0 +1,134 @@
+"""Domain values shared by every layer: messages as the core sees them.
+
+Theory of operation
+-------------------
+A ``Message`` is what a protocol gateway (through ``compat``) hands to the
+core to store.  A ``StoredMessage`` is what comes back out of the CommitLog:
+the same fields plus everything the broker assigned (offsets, store time,
+store host, CRC).  Both are protocol-neutral: RocketMQ property names are
+the core's vocabulary (TAGS, KEYS, UNIQ_KEY, DELAY, ...) because the store
+is RocketMQ's format; Kafka concepts are mapped onto them in ``compat``.
+
+Properties are kept as an insertion-ordered ``dict[str, str]``; the byte
+form (name 0x01 value 0x02 ...) lives in ``core.storage.layout``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Message sysflag bits (RocketMQ MessageSysFlag).
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+TRANSACTION_MASK = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOST_V6_FLAG = 0x20
+
+# Well-known property keys (RocketMQ MessageConst).
+PROP_KEYS = "KEYS"
+PROP_TAGS = "TAGS"
+PROP_WAIT = "WAIT"
+PROP_DELAY = "DELAY"
+PROP_RETRY_TOPIC = "RETRY_TOPIC"
+PROP_REAL_TOPIC = "REAL_TOPIC"
+PROP_REAL_QID = "REAL_QID"
+PROP_TRAN_MSG = "TRAN_MSG"
+PROP_PGROUP = "PGROUP"
+PROP_UNIQ_KEY = "UNIQ_KEY"
+PROP_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROP_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROP_RECONSUME_TIME = "RECONSUME_TIME"
+PROP_CLUSTER = "CLUSTER"
+PROP_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PROP_TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+PROP_CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+
+# System topics.
+TOPIC_DEFAULT = "TBW102"
+TOPIC_SCHEDULE = "SCHEDULE_TOPIC_XXXX"
+TOPIC_TRANS_HALF = "RMQ_SYS_TRANS_HALF_TOPIC"
+TOPIC_TRANS_OP_HALF = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+
+HostPort = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message to be appended to the CommitLog.
+
+    ``queue_id`` must already be chosen.  ``store_timestamp`` is normally
+    ``None`` (the store stamps "now"); re-deliveries that must keep an older
+    store time (transaction commit) pass it explicitly.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    sysflag: int = 0
+    born_timestamp: int = 0
+    born_host: HostPort = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    store_timestamp: int | None = None
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROP_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(PROP_KEYS, "")
+        return [k for k in raw.split(" ") if k]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message decoded from its CommitLog record (RocketMQ MessageExt)."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str]
+    flag: int
+    sysflag: int
+    born_timestamp: int
+    born_host: HostPort
+    store_timestamp: int
+    store_host: HostPort
+    reconsume_times: int
+    prepared_transaction_offset: int
+    queue_offset: int
+    commitlog_offset: int
+    body_crc: int
+    size: int
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROP_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(PROP_KEYS, "")
+        return [k for k in raw.split(" ") if k]
+
+
+def java_string_hash(s: str) -> int:
+    """Java ``String.hashCode``: 31*h + c over UTF-16 code units, int32 wrap."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def tags_code(tags: str | None) -> int:
+    """ConsumeQueue tag hash: Java hashCode of the TAGS value, 0 when absent."""
+    return java_string_hash(tags) if tags else 0
