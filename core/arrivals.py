@@ -1,0 +1,56 @@
+"""Message-arrival notifications (what wakes long-polling pulls and Kafka fetches).
+
+Theory of operation
+-------------------
+The store calls ``ArrivalHub.notify`` synchronously after it dispatches a
+message to a ConsumeQueue.  Waiters subscribe a plain callback for one
+(topic, queue); the gateway's callback typically sets a ``trio.Event``.  The
+hub is synchronous and never blocks: callbacks must be cheap and must not
+raise (exceptions are logged and swallowed so a bad waiter cannot break an
+append).  Subscriptions are removed by the waiter when it finishes, whether
+it was woken or timed out.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+Callback = Callable[[int, int, dict[str, str]], None]  # (queue_offset, tags_code, properties)
+
+
+class ArrivalHub:
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], dict[int, Callback]] = {}
+        self._ids = itertools.count(1)
+
+    def subscribe(self, topic: str, queue_id: int, callback: Callback) -> tuple[str, int, int]:
+        token = next(self._ids)
+        self._waiters.setdefault((topic, queue_id), {})[token] = callback
+        return (topic, queue_id, token)
+
+    def unsubscribe(self, token: tuple[str, int, int]) -> None:
+        topic, queue_id, tid = token
+        waiters = self._waiters.get((topic, queue_id))
+        if waiters is not None:
+            waiters.pop(tid, None)
+            if not waiters:
+                del self._waiters[(topic, queue_id)]
+
+    def notify(self, topic: str, queue_id: int, queue_offset: int, tags_code: int,
+               properties: dict[str, str]) -> None:
+        waiters = self._waiters.get((topic, queue_id))
+        if not waiters:
+            return
+        for cb in list(waiters.values()):
+            try:
+                cb(queue_offset, tags_code, properties)
+            except Exception:  # noqa: BLE001
+                log.exception("arrival callback failed", topic=topic, queue_id=queue_id)
+
+    def waiter_count(self) -> int:
+        return sum(len(w) for w in self._waiters.values())

@@ -1,0 +1,172 @@
+"""The broker core: the one facade both protocol gateways talk to.
+
+Theory of operation
+-------------------
+``Broker`` owns the store and the domain tables (topics, subscription
+groups, consumer offsets, live consumers/producers, arrival notifications).
+Gateways translate their wire requests into calls here (through ``compat``
+for Kafka) and translate the outcomes back into wire codes.
+
+Writes go through ``put``: each message is first *prepared* (``prepare``),
+the RocketMQ broker's send pipeline that both protocols share: the broker
+stamps ``CLUSTER`` and drops ``WAIT``; a transactional half message
+(``TRAN_MSG=true``) is parked in RMQ_SYS_TRANS_HALF_TOPIC; a delayed message
+(``DELAY``>0) is parked in SCHEDULE_TOPIC_XXXX queue level-1; both keep
+their destination in REAL_TOPIC/REAL_QID.  Then the store appends, and under
+SYNC_FLUSH ``put`` returns only after the bytes are fsynced (group commit)
+or reports FLUSH_DISK_TIMEOUT.
+
+Everything here is synchronous except ``put`` (it may wait for fsync) and
+``run`` (background upkeep: flushing, periodic persistence, retention).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+import trio
+
+from core.arrivals import ArrivalHub
+from core.config import BrokerConfig
+from core.groups import ConsumerRegistry, ProducerRegistry, SubscriptionGroupManager
+from core.model import (
+    PROP_CLUSTER,
+    PROP_DELAY,
+    PROP_REAL_QID,
+    PROP_REAL_TOPIC,
+    PROP_TRAN_MSG,
+    PROP_WAIT,
+    TOPIC_SCHEDULE,
+    TOPIC_TRANS_HALF,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    Message,
+)
+from core.offsets import ConsumerOffsetManager
+from core.storage.api import FlushDiskType, MessageStore, PutResult, PutStatus
+from core.topics import TopicManager
+
+log = structlog.get_logger(__name__)
+
+PERSIST_INTERVAL_S = 5.0
+RETENTION_INTERVAL_S = 10.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Broker:
+    def __init__(self, cfg: BrokerConfig, store: MessageStore | None = None) -> None:
+        self.cfg = cfg
+        self.store_config = cfg.store_config()
+        config_dir = Path(cfg.store_path_root_dir) / "config"
+        if store is None:
+            from core.storage.engine import DiskStore
+
+            store = DiskStore(self.store_config)
+        self.store: MessageStore = store
+        self.delay_levels_ms = cfg.delay_levels_ms
+        self.topics = TopicManager(
+            config_dir, cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
+            auto_create=cfg.auto_create_topic_enable, default_queue_nums=cfg.default_topic_queue_nums,
+            delay_levels=len(self.delay_levels_ms), broker_perm=cfg.broker_permission,
+            cluster_topic=cfg.cluster_topic_enable, broker_topic=cfg.broker_topic_enable)
+        self.sub_groups = SubscriptionGroupManager(config_dir, auto_create=cfg.auto_create_subscription_group)
+        self.offsets = ConsumerOffsetManager(config_dir)
+        self.consumers = ConsumerRegistry()
+        self.producers = ProducerRegistry()
+        self.arrivals = ArrivalHub()
+        self.store.add_arrival_listener(self.arrivals.notify)
+        self.sync_flush = self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._flush_service = None
+        self._closed = False
+
+    # -- the send pipeline ---------------------------------------------------
+    def prepare(self, msg: Message) -> Message:
+        """Apply the broker-side send rules shared by both protocols (see module doc)."""
+        props = dict(msg.properties)
+        props.pop(PROP_WAIT, None)
+        props[PROP_CLUSTER] = self.cfg.broker_cluster_name
+        topic, queue_id, sysflag = msg.topic, msg.queue_id, msg.sysflag
+        tran_type = sysflag & TRANSACTION_MASK
+        if props.get(PROP_TRAN_MSG) == "true" and tran_type in (TRANSACTION_NOT_TYPE,
+                                                                 TRANSACTION_PREPARED_TYPE):
+            props[PROP_REAL_TOPIC], props[PROP_REAL_QID] = topic, str(queue_id)
+            topic, queue_id = TOPIC_TRANS_HALF, 0
+            sysflag &= ~TRANSACTION_MASK
+        elif tran_type in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            level = _int(props.get(PROP_DELAY))
+            if level > 0:
+                level = min(level, len(self.delay_levels_ms))
+                props[PROP_DELAY] = str(level)
+                props[PROP_REAL_TOPIC], props[PROP_REAL_QID] = topic, str(queue_id)
+                topic, queue_id = TOPIC_SCHEDULE, level - 1
+        return dataclasses.replace(msg, topic=topic, queue_id=queue_id, properties=props,
+                                   sysflag=sysflag)
+
+    async def put(self, messages: Sequence[Message], *, prepared: bool = False) -> PutResult:
+        """Store messages (already validated by the gateway) and honour the flush policy."""
+        if self._closed:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
+        msgs = list(messages) if prepared else [self.prepare(m) for m in messages]
+        for m in msgs:
+            if len(m.body) > self.cfg.max_message_size:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL,
+                                 remark=f"message body size {len(m.body)} exceeds maxMessageSize "
+                                        f"{self.cfg.max_message_size}")
+        result = self.store.put_messages(msgs)
+        if result.ok and self.sync_flush and self._flush_service is not None:
+            if not await self._flush_service.wait_durable(result.end_offset):
+                return dataclasses.replace(result, status=PutStatus.FLUSH_DISK_TIMEOUT)
+        return result
+
+    def is_transactional_final(self, sysflag: int) -> bool:
+        return (sysflag & TRANSACTION_MASK) in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+    # -- upkeep ----------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Background upkeep until cancelled: flush service, periodic persistence, retention."""
+        from core.storage.flush import FlushService
+
+        async with trio.open_nursery() as nursery:
+            self._flush_service = FlushService(self.store)
+            await nursery.start(self._flush_service.run)
+            nursery.start_soon(self._persist_loop)
+            nursery.start_soon(self._retention_loop)
+            task_status.started()
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await trio.sleep(PERSIST_INTERVAL_S)
+            self.offsets.persist_if_dirty()
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await trio.sleep(RETENTION_INTERVAL_S)
+            removed = await trio.to_thread.run_sync(self.store.run_retention, now_ms())
+            if removed:
+                log.info("retention removed files", count=removed)
+
+    def close(self) -> None:
+        """Persist tables, flush and close the store (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.offsets.persist()
+        self.store.close()
+        log.info("broker closed", flushed_offset=self.store.flushed_offset)
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value) if value else 0
+    except ValueError:
+        return 0

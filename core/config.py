@@ -1,0 +1,202 @@
+"""Broker configuration: RocketMQ ``broker.conf`` keys, typed, with defaults.
+
+Theory of operation
+-------------------
+``BrokerConfig`` is one flat dataclass whose field names are the snake_case
+forms of RocketMQ's camelCase keys (``brokerClusterName`` ->
+``broker_cluster_name``).  ``load_broker_conf`` reads a Java properties file
+(via ``jproperties``) and converts each known key by the field's declared
+type; unknown keys are returned so the caller can log a warning (never a
+failure).  Command-line flags are applied *after* the file by the CLI, so
+they win.  ``store_config()`` derives the storage engine's config.
+
+A few keys are rokka's own (the Kafka listener and Kafka defaults); they
+follow the same camelCase convention in the file (``kafkaListenPort``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.storage.api import DEFAULT_DELAY_LEVELS, FlushDiskType, StoreConfig, parse_delay_levels
+
+# Keys whose RocketMQ spelling does not follow the simple camel->snake rule.
+_ALIASES = {
+    "mapedFileSizeCommitLog": "mapped_file_size_commit_log",
+    "mappedFileSizeCommitLog": "mapped_file_size_commit_log",
+    "mapedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
+    "mappedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
+    "brokerIP1": "broker_ip1",
+    "brokerIP2": "broker_ip2",
+    "transactionTimeOut": "transaction_timeout",
+}
+
+
+@dataclass
+class BrokerConfig:
+    # identity
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    broker_ip1: str = ""            # advertised address; default = listen host (127.0.0.1 if wildcard)
+    broker_ip2: str = ""
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    # network
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 10911
+    kafka_listen_port: int = 9092
+    namesrv_addr: str = ""          # "h:p;h:p"
+    register_name_server_period: int = 30_000
+    server_channel_max_idle_time_seconds: int = 120
+    max_frame_bytes: int = 16 * 1024 * 1024
+    # store
+    store_path_root_dir: str = "./data"
+    store_path_commit_log: str = ""
+    mapped_file_size_commit_log: int = 1 << 30
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    flush_disk_type: str = "ASYNC_FLUSH"
+    flush_interval_commit_log: int = 500
+    sync_flush_timeout: int = 5000
+    file_reserved_time: int = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    max_message_size: int = 4 * 1024 * 1024
+    max_index_num: int = 20_000_000
+    max_hash_slot_num: int = 5_000_000
+    # topics and groups
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    broker_permission: int = 6
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    # messaging semantics
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    enable_property_filter: bool = False
+    transaction_timeout: int = 6000
+    transaction_check_max: int = 15
+    transaction_check_interval: int = 60_000
+    reject_transaction_message: bool = False
+    # kafka side (rokka's own keys)
+    kafka_num_partitions: int = 4
+    kafka_auto_create_topics_enable: bool = True
+    kafka_group_initial_rebalance_delay_ms: int = 3000
+    kafka_node_id: int = 0
+    # extras kept from the file that we do not interpret
+    extra: dict[str, str] = field(default_factory=dict)
+
+    # -- derived -----------------------------------------------------------
+    @property
+    def vip_port(self) -> int:
+        return self.listen_port - 2 if self.listen_port else 0
+
+    @property
+    def advertised_host(self) -> str:
+        if self.broker_ip1:
+            return self.broker_ip1
+        if self.listen_host in ("", "0.0.0.0", "::"):
+            return "127.0.0.1"
+        return self.listen_host
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    @property
+    def delay_levels_ms(self) -> list[int]:
+        return parse_delay_levels(self.message_delay_level)
+
+    def store_config(self) -> StoreConfig:
+        root = Path(self.store_path_root_dir)
+        return StoreConfig(
+            root_dir=root,
+            commitlog_dir=Path(self.store_path_commit_log) if self.store_path_commit_log else None,
+            commitlog_file_size=self.mapped_file_size_commit_log,
+            consumequeue_file_size=self.mapped_file_size_consume_queue,
+            index_hash_slots=self.max_hash_slot_num,
+            index_max_entries=self.max_index_num,
+            flush_disk_type=FlushDiskType(self.flush_disk_type),
+            flush_interval_ms=self.flush_interval_commit_log,
+            sync_flush_timeout_ms=self.sync_flush_timeout,
+            file_reserved_time_hours=self.file_reserved_time,
+            delete_when=self.delete_when,
+            disk_max_used_space_ratio=self.disk_max_used_space_ratio,
+            max_message_size=self.max_message_size,
+            store_host=(self.advertised_host, self.listen_port),
+            delay_levels_ms=self.delay_levels_ms,
+        )
+
+    def validate(self) -> None:
+        """Raise ValueError with a clear message for inconsistent settings."""
+        FlushDiskType(self.flush_disk_type)
+        self.delay_levels_ms  # noqa: B018 - parses, raising ValueError on bad input
+        if self.mapped_file_size_consume_queue % 20:
+            raise ValueError("mapedFileSizeConsumeQueue must be a multiple of 20")
+        if self.mapped_file_size_commit_log < 64 * 1024:
+            raise ValueError("mapedFileSizeCommitLog must be at least 64 KiB")
+        if not 1 <= self.disk_max_used_space_ratio <= 95:
+            raise ValueError("diskMaxUsedSpaceRatio must be within 1..95")
+
+
+def camel_to_snake(key: str) -> str:
+    if key in _ALIASES:
+        return _ALIASES[key]
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def _convert(raw: str, typ: Any, key: str) -> Any:
+    raw = raw.strip()
+    if typ in (bool, "bool"):
+        low = raw.lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"{key}: expected true/false, got {raw!r}")
+    if typ in (int, "int"):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"{key}: expected an integer, got {raw!r}") from None
+    return raw
+
+
+def apply_settings(cfg: BrokerConfig, settings: dict[str, str]) -> list[str]:
+    """Apply camelCase settings to ``cfg``; return the keys it does not know."""
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    unknown: list[str] = []
+    for key, value in settings.items():
+        name = camel_to_snake(key)
+        f = fields.get(name)
+        if f is None or name == "extra":
+            unknown.append(key)
+            cfg.extra[key] = value
+            continue
+        setattr(cfg, name, _convert(value, f.type, key))
+    return unknown
+
+
+def load_broker_conf(path: Path, cfg: BrokerConfig | None = None) -> tuple[BrokerConfig, list[str]]:
+    """Read a RocketMQ broker.conf (Java properties).
+
+    Returns:
+        The config and the list of unknown keys (to be logged as warnings).
+    Raises:
+        FileNotFoundError, ValueError: unreadable file or a bad value (the message names the key).
+    """
+    from jproperties import Properties
+
+    props = Properties()
+    with open(path, "rb") as f:
+        props.load(f, "utf-8")
+    settings = {k: v.data for k, v in props.items()}
+    cfg = cfg or BrokerConfig()
+    unknown = apply_settings(cfg, settings)
+    return cfg, unknown

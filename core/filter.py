@@ -1,0 +1,117 @@
+"""Subscriptions and message filters shared by both protocols.
+
+Theory of operation
+-------------------
+A ``Subscription`` is RocketMQ's SubscriptionData: topic, expression type
+(TAG or SQL92), the expression string, the tag set and its hash codes, and a
+version.  Tag hash codes are always recomputed here from the expression (the
+C++ client sends wrong ``codeSet`` values).
+
+``ExpressionFilter`` implements the store's two-stage ``MessageFilter``:
+``match_tags_code`` on ConsumeQueue units (TAG: code in the set; SQL92: pass)
+and ``match_properties`` on the record's properties (TAG: pass, since
+clients compare exact tags; SQL92: evaluate the compiled expression).
+SQL92 compilation is pluggable (``core.sql92`` registers itself) so this
+module stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from core.model import tags_code
+
+SUB_ALL = "*"
+EXPR_TAG = "TAG"
+EXPR_SQL92 = "SQL92"
+
+
+class SubscriptionParseError(ValueError):
+    """The expression cannot be parsed (SUBSCRIPTION_PARSE_FAILED)."""
+
+
+@dataclass
+class Subscription:
+    topic: str
+    sub_string: str = SUB_ALL
+    expression_type: str = EXPR_TAG
+    tags_set: list[str] = field(default_factory=list)
+    code_set: list[int] = field(default_factory=list)
+    sub_version: int = 0
+    class_filter_mode: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {"classFilterMode": self.class_filter_mode, "codeSet": self.code_set,
+                "expressionType": self.expression_type, "subString": self.sub_string,
+                "subVersion": self.sub_version, "tagsSet": self.tags_set, "topic": self.topic}
+
+
+def build_subscription(topic: str, expression: str | None, expression_type: str | None = None,
+                       sub_version: int = 0) -> Subscription:
+    """Parse a subscription expression the way RocketMQ's FilterAPI does.
+
+    Raises:
+        SubscriptionParseError: empty tag split or an invalid SQL92 expression.
+    """
+    etype = (expression_type or EXPR_TAG).upper()
+    if etype == EXPR_SQL92:
+        if not expression or not expression.strip():
+            raise SubscriptionParseError("SQL92 expression is empty")
+        compile_sql92(expression)  # validate now; raises SubscriptionParseError
+        return Subscription(topic, expression.strip(), EXPR_SQL92, sub_version=sub_version)
+    if etype != EXPR_TAG:
+        raise SubscriptionParseError(f"unknown expression type {expression_type!r}")
+    if expression is None or expression.strip() in ("", SUB_ALL):
+        return Subscription(topic, SUB_ALL, EXPR_TAG, sub_version=sub_version)
+    tags = [t.strip() for t in expression.split("||") if t.strip()]
+    if not tags:
+        raise SubscriptionParseError("subString split error")
+    return Subscription(topic, expression, EXPR_TAG, tags, [tags_code(t) for t in tags], sub_version)
+
+
+_sql92_compiler: Callable[[str], Callable[[dict[str, str]], bool]] | None = None
+
+
+def register_sql92_compiler(compiler: Callable[[str], Callable[[dict[str, str]], bool]]) -> None:
+    global _sql92_compiler
+    _sql92_compiler = compiler
+
+
+def compile_sql92(expression: str) -> Callable[[dict[str, str]], bool]:
+    if _sql92_compiler is None:
+        try:
+            import core.sql92  # noqa: F401  (registers itself)
+        except ImportError:
+            raise SubscriptionParseError("SQL92 filtering is not available") from None
+    assert _sql92_compiler is not None
+    return _sql92_compiler(expression)
+
+
+class ExpressionFilter:
+    """MessageFilter for one subscription."""
+
+    def __init__(self, sub: Subscription) -> None:
+        self.sub = sub
+        self._codes = frozenset(sub.code_set)
+        self._match_all = sub.expression_type == EXPR_TAG and sub.sub_string == SUB_ALL
+        self._sql = compile_sql92(sub.sub_string) if sub.expression_type == EXPR_SQL92 else None
+
+    @property
+    def needs_properties(self) -> bool:
+        return self._sql is not None
+
+    def match_tags_code(self, code: int) -> bool:
+        if self._match_all or self._sql is not None:
+            return True
+        # ConsumeQueue stores int64; RocketMQ compares (int) tagsCode.
+        code32 = ((code + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+        return code32 in self._codes
+
+    def match_properties(self, properties: dict[str, str]) -> bool:
+        if self._sql is None:
+            return True
+        try:
+            return bool(self._sql(properties))
+        except Exception:  # noqa: BLE001 - a bad evaluation never matches, as in RocketMQ
+            return False

@@ -1,0 +1,142 @@
+"""``rokka`` command line: serve, namesrv, broker, admin.
+
+The contract used by external checks (keep it exact):
+  rokka serve [--data-dir DIR] [--host H] [--namesrv-port N] [--broker-port N] [--kafka-port N] [-c broker.conf]
+  rokka namesrv [--port N]
+  rokka broker -n H:P[;H:P] [--broker-name ...] [--cluster ...] [serve flags]
+When every listener is up, one line goes to stdout and is flushed:
+  rokka ready namesrv=H:P broker=H:P kafka=H:P   (each role prints the parts it runs)
+Precedence: built-in defaults < broker.conf (-c) < command-line flags.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import structlog
+
+from core.config import BrokerConfig, load_broker_conf
+from gateway.logs import configure_logging
+
+log = structlog.get_logger("rokka")
+
+_LOG_OPTS = [
+    click.option("--log-format", type=click.Choice(["auto", "console", "plain", "json"]), default="auto",
+                 show_default=True, help="Log format on stderr."),
+    click.option("--log-level", default="info", show_default=True),
+]
+
+
+def _with(opts: list[Any]):  # noqa: ANN202 - decorator helper
+    def deco(f):  # noqa: ANN001, ANN202
+        for opt in reversed(opts):
+            f = opt(f)
+        return f
+    return deco
+
+
+_BROKER_OPTS = [
+    click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                 help="Store root (storePathRootDir). Default ./data"),
+    click.option("--host", default=None, help="Listen address. Default 127.0.0.1"),
+    click.option("--broker-port", type=int, default=None, help="RocketMQ broker port (listenPort), 0 = free port. "
+                 "The VIP port is broker-port - 2. Default 10911"),
+    click.option("--kafka-port", type=int, default=None, help="Kafka port, 0 = free port. Default 9092"),
+    click.option("-c", "--config", "conf", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+                 default=None, help="RocketMQ broker.conf (Java properties)."),
+    click.option("--broker-name", default=None, help="brokerName (default broker-a)"),
+    click.option("--cluster", default=None, help="brokerClusterName (default DefaultCluster)"),
+    click.option("--broker-id", type=int, default=None, help="brokerId (0 = master)"),
+    click.option("--flush-disk-type", type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]), default=None),
+]
+
+
+def build_config(conf: Path | None, *, data_dir: Path | None = None, host: str | None = None,
+                 broker_port: int | None = None, kafka_port: int | None = None,
+                 broker_name: str | None = None, cluster: str | None = None, broker_id: int | None = None,
+                 namesrv: str | None = None, flush_disk_type: str | None = None) -> BrokerConfig:
+    """Defaults, then the broker.conf file, then flags.  Raises click.UsageError on bad input."""
+    cfg = BrokerConfig()
+    if conf is not None:
+        try:
+            cfg, unknown = load_broker_conf(conf, cfg)
+        except (OSError, ValueError) as exc:
+            raise click.UsageError(f"cannot use {conf}: {exc}") from None
+        for key in unknown:
+            log.warning("unknown broker.conf key ignored", key=key, file=str(conf))
+    overrides = {"store_path_root_dir": str(data_dir) if data_dir is not None else None,
+                 "listen_host": host, "listen_port": broker_port, "kafka_listen_port": kafka_port,
+                 "broker_name": broker_name, "broker_cluster_name": cluster, "broker_id": broker_id,
+                 "namesrv_addr": namesrv, "flush_disk_type": flush_disk_type}
+    for attr, value in overrides.items():
+        if value is not None:
+            setattr(cfg, attr, value)
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    return cfg
+
+
+@click.group()
+@click.version_option(package_name="rokka")
+def main() -> None:
+    """rokka: a RocketMQ broker + name server and a Kafka broker on one store."""
+
+
+@main.command()
+@_with(_BROKER_OPTS)
+@click.option("--namesrv-port", type=int, default=9876, show_default=True, help="Name server port, 0 = free port")
+@_with(_LOG_OPTS)
+def serve(namesrv_port: int, log_format: str, log_level: str, conf: Path | None, **flags: Any) -> None:
+    """Name server + broker (RocketMQ and Kafka listeners) in one process."""
+    configure_logging(log_format, log_level)
+    cfg = build_config(conf, **flags)
+    from gateway.runtime import run_roles
+
+    sys.exit(run_roles(cfg, namesrv_port=namesrv_port, run_broker=True))
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=9876, show_default=True, help="0 = free port")
+@_with(_LOG_OPTS)
+def namesrv(host: str, port: int, log_format: str, log_level: str) -> None:
+    """Run only the name server."""
+    configure_logging(log_format, log_level)
+    cfg = BrokerConfig(listen_host=host)
+    from gateway.runtime import run_roles
+
+    sys.exit(run_roles(cfg, namesrv_port=port, run_broker=False))
+
+
+@main.command()
+@click.option("-n", "--namesrv", "namesrv_addr", default=None, help="Name servers, H:P[;H:P]")
+@_with(_BROKER_OPTS)
+@_with(_LOG_OPTS)
+def broker(namesrv_addr: str | None, log_format: str, log_level: str, conf: Path | None, **flags: Any) -> None:
+    """Run only a broker that registers with the given name servers."""
+    configure_logging(log_format, log_level)
+    cfg = build_config(conf, namesrv=namesrv_addr, **flags)
+    if not cfg.namesrv_addrs:
+        raise click.UsageError("a broker needs name servers: -n H:P[;H:P] or namesrvAddr in broker.conf")
+    from gateway.runtime import run_roles
+
+    sys.exit(run_roles(cfg, namesrv_port=None, run_broker=True))
+
+
+def _register_admin() -> None:
+    try:
+        from gateway.cli.admin import admin
+    except ImportError:  # pragma: no cover - admin is optional while being built
+        return
+    main.add_command(admin)
+
+
+_register_admin()
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
