@@ -1,0 +1,402 @@
+"""RocketMQ 4.9 CommitLog record layout, defined once.
+
+Theory of operation
+-------------------
+``FIELDS`` below is the single description of a CommitLog record (the same
+bytes are a PULL body element and a QUERY/VIEW body).  Everything else in
+this module is *derived* from it: the fixed-header ``struct.Struct`` for each
+of the four host-form variants (IPv4/IPv6 born host x store host, chosen by
+sysflag bits 0x10 / 0x20), the byte offsets of QUEUEOFFSET, PHYSICALOFFSET
+and STORETIMESTAMP, ``record_size``, ``encode_record`` and ``decode_record``.
+
+Layout (IPv4 hosts; upstream: rocketmq ``CommitLog.DefaultAppendMessageCallback``
+and ``MessageDecoder``)::
+
+    0  TOTALSIZE int32        4  MAGICCODE 0xDAA320A7   8  BODYCRC (crc32 & 0x7FFFFFFF)
+   12  QUEUEID int32         16  FLAG int32            20  QUEUEOFFSET int64
+   28  PHYSICALOFFSET int64  36  SYSFLAG int32         40  BORNTIMESTAMP int64
+   48  BORNHOST 4+4 (16+4 if sysflag&0x10)             56  STORETIMESTAMP int64
+   64  STOREHOST 4+4 (16+4 if sysflag&0x20)            72  RECONSUMETIMES int32
+   76  PREPARED_TRANSACTION_OFFSET int64               84  BODYLENGTH int32, BODY
+       TOPICLENGTH int8 (V1: 1 byte, <= 127), TOPIC, PROPERTIESLENGTH int16, PROPERTIES
+
+Rules for editors:
+  * Add or move a field only in ``FIELDS``; the structs and offsets follow.
+  * The encoder derives the V6 sysflag bits from the actual host address
+    family (an IPv6 literal contains ":"); callers never set them by hand.
+  * All structs are big-endian and precompiled; the hot path is
+    ``encode_record`` -> one ``pack`` + a bytes join.
+  * Properties: ``name 0x01 value 0x02 ...``; we write no trailing 0x02 (as
+    Java 4.9.7) and accept one; empty keys or values are dropped, as Java's
+    ``MessageDecoder.string2messageProperties`` does.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import socket
+import struct
+import sys
+import zlib
+from array import array
+from collections.abc import Mapping
+from dataclasses import dataclass
+from operator import mul
+
+from core.model import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, HostPort, Message, StoredMessage
+
+MESSAGE_MAGIC = 0xDAA320A7
+BLANK_MAGIC = 0xCBD43194
+MAX_TOPIC_BYTES = 127
+MAX_PROPERTIES_BYTES = 32767
+BLANK_SIZE = 8  # TOTALSIZE + MAGICCODE of the end-of-file filler
+
+NAME_VALUE_SEP = "\x01"
+PROPERTY_SEP = "\x02"
+
+
+class RecordError(ValueError):
+    """A byte range is not a well-formed CommitLog record."""
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One layout field: ``fmt`` is a struct code, "host" or a length-prefixed blob."""
+
+    name: str
+    fmt: str            # struct code, "host", or "blob"
+    v6_flag: int = 0    # for hosts: sysflag bit that selects the 16-byte form
+    len_fmt: str = ""   # for blobs: struct code of the length prefix
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("total_size", "i"),
+    Field("magic", "I"),
+    Field("body_crc", "i"),
+    Field("queue_id", "i"),
+    Field("flag", "i"),
+    Field("queue_offset", "q"),
+    Field("commitlog_offset", "q"),
+    Field("sysflag", "i"),
+    Field("born_timestamp", "q"),
+    Field("born_host", "host", v6_flag=BORNHOST_V6_FLAG),
+    Field("store_timestamp", "q"),
+    Field("store_host", "host", v6_flag=STOREHOST_V6_FLAG),
+    Field("reconsume_times", "i"),
+    Field("prepared_transaction_offset", "q"),
+    Field("body", "blob", len_fmt="i"),
+    Field("topic", "blob", len_fmt="b"),
+    Field("properties", "blob", len_fmt="h"),
+)
+
+
+def _header_format(sysflag: int) -> str:
+    """Struct format of everything before BODY (incl. BODYLENGTH) for a host variant."""
+    fmt = ">"
+    for f in FIELDS:
+        if f.fmt == "host":
+            fmt += ("16s" if sysflag & f.v6_flag else "4s") + "i"
+        elif f.fmt == "blob":
+            return fmt + f.len_fmt
+        else:
+            fmt += f.fmt
+    raise AssertionError("layout has no blob field")
+
+
+def _field_offset(name: str, sysflag: int = 0) -> int:
+    fmt = ">"
+    for f in FIELDS:
+        if f.name == name:
+            return struct.calcsize(fmt)
+        if f.fmt == "host":
+            fmt += ("16s" if sysflag & f.v6_flag else "4s") + "i"
+        elif f.fmt == "blob":
+            break
+        else:
+            fmt += f.fmt
+    raise KeyError(name)
+
+
+_V6_BITS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
+# Header struct per (sysflag & 0x30).
+HEADERS: dict[int, struct.Struct] = {bits: struct.Struct(_header_format(bits))
+                                     for bits in (0, BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, _V6_BITS)}
+HEADER_V4 = HEADERS[0]
+_TAIL_FMTS = [f.len_fmt for f in FIELDS if f.fmt == "blob"]
+TOPIC_LEN = struct.Struct(">" + _TAIL_FMTS[1])
+PROPS_LEN = struct.Struct(">" + _TAIL_FMTS[2])
+# Fixed part of a record = header + topic length + properties length.
+FIXED_SIZE = {bits: s.size + TOPIC_LEN.size + PROPS_LEN.size for bits, s in HEADERS.items()}
+
+OFF_TOTAL_SIZE = _field_offset("total_size")
+OFF_MAGIC = _field_offset("magic")
+OFF_BODY_CRC = _field_offset("body_crc")
+OFF_QUEUE_ID = _field_offset("queue_id")
+OFF_QUEUE_OFFSET = _field_offset("queue_offset")
+OFF_PHYSICAL_OFFSET = _field_offset("commitlog_offset")
+OFF_SYSFLAG = _field_offset("sysflag")
+OFF_BORN_HOST = _field_offset("born_host")
+STORE_TS_OFFSET = {bits: _field_offset("store_timestamp", bits) for bits in (0, BORNHOST_V6_FLAG)}
+
+INT32 = struct.Struct(">i")
+UINT32 = struct.Struct(">I")
+INT64 = struct.Struct(">q")
+SIZE_MAGIC = struct.Struct(">iI")
+_OFFSETS_PAIR = struct.Struct(">qq")
+_BLANK = struct.Struct(">iI")
+
+assert OFF_QUEUE_OFFSET + 8 == OFF_PHYSICAL_OFFSET  # rewrite_offsets packs them together
+
+
+# -- hosts ------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1024)
+def host_bytes(ip: str) -> tuple[bytes, bool]:
+    """``"127.0.0.1"`` -> (4 bytes, False); an IPv6 literal -> (16 bytes, True)."""
+    if ":" in ip:
+        return socket.inet_pton(socket.AF_INET6, ip), True
+    return socket.inet_pton(socket.AF_INET, ip), False
+
+
+def host_str(raw: bytes) -> str:
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw)
+    return str(ipaddress.IPv6Address(raw))
+
+
+# -- properties -------------------------------------------------------------
+
+def encode_properties(props: Mapping[str, str]) -> bytes:
+    """dict -> ``k 0x01 v 0x02 k 0x01 v`` (UTF-8, no trailing 0x02)."""
+    if not props:
+        return b""
+    return "\x02".join([f"{k}\x01{v}" for k, v in props.items()]).encode("utf-8")
+
+
+def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
+    """Parse a properties blob; accepts a trailing 0x02, drops empty keys/values (Java)."""
+    if not raw:
+        return {}
+    out: dict[str, str] = {}
+    for item in bytes(raw).decode("utf-8", "replace").split("\x02"):
+        key, sep, value = item.partition("\x01")
+        if sep and key and value:
+            out[key] = value
+    return out
+
+
+# -- Java String.hashCode ---------------------------------------------------
+
+_POWERS: dict[int, tuple[int, ...]] = {}
+_LITTLE = sys.byteorder == "little"
+
+
+def _powers(n: int) -> tuple[int, ...]:
+    p = _POWERS.get(n)
+    if p is None:
+        acc, seq = 1, []
+        for _ in range(n):
+            seq.append(acc)
+            acc = (acc * 31) & 0xFFFFFFFF
+        p = _POWERS[n] = tuple(reversed(seq))
+    return p
+
+
+def java_hash(s: str) -> int:
+    """Java ``String.hashCode`` (signed int32); same as ``core.model.java_string_hash``, faster."""
+    if s.isascii():
+        units: bytes | array[int] = s.encode("ascii")
+    else:
+        units = array("H", s.encode("utf-16-le" if _LITTLE else "utf-16-be"))
+    h = sum(map(mul, units, _powers(len(units)))) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+@functools.lru_cache(maxsize=4096)
+def tags_hash(tags: str) -> int:
+    """Cached ConsumeQueue tags code for a non-empty TAGS value."""
+    return java_hash(tags)
+
+
+# -- records ----------------------------------------------------------------
+
+def body_crc(body: bytes | memoryview) -> int:
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def record_size(body_len: int, topic_len: int, props_len: int, sysflag: int = 0) -> int:
+    """TOTALSIZE of a record with these blob lengths (bytes) and host forms."""
+    return FIXED_SIZE[sysflag & _V6_BITS] + body_len + topic_len + props_len
+
+
+@functools.lru_cache(maxsize=4096)
+def topic_blob(topic: str) -> bytes:
+    """TOPICLENGTH + TOPIC bytes.  Raises RecordError if longer than 127 bytes."""
+    raw = topic.encode("utf-8")
+    if len(raw) > MAX_TOPIC_BYTES or not raw:
+        raise RecordError(f"topic length {len(raw)} not in 1..{MAX_TOPIC_BYTES}")
+    return TOPIC_LEN.pack(len(raw)) + raw
+
+
+def encode_record(msg: Message, *, queue_offset: int, commitlog_offset: int,
+                  store_timestamp: int, store_host: HostPort,
+                  props: bytes | None = None) -> bytes:
+    """Encode ``msg`` as one CommitLog record.
+
+    ``props`` may carry the already-encoded properties (saves a re-encode).
+    Raises:
+        RecordError: topic > 127 bytes or properties > 32767 bytes.
+    """
+    if props is None:
+        props = encode_properties(msg.properties)
+    if len(props) > MAX_PROPERTIES_BYTES:
+        raise RecordError(f"properties length {len(props)} > {MAX_PROPERTIES_BYTES}")
+    tblob = topic_blob(msg.topic)
+    born_ip, born6 = host_bytes(msg.born_host[0])
+    store_ip, store6 = host_bytes(store_host[0])
+    sysflag = (msg.sysflag & ~_V6_BITS) | (BORNHOST_V6_FLAG if born6 else 0) | (
+        STOREHOST_V6_FLAG if store6 else 0)
+    header = HEADERS[sysflag & _V6_BITS]
+    body = msg.body
+    total = header.size + len(body) + len(tblob) + PROPS_LEN.size + len(props)
+    return b"".join((
+        header.pack(total, MESSAGE_MAGIC, zlib.crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag,
+                    queue_offset, commitlog_offset, sysflag, msg.born_timestamp, born_ip,
+                    msg.born_host[1], store_timestamp, store_ip, store_host[1],
+                    msg.reconsume_times, msg.prepared_transaction_offset, len(body)),
+        body, tblob, PROPS_LEN.pack(len(props)), props))
+
+
+def encode_blank(size: int) -> bytes:
+    """End-of-segment filler: TOTALSIZE = ``size``, BLANK magic, zeros."""
+    return _BLANK.pack(size, BLANK_MAGIC) + bytes(size - BLANK_SIZE)
+
+
+def peek_total_size(buf: bytes | memoryview | bytearray, offset: int = 0) -> int:
+    return INT32.unpack_from(buf, offset)[0]
+
+
+def rewrite_offsets(buf: bytearray | memoryview, offset: int, queue_offset: int,
+                    commitlog_offset: int) -> None:
+    """Overwrite QUEUEOFFSET and PHYSICALOFFSET of the record at ``buf[offset:]`` in place."""
+    _OFFSETS_PAIR.pack_into(buf, offset + OFF_QUEUE_OFFSET, queue_offset, commitlog_offset)
+
+
+def store_timestamp_of(buf: bytes | memoryview | bytearray, offset: int = 0) -> int:
+    sysflag = INT32.unpack_from(buf, offset + OFF_SYSFLAG)[0]
+    return INT64.unpack_from(buf, offset + STORE_TS_OFFSET[sysflag & BORNHOST_V6_FLAG])[0]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordHead:
+    """The fixed fields of a record plus where its blobs are (for scans)."""
+
+    total_size: int
+    body_crc: int
+    queue_id: int
+    queue_offset: int
+    commitlog_offset: int
+    sysflag: int
+    store_timestamp: int
+    body_start: int
+    body_len: int
+    topic: bytes
+    props_start: int
+    props_len: int
+
+
+def check_record(buf: bytes | memoryview | bytearray, offset: int = 0, *,
+                 limit: int | None = None, verify_crc: bool = True) -> RecordHead:
+    """Validate the record at ``buf[offset:]`` (magic, sizes, CRC) and return its head.
+
+    Raises:
+        RecordError: anything inconsistent; the message says what.
+    """
+    end = len(buf) if limit is None else limit
+    if offset + 8 > end:
+        raise RecordError("truncated record header")
+    total, magic = SIZE_MAGIC.unpack_from(buf, offset)
+    if magic != MESSAGE_MAGIC:
+        raise RecordError(f"bad magic 0x{magic:08X}")
+    sysflag = INT32.unpack_from(buf, offset + OFF_SYSFLAG)[0]
+    header = HEADERS[sysflag & _V6_BITS]
+    if total < FIXED_SIZE[sysflag & _V6_BITS] or offset + total > end:
+        raise RecordError(f"bad TOTALSIZE {total}")
+    f = header.unpack_from(buf, offset)
+    body_len = f[-1]
+    body_start = offset + header.size
+    topic_pos = body_start + body_len
+    if body_len < 0 or topic_pos + 1 > offset + total:
+        raise RecordError(f"bad BODYLENGTH {body_len}")
+    tlen = buf[topic_pos]
+    props_pos = topic_pos + 1 + tlen
+    if tlen > MAX_TOPIC_BYTES or props_pos + 2 > offset + total:
+        raise RecordError(f"bad TOPICLENGTH {tlen}")
+    plen = PROPS_LEN.unpack_from(buf, props_pos)[0]
+    if plen < 0 or props_pos + 2 + plen != offset + total:
+        raise RecordError(f"bad PROPERTIESLENGTH {plen} for TOTALSIZE {total}")
+    if verify_crc and zlib.crc32(memoryview(buf)[body_start:topic_pos]) & 0x7FFFFFFF != f[2]:
+        raise RecordError("BODYCRC mismatch")
+    return RecordHead(total, f[2], f[3], f[5], f[6], sysflag, f[11], body_start, body_len,
+                      bytes(buf[topic_pos + 1:props_pos]), props_pos + 2, plen)
+
+
+def decode_record(buf: bytes | memoryview | bytearray, offset: int = 0) -> StoredMessage:
+    """Decode the record at ``buf[offset:]`` (IPv4 or IPv6 hosts per sysflag).
+
+    Does not verify the CRC (use ``check_record`` for that).
+    Raises:
+        RecordError: the bytes are not a well-formed record.
+    """
+    try:
+        sysflag = INT32.unpack_from(buf, offset + OFF_SYSFLAG)[0]
+        header = HEADERS[sysflag & _V6_BITS]
+        (total, magic, crc, qid, flag, qoff, phys, sysflag, born_ts, born_ip, born_port,
+         store_ts, store_ip, store_port, reconsume, pto, body_len) = header.unpack_from(buf, offset)
+        pos = offset + header.size
+        body = bytes(buf[pos:pos + body_len])
+        pos += body_len
+        tlen = buf[pos]
+        topic = bytes(buf[pos + 1:pos + 1 + tlen]).decode("utf-8")
+        pos += 1 + tlen
+        plen = PROPS_LEN.unpack_from(buf, pos)[0]
+        props = decode_properties(buf[pos + 2:pos + 2 + plen])
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise RecordError(f"malformed record at {offset}: {exc}") from exc
+    if len(body) != body_len or pos + 2 + plen - offset != total or plen < 0:
+        raise RecordError(f"malformed record at {offset}: sizes do not add up")
+    return StoredMessage(
+        topic=topic, queue_id=qid, body=body, properties=props, flag=flag, sysflag=sysflag,
+        born_timestamp=born_ts, born_host=(host_str(born_ip), born_port),
+        store_timestamp=store_ts, store_host=(host_str(store_ip), store_port),
+        reconsume_times=reconsume, prepared_transaction_offset=pto, queue_offset=qoff,
+        commitlog_offset=phys, body_crc=crc, size=total)
+
+
+def iter_records(buf: bytes | memoryview | bytearray) -> list[StoredMessage]:
+    """Decode a concatenation of records (a PULL body)."""
+    out, pos = [], 0
+    while pos < len(buf):
+        msg = decode_record(buf, pos)
+        out.append(msg)
+        pos += msg.size
+    return out
+
+
+# -- message ids ------------------------------------------------------------
+
+def encode_offset_msg_id(store_host: HostPort, commitlog_offset: int) -> str:
+    """offsetMsgId: IP + int32 port + int64 offset, uppercase hex (32 or 56 chars)."""
+    ip, _ = host_bytes(store_host[0])
+    return (ip + struct.pack(">iq", store_host[1], commitlog_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
+    """Inverse of ``encode_offset_msg_id``.  Raises ValueError on a malformed id."""
+    if len(msg_id) not in (32, 56):
+        raise ValueError(f"offsetMsgId must be 32 or 56 hex chars, got {len(msg_id)}")
+    raw = bytes.fromhex(msg_id)
+    iplen = len(raw) - 12
+    port, offset = struct.unpack_from(">iq", raw, iplen)
+    return host_str(raw[:iplen]), port, offset
