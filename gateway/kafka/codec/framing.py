@@ -1,0 +1,150 @@
+"""Kafka frames and headers (both directions, so tests and tools can be clients).
+
+Theory of operation
+-------------------
+A frame is ``int32 size`` + header + body (kafka-wire.md §1.1).  This module
+works on *one frame's payload* (the bytes after the size prefix); splitting a
+byte stream into frames is the connection's job.
+
+Request header (§1.3)::
+
+    v1: api_key int16 | api_version int16 | correlation_id int32 | client_id nullable int16-string
+    v2: v1 + tagged-field section            (used when the request version is flexible)
+
+client_id is always the classic int16 string, even in v2.  The header
+version depends on the API's first flexible version, so the first 4 bytes
+(api_key, api_version) are read before anything else.
+
+Response header (§1.4)::
+
+    v0: correlation_id int32
+    v1: v0 + tagged-field section             (flexible responses, except ApiVersions)
+
+ApiVersions answers always use header v0 (KIP-511).  ``encode_api_versions_error``
+builds the special "unsupported version" reply: error 35 and a v0 body
+listing our ranges, whatever version was asked for (§1.6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.kafka.codec import primitives as p
+from gateway.kafka.codec.messages_data import API_VERSIONS, DATA_APIS
+from gateway.kafka.codec.messages_groups import GROUP_APIS
+from gateway.kafka.codec.primitives import DecodeError, Reader
+from gateway.kafka.codec.schema import Api, Struct
+
+__all__ = [
+    "APIS",
+    "API_VERSIONS_KEY",
+    "UNSUPPORTED_VERSION",
+    "RequestHeader",
+    "peek_api",
+    "decode_request_header",
+    "encode_request_frame",
+    "encode_response_frame",
+    "decode_response_frame",
+    "encode_api_versions_error",
+]
+
+APIS: dict[int, Api] = {api.key: api for api in (*DATA_APIS, *GROUP_APIS)}
+API_VERSIONS_KEY = API_VERSIONS.key
+UNSUPPORTED_VERSION = 35
+
+
+@dataclass(frozen=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str  # null on the wire is reported as ""
+
+
+def peek_api(payload: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) from a request payload's first 8 bytes."""
+    r = Reader(payload)
+    return r.int16(), r.int16(), r.int32()
+
+
+def decode_request_header(payload: bytes, flexible: bool) -> tuple[RequestHeader, int]:
+    """Parse the request header; return it and the offset where the body starts.
+
+    Raises:
+        DecodeError: truncated or malformed header.
+    """
+    r = Reader(payload)
+    api_key, api_version, correlation_id = r.int16(), r.int16(), r.int32()
+    client_id = r.string(False)
+    if flexible:
+        _skip_tags(r)
+    return RequestHeader(api_key, api_version, correlation_id, client_id or ""), r.pos
+
+
+def _skip_tags(r: Reader) -> None:
+    for _ in range(r.uvarint()):
+        r.uvarint()
+        r.read_raw(r.uvarint())
+
+
+def _response_header_flexible(api: Api, version: int) -> bool:
+    return api.key != API_VERSIONS_KEY and api.is_flexible(version)
+
+
+def encode_request_frame(
+    api: Api, version: int, correlation_id: int, body: Any, client_id: str | None = "rokka"
+) -> bytes:
+    """A complete request frame (size prefix included), as a client sends it."""
+    out = bytearray(4)
+    p.write_int16(out, api.key)
+    p.write_int16(out, version)
+    p.write_int32(out, correlation_id)
+    p.write_string(out, client_id, False)
+    if api.is_flexible(version):
+        out.append(0)
+    out += api.encode_request(version, body)
+    out[0:4] = (len(out) - 4).to_bytes(4, "big", signed=True)
+    return bytes(out)
+
+
+def encode_response_frame(api: Api, version: int, correlation_id: int, body: Any) -> bytes:
+    """A complete response frame (size prefix included)."""
+    out = bytearray(4)
+    p.write_int32(out, correlation_id)
+    if _response_header_flexible(api, version):
+        out.append(0)
+    out += api.encode_response(version, body)
+    out[0:4] = (len(out) - 4).to_bytes(4, "big", signed=True)
+    return bytes(out)
+
+
+def decode_response_frame(api: Api, version: int, payload: bytes) -> tuple[int, Struct]:
+    """(correlation_id, body) from a response payload (after the size prefix).
+
+    Raises:
+        DecodeError: the payload does not parse at that version.
+    """
+    r = Reader(payload)
+    correlation_id = r.int32()
+    if _response_header_flexible(api, version):
+        _skip_tags(r)
+    return correlation_id, api.decode_response(version, payload, r.pos)
+
+
+def encode_api_versions_error(correlation_id: int, ranges: Iterable[tuple[int, int, int]]) -> bytes:
+    """UNSUPPORTED_VERSION reply to an ApiVersions request we cannot parse (v0 body, v0 header)."""
+    body = Struct(
+        error_code=UNSUPPORTED_VERSION,
+        api_keys=[Struct(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in ranges],
+    )
+    return encode_response_frame(API_VERSIONS, 0, correlation_id, body)
+
+
+def decode_api_versions_any(payload: bytes, version: int) -> tuple[int, Struct]:
+    """Client helper: parse an ApiVersions reply, falling back to v0 on error 35."""
+    try:
+        return decode_response_frame(API_VERSIONS, version, payload)
+    except DecodeError:
+        return decode_response_frame(API_VERSIONS, 0, payload)
