@@ -1,0 +1,322 @@
+"""One remoting connection driven by trio: ``Channel``.
+
+Theory of operation
+-------------------
+A ``Channel`` wraps a trio stream and a sans-IO ``RemotingConnection``.  The
+same class serves both ends: the broker / name server get one per accepted
+socket (``RemotingServer``), and the client library gets one per outgoing
+connection, so broker->client requests (NOTIFY_CONSUMER_IDS_CHANGED,
+CHECK_TRANSACTION_STATE) and client->broker requests share one code path.
+
+``run()`` is the only reader.  For every decoded command:
+
+* a response (flag bit 0, whatever bit 1 says: C++ answers with flag 3) wakes
+  the ``send_request`` waiter holding that opaque;
+* a request is dispatched by code, each in its own task inside the channel's
+  nursery (so a long-polling pull never blocks the connection).  At most
+  ``max_inflight`` requests run at once; above that the reader answers
+  SYSTEM_BUSY itself.  Unknown code -> REQUEST_CODE_NOT_SUPPORTED; handler
+  exception -> SYSTEM_ERROR with the exception text; a oneway request is
+  never answered.
+
+Writes go through one lock per channel and a write timeout.  The channel
+ends on EOF, on a protocol violation (logged, no reply: Netty closes too),
+after ``idle_timeout_s`` without incoming bytes, or on ``close()``.  Ending
+cancels in-flight handlers, fails pending ``send_request`` calls with
+``ChannelClosedError``, closes the socket and calls ``on_closed(channel)``
+(sync or async; async ones run shielded for at most 5 s).
+
+Editing rule: nothing here knows a request code's meaning; that lives in
+handlers.  ``run()`` never raises (except Cancelled).
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+import trio
+
+from gateway.rocketmq.codec.codes import REMARK_SYSTEM_BUSY, ResponseCode, remark_not_supported
+from gateway.rocketmq.codec.errors import HeaderFieldError, LocalProtocolError, RemoteProtocolError
+from gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCommand
+from gateway.rocketmq.connection import ConnectionState, RemotingConnection
+
+log = structlog.get_logger(__name__)
+
+Handler = Callable[["Channel", RemotingCommand], Awaitable[RemotingCommand | None]]
+ClosedCallback = Callable[["Channel"], Any]
+HostPort = tuple[str, int]
+
+RECEIVE_BYTES = 64 * 1024
+_ids = itertools.count(1)
+
+
+class ChannelClosedError(Exception):
+    """The channel closed before (or while) a request could be completed."""
+
+
+class RequestTimeoutError(Exception):
+    """No response arrived within the timeout."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelStatistics:
+    id: str
+    peer: HostPort
+    closed: bool
+    inflight: int
+    pending_requests: int
+    frames_in: int
+    frames_out: int
+    stray_responses: int
+
+
+class _Waiter:
+    __slots__ = ("event", "response", "error")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.response: RemotingCommand | None = None
+        self.error: Exception | None = None
+
+
+def _sockname(addr: Any) -> HostPort:
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        return (str(addr[0]), int(addr[1]))
+    return (str(addr), 0)
+
+
+class Channel:
+    """A remoting connection: serves incoming requests, sends outgoing ones."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        handlers: Mapping[int, Handler] | None = None,
+        name: str = "remoting",
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_inflight: int = 1024,
+        idle_timeout_s: float | None = None,
+        write_timeout_s: float = 30.0,
+        on_closed: ClosedCallback | None = None,
+    ) -> None:
+        self._stream = stream
+        self._handlers: Mapping[int, Handler] = handlers if handlers is not None else {}
+        self._conn = RemotingConnection(max_frame_bytes=max_frame_bytes)
+        self._max_inflight = max_inflight
+        self._idle_timeout_s = idle_timeout_s if idle_timeout_s else math.inf
+        self._write_timeout_s = write_timeout_s
+        self._on_closed = on_closed
+        self._write_lock = trio.Lock()
+        self._waiters: dict[int, _Waiter] = {}
+        self._inflight = 0
+        self._cancel_scope: trio.CancelScope | None = None
+        self._close_requested = False
+        self._closed_event = trio.Event()
+        self.name = name
+        sock = getattr(stream, "socket", None)
+        self.peer: HostPort = _sockname(sock.getpeername()) if sock is not None else ("", 0)
+        self.local: HostPort = _sockname(sock.getsockname()) if sock is not None else ("", 0)
+        self.id = f"{name}#{next(_ids)}@{self.peer[0]}:{self.peer[1]}"
+        self.attrs: dict[str, Any] = {}
+        self._log = log.bind(channel=self.id)
+
+    # -- public ----------------------------------------------------------------
+    @property
+    def peer_addr(self) -> str:
+        """``"host:port"`` of the peer."""
+        return f"{self.peer[0]}:{self.peer[1]}"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_event.is_set() or self._close_requested
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    def close(self) -> None:
+        """Ask the channel to end (non-blocking; ``wait_closed`` to wait)."""
+        self._close_requested = True
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+
+    async def wait_closed(self) -> None:
+        await self._closed_event.wait()
+
+    async def send_request(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send a two-way request (fresh opaque assigned) and wait for its response.
+
+        Raises:
+            RequestTimeoutError: no response within ``timeout_s``.
+            ChannelClosedError: the channel is or became closed.
+        """
+        if self.closed:
+            raise ChannelClosedError(f"channel {self.id} is closed")
+        data = self._start(cmd, oneway=False)
+        waiter = _Waiter()
+        self._waiters[cmd.opaque] = waiter
+        try:
+            with trio.move_on_after(timeout_s):
+                await self._write(data)
+                await waiter.event.wait()
+            if waiter.error is not None:
+                raise waiter.error
+            if waiter.response is None:
+                raise RequestTimeoutError(
+                    f"no response to code {cmd.code} from {self.peer_addr} within {timeout_s}s")
+            return waiter.response
+        finally:
+            self._waiters.pop(cmd.opaque, None)
+            self._conn.forget(cmd.opaque)
+
+    async def send_oneway(self, cmd: RemotingCommand) -> None:
+        """Send a request with the oneway flag (no response is expected).
+
+        Raises:
+            ChannelClosedError: the channel is closed or the write failed.
+        """
+        if self.closed:
+            raise ChannelClosedError(f"channel {self.id} is closed")
+        await self._write(self._start(cmd, oneway=True))
+
+    def statistics(self) -> ChannelStatistics:
+        return ChannelStatistics(
+            id=self.id, peer=self.peer, closed=self.closed, inflight=self._inflight,
+            pending_requests=len(self._waiters), frames_in=self._conn.frames_in,
+            frames_out=self._conn.frames_out, stray_responses=self._conn.stray_responses)
+
+    # -- the reader --------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Read and dispatch until the channel ends; then clean up.  Never raises."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._cancel_scope = nursery.cancel_scope
+                if self._close_requested:
+                    nursery.cancel_scope.cancel()
+                task_status.started()
+                await self._read_loop(nursery)
+                nursery.cancel_scope.cancel()
+        except Exception:  # noqa: BLE001 - a channel must never take its server down
+            self._log.exception("channel crashed")
+        finally:
+            await self._finish()
+
+    async def _read_loop(self, nursery: trio.Nursery) -> None:
+        while True:
+            data = b""
+            with trio.move_on_after(self._idle_timeout_s) as idle:
+                try:
+                    data = await self._stream.receive_some(RECEIVE_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    self._log.debug("connection lost", error=str(exc))
+                    return
+            if idle.cancelled_caught:
+                self._log.info("closing idle connection", idle_timeout_s=self._idle_timeout_s)
+                return
+            try:
+                commands = self._conn.receive_data(data)
+            except RemoteProtocolError as exc:
+                self._log.warning("protocol violation, closing connection", error=str(exc))
+                return
+            for cmd in commands:
+                await self._dispatch(cmd, nursery)
+            if not data:
+                return
+
+    async def _dispatch(self, cmd: RemotingCommand, nursery: trio.Nursery) -> None:
+        if cmd.is_response:
+            waiter = self._waiters.get(cmd.opaque)
+            if waiter is not None:
+                waiter.response = cmd
+                waiter.event.set()
+            return
+        if self._inflight >= self._max_inflight:
+            self._log.warning("too many requests in flight", code=cmd.code, inflight=self._inflight)
+            busy = cmd.make_response(ResponseCode.SYSTEM_BUSY, REMARK_SYSTEM_BUSY)
+            await self._reply(cmd, busy)
+            return
+        self._inflight += 1
+        nursery.start_soon(self._run_handler, cmd)
+
+    async def _run_handler(self, cmd: RemotingCommand) -> None:
+        try:
+            response = await self._call_handler(cmd)
+            if response is not None:
+                await self._reply(cmd, response)
+        finally:
+            self._inflight -= 1
+
+    async def _call_handler(self, cmd: RemotingCommand) -> RemotingCommand | None:
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            self._log.info("request code not supported", code=cmd.code)
+            return cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark_not_supported(cmd.code))
+        try:
+            return await handler(self, cmd)
+        except HeaderFieldError as exc:
+            self._log.info("bad request header", code=cmd.code, error=str(exc))
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        except ChannelClosedError:
+            return None
+        except Exception as exc:  # noqa: BLE001 - answered as SYSTEM_ERROR, server keeps going
+            self._log.exception("handler failed", code=cmd.code)
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or type(exc).__name__)
+
+    async def _reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        if request.is_oneway or self.closed:
+            return
+        try:
+            data = self._conn.encode_response(request, response)
+        except LocalProtocolError as exc:
+            self._log.error("cannot encode response", code=request.code, error=str(exc))
+            data = self._conn.encode_response(
+                request, request.make_response(ResponseCode.SYSTEM_ERROR, str(exc)))
+        try:
+            await self._write(data)
+        except ChannelClosedError:
+            pass
+
+    # -- writing -------------------------------------------------------------------
+    def _start(self, cmd: RemotingCommand, *, oneway: bool) -> bytes:
+        if self._conn.state is not ConnectionState.OPEN:
+            raise ChannelClosedError(f"channel {self.id} is closed")
+        return self._conn.start_request(cmd, oneway=oneway)
+
+    async def _write(self, data: bytes) -> None:
+        if not data:
+            return
+        try:
+            async with self._write_lock:
+                with trio.fail_after(self._write_timeout_s):
+                    await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
+            self._log.info("write failed, closing", error=repr(exc))
+            self.close()
+            raise ChannelClosedError(f"channel {self.id}: write failed: {exc!r}") from None
+
+    # -- teardown --------------------------------------------------------------------
+    async def _finish(self) -> None:
+        self._close_requested = True
+        self._conn.close()
+        for waiter in self._waiters.values():
+            waiter.error = ChannelClosedError(f"channel {self.id} closed")
+            waiter.event.set()
+        self._closed_event.set()
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(self._stream)
+            if self._on_closed is not None:
+                with trio.move_on_after(5):
+                    try:
+                        result = self._on_closed(self)
+                        if inspect.isawaitable(result):
+                            await result
+                    except Exception:  # noqa: BLE001
+                        self._log.exception("on_closed callback failed")

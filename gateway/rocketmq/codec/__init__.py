@@ -1,0 +1,37 @@
+"""Sans-IO RocketMQ remoting codec: frames, headers, codes, batch bodies."""
+
+from gateway.rocketmq.codec.batch import BatchElement, BatchFormatError, decode_batch, encode_batch
+from gateway.rocketmq.codec.codes import (
+    DEFAULT_VERSION,
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    REMARK_SYSTEM_BUSY,
+    SERIALIZE_JSON,
+    SERIALIZE_ROCKETMQ,
+    LanguageCode,
+    RequestCode,
+    ResponseCode,
+    remark_not_supported,
+)
+from gateway.rocketmq.codec.errors import (
+    HeaderFieldError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    RemotingProtocolError,
+)
+from gateway.rocketmq.codec.headers import Header, normalize_send_header, to_ext
+from gateway.rocketmq.codec.remoting import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameDecoder,
+    RemotingCommand,
+    decode_frame,
+    encode_command,
+)
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_VERSION", "FLAG_ONEWAY", "FLAG_RESPONSE", "REMARK_SYSTEM_BUSY",
+    "SERIALIZE_JSON", "SERIALIZE_ROCKETMQ", "BatchElement", "BatchFormatError", "FrameDecoder", "Header",
+    "HeaderFieldError", "LanguageCode", "LocalProtocolError", "RemoteProtocolError", "RemotingCommand",
+    "RemotingProtocolError", "RequestCode", "ResponseCode", "decode_batch", "decode_frame",
+    "encode_batch", "encode_command", "normalize_send_header", "remark_not_supported", "to_ext",
+]
