@@ -1,0 +1,61 @@
+"""RocketMQ broker request handlers, keyed by request code.
+
+``build_handlers(ctx)`` returns the dispatch table the remoting server uses;
+each entry is ``async (channel, request) -> response | None`` bound to the
+broker context.  Codes not in the table get REQUEST_CODE_NOT_SUPPORTED from
+the server.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gateway.rocketmq.codec.codes import RequestCode as RC
+from gateway.rocketmq.codec.remoting import RemotingCommand
+from gateway.rocketmq.handlers import admin, client, pull, send
+from gateway.rocketmq.handlers.context import BrokerContext
+
+Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+_TABLE: dict[int, Callable[..., Awaitable[RemotingCommand | None]]] = {
+    RC.SEND_MESSAGE: send.handle_send,
+    RC.SEND_MESSAGE_V2: send.handle_send,
+    RC.SEND_BATCH_MESSAGE: send.handle_send,
+    RC.CONSUMER_SEND_MSG_BACK: send.handle_send_back,
+    RC.PULL_MESSAGE: pull.handle_pull,
+    RC.HEART_BEAT: client.handle_heartbeat,
+    RC.UNREGISTER_CLIENT: client.handle_unregister,
+    RC.GET_CONSUMER_LIST_BY_GROUP: client.handle_consumer_list,
+    RC.QUERY_CONSUMER_OFFSET: client.handle_query_offset,
+    RC.UPDATE_CONSUMER_OFFSET: client.handle_update_offset,
+    RC.GET_MAX_OFFSET: client.handle_max_offset,
+    RC.GET_MIN_OFFSET: client.handle_min_offset,
+    RC.SEARCH_OFFSET_BY_TIMESTAMP: client.handle_search_offset,
+    RC.GET_EARLIEST_MSG_STORETIME: client.handle_earliest_time,
+    RC.LOCK_BATCH_MQ: client.handle_lock,
+    RC.UNLOCK_BATCH_MQ: client.handle_unlock,
+    RC.UPDATE_AND_CREATE_TOPIC: admin.handle_create_topic,
+    RC.DELETE_TOPIC_IN_BROKER: admin.handle_delete_topic,
+    RC.GET_ALL_TOPIC_CONFIG: admin.handle_all_topic_config,
+    RC.GET_TOPIC_STATS_INFO: admin.handle_topic_stats,
+    RC.GET_CONSUME_STATS: admin.handle_consume_stats,
+    RC.GET_BROKER_RUNTIME_INFO: admin.handle_runtime_info,
+    RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.handle_create_group,
+    RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.handle_all_groups,
+    RC.DELETE_SUBSCRIPTIONGROUP: admin.handle_delete_group,
+    RC.GET_CONSUMER_CONNECTION_LIST: admin.handle_consumer_connections,
+    RC.GET_PRODUCER_CONNECTION_LIST: admin.handle_producer_connections,
+    RC.VIEW_MESSAGE_BY_ID: admin.handle_view_message,
+    RC.QUERY_MESSAGE: admin.handle_query_message,
+}
+
+
+def register(code: int, fn: Callable[..., Awaitable[RemotingCommand | None]]) -> None:
+    """Add a handler (used by feature modules such as transactions)."""
+    _TABLE[int(code)] = fn
+
+
+def build_handlers(ctx: BrokerContext) -> dict[int, Handler]:
+    return {int(code): functools.partial(fn, ctx) for code, fn in _TABLE.items()}

@@ -1,0 +1,189 @@
+"""Admin and query requests: topics, subscription groups, stats, message lookup.
+
+Theory of operation
+-------------------
+These mirror the Java broker's AdminBrokerProcessor and QueryMessageProcessor
+for the requests ``mqadmin`` (and ``rokka admin``) use.  Stats bodies contain
+MessageQueue objects as map keys in Java (the fastjson object-key quirk);
+we emit standard JSON by turning those maps into the key's JSON text, which
+our own client and tools parse, and list the queues in a plain array too.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import structlog
+
+from core.groups import SubscriptionGroupConfig
+from core.storage.layout import decode_offset_msg_id
+from core.topics import TopicConfig, is_system_topic, validate_topic_name
+from gateway.rocketmq.codec.codes import ResponseCode
+from gateway.rocketmq.codec.headers import Header
+from gateway.rocketmq.codec.remoting import RemotingCommand
+from gateway.rocketmq.handlers.context import BrokerContext
+
+log = structlog.get_logger(__name__)
+
+
+def _mq(ctx: BrokerContext, topic: str, queue_id: int) -> dict[str, Any]:
+    return {"brokerName": ctx.cfg.broker_name, "queueId": queue_id, "topic": topic}
+
+
+def _mq_key(ctx: BrokerContext, topic: str, queue_id: int) -> str:
+    return json.dumps(_mq(ctx, topic, queue_id), separators=(",", ":"))
+
+
+async def handle_create_topic(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    topic = h.str("topic")
+    bad = validate_topic_name(topic, allow_dot=True)
+    if bad:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, bad)
+    if topic == h.str("defaultTopic", None) or (is_system_topic(topic) and topic not in ctx.broker.topics):
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+    read, write = h.int("readQueueNums"), h.int("writeQueueNums")
+    if not (0 < read <= 1024 and 0 < write <= 1024):
+        return req.make_response(ResponseCode.SYSTEM_ERROR, "queue numbers must be within 1..1024")
+    tc = TopicConfig(topic, read, write, h.int("perm", 6), h.str("topicFilterType", "SINGLE_TAG"),
+                     h.int("topicSysFlag", 0) or 0, bool(h.bool("order", False)))
+    ctx.broker.topics.put(tc)
+    ctx.topic_changed()
+    return req.make_response(ResponseCode.SUCCESS)
+
+
+async def handle_delete_topic(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    topic = Header(req).str("topic")
+    broker = ctx.broker
+    broker.topics.delete(topic)
+    broker.offsets.delete_topic(topic)
+    broker.store.delete_topic(topic)
+    ctx.topic_changed()
+    return req.make_response(ResponseCode.SUCCESS)
+
+
+async def handle_all_topic_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    body = json.dumps(ctx.broker.topics.serialize()).encode()
+    return req.make_response(ResponseCode.SUCCESS, body=body)
+
+
+async def handle_topic_stats(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    topic = Header(req).str("topic")
+    tc = ctx.broker.topics.get(topic)
+    if tc is None:
+        return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+    store = ctx.broker.store
+    table = {}
+    for q in range(tc.write_queue_nums):
+        max_off = store.max_offset(topic, q)
+        last = store.store_time_at(topic, q, max_off - 1) if max_off > 0 else None
+        table[_mq_key(ctx, topic, q)] = {"lastUpdateTimestamp": last or 0, "maxOffset": max_off,
+                                          "minOffset": store.min_offset(topic, q)}
+    return req.make_response(ResponseCode.SUCCESS, body=json.dumps({"offsetTable": table}).encode())
+
+
+async def handle_consume_stats(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    group, only_topic = h.str("consumerGroup"), h.str("topic", None, empty_is_none=True)
+    broker = ctx.broker
+    topics = [only_topic] if only_topic else sorted(broker.offsets.topics_of_group(group))
+    table = {}
+    for topic in topics:
+        tc = broker.topics.get(topic)
+        if tc is None:
+            continue
+        for q in range(tc.read_queue_nums):
+            max_off = broker.store.max_offset(topic, q)
+            consumer = broker.offsets.query(group, topic, q)
+            last = broker.store.store_time_at(topic, q, consumer - 1) if consumer else None
+            table[_mq_key(ctx, topic, q)] = {"brokerOffset": max_off, "consumerOffset": consumer or 0,
+                                              "lastTimestamp": last or 0}
+    body = {"consumeTps": 0.0, "offsetTable": table}
+    return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
+
+
+async def handle_runtime_info(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    store = ctx.broker.store
+    table = {"brokerVersionDesc": "V4_9_7", "brokerVersion": "407", "rokka": "true",
+             "commitLogMinOffset": str(store.commitlog_min_offset),
+             "commitLogMaxOffset": str(store.commitlog_max_offset),
+             "bootTimestamp": str(ctx.extra.get("boot_ms", 0)),
+             "msgPutTotalTodayNow": str(ctx.extra.get("put_total", 0)),
+             "runtime": str(int(time.time() * 1000) - int(ctx.extra.get("boot_ms", 0)))}
+    return req.make_response(ResponseCode.SUCCESS, body=json.dumps({"table": table}).encode())
+
+
+async def handle_create_group(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    try:
+        cfg = SubscriptionGroupConfig.from_json(json.loads(req.body))
+    except (ValueError, KeyError, TypeError) as exc:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad subscription group body: {exc}")
+    ctx.broker.sub_groups.put(cfg)
+    return req.make_response(ResponseCode.SUCCESS)
+
+
+async def handle_all_groups(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    groups = {n: c.to_json() for n, c in ctx.broker.sub_groups.all().items()}
+    body = {"subscriptionGroupTable": groups, "dataVersion": {"counter": len(groups), "timestamp": 0}}
+    return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
+
+
+async def handle_delete_group(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    group = Header(req).str("groupName")
+    ctx.broker.sub_groups.delete(group)
+    return req.make_response(ResponseCode.SUCCESS)
+
+
+async def handle_consumer_connections(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    group = Header(req).str("consumerGroup")
+    info = ctx.broker.consumers.get(group)
+    if info is None:
+        return req.make_response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+    body = {"connectionSet": [{"clientAddr": c.addr, "clientId": c.client_id, "language": c.language,
+                               "version": c.version} for c in info.clients.values()],
+            "consumeFromWhere": info.consume_from_where, "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "subscriptionTable": {t: s.to_json() for t, s in info.subscriptions.items()}}
+    return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
+
+
+async def handle_producer_connections(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    group = Header(req).str("producerGroup")
+    members = ctx.broker.producers.members(group)
+    if not members:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+    body = {"connectionSet": [{"clientAddr": c.addr, "clientId": c.client_id, "language": c.language,
+                               "version": c.version} for c in members]}
+    return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
+
+
+async def handle_view_message(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    offset = Header(req).long("offset")
+    record = ctx.broker.store.read_record(offset)
+    if record is None:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+    return req.make_response(ResponseCode.SUCCESS, body=record)
+
+
+async def handle_query_message(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    topic, key = h.str("topic"), h.str("key")
+    max_num = h.int("maxNum")
+    if str(req.ext_fields.get("_UNIQUE_KEY_QUERY", "")).lower() == "true":
+        max_num = 32
+    begin, end = h.long("beginTimestamp"), h.long("endTimestamp")
+    store = ctx.broker.store
+    offsets = store.query_by_key(topic, key, max(1, min(max_num, 64)), begin, end)
+    records = [r for r in (store.read_record(o) for o in offsets) if r is not None]
+    ext = {"indexLastUpdateTimestamp": str(int(time.time() * 1000)),
+           "indexLastUpdatePhyoffset": str(store.commitlog_max_offset)}
+    if not records:
+        return req.make_response(ResponseCode.QUERY_NOT_FOUND,
+                                 "can not find message, maybe time range not correct", ext)
+    return req.make_response(ResponseCode.SUCCESS, None, ext, b"".join(records))
+
+
+def offset_of_msg_id(msg_id: str) -> int:
+    return decode_offset_msg_id(msg_id)[2]

@@ -1,0 +1,244 @@
+"""Client-facing bookkeeping requests: heartbeats, group membership, offsets, queue locks.
+
+Theory of operation
+-------------------
+HEART_BEAT bodies differ per client (reference §4.7): enum names or
+ordinals, missing arrays, string subVersions, wrong C++ ``codeSet``.  The
+parser here accepts all of them and recomputes tag codes.  A consumer
+heartbeat auto-creates the subscription group and its ``%RETRY%`` topic and,
+when the member set or subscriptions changed, notifies every member
+(NOTIFY_CONSUMER_IDS_CHANGED).  Connections that close drop their clients
+(``on_channel_closed``).
+
+QUERY_CONSUMER_OFFSET for a group with no stored offset answers as the Java
+broker does on a small store: 0 when the queue's min offset is 0 and its
+first message is still "in memory" (within 40 % of RAM of the CommitLog
+head), else QUERY_NOT_FOUND.
+
+Queue locks (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ) keep an orderly consumer group
+from consuming one queue on two clients; a lock expires 60 s after its last
+renewal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import structlog
+
+from core.filter import SubscriptionParseError, build_subscription
+from core.groups import MESSAGE_MODEL_CLUSTERING, ClientInfo
+from gateway.rocketmq.codec.codes import ResponseCode
+from gateway.rocketmq.codec.headers import Header
+from gateway.rocketmq.codec.remoting import RemotingCommand
+from gateway.rocketmq.handlers.context import BrokerContext, physical_memory_bytes
+
+log = structlog.get_logger(__name__)
+
+CONSUME_TYPES = ["CONSUME_ACTIVELY", "CONSUME_PASSIVELY"]
+MESSAGE_MODELS = ["BROADCASTING", "CLUSTERING"]
+CONSUME_FROM = ["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+                "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
+                "CONSUME_FROM_TIMESTAMP"]
+LOCK_MAX_LIVE_MS = 60_000
+
+
+def _enum(value: Any, names: list[str], default: str) -> str:
+    if isinstance(value, int) and 0 <= value < len(names):
+        return names[value]
+    if isinstance(value, str):
+        if value.isdigit() and int(value) < len(names):
+            return names[int(value)]
+        if value in names:
+            return value
+    return default
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _client_info(channel: Any, client_id: str, req: RemotingCommand) -> ClientInfo:
+    peer = getattr(channel, "peer", ("", 0))
+    return ClientInfo(client_id=client_id, handle=channel, language=req.language, version=req.version,
+                      addr=f"{peer[0]}:{peer[1]}" if peer else "")
+
+
+async def handle_heartbeat(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    try:
+        data = json.loads(req.body.decode("utf-8") or "{}")
+    except (UnicodeDecodeError, ValueError) as exc:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad heartbeat body: {exc}")
+    client_id = str(data.get("clientID") or "")
+    broker = ctx.broker
+    for pd in data.get("producerDataSet") or []:
+        group = str(pd.get("groupName") or "")
+        if group:
+            broker.producers.register(group, _client_info(channel, client_id, req), now_ms())
+    for cd in data.get("consumerDataSet") or []:
+        group = str(cd.get("groupName") or "")
+        if not group:
+            continue
+        refusal = ctx.extra.get("refuse_rocketmq_group")
+        if refusal is not None and (reason := refusal(group)):
+            return req.make_response(ResponseCode.SYSTEM_ERROR, reason)
+        sub_cfg = broker.sub_groups.get(group)
+        if sub_cfg is None:
+            log.warning("heartbeat for unknown group refused", group=group)
+            continue
+        if f"%RETRY%{group}" not in broker.topics:
+            broker.topics.ensure_retry(group, sub_cfg.retry_queue_nums)
+            ctx.topic_changed()
+        subs = []
+        for sd in cd.get("subscriptionDataSet") or []:
+            try:
+                subs.append(build_subscription(str(sd.get("topic")), sd.get("subString"),
+                                               sd.get("expressionType"), int(sd.get("subVersion") or 0)))
+            except (SubscriptionParseError, ValueError) as exc:
+                log.warning("bad subscription in heartbeat", group=group, error=str(exc))
+        changed = broker.consumers.register(
+            group, _client_info(channel, client_id, req),
+            consume_type=_enum(cd.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"),
+            message_model=_enum(cd.get("messageModel"), MESSAGE_MODELS, MESSAGE_MODEL_CLUSTERING),
+            consume_from_where=_enum(cd.get("consumeFromWhere"), CONSUME_FROM, CONSUME_FROM[0]),
+            subscriptions=subs, now_ms=now_ms())
+        if changed:
+            ctx.notify_consumer_ids_changed(group)
+    return req.make_response(ResponseCode.SUCCESS)
+
+
+async def handle_unregister(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    client_id = h.str("clientID")
+    pgroup = h.str("producerGroup", None, empty_is_none=True)
+    cgroup = h.str("consumerGroup", None, empty_is_none=True)
+    if pgroup:
+        ctx.broker.producers.unregister(pgroup, client_id)
+    if cgroup and ctx.broker.consumers.unregister(cgroup, client_id):
+        ctx.notify_consumer_ids_changed(cgroup)
+    return req.make_response(ResponseCode.SUCCESS)
+
+
+def on_channel_closed(ctx: BrokerContext, channel: Any) -> None:
+    ctx.broker.producers.drop_handle(channel)
+    for group in set(ctx.broker.consumers.drop_handle(channel)):
+        ctx.notify_consumer_ids_changed(group)
+
+
+def scan_expired_clients(ctx: BrokerContext) -> None:
+    now = now_ms()
+    ctx.broker.producers.scan_expired(now)
+    for group in set(ctx.broker.consumers.scan_expired(now)):
+        ctx.notify_consumer_ids_changed(group)
+
+
+async def handle_consumer_list(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    group = Header(req).str("consumerGroup")
+    info = ctx.broker.consumers.get(group)
+    if info is None or not info.clients:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+    body = json.dumps({"consumerIdList": info.client_ids()}).encode()
+    return req.make_response(ResponseCode.SUCCESS, body=body)
+
+
+def _first_message_in_memory(ctx: BrokerContext, topic: str, queue_id: int) -> bool:
+    units = ctx.broker.store.cq_units(topic, queue_id, 0, 1)
+    if not units:
+        return True
+    behind = ctx.broker.store.commitlog_max_offset - units[0].commitlog_offset
+    return behind <= physical_memory_bytes() * 0.4
+
+
+async def handle_query_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    group, topic, queue_id = h.str("consumerGroup"), h.str("topic"), h.int("queueId")
+    offset = ctx.broker.offsets.query(group, topic, queue_id)
+    if offset is None:
+        if ctx.broker.store.min_offset(topic, queue_id) <= 0 and _first_message_in_memory(ctx, topic, queue_id):
+            offset = 0
+        else:
+            return req.make_response(ResponseCode.QUERY_NOT_FOUND,
+                                     "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+    return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+
+async def handle_update_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    ctx.broker.offsets.commit(h.str("consumerGroup"), h.str("topic"), h.int("queueId"), h.long("commitOffset"))
+    return req.make_response(ResponseCode.SUCCESS)
+
+
+async def handle_max_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    offset = ctx.broker.store.max_offset(h.str("topic"), h.int("queueId"))
+    return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+
+async def handle_min_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    offset = ctx.broker.store.min_offset(h.str("topic"), h.int("queueId"))
+    return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+
+async def handle_search_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    offset = ctx.broker.store.offset_by_time(h.str("topic"), h.int("queueId"), h.long("timestamp"))
+    return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+
+async def handle_earliest_time(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    topic, queue_id = h.str("topic"), h.int("queueId")
+    ts = ctx.broker.store.earliest_store_time(topic, queue_id) if topic in ctx.broker.topics else -1
+    return req.make_response(ResponseCode.SUCCESS, ext_fields={"timestamp": str(ts)})
+
+
+# -- queue locks ----------------------------------------------------------------
+
+def _mq_key(mq: dict[str, Any]) -> tuple[str, str, int]:
+    return (str(mq.get("topic")), str(mq.get("brokerName")), int(mq.get("queueId", 0)))
+
+
+def _locks(ctx: BrokerContext) -> dict[str, dict[tuple[str, str, int], tuple[str, int]]]:
+    return ctx.extra.setdefault("mq_locks", {})
+
+
+def try_lock(ctx: BrokerContext, group: str, client_id: str, mqs: list[dict[str, Any]],
+             now: int) -> list[dict[str, Any]]:
+    table = _locks(ctx).setdefault(group, {})
+    granted = []
+    for mq in mqs:
+        key = _mq_key(mq)
+        holder = table.get(key)
+        if holder is None or holder[0] == client_id or now - holder[1] > LOCK_MAX_LIVE_MS:
+            table[key] = (client_id, now)
+            granted.append({"brokerName": key[1], "queueId": key[2], "topic": key[0]})
+    return granted
+
+
+async def handle_lock(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    try:
+        data = json.loads(req.body or b"{}")
+        group, client_id = str(data["consumerGroup"]), str(data["clientId"])
+        mqs = list(data.get("mqSet") or [])
+    except (ValueError, KeyError, TypeError) as exc:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad lock body: {exc}")
+    granted = try_lock(ctx, group, client_id, mqs, now_ms())
+    return req.make_response(ResponseCode.SUCCESS, body=json.dumps({"lockOKMQSet": granted}).encode())
+
+
+async def handle_unlock(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    try:
+        data = json.loads(req.body or b"{}")
+        group, client_id = str(data["consumerGroup"]), str(data["clientId"])
+        mqs = list(data.get("mqSet") or [])
+    except (ValueError, KeyError, TypeError) as exc:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad unlock body: {exc}")
+    table = _locks(ctx).get(group, {})
+    for mq in mqs:
+        key = _mq_key(mq)
+        if table.get(key, ("",))[0] == client_id:
+            del table[key]
+    return req.make_response(ResponseCode.SUCCESS)

@@ -1,0 +1,67 @@
+"""State the RocketMQ broker handlers share: the core broker plus wire-side helpers.
+
+Theory of operation
+-------------------
+``BrokerContext`` is built once per broker process.  It holds the core
+``Broker`` facade, the advertised address (what goes into STOREHOST and the
+name server registration), and the wire-level actions that need a client
+connection: notifying a consumer group that its membership changed
+(NOTIFY_CONSUMER_IDS_CHANGED, oneway, to every member).  Handlers are plain
+async functions ``(ctx, channel, request) -> response | None`` bound to the
+context by ``gateway.rocketmq.handlers.build_handlers``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+import trio
+
+from core.broker import Broker
+from gateway.rocketmq.codec.codes import RequestCode
+from gateway.rocketmq.codec.remoting import RemotingCommand
+
+log = structlog.get_logger(__name__)
+
+
+def physical_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # pragma: no cover
+        return 8 << 30
+
+
+@dataclass
+class BrokerContext:
+    broker: Broker
+    broker_addr: str                    # advertised "ip:port" of the main listener
+    nursery: trio.Nursery | None = None  # for fire-and-forget wire actions
+    topic_changed: Callable[[], None] = lambda: None  # re-register with name servers
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cfg(self):  # noqa: ANN201
+        return self.broker.cfg
+
+    def notify_consumer_ids_changed(self, group: str) -> None:
+        """Send NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every live member of ``group``."""
+        sub_cfg = self.broker.sub_groups.get(group, create=False)
+        if sub_cfg is not None and not sub_cfg.notify_consumer_ids_changed_enable:
+            return
+        info = self.broker.consumers.get(group)
+        if info is None or self.nursery is None:
+            return
+        for client in list(info.clients.values()):
+            self.nursery.start_soon(self._notify_one, client.handle, group)
+
+    async def _notify_one(self, channel: Any, group: str) -> None:
+        cmd = RemotingCommand(code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                              ext_fields={"consumerGroup": group})
+        try:
+            await channel.send_oneway(cmd)
+        except Exception as exc:  # noqa: BLE001 - a dead client must not hurt the others
+            log.info("notify consumer ids changed failed", group=group, error=str(exc))

@@ -1,0 +1,173 @@
+"""PULL_MESSAGE (11) with long polling.
+
+Theory of operation
+-------------------
+Checks follow the Java broker: subscription group (auto-created) and its
+consume switch, topic exists and is readable, queue id in range, then the
+subscription: rebuilt from the request when FLAG_SUBSCRIPTION is set
+(expression parse failure -> SUBSCRIPTION_PARSE_FAILED), otherwise taken from
+the group's heartbeat (absent -> SUBSCRIPTION_NOT_EXIST, older than the
+request's subVersion -> SUBSCRIPTION_NOT_LATEST).
+
+Store results map to codes as in the reference table (FOUND -> SUCCESS with
+the raw CommitLog records as body; nothing matched -> PULL_RETRY_IMMEDIATELY;
+queue end -> PULL_NOT_FOUND; out of range -> PULL_OFFSET_MOVED).  SUCCESS is
+never sent with an empty body.
+
+Long polling: when the answer would be PULL_NOT_FOUND and the request has
+FLAG_SUSPEND, the request parks (its own task: it blocks nothing else) until
+a message *matching the filter* is dispatched to that queue, or until
+``suspendTimeoutMillis`` (capped below the clients' 30 s timeout) expires;
+then it is run once more without suspending.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+import trio
+
+from core.filter import EXPR_SQL92, ExpressionFilter, Subscription, SubscriptionParseError, build_subscription
+from core.groups import MESSAGE_MODEL_BROADCASTING
+from core.storage.api import GetResult, GetStatus
+from gateway.rocketmq.codec.codes import ResponseCode
+from gateway.rocketmq.codec.headers import Header
+from gateway.rocketmq.codec.remoting import RemotingCommand
+from gateway.rocketmq.handlers.context import BrokerContext
+
+log = structlog.get_logger(__name__)
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+MAX_SUSPEND_S = 25.0
+MAX_PULL_BYTES = 256 * 1024
+
+
+class PullError(Exception):
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+def resolve_subscription(ctx: BrokerContext, h: Header, group: str, topic: str, sysflag: int) -> Subscription:
+    if sysflag & FLAG_SUBSCRIPTION:
+        try:
+            sub = build_subscription(topic, h.str("subscription", None), h.str("expressionType", None),
+                                     h.long("subVersion", 0) or 0)
+        except SubscriptionParseError as exc:
+            raise PullError(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                            f"parse the consumer's subscription failed: {exc}") from None
+    else:
+        info = ctx.broker.consumers.get(group)
+        if info is None:
+            raise PullError(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                            f"the consumer's group info not exist, group: {group}")
+        sub_cfg = ctx.broker.sub_groups.get(group)
+        if (info.message_model == MESSAGE_MODEL_BROADCASTING and sub_cfg is not None
+                and not sub_cfg.consume_broadcast_enable):
+            raise PullError(ResponseCode.NO_PERMISSION,
+                            f"the consumer group[{group}] can not consume by broadcast way")
+        found = info.subscriptions.get(topic)
+        if found is None:
+            raise PullError(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                            f"the consumer's subscription not exist, group: {group} topic: {topic}")
+        if found.sub_version < (h.long("subVersion", 0) or 0):
+            raise PullError(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+        sub = found
+    if sub.expression_type == EXPR_SQL92 and not ctx.cfg.enable_property_filter:
+        raise PullError(ResponseCode.SYSTEM_ERROR,
+                        "The broker does not support consumer to filter message by SQL92")
+    return sub
+
+
+def status_to_code(result: GetResult, offset: int) -> int:
+    s = result.status
+    if s is GetStatus.FOUND:
+        return ResponseCode.SUCCESS
+    if s in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_WAS_REMOVING,
+             GetStatus.NO_MATCHED_LOGIC_QUEUE):
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if s is GetStatus.NO_MESSAGE_IN_QUEUE:
+        return ResponseCode.PULL_NOT_FOUND if offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+    if s is GetStatus.OFFSET_OVERFLOW_ONE:
+        return ResponseCode.PULL_NOT_FOUND
+    return ResponseCode.PULL_OFFSET_MOVED  # OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY
+
+
+def _response(req: RemotingCommand, code: int, result: GetResult | None, remark: str | None = None,
+              next_begin: int = 0) -> RemotingCommand:
+    ext = {"suggestWhichBrokerId": "0",
+           "nextBeginOffset": str(result.next_begin_offset if result else next_begin),
+           "minOffset": str(result.min_offset if result else 0),
+           "maxOffset": str(result.max_offset if result else 0)}
+    body = result.body if (result is not None and code == ResponseCode.SUCCESS) else b""
+    if result is not None and remark is None and code != ResponseCode.SUCCESS:
+        remark = result.status.value
+    return req.make_response(code, remark, ext, body)
+
+
+async def handle_pull(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    group, topic = h.str("consumerGroup"), h.str("topic")
+    queue_id, offset = h.int("queueId"), h.long("queueOffset")
+    max_msgs = max(1, min(h.int("maxMsgNums"), 1024))
+    sysflag = h.int("sysFlag")
+    commit_offset = h.long("commitOffset", 0) or 0
+    suspend_ms = h.long("suspendTimeoutMillis", 0) or 0
+    broker = ctx.broker
+    sub_cfg = broker.sub_groups.get(group)
+    if sub_cfg is None:
+        return _response(req, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, None,
+                         f"subscription group [{group}] does not exist")
+    if not sub_cfg.consume_enable:
+        return _response(req, ResponseCode.NO_PERMISSION, None, f"subscription group no permission, {group}")
+    tc = broker.topics.get(topic)
+    if tc is None:
+        return _response(req, ResponseCode.TOPIC_NOT_EXIST, None,
+                         f"topic[{topic}] not exist, apply first please!")
+    if not tc.readable:
+        return _response(req, ResponseCode.NO_PERMISSION, None, f"the topic[{topic}] pulling message is forbidden")
+    if not 0 <= queue_id < tc.queue_nums:
+        return _response(req, ResponseCode.SYSTEM_ERROR, None,
+                         f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                         f"[{tc.read_queue_nums}]")
+    try:
+        sub = resolve_subscription(ctx, h, group, topic, sysflag)
+        msg_filter = ExpressionFilter(sub)
+    except PullError as exc:
+        return _response(req, exc.code, None, exc.remark)
+    except SubscriptionParseError as exc:
+        return _response(req, ResponseCode.SUBSCRIPTION_PARSE_FAILED, None, str(exc))
+    if sysflag & FLAG_COMMIT_OFFSET:
+        broker.offsets.commit(group, topic, queue_id, commit_offset)
+    result = broker.store.get_messages(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES, msg_filter)
+    code = status_to_code(result, offset)
+    if (code == ResponseCode.PULL_NOT_FOUND and sysflag & FLAG_SUSPEND and suspend_ms > 0
+            and ctx.cfg.long_polling_enable):
+        await wait_for_arrival(ctx, topic, queue_id, offset, msg_filter, min(suspend_ms / 1000, MAX_SUSPEND_S))
+        result = broker.store.get_messages(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES, msg_filter)
+        code = status_to_code(result, offset)
+    return _response(req, code, result)
+
+
+async def wait_for_arrival(ctx: BrokerContext, topic: str, queue_id: int, offset: int,
+                           msg_filter: ExpressionFilter, timeout_s: float) -> bool:
+    """Park until a matching message at or after ``offset`` is dispatched; False on timeout."""
+    event = trio.Event()
+
+    def on_arrival(queue_offset: int, code: int, props: dict[str, str]) -> None:
+        if queue_offset >= offset and msg_filter.match_tags_code(code) and msg_filter.match_properties(props):
+            event.set()
+
+    token = ctx.broker.arrivals.subscribe(topic, queue_id, on_arrival)
+    try:
+        if ctx.broker.store.max_offset(topic, queue_id) > offset:
+            return True  # arrived between the read and the subscription
+        with trio.move_on_after(timeout_s):
+            await event.wait()
+        return event.is_set()
+    finally:
+        ctx.broker.arrivals.unsubscribe(token)

@@ -1,0 +1,236 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and CONSUMER_SEND_MSG_BACK (36).
+
+Theory of operation
+-------------------
+The checks follow the Java 4.9 broker in order: broker writable, topic name
+valid, not a system topic closed to producers, topic exists or can be
+auto-created through the request's default topic (TBW102), queue id in
+range (a negative id picks a random writable queue).  Then the request
+becomes core ``Message`` values (one per batch element; batch-level
+properties are appended to each element) and goes through ``Broker.put``,
+which applies the shared send pipeline (delay, transactions, CLUSTER) and
+the flush policy.  Store outcomes map to wire codes with ``PUT_STATUS_CODE``.
+
+The response always carries ``msgId`` (offsetMsgId; comma-joined for
+batches), ``queueId``, ``queueOffset``, ``MSG_REGION`` and ``TRACE_ON``;
+the C++ client dereferences them unconditionally.
+
+Send-back: a consumer returns a message it failed to consume; it is rewritten
+to ``%RETRY%<group>`` with an escalating delay level (3 + reconsumeTimes),
+or to ``%DLQ%<group>`` once it has been retried ``retryMaxTimes`` times.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from typing import Any
+
+import structlog
+
+from core.model import (
+    DLQ_PREFIX,
+    PROP_DELAY,
+    PROP_MAX_RECONSUME_TIMES,
+    PROP_ORIGIN_MESSAGE_ID,
+    PROP_RETRY_TOPIC,
+    PROP_TRAN_MSG,
+    RETRY_PREFIX,
+    TRANSACTION_MASK,
+    Message,
+)
+from core.storage.api import PutResult, PutStatus
+from core.storage.layout import decode_properties, encode_offset_msg_id
+from core.topics import NOT_ALLOWED_SEND, PERM_WRITE, validate_topic_name
+from gateway.rocketmq.codec.batch import BatchFormatError, decode_batch
+from gateway.rocketmq.codec.codes import ResponseCode
+from gateway.rocketmq.codec.headers import Header, normalize_send_header
+from gateway.rocketmq.codec.remoting import RemotingCommand
+from gateway.rocketmq.handlers.context import BrokerContext
+
+log = structlog.get_logger(__name__)
+
+PUT_STATUS_CODE = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+}
+
+
+def ipv4_host(peer: tuple[str, int] | Any) -> tuple[str, int]:
+    """Born host as the C++ client can decode it: IPv4 (IPv6 loopback/mapped folded to IPv4)."""
+    try:
+        host, port = peer[0], int(peer[1])
+    except (TypeError, IndexError, ValueError):
+        return ("127.0.0.1", 0)
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return ("127.0.0.1", port)
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:
+            return (str(ip.ipv4_mapped), port)
+        if ip.is_loopback:
+            return ("127.0.0.1", port)
+    return (str(ip), port)
+
+
+def parse_properties(text: str | None) -> dict[str, str]:
+    return decode_properties(text.encode("utf-8")) if text else {}
+
+
+def _base_response(req: RemotingCommand, ctx: BrokerContext, code: int, remark: str | None) -> RemotingCommand:
+    ext = {"MSG_REGION": ctx.cfg.region_id, "TRACE_ON": "true" if ctx.cfg.trace_on else "false"}
+    return req.make_response(code, remark, ext)
+
+
+def check_topic_for_send(ctx: BrokerContext, topic: str, default_topic: str | None, default_queue_nums: int,
+                         queue_id: int) -> tuple[int, str | None, int]:
+    """Return (code, remark, queue_id) — code SUCCESS with the queue to use when sendable."""
+    broker = ctx.broker
+    if not (broker.topics.broker_perm & PERM_WRITE):
+        return ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] sending message is forbidden", 0
+    bad = validate_topic_name(topic, allow_dot=True)
+    if bad:
+        return ResponseCode.SYSTEM_ERROR, bad, 0
+    if topic in NOT_ALLOWED_SEND:
+        return ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.", 0
+    tc = broker.topics.get(topic)
+    if tc is None and default_topic:
+        tc = broker.topics.create_from_default(topic, default_topic, default_queue_nums)
+        if tc is not None:
+            ctx.topic_changed()
+    if tc is None and topic.startswith(RETRY_PREFIX):
+        tc = broker.topics.ensure(topic, 1)
+        ctx.topic_changed()
+    if tc is None:
+        return ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!", 0
+    if not tc.writable:
+        return ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden", 0
+    if queue_id < 0:
+        queue_id = random.randrange(max(1, tc.write_queue_nums))
+    if queue_id >= tc.queue_nums:
+        return (ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic:{topic} topicConfig.writeQueueNums: "
+                f"{tc.write_queue_nums} producer:", 0)
+    return ResponseCode.SUCCESS, None, queue_id
+
+
+def _dlq_redirect(ctx: BrokerContext, topic: str, reconsume_times: int, max_times: int | None,
+                  props: dict[str, str]) -> str:
+    """A %RETRY% send that exhausted its retries goes to %DLQ%<group>."""
+    if not topic.startswith(RETRY_PREFIX):
+        return topic
+    group = topic[len(RETRY_PREFIX):]
+    sub_cfg = ctx.broker.sub_groups.get(group)
+    limit = max_times if max_times is not None else (sub_cfg.retry_max_times if sub_cfg else 16)
+    if reconsume_times >= limit:
+        ctx.broker.topics.ensure_dlq(group)
+        ctx.topic_changed()
+        props.pop(PROP_DELAY, None)
+        return DLQ_PREFIX + group
+    return topic
+
+
+async def handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(normalize_send_header(req.ext_fields))
+    topic = h.str("topic")
+    h.str("producerGroup")
+    queue_id = h.int("queueId")
+    sysflag = h.int("sysFlag")
+    born_ts = h.long("bornTimestamp")
+    flag = h.int("flag")
+    reconsume = h.int("reconsumeTimes", 0) or 0
+    batch = bool(h.bool("batch", False)) or req.code == 320
+    max_reconsume = h.int("maxReconsumeTimes", None) if req.version >= 121 else None
+    code, remark, queue_id = check_topic_for_send(
+        ctx, topic, h.str("defaultTopic", None), h.int("defaultTopicQueueNums", 4) or 4, queue_id)
+    if code != ResponseCode.SUCCESS:
+        return _base_response(req, ctx, code, remark)
+    if ctx.cfg.reject_transaction_message and (sysflag & TRANSACTION_MASK):
+        return _base_response(req, ctx, ResponseCode.NO_PERMISSION, "the broker rejects transaction messages")
+    batch_props = parse_properties(h.str("properties", None))
+    if not req.body:
+        return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
+    born_host = ipv4_host(getattr(channel, "peer", None))
+    if batch:
+        if batch_props.get(PROP_DELAY) or (sysflag & TRANSACTION_MASK) or batch_props.get(PROP_TRAN_MSG):
+            return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL,
+                                  "batch messages cannot be delayed or transactional")
+        try:
+            elements = decode_batch(req.body)
+        except (BatchFormatError, ValueError) as exc:
+            return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}")
+        msgs = []
+        for el in elements:
+            props = decode_properties(el.properties_raw)
+            props.update(batch_props)
+            msgs.append(Message(topic, queue_id, el.body, props, el.flag, sysflag, born_ts, born_host, reconsume))
+    else:
+        topic = _dlq_redirect(ctx, topic, reconsume, max_reconsume, batch_props)
+        if topic.startswith(DLQ_PREFIX):
+            queue_id = 0
+        msgs = [Message(topic, queue_id, req.body, batch_props, flag, sysflag, born_ts, born_host, reconsume)]
+    result = await ctx.broker.put(msgs)
+    return send_response(ctx, req, result, queue_id)
+
+
+def send_response(ctx: BrokerContext, req: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+    code = PUT_STATUS_CODE.get(result.status, ResponseCode.SYSTEM_ERROR)
+    remark = None if code == ResponseCode.SUCCESS else (result.remark or result.status.value)
+    resp = _base_response(req, ctx, code, remark)
+    if result.appended:
+        host = ctx.broker.store_config.store_host
+        resp.ext_fields["msgId"] = ",".join(encode_offset_msg_id(host, a.commitlog_offset)
+                                            for a in result.appended)
+        resp.ext_fields["queueId"] = str(queue_id)
+        resp.ext_fields["queueOffset"] = str(result.appended[0].queue_offset)
+    else:
+        resp.ext_fields.update(msgId="", queueId=str(queue_id), queueOffset="0")
+    if code != ResponseCode.SUCCESS:
+        log.info("send rejected", code=int(code), remark=remark)
+    return resp
+
+
+async def handle_send_back(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    offset = h.long("offset")
+    group = h.str("group")
+    delay_level = h.int("delayLevel")
+    broker = ctx.broker
+    sub_cfg = broker.sub_groups.get(group)
+    if sub_cfg is None:
+        return req.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                 f"subscription group not exist, {group}")
+    if sub_cfg.retry_queue_nums <= 0:
+        return req.make_response(ResponseCode.SUCCESS)
+    msg = broker.store.read_message(offset)
+    if msg is None:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+    props = dict(msg.properties)
+    props.setdefault(PROP_RETRY_TOPIC, msg.topic)
+    max_times = sub_cfg.retry_max_times
+    if req.version >= 121 and h.int("maxReconsumeTimes", None) is not None:
+        max_times = h.int("maxReconsumeTimes")
+    props.setdefault(PROP_ORIGIN_MESSAGE_ID,
+                     h.str("originMsgId", None) or encode_offset_msg_id(msg.store_host, msg.commitlog_offset))
+    props.pop(PROP_DELAY, None)
+    if msg.reconsume_times >= max_times or delay_level < 0:
+        topic, queue_id = DLQ_PREFIX + group, 0
+        broker.topics.ensure_dlq(group)
+    else:
+        topic = RETRY_PREFIX + group
+        queue_id = random.randrange(max(1, sub_cfg.retry_queue_nums))
+        broker.topics.ensure_retry(group, sub_cfg.retry_queue_nums)
+        props[PROP_DELAY] = str(3 + msg.reconsume_times if delay_level == 0 else delay_level)
+    if max_times != 16:
+        props[PROP_MAX_RECONSUME_TIMES] = str(max_times)
+    ctx.topic_changed()
+    new = Message(topic, queue_id, msg.body, props, msg.flag, msg.sysflag, msg.born_timestamp,
+                  msg.born_host, msg.reconsume_times + 1)
+    result = await broker.put([new])
+    if not result.ok:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, result.status.value)
+    return req.make_response(ResponseCode.SUCCESS)

@@ -1,0 +1,189 @@
+"""Process runtime: start the roles, print the ready line, shut down cleanly.
+
+Theory of operation
+-------------------
+``run_roles`` runs one trio event loop holding any of: the name server, the
+RocketMQ broker listeners (main port and VIP port = port - 2) and the Kafka
+listener, all on the one core ``Broker``.  Start order matters because
+ports may be 0 ("pick a free port") and the broker's advertised address is
+written into every stored record (STOREHOST): listeners bind first, then the
+store opens with the real address, then handlers are installed, then the
+broker registers with its name servers, then exactly one line goes to stdout:
+
+    rokka ready namesrv=H:P broker=H:P kafka=H:P
+
+SIGTERM / SIGINT: stop accepting, let in-flight requests finish (bounded),
+unregister from the name servers, flush, write the checkpoint, remove the
+abort marker, exit 0.  A store that cannot be opened (corruption that
+cannot be repaired safely) is reported on stderr and exits 2, without a
+traceback.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from typing import Any
+
+import structlog
+import trio
+
+from core.broker import Broker
+from core.config import BrokerConfig
+
+log = structlog.get_logger("rokka")
+
+EXPIRY_SCAN_S = 10.0
+GRACE_S = 5.0
+
+
+def run_roles(cfg: BrokerConfig, *, namesrv_port: int | None, run_broker: bool) -> int:
+    try:
+        return trio.run(_main, cfg, namesrv_port, run_broker)
+    except KeyboardInterrupt:  # pragma: no cover - SIGINT before handlers were installed
+        return 0
+    except Exception as exc:  # noqa: BLE001 - top level: report clearly, no traceback spam
+        from core.storage import errors as store_errors
+
+        if isinstance(exc, store_errors.StorageError | OSError):
+            log.error("cannot start", error=str(exc), kind=type(exc).__name__)
+            print(f"rokka: cannot start: {exc}", file=sys.stderr, flush=True)
+            return 2
+        raise
+
+
+def _fmt(addr: tuple[str, int]) -> str:
+    return f"{addr[0]}:{addr[1]}"
+
+
+async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool) -> int:
+    parts: list[str] = []
+    stoppers: list[Any] = []
+    async with trio.open_nursery() as nursery:
+        stop = trio.Event()
+        nursery.start_soon(_watch_signals, stop)
+        if namesrv_port is not None:
+            from gateway.namesrv.server import NamesrvServer
+
+            namesrv = NamesrvServer()
+            ns_addr = await nursery.start(namesrv.serve, cfg.listen_host, namesrv_port)
+            parts.append(f"namesrv={_fmt(ns_addr)}")
+            stoppers.append(namesrv)
+            if run_broker:
+                own = f"{cfg.advertised_host}:{ns_addr[1]}"
+                cfg.namesrv_addr = ";".join([own, *[a for a in cfg.namesrv_addrs if a != own]])
+        broker_role = None
+        if run_broker:
+            broker_role = BrokerRole(cfg)
+            await nursery.start(broker_role.run)
+            parts.append(f"broker={_fmt(broker_role.broker_addr)}")
+            parts.append(f"kafka={_fmt(broker_role.kafka_addr)}")
+        print("rokka ready " + " ".join(parts), flush=True)
+        log.info("ready", roles=parts)
+        await stop.wait()
+        log.info("shutting down")
+        if broker_role is not None:
+            await broker_role.shutdown()
+        for s in stoppers:
+            await s.aclose()
+        nursery.cancel_scope.cancel()
+    log.info("stopped")
+    return 0
+
+
+async def _watch_signals(stop: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            stop.set()
+            return
+
+
+class BrokerRole:
+    """The broker: RocketMQ listeners + Kafka listener over one core ``Broker``."""
+
+    def __init__(self, cfg: BrokerConfig) -> None:
+        self.cfg = cfg
+        self.broker: Broker | None = None
+        self.broker_addr: tuple[str, int] = ("", 0)
+        self.kafka_addr: tuple[str, int] = ("", 0)
+        self._servers: list[Any] = []
+        self._registrar: Any = None
+        self._cancel = trio.CancelScope()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        from gateway.rocketmq.handlers import build_handlers
+        from gateway.rocketmq.handlers.client import on_channel_closed, scan_expired_clients
+        from gateway.rocketmq.handlers.context import BrokerContext
+        from gateway.rocketmq.server import RemotingServer
+
+        cfg = self.cfg
+        with self._cancel:
+            async with trio.open_nursery() as nursery:
+                holder: dict[str, BrokerContext] = {}
+                rmq = RemotingServer({}, name="broker", max_frame_bytes=cfg.max_frame_bytes,
+                                     idle_timeout_s=cfg.server_channel_max_idle_time_seconds,
+                                     on_channel_closed=lambda ch: on_channel_closed(holder["ctx"], ch)
+                                     if "ctx" in holder else None)
+                ports = [cfg.listen_port, cfg.vip_port] if cfg.listen_port else [0, 0]
+                addrs = await nursery.start(rmq.serve, cfg.listen_host, ports)
+                self._servers.append(rmq)
+                cfg.listen_port = addrs[0][1]
+                self.broker_addr = (cfg.advertised_host, cfg.listen_port)
+                self.broker = broker = await trio.to_thread.run_sync(Broker, cfg)
+                await nursery.start(broker.run)
+                ctx = BrokerContext(broker, _fmt(self.broker_addr), nursery=nursery)
+                ctx.extra["boot_ms"] = int(time.time() * 1000)
+                holder["ctx"] = ctx
+                self.ctx = ctx
+                for code, handler in build_handlers(ctx).items():
+                    rmq.register(code, handler)
+                self.kafka_addr = await self._start_kafka(nursery, ctx)
+                self._registrar = await self._start_registration(nursery, ctx)
+                nursery.start_soon(self._expiry_loop, ctx, scan_expired_clients)
+                task_status.started()
+
+    async def _start_kafka(self, nursery: trio.Nursery, ctx: Any) -> tuple[str, int]:
+        from gateway.kafka.server import KafkaServer
+
+        try:
+            from gateway.kafka.handlers import build_handlers as build_kafka
+        except ImportError:
+            handlers: dict[int, Any] = {}
+        else:
+            handlers = build_kafka(ctx)
+        server = KafkaServer(handlers, max_frame_bytes=self.cfg.max_frame_bytes)
+        addr = await nursery.start(server.serve, self.cfg.listen_host, self.cfg.kafka_listen_port)
+        self._servers.append(server)
+        self.cfg.kafka_listen_port = addr[1]
+        ctx.extra["kafka_addr"] = (self.cfg.advertised_host, addr[1])
+        return (self.cfg.advertised_host, addr[1])
+
+    async def _start_registration(self, nursery: trio.Nursery, ctx: Any) -> Any:
+        from gateway.rocketmq.registrar import BrokerRegistrar
+
+        registrar = BrokerRegistrar(self.cfg, topics_body=ctx.broker.topics.serialize,
+                                    broker_addr=ctx.broker_addr)
+        ctx.topic_changed = registrar.trigger
+        await nursery.start(registrar.run)
+        return registrar
+
+    async def _expiry_loop(self, ctx: Any, scan: Any) -> None:
+        while True:
+            await trio.sleep(EXPIRY_SCAN_S)
+            scan(ctx)
+
+    async def shutdown(self) -> None:
+        """Graceful stop: servers drain, unregister, store closes (flush + checkpoint)."""
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(GRACE_S + 2):
+                for server in self._servers:
+                    server.stop(GRACE_S)
+                for server in self._servers:
+                    await server.aclose(GRACE_S)
+            if self._registrar is not None:
+                with trio.move_on_after(3):
+                    await self._registrar.unregister()
+            if self.broker is not None:
+                await trio.to_thread.run_sync(self.broker.close)
+        self._cancel.cancel()
