@@ -1,0 +1,95 @@
+"""Fixtures for the interop scenarios: the real ``rokka`` server as a subprocess, and client gates.
+
+Theory of operation
+-------------------
+* ``rokka``: one ``rokka serve`` process (name server + RocketMQ broker + Kafka listener) on
+  127.0.0.1 with port 0 and a fresh data dir, per test.  The fixture yields a
+  ``harness.ServerProcess``: ``.namesrv`` / ``.broker`` / ``.kafka`` are "H:P" strings,
+  ``.data_dir`` the store, ``.restart(hard=False)`` (SIGTERM, or SIGKILL when hard) brings it back on
+  the same ports and data dir, ``.kill9()``, ``.stop()``.  At teardown the server must exit 0 on
+  SIGTERM (its contract); otherwise the test errors with the server's stderr.
+* ``rokka_cluster``: ``rokka namesrv`` plus brokers ``broker-a`` and ``broker-b`` (``harness.Cluster``).
+* ``workdir``: a per-test directory for client scripts (each gets its own HOME inside it).
+* Client gates: ``need_cpp`` / ``need_node(module)`` / ``need_kcat`` skip a scenario, with the
+  reason, only when its client is genuinely missing here.
+
+Every scenario runs its clients in subprocesses (see ``harness``), so a client crash fails one test
+and never takes pytest down.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import harness
+
+
+def _teardown(procs: list[harness.ServerProcess]) -> None:
+    errors: list[str] = []
+    for proc in procs:
+        try:
+            proc.stop_clean()
+        except harness.HarnessError as exc:
+            errors.append(str(exc))
+    if errors:
+        pytest.fail("\n\n".join(errors), pytrace=False)
+
+
+@pytest.fixture
+def rokka(tmp_path: Path) -> Iterator[harness.ServerProcess]:
+    server_dir = tmp_path / "server"
+    server_dir.mkdir()
+    srv = harness.start_serve(server_dir)
+    try:
+        yield srv
+    finally:
+        _teardown([srv])
+
+
+@pytest.fixture
+def rokka_cluster(tmp_path: Path) -> Iterator[harness.Cluster]:
+    server_dir = tmp_path / "cluster"
+    server_dir.mkdir()
+    cluster = harness.start_cluster(server_dir)
+    try:
+        yield cluster
+    finally:
+        _teardown(cluster.processes())
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    d = tmp_path / "clients"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def need_cpp() -> None:
+    reason = harness.cpp_available()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def need_kcat() -> str:
+    path = harness.kcat_path()
+    if path is None:
+        pytest.skip("kcat is not installed (interop/install.sh installs the Debian package kcat)")
+    return path
+
+
+def need_node(module: str) -> None:
+    """Call at the top of a node scenario (or from a fixture)."""
+    reason = harness.node_available(module)
+    if reason:
+        pytest.skip(reason)
+
+
+def need_python(module: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"python client {module} is not installed (interop/install.sh installs it)")
