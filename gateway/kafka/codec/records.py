@@ -1,0 +1,438 @@
+"""Kafka record batches (magic 2), control records, legacy MessageSets, compression.
+
+Theory of operation
+-------------------
+RecordBatch v2 layout (kafka-wire.md §2.1; upstream DefaultRecordBatch.java)::
+
+    off size field                   off size field
+     0   8   base_offset              35  8   max_timestamp
+     8   4   batch_length (after it)  43  8   producer_id
+    12   4   partition_leader_epoch   51  2   producer_epoch
+    16   1   magic = 2                53  4   base_sequence
+    17   4   crc (CRC-32C of 21..end) 57  4   record count
+    21   2   attributes               61  ... records (one compressed blob if compressed)
+    23   4   last_offset_delta
+    27   8   base_timestamp
+
+attributes: bits 0-2 compression (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd),
+bit 3 timestamp type (1 = LogAppendTime), bit 4 transactional, bit 5 control.
+
+Record (§2.2), all varints zig-zag::
+
+    length varint | attributes int8 | timestamp_delta varlong | offset_delta varint
+    | key_len varint (-1 null) key | value_len varint (-1 null) value
+    | header_count varint | (key_len varint, key utf-8, value_len varint (-1 null), value)*
+
+A ``RecordBatch`` keeps its exact bytes (``raw``): the broker passes batches
+through untouched except for base_offset and partition_leader_epoch, which lie
+outside the CRC (``with_base_offset``).  ``records()`` decompresses and parses
+on demand.  ``encode_batch`` builds a batch from records; feeding it the
+header fields of a decoded uncompressed batch reproduces it byte for byte.
+
+Header keys are decoded with ``surrogateescape`` so that non-UTF-8 keys survive
+a round trip.  Null keys/values stay ``None``, distinct from ``b""``.
+
+Snappy: Java and kafka-python write the xerial framing (magic
+``82 53 4E 41 50 50 59 00``, two int32 versions, then int32-length raw blocks);
+librdkafka writes raw snappy.  We read both and write xerial, which every
+client reads.  LZ4 is the LZ4 *frame* format (independent blocks).
+
+Legacy MessageSets (magic 0/1, §2.5) are decoded only (Produce from pinned
+old clients); we never advertise Fetch versions that would need them.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import cramjam
+import crc32c
+
+from gateway.kafka.codec import primitives as p
+from gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
+
+__all__ = [
+    "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CONTROL_ABORT", "CONTROL_COMMIT",
+    "BATCH_HEADER_SIZE", "BatchHeader", "Header", "Record", "RecordBatch", "LegacyMessage",
+    "compress", "decompress", "encode_batch", "encode_control_batch", "parse_control_record",
+    "read_batch_header", "split_batches", "decode_legacy_message_set",
+]
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+
+BATCH_HEADER_SIZE = 61
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC_START = 21
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_BLOCK = 32 * 1024
+
+
+@dataclass(frozen=True)
+class Header:
+    key: str
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class Record:
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+    attributes: int = 0
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + 12
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+
+def read_batch_header(buf: bytes, pos: int = 0) -> BatchHeader:
+    """Parse the 61-byte v2 batch header at ``pos``.
+
+    Raises:
+        DecodeError: fewer than 61 bytes, magic != 2, or an impossible length.
+    """
+    if len(buf) - pos < BATCH_HEADER_SIZE:
+        raise DecodeError("record batch shorter than its 61-byte header")
+    h = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if h.magic != 2:
+        raise DecodeError(f"record batch magic {h.magic}, expected 2")
+    if h.batch_length < BATCH_HEADER_SIZE - 12:
+        raise DecodeError(f"record batch length {h.batch_length} too small")
+    return h
+
+
+@dataclass(frozen=True)
+class RecordBatch:
+    header: BatchHeader
+    raw: bytes
+
+    def crc_ok(self) -> bool:
+        return crc32c.crc32c(self.raw[_CRC_START:]) == self.header.crc
+
+    def records(self) -> list[Record]:
+        """Decompress and parse every record.  Raises DecodeError on corruption."""
+        body = self.raw[BATCH_HEADER_SIZE:]
+        if self.header.compression != NONE:
+            body = decompress(self.header.compression, body)
+        r = Reader(body)
+        out = [_read_record(r) for _ in range(_checked_count(self.header.record_count, len(body)))]
+        if r.remaining():
+            raise DecodeError(f"{r.remaining()} bytes after the last record of the batch")
+        return out
+
+    def with_base_offset(self, base_offset: int, leader_epoch: int | None = None) -> RecordBatch:
+        """The same batch with base_offset (and leader epoch) rewritten; the CRC stays valid."""
+        head = bytearray(self.raw[:16])
+        struct.pack_into(">q", head, 0, base_offset)
+        epoch = self.header.partition_leader_epoch if leader_epoch is None else leader_epoch
+        struct.pack_into(">i", head, 12, epoch)
+        header = replace(self.header, base_offset=base_offset, partition_leader_epoch=epoch)
+        return RecordBatch(header, bytes(head) + self.raw[16:])
+
+
+def _checked_count(n: int, available: int) -> int:
+    if n < 0 or n > available:  # every record takes at least one byte
+        raise DecodeError(f"record count {n} impossible for {available} bytes")
+    return n
+
+
+def split_batches(data: bytes) -> tuple[list[RecordBatch], int]:
+    """Split a records blob into whole v2 batches.
+
+    Returns:
+        (batches, trailing): ``trailing`` counts bytes of an incomplete last batch
+        (Kafka may truncate a fetch mid-batch; producers never should).
+    Raises:
+        DecodeError: a complete batch has a bad header.
+    """
+    batches, pos = [], 0
+    while len(data) - pos >= 17:
+        length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        if pos + 12 + length > len(data):
+            break
+        header = read_batch_header(data, pos)
+        batches.append(RecordBatch(header, data[pos : pos + header.size]))
+        pos += header.size
+    return batches, len(data) - pos
+
+
+def _read_record(r: Reader) -> Record:
+    length = r.varint()
+    if length < 0 or length > r.remaining():
+        raise DecodeError(f"record length {length} invalid")
+    end = r.pos + length
+    sub = Reader(r.buf, r.pos, end)
+    attributes = sub.int8()
+    ts_delta = sub.varlong()
+    off_delta = sub.varint()
+    key = _read_varbytes(sub)
+    value = _read_varbytes(sub)
+    headers = []
+    for _ in range(_checked_count(sub.varint(), sub.remaining())):
+        hkey = _read_varbytes(sub)
+        if hkey is None:
+            raise DecodeError("null record header key")
+        headers.append(Header(hkey.decode("utf-8", "surrogateescape"), _read_varbytes(sub)))
+    if sub.remaining():
+        raise DecodeError(f"{sub.remaining()} trailing bytes inside a record")
+    r.pos = end
+    return Record(off_delta, ts_delta, key, value, tuple(headers), attributes)
+
+
+def _read_varbytes(r: Reader) -> bytes | None:
+    n = r.varint()
+    if n < -1:
+        raise DecodeError(f"negative length {n}")
+    return None if n == -1 else r.read_raw(n)
+
+
+def _write_varbytes(out: bytearray, v: bytes | None) -> None:
+    if v is None:
+        p.write_varint(out, -1)
+    else:
+        p.write_varint(out, len(v))
+        out += v
+
+
+def _write_record(out: bytearray, rec: Record) -> None:
+    body = bytearray()
+    p.write_int8(body, rec.attributes)
+    p.write_varlong(body, rec.timestamp_delta)
+    p.write_varint(body, rec.offset_delta)
+    _write_varbytes(body, rec.key)
+    _write_varbytes(body, rec.value)
+    p.write_varint(body, len(rec.headers))
+    for h in rec.headers:
+        _write_varbytes(body, h.key.encode("utf-8", "surrogateescape"))
+        _write_varbytes(body, h.value)
+    p.write_varint(out, len(body))
+    out += body
+
+
+def encode_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    compression: int = NONE,
+    attributes: int = 0,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    last_offset_delta: int | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """Build a v2 batch.  ``attributes`` carries the non-compression bits (0x08/0x10/0x20).
+
+    ``base_timestamp`` defaults to 0-delta semantics (the caller gives absolute
+    timestamps through the deltas); ``max_timestamp`` defaults to base + max delta.
+    """
+    if not records and last_offset_delta is None:
+        raise EncodeError("an empty batch needs an explicit last_offset_delta")
+    body = bytearray()
+    for rec in records:
+        _write_record(body, rec)
+    payload = bytes(body) if compression == NONE else compress(compression, bytes(body))
+    base_ts = 0 if base_timestamp is None else base_timestamp
+    if max_timestamp is None:
+        max_timestamp = base_ts + max((r.timestamp_delta for r in records), default=0)
+    if last_offset_delta is None:
+        last_offset_delta = records[-1].offset_delta
+    attrs = (attributes & ~COMPRESSION_MASK) | compression
+    tail = bytearray()
+    tail += struct.pack(">hiqqqhii", attrs, last_offset_delta, base_ts, max_timestamp,
+                        producer_id, producer_epoch, base_sequence, len(records))
+    tail += payload
+    crc = crc32c.crc32c(bytes(tail))
+    head = struct.pack(">qiibI", base_offset, len(tail) + 9, partition_leader_epoch, 2, crc)
+    return head + bytes(tail)
+
+
+def encode_control_batch(
+    *, producer_id: int, producer_epoch: int, commit: bool, base_offset: int = 0,
+    timestamp: int = 0, coordinator_epoch: int = 0, partition_leader_epoch: int = -1,
+) -> bytes:
+    """A transaction marker batch (§2.4): attributes 0x30, one control record."""
+    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return encode_batch(
+        [Record(0, 0, key, value)], base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
+        attributes=TRANSACTIONAL_BIT | CONTROL_BIT, base_timestamp=timestamp, max_timestamp=timestamp,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+    )
+
+
+def parse_control_record(rec: Record) -> tuple[int, int]:
+    """(type, coordinator_epoch) of a control record; type 0 ABORT, 1 COMMIT.
+
+    Raises:
+        DecodeError: key or value too short.
+    """
+    if rec.key is None or len(rec.key) < 4:
+        raise DecodeError("control record key too short")
+    _, ctype = struct.unpack_from(">hh", rec.key)
+    epoch = -1
+    if rec.value is not None and len(rec.value) >= 6:
+        epoch = struct.unpack_from(">hi", rec.value)[1]
+    return ctype, epoch
+
+
+# ------------------------------------------------------------------ compression
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    if codec == GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == SNAPPY:
+        return _xerial_compress(data)
+    if codec == LZ4:
+        c = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        c.compress(data)
+        return bytes(c.finish())
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    if codec == NONE:
+        return data
+    raise EncodeError(f"unknown compression codec {codec}")
+
+
+def decompress(codec: int, data: bytes) -> bytes:
+    """Raises DecodeError for an unknown codec or corrupt data."""
+    try:
+        if codec == GZIP:
+            return bytes(cramjam.gzip.decompress(data))
+        if codec == SNAPPY:
+            return _snappy_decompress(data)
+        if codec == LZ4:
+            return bytes(cramjam.lz4.decompress(data))
+        if codec == ZSTD:
+            return bytes(cramjam.zstd.decompress(data))
+        if codec == NONE:
+            return data
+    except cramjam.DecompressionError as e:
+        raise DecodeError(f"cannot decompress (codec {codec}): {e}") from None
+    raise DecodeError(f"unknown compression codec {codec}")
+
+
+def _xerial_compress(data: bytes) -> bytes:
+    out = bytearray(_XERIAL_MAGIC + struct.pack(">ii", 1, 1))
+    for i in range(0, max(len(data), 1), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(data[i : i + _XERIAL_BLOCK]))
+        out += struct.pack(">i", len(block)) + block
+    return bytes(out)
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    r = Reader(data, 16)
+    out = bytearray()
+    while r.remaining():
+        out += cramjam.snappy.decompress_raw(r.read_raw(r.int32()))
+    return bytes(out)
+
+
+# ------------------------------------------------------------------ legacy (magic 0/1)
+
+
+@dataclass(frozen=True)
+class LegacyMessage:
+    """One inner message of a legacy set; ``offset`` as written by the producer."""
+
+    offset: int
+    magic: int
+    attributes: int
+    timestamp: int  # -1 for magic 0
+    key: bytes | None
+    value: bytes | None
+
+
+def decode_legacy_message_set(data: bytes, *, _depth: int = 0) -> list[LegacyMessage]:
+    """Flatten a magic 0/1 message set, decompressing wrapper messages.
+
+    Inner offsets of a v1 wrapper are relative (0..n-1); they are returned as-is
+    (producers write 0..n-1 anyway; the broker assigns real offsets).
+    Raises:
+        DecodeError: bad CRC, truncated message, unknown codec or nesting > 1.
+    """
+    r = Reader(data)
+    out: list[LegacyMessage] = []
+    while r.remaining() >= 12:
+        offset, size = r.int64(), r.int32()
+        if size < 14 or size > r.remaining():
+            if size > r.remaining():
+                break  # trailing partial message
+            raise DecodeError(f"legacy message size {size} too small")
+        msg = Reader(r.read_raw(size))
+        crc = msg.uint32()
+        if zlib.crc32(msg.buf[4:]) != crc:
+            raise DecodeError("legacy message CRC mismatch")
+        magic, attrs = msg.int8(), msg.int8()
+        if magic not in (0, 1):
+            raise DecodeError(f"legacy message magic {magic}")
+        ts = msg.int64() if magic == 1 else -1
+        key, value = msg.bytes_(False), msg.bytes_(False)
+        codec = attrs & COMPRESSION_MASK
+        if codec == NONE:
+            out.append(LegacyMessage(offset, magic, attrs, ts, key, value))
+            continue
+        if _depth or value is None:
+            raise DecodeError("nested or empty compressed legacy message")
+        out.extend(decode_legacy_message_set(decompress(codec, value), _depth=1))
+    return out
+
+
+def iter_records_with_offsets(batch: RecordBatch) -> Iterator[tuple[int, int, Record]]:
+    """(absolute offset, absolute timestamp, record) for each record of a batch."""
+    h = batch.header
+    for rec in batch.records():
+        ts = h.max_timestamp if h.log_append_time else h.base_timestamp + rec.timestamp_delta
+        yield h.base_offset + rec.offset_delta, ts, rec
