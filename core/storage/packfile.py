@@ -1,0 +1,82 @@
+"""Atomic msgpack state files (rokka's own ``config/*.msgpack``).
+
+Theory of operation
+-------------------
+The same discipline as ``core.storage.metafile`` (RocketMQ's JSON config
+files), for state that is ours alone and is rewritten often enough that
+JSON would be wasteful: Kafka group metadata and idempotent-producer state.
+
+``write_msgpack_atomic`` writes ``<name>.tmp``, fsyncs it, moves the current
+file to ``<name>.bak``, renames the temp file over the target and fsyncs the
+directory.  A crash leaves either the old or the new file in place (plus
+possibly a stale ``.tmp``, which is ignored and overwritten next time).
+``read_msgpack`` falls back to ``.bak`` when the main file is missing or does
+not decode, and raises ``MetadataCorrupt`` only when a file exists but
+neither copy decodes, so damaged state is never silently replaced by an
+empty table.
+
+Writers must serialise calls for one path themselves (one writer task, or a
+lock): two concurrent writers would share the ``.tmp`` name.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import structlog
+
+from core.storage.metafile import MetadataCorrupt
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["MetadataCorrupt", "pack", "read_msgpack", "write_msgpack_atomic", "write_packed_atomic"]
+
+
+def pack(obj: Any) -> bytes:
+    """Encode ``obj`` the way ``read_msgpack`` expects (bin type for bytes, str keys allowed)."""
+    data: bytes = msgpack.packb(obj, use_bin_type=True)
+    return data
+
+
+def write_packed_atomic(path: Path, data: bytes) -> None:
+    """Durably replace ``path`` with already-packed ``data`` (see the module docstring)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    if path.exists():
+        os.replace(path, path.with_name(path.name + ".bak"))
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_msgpack_atomic(path: Path, obj: Any) -> None:
+    write_packed_atomic(path, pack(obj))
+
+
+def read_msgpack(path: Path) -> Any | None:
+    """Return the decoded file, its ``.bak`` if the file is damaged, or None if neither exists.
+
+    Raises:
+        MetadataCorrupt: a file exists but neither it nor the backup decodes.
+    """
+    bak = path.with_name(path.name + ".bak")
+    for candidate in (path, bak):
+        if not candidate.exists():
+            continue
+        try:
+            return msgpack.unpackb(candidate.read_bytes(), raw=False, strict_map_key=False)
+        except (ValueError, msgpack.UnpackException) as exc:
+            log.error("state file unreadable", path=str(candidate), error=str(exc))
+    if path.exists() or bak.exists():
+        raise MetadataCorrupt(f"{path}: neither the file nor its .bak is valid msgpack")
+    return None

@@ -1,0 +1,287 @@
+"""The Kafka group coordinator: membership + persistence + offsets + admin queries.
+
+Theory of operation
+-------------------
+``GroupCoordinator`` is the one object the Kafka request handlers talk to
+for group APIs.  Membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup and
+the timers) is inherited from ``GroupMembership``; this module adds:
+
+* ``run()``: the coordinator's background task.  It must be started in a
+  nursery (``await nursery.start(coordinator.run)``) before requests are
+  served.  It restores the timers of groups loaded from disk, sleeps until
+  the next deadline or a change, fires expired timers, and writes
+  ``kafkaGroups.msgpack`` when something changed (the snapshot is encoded
+  on the trio thread, the fsync'd write runs on a worker thread; writes are
+  coalesced, one at a time).  When cancelled it writes a last snapshot
+  synchronously, so a clean shutdown loses nothing.  A crash loses at most
+  the changes since the last write; members rejoin after a restart anyway.
+* OffsetCommit / OffsetFetch over the shared offset table
+  (``core.offsets.ConsumerOffsetManager``): the Kafka offset *is* the
+  ConsumeQueue offset and the group name is the table key, so one group
+  name has one position per queue for both protocols.  Topic names pass
+  through unchanged (the handler maps them first if it ever needs to).
+  The table keeps neither commit metadata nor leader epochs.
+* DescribeGroups, ListGroups, FindCoordinator (this broker coordinates every
+  group and every transactional id), DeleteGroups.
+
+Commit validation follows Kafka's ``validateOffsetCommit`` (wire sheet
+§4.2): a commit with generation -1, an empty member id and no instance id
+is a "simple" commit, allowed only while the group has no members (and it
+creates an Empty group if there is none); any other commit must come from
+a current member of the current generation, and is refused with
+REBALANCE_IN_PROGRESS while the group awaits SyncGroup.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
+
+import structlog
+import trio
+
+from core.storage.packfile import write_packed_atomic
+from gateway.kafka.groups.errors import ErrorCode
+from gateway.kafka.groups.membership import GroupMembership, _allow_all
+from gateway.kafka.groups.persist import encode_groups, groups_path, load_groups
+from gateway.kafka.groups.state import GroupEvent, GroupState
+from gateway.kafka.groups.types import (
+    CommitOffset,
+    CoordinatorInfo,
+    CoordinatorStatistics,
+    DescribedGroup,
+    DescribedMember,
+    FetchedOffset,
+    GroupConfig,
+    ListedGroup,
+    OffsetFetchResult,
+    PartitionError,
+)
+
+log = structlog.get_logger(__name__)
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+
+
+class OffsetStore(Protocol):
+    """The part of ``core.offsets.ConsumerOffsetManager`` the coordinator uses."""
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int, *,
+               durable: bool = False) -> None: ...
+    def query(self, group: str, topic: str, queue_id: int) -> int | None: ...
+    def offsets(self, group: str, topic: str) -> dict[int, int]: ...
+    def topics_of_group(self, group: str) -> set[str]: ...
+
+
+class GroupCoordinator(GroupMembership):
+    """Kafka group coordinator; see the module docstring.
+
+    Args:
+        config: timeouts, persistence directory, and the node FindCoordinator returns.
+        offsets: the shared committed-offset table.
+        admit_group: cross-protocol hook, called on JoinGroup and OffsetCommit
+            with the group id; returns 0 to allow, or the Kafka error code to
+            answer (e.g. because the group is live on RocketMQ).
+        partition_exists: False for a (topic, partition) that OffsetCommit must
+            refuse with UNKNOWN_TOPIC_OR_PARTITION; default accepts everything.
+
+    Raises:
+        MetadataCorrupt: the persisted group file exists but cannot be read.
+    """
+
+    def __init__(self, config: GroupConfig, offsets: OffsetStore, *,
+                 admit_group: Callable[[str], int] = _allow_all,
+                 partition_exists: Callable[[str, int], bool] | None = None) -> None:
+        super().__init__(config, admit_group=admit_group)
+        self._offsets = offsets
+        self._partition_exists = partition_exists
+        if config.config_dir is not None:
+            for g in load_groups(config.config_dir):
+                self._groups[g.group_id] = g
+            if self._groups:
+                log.info("kafka groups loaded", groups=len(self._groups))
+
+    # ------------------------------------------------------------------ background task
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Fire timers and persist group metadata until cancelled."""
+        self._restore_timers()
+        task_status.started()
+        try:
+            while True:
+                with trio.move_on_at(self.next_deadline()):
+                    await self._wakeup.wait()
+                self._wakeup = trio.Event()
+                self.fire_timers()
+                await self._persist_if_dirty()
+        finally:
+            if self._dirty:
+                self.save()
+
+    async def _persist_if_dirty(self) -> None:
+        if not self._dirty:
+            return
+        self._dirty = False
+        if self._config.config_dir is not None:
+            data = encode_groups(self._groups.values())
+            await trio.to_thread.run_sync(write_packed_atomic, groups_path(self._config.config_dir), data)
+
+    def save(self) -> None:
+        """Write the group file now, synchronously (shutdown)."""
+        self._dirty = False
+        if self._config.config_dir is not None:
+            write_packed_atomic(groups_path(self._config.config_dir), encode_groups(self._groups.values()))
+
+    def statistics(self) -> CoordinatorStatistics:
+        members = [m for g in self._groups.values() for m in g.members.values()]
+        return CoordinatorStatistics(
+            groups=len(self._groups), members=len(members),
+            pending_members=sum(len(g.pending) for g in self._groups.values()),
+            parked_joins=sum(m.join_waiter is not None for m in members),
+            parked_syncs=sum(m.sync_waiter is not None for m in members),
+            groups_by_state=dict(Counter(g.state.value for g in self._groups.values())))
+
+    # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
+
+    def offset_commit(self, group_id: str, generation_id: int, member_id: str,
+                      offsets: Sequence[CommitOffset], group_instance_id: str | None = None,
+                      ) -> list[PartitionError]:
+        """OffsetCommit: validate the committer, then store each partition's offset.
+
+        Returns:
+            One entry per requested partition, in request order; a group-level
+            failure gives every partition the same code.
+        """
+        error = self._validate_commit(group_id, generation_id, member_id, group_instance_id)
+        if error != ErrorCode.NONE:
+            log.info("kafka offset commit refused", group=group_id, member=member_id,
+                     generation=generation_id, error=int(error))
+            return [PartitionError(o.topic, o.partition, error) for o in offsets]
+        out: list[PartitionError] = []
+        accepted: list[CommitOffset] = []
+        for o in offsets:
+            code = self._check_partition(o)
+            out.append(PartitionError(o.topic, o.partition, code))
+            if code == ErrorCode.NONE:
+                accepted.append(o)
+        for i, o in enumerate(accepted):
+            durable = self._config.durable_commits and i == len(accepted) - 1
+            self._offsets.commit(group_id, o.topic, o.partition, o.offset, durable=durable)
+        return out
+
+    def _check_partition(self, o: CommitOffset) -> int:
+        if o.metadata is not None and len(o.metadata.encode("utf-8")) > self._config.max_metadata_bytes:
+            return ErrorCode.OFFSET_METADATA_TOO_LARGE
+        if o.partition < 0 or (self._partition_exists is not None
+                               and not self._partition_exists(o.topic, o.partition)):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.NONE
+
+    def _validate_commit(self, group_id: str, generation_id: int, member_id: str,
+                         instance_id: str | None) -> int:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        admitted = self._admit_group(group_id)
+        if admitted != 0:
+            return admitted
+        g = self._groups.get(group_id)
+        if g is None:
+            if generation_id >= 0:
+                return ErrorCode.ILLEGAL_GENERATION
+            g = self._group(group_id)
+            self._changed()
+        if g.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id or instance_id is not None:
+            error = g.check_member(member_id, instance_id)
+            if error != ErrorCode.NONE:
+                return error
+            if generation_id != g.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif g.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if g.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        if member_id in g.members:
+            g.members[member_id].touch(self._now())
+        return ErrorCode.NONE
+
+    def offset_fetch(self, group_id: str, partitions: Iterable[tuple[str, int]] | None,
+                     require_stable: bool = False) -> OffsetFetchResult:
+        """OffsetFetch: committed offsets (-1 when none); ``partitions`` None = all of the group.
+
+        ``require_stable`` is accepted for the transactional extension: with no
+        pending transactional commits every offset is stable.
+        """
+        if not group_id:
+            return OffsetFetchResult(ErrorCode.INVALID_GROUP_ID)
+        g = self._groups.get(group_id)
+        if g is not None and g.state is GroupState.DEAD:
+            return OffsetFetchResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if partitions is None:
+            found = [FetchedOffset(topic, q, off)
+                     for topic in sorted(self._offsets.topics_of_group(group_id))
+                     for q, off in sorted(self._offsets.offsets(group_id, topic).items())]
+            return OffsetFetchResult(ErrorCode.NONE, tuple(found))
+        out = []
+        for topic, q in partitions:
+            off = self._offsets.query(group_id, topic, q)
+            out.append(FetchedOffset(topic, q, -1 if off is None else off))
+        return OffsetFetchResult(ErrorCode.NONE, tuple(out))
+
+    # ------------------------------------------------------------------ admin queries
+
+    def describe(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
+        """DescribeGroups: an unknown group is error 0 with state "Dead" and no members."""
+        return [self._describe_one(gid) for gid in group_ids]
+
+    def _describe_one(self, group_id: str) -> DescribedGroup:
+        if not group_id:
+            return DescribedGroup(ErrorCode.INVALID_GROUP_ID, group_id, GroupState.DEAD.value, "", "")
+        g = self._groups.get(group_id)
+        if g is None:
+            return DescribedGroup(ErrorCode.NONE, group_id, GroupState.DEAD.value, "", "")
+        stable = g.state is GroupState.STABLE
+        members = tuple(
+            DescribedMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                            m.metadata_for(g.protocol_name) if stable else b"",
+                            m.assignment if stable else b"")
+            for m in g.members.values())
+        return DescribedGroup(ErrorCode.NONE, group_id, g.state.value, g.protocol_type or "",
+                              (g.protocol_name or "") if stable else "", members)
+
+    def list_groups(self, states_filter: Iterable[str] | None = None) -> list[ListedGroup]:
+        """ListGroups; ``states_filter`` (v4+) matches state names case-insensitively, empty = all."""
+        wanted = {s.lower() for s in states_filter or ()}
+        return [ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+                for g in self._groups.values()
+                if g.state is not GroupState.DEAD and (not wanted or g.state.value.lower() in wanted)]
+
+    def find_coordinator(self, key: str, key_type: int = KEY_TYPE_GROUP) -> CoordinatorInfo:
+        """FindCoordinator for one key: this node for any group or transactional id."""
+        cfg = self._config
+        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION) or (
+                key_type == KEY_TYPE_TRANSACTION and not key):
+            return CoordinatorInfo(key, ErrorCode.INVALID_REQUEST, -1, "", -1)
+        return CoordinatorInfo(key, ErrorCode.NONE, cfg.node_id, cfg.host, cfg.port)
+
+    def delete_group(self, group_id: str) -> int:
+        """DeleteGroups for one group: only a group without members can go (offsets are kept).
+
+        Returns:
+            NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP or INVALID_GROUP_ID.
+        """
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        g = self._groups.get(group_id)
+        if g is None or g.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if g.state is not GroupState.EMPTY:
+            return ErrorCode.NON_EMPTY_GROUP
+        g.fire(GroupEvent.UNLOAD)
+        del self._groups[group_id]
+        self._changed()
+        log.info("kafka group deleted", group=group_id)
+        return ErrorCode.NONE
