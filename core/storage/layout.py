@@ -374,6 +374,23 @@ def decode_record(buf: bytes | memoryview | bytearray, offset: int = 0) -> Store
         commitlog_offset=phys, body_crc=crc, size=total)
 
 
+def properties_of(buf: bytes | memoryview | bytearray, offset: int = 0) -> dict[str, str]:
+    """Only the properties of the record at ``buf[offset:]`` (cheaper than decode_record)."""
+    sysflag = INT32.unpack_from(buf, offset + OFF_SYSFLAG)[0]
+    header = HEADERS[sysflag & _V6_BITS]
+    pos = offset + header.size + INT32.unpack_from(buf, offset + header.size - 4)[0]
+    pos += 1 + buf[pos]
+    plen = PROPS_LEN.unpack_from(buf, pos)[0]
+    return decode_properties(buf[pos + 2:pos + 2 + plen])
+
+
+def topic_of(buf: bytes | memoryview | bytearray, offset: int = 0) -> str:
+    sysflag = INT32.unpack_from(buf, offset + OFF_SYSFLAG)[0]
+    header = HEADERS[sysflag & _V6_BITS]
+    pos = offset + header.size + INT32.unpack_from(buf, offset + header.size - 4)[0]
+    return bytes(buf[pos + 1:pos + 1 + buf[pos]]).decode("utf-8", "replace")
+
+
 def iter_records(buf: bytes | memoryview | bytearray) -> list[StoredMessage]:
     """Decode a concatenation of records (a PULL body)."""
     out, pos = [], 0

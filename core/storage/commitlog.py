@@ -1,0 +1,133 @@
+"""The CommitLog: every record of every topic, appended to fixed-size segments.
+
+Theory of operation
+-------------------
+Offsets are global byte offsets; segment ``n`` holds ``[base, base + size)``
+and is named by ``base`` (20 digits).  A record never spans segments: when
+``record + 8`` bytes do not fit (RocketMQ ``END_FILE_MIN_BLANK_LENGTH``) the
+rest of the segment is filled with a BLANK record and the writer moves to
+the next segment.
+
+Appending is two-phase so that one ``put_messages`` call costs one
+``pwrite`` per touched segment: ``place(size)`` returns where a record of
+that size will go (rolling if needed) and ``stage(data)`` queues its bytes;
+``commit()`` writes the staged bytes and only then advances
+``write_offset`` -- readers never see staged data.  ``flushed_offset`` moves
+only in ``flush()``, which may run on a worker thread: it snapshots
+``write_offset`` first, then fdatasyncs the segments below it.
+
+Invariants: ``min_offset <= flushed_offset <= write_offset``; bytes in
+``[write_offset, segment end)`` of the active segment are zero.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.storage import layout
+from core.storage.segment import Segment, SegmentFiles
+
+
+class CommitLog:
+    def __init__(self, directory: Path, segment_size: int) -> None:
+        self.files = SegmentFiles(directory, segment_size)
+        self.segment_size = segment_size
+        self.write_offset = 0
+        self.flushed_offset = 0
+        self._staged: list[bytes] = []
+        self._stage_start = 0       # commitlog offset of the first staged byte
+        self._stage_end = 0         # offset just past the staged bytes
+
+    # -- opening --------------------------------------------------------------
+    def load(self) -> list[Segment]:
+        """Open existing segments; ``write_offset`` is set later by recovery."""
+        return self.files.load()
+
+    @property
+    def min_offset(self) -> int:
+        return self.files.bases[0] if self.files.bases else 0
+
+    def set_write_offset(self, offset: int) -> None:
+        self.write_offset = self._stage_start = self._stage_end = offset
+        self.flushed_offset = self.min_offset  # the next flush() syncs everything once
+
+    # -- appending ------------------------------------------------------------
+    def place(self, size: int) -> int:
+        """Offset at which a record of ``size`` bytes will be staged (rolls segments)."""
+        pos = self._stage_end
+        seg_base = pos - pos % self.segment_size
+        room = seg_base + self.segment_size - pos
+        if size + layout.BLANK_SIZE > room:
+            if room:
+                self._staged.append(layout.encode_blank(room))
+            self._write_staged()
+            pos = seg_base + self.segment_size
+            self._stage_start = self._stage_end = pos
+        return pos
+
+    def stage(self, data: bytes) -> None:
+        self._staged.append(data)
+        self._stage_end += len(data)
+
+    def commit(self) -> None:
+        """Write everything staged; raises OSError (staged bytes are then discarded)."""
+        self._write_staged()
+
+    def discard(self) -> None:
+        self._staged.clear()
+        self._stage_start = self._stage_end = self.write_offset
+
+    def _write_staged(self) -> None:
+        if not self._staged:
+            return
+        data = self._staged[0] if len(self._staged) == 1 else b"".join(self._staged)
+        start = self._stage_start
+        self._staged.clear()
+        end = start + len(data)
+        seg = self.files.find(start) or self.files.create(start - start % self.segment_size)
+        try:
+            seg.pwrite(start - seg.base, data)
+        except OSError:
+            self._stage_start = self._stage_end = self.write_offset
+            raise
+        self.write_offset = end
+        self._stage_start = end
+
+    # -- reading --------------------------------------------------------------
+    def read(self, offset: int, size: int | None = None) -> bytes | None:
+        """Raw bytes of the record at ``offset`` (size from TOTALSIZE if None); None if absent."""
+        if offset < self.min_offset or offset + 8 > self.write_offset:
+            return None
+        seg = self.files.find(offset)
+        if seg is None:
+            return None
+        pos = offset - seg.base
+        mm = seg.mm
+        total, magic = layout.SIZE_MAGIC.unpack_from(mm, pos)
+        if magic != layout.MESSAGE_MAGIC:
+            return None
+        if size is None:
+            size = total
+        if size <= 0 or pos + size > seg.size or offset + size > self.write_offset:
+            return None
+        return mm[pos:pos + size]
+
+    def store_timestamp(self, offset: int) -> int | None:
+        if offset < self.min_offset or offset + layout.HEADER_V4.size > self.write_offset:
+            return None
+        seg = self.files.find(offset)
+        if seg is None:
+            return None
+        return layout.store_timestamp_of(seg.mm, offset - seg.base)
+
+    # -- durability / lifecycle ----------------------------------------------------
+    def flush(self) -> int:
+        """fdatasync up to the current write offset (thread-safe); returns the durable offset."""
+        target = self.write_offset
+        if target > self.flushed_offset:
+            self.files.sync_range(self.flushed_offset, target)
+            self.flushed_offset = max(self.flushed_offset, target)
+        return self.flushed_offset
+
+    def close(self) -> None:
+        self.files.close()

@@ -1,0 +1,229 @@
+"""ConsumeQueue: per topic/queue index of 20-byte units into the CommitLog.
+
+Theory of operation
+-------------------
+Unit ``n`` (queue offset n) sits at byte ``n * 20`` of the queue's logical
+byte space, split into files of ``consumequeue_file_size`` bytes named by
+their base byte offset (``consumequeue/<topic>/<queueId>/<20 digits>``)::
+
+    +----------------------+-------------+-------------------+
+    | commitlog offset i64 | size  i32   | tags code   i64   |   (big-endian)
+    +----------------------+-------------+-------------------+
+
+(upstream: rocketmq ``ConsumeQueue.java``, ``CQ_STORE_UNIT_SIZE = 20``).
+Units are written into the mmap with ``pack_into``; a unit with size 0 is
+"never written", so the end of a queue is the first zero unit after the last
+file's start (binary search, units are written in order).
+
+``max_offset`` is the next unit to write.  ``min_offset`` is the first unit
+whose record is still in the CommitLog (``correct_min``), never below the
+first file's base.  The queue never rewrites a written unit except through
+``truncate`` (recovery) which zeroes units past a point.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import structlog
+
+from core.storage.api import CqUnit
+from core.storage.segment import SegmentFiles
+
+log = structlog.get_logger(__name__)
+
+UNIT_SIZE = 20
+UNIT = struct.Struct(">qiq")
+
+
+class ConsumeQueue:
+    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int) -> None:
+        if file_size % UNIT_SIZE:
+            raise ValueError(f"consumequeue_file_size {file_size} is not a multiple of 20")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.files = SegmentFiles(directory, file_size)
+        self.file_size = file_size
+        self.units_per_file = file_size // UNIT_SIZE
+        self.max_offset = 0
+        self.min_offset = 0
+        self.dirty = False
+        self._tail_mm = None
+        self._tail_lo = 0   # first queue offset of the tail file
+        self._tail_hi = 0   # one past its last unit
+
+    # -- load / repair ------------------------------------------------------------
+    def load(self) -> int | None:
+        """Open files and find the end.  Returns the first damaged queue offset, or None.
+
+        Damage = a file that was short on disk, or a gap (a file not starting
+        where the previous one ended).  Units from the damage on are dropped
+        (the caller re-dispatches them from the CommitLog).
+        """
+        short = self.files.load()
+        damaged: int | None = None
+        bases = self.files.bases
+        for i, seg in enumerate(self.files.segments):
+            if i and bases[i] != bases[i - 1] + self.file_size:
+                damaged = bases[i - 1] // UNIT_SIZE + self.units_per_file
+                log.error("consumequeue file missing (gap)", topic=self.topic, queue_id=self.queue_id,
+                          path=str(seg.path), expected_base=bases[i - 1] + self.file_size)
+                break
+            if seg in short:
+                damaged = (seg.base + seg.size - seg.short_by) // UNIT_SIZE
+                break
+        if not bases:
+            return None
+        self.min_offset = bases[0] // UNIT_SIZE
+        if damaged is not None:
+            self.max_offset = damaged
+            self.truncate(max(damaged, self.min_offset))
+            damaged = max(damaged, self.min_offset)
+        else:
+            self.max_offset = self._find_end()
+        self._set_tail()
+        return damaged
+
+    def _find_end(self) -> int:
+        segs = self.files.segments
+        for seg in reversed(segs):
+            mm = seg.mm
+            lo, hi = 0, self.units_per_file      # first zero unit in [lo, hi]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if UNIT.unpack_from(mm, mid * UNIT_SIZE)[1] > 0:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo or seg is segs[0]:
+                return seg.base // UNIT_SIZE + lo
+        return self.min_offset
+
+    def truncate(self, queue_offset: int) -> None:
+        """Drop units at ``queue_offset`` and after (zero them; delete later files)."""
+        queue_offset = max(queue_offset, self.min_offset)
+        byte = queue_offset * UNIT_SIZE
+        segs = self.files.segments
+        keep = 0
+        for i, seg in enumerate(segs):
+            if seg.base < byte or (i == 0):
+                keep = i + 1
+        for seg in segs[:keep]:
+            if seg.end > byte:
+                seg.zero(max(0, byte - seg.base))
+        self.files.drop_from(keep)
+        self.max_offset = min(self.max_offset, queue_offset)
+        self._set_tail()
+
+    def _set_tail(self) -> None:
+        seg = self.files.last
+        if seg is None:
+            self._tail_mm, self._tail_lo, self._tail_hi = None, 0, 0
+        else:
+            self._tail_mm = seg.mm
+            self._tail_lo = seg.base // UNIT_SIZE
+            self._tail_hi = self._tail_lo + self.units_per_file
+
+    # -- writing ----------------------------------------------------------------
+    def put(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int) -> None:
+        """Write unit ``queue_offset`` (must be ``max_offset``, or a re-dispatch of it)."""
+        if not (self._tail_lo <= queue_offset < self._tail_hi) or self._tail_mm is None:
+            self._ensure_file(queue_offset)
+        UNIT.pack_into(self._tail_mm, (queue_offset - self._tail_lo) * UNIT_SIZE,  # type: ignore[arg-type]
+                       commitlog_offset, size, tags_code)
+        self.max_offset = queue_offset + 1
+        self.dirty = True
+
+    def _ensure_file(self, queue_offset: int) -> None:
+        byte = queue_offset * UNIT_SIZE
+        base = byte - byte % self.file_size
+        seg = self.files.find(byte)
+        if seg is None:
+            if not self.files.segments:
+                self.min_offset = base // UNIT_SIZE
+            seg = self.files.create(base)
+        if seg is not self.files.last:
+            raise RuntimeError(f"consumequeue {self.topic}/{self.queue_id}: write at {queue_offset} "
+                               "is not in the tail file")
+        self._set_tail()
+
+    # -- reading ----------------------------------------------------------------
+    def unit(self, queue_offset: int) -> tuple[int, int, int] | None:
+        if not (self.min_offset <= queue_offset < self.max_offset):
+            return None
+        if self._tail_lo <= queue_offset < self._tail_hi and self._tail_mm is not None:
+            return UNIT.unpack_from(self._tail_mm, (queue_offset - self._tail_lo) * UNIT_SIZE)
+        seg = self.files.find(queue_offset * UNIT_SIZE)
+        if seg is None:
+            return None
+        return UNIT.unpack_from(seg.mm, queue_offset * UNIT_SIZE - seg.base)
+
+    def units(self, queue_offset: int, count: int) -> list[tuple[int, int, int]]:
+        """Up to ``count`` units from ``queue_offset``, stopping at a file end or max_offset."""
+        if not (self.min_offset <= queue_offset < self.max_offset) or count <= 0:
+            return []
+        byte = queue_offset * UNIT_SIZE
+        seg = self.files.find(byte)
+        if seg is None:
+            return []
+        n = min(count, self.max_offset - queue_offset, (seg.end - byte) // UNIT_SIZE)
+        pos = byte - seg.base
+        return list(UNIT.iter_unpack(seg.mm[pos:pos + n * UNIT_SIZE]))
+
+    def cq_units(self, queue_offset: int, count: int) -> list[CqUnit]:
+        out: list[CqUnit] = []
+        while len(out) < count:
+            got = self.units(queue_offset, count - len(out))
+            if not got:
+                break
+            out.extend(CqUnit(queue_offset + i, u[0], u[1], u[2]) for i, u in enumerate(got))
+            queue_offset += len(got)
+        return out
+
+    def last_unit(self) -> tuple[int, int, int] | None:
+        return self.unit(self.max_offset - 1)
+
+    # -- retention ----------------------------------------------------------------
+    def correct_min(self, commitlog_min: int) -> None:
+        """Move ``min_offset`` to the first unit whose record is still in the CommitLog."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            u = self.unit(mid)
+            if u is not None and u[0] >= commitlog_min:
+                hi = mid
+            else:
+                lo = mid + 1
+        self.min_offset = lo
+
+    def delete_below(self, commitlog_min: int) -> int:
+        """Delete whole files (never the last) whose units all point below ``commitlog_min``."""
+        removed = 0
+        while len(self.files.segments) > 1:
+            seg = self.files.segments[0]
+            last = UNIT.unpack_from(seg.mm, seg.size - UNIT_SIZE)
+            if last[1] <= 0 or last[0] + last[1] > commitlog_min:
+                break
+            self.files.drop_first()
+            removed += 1
+        if self.files.bases:
+            self.min_offset = max(self.min_offset, self.files.bases[0] // UNIT_SIZE)
+        self.correct_min(commitlog_min)
+        return removed
+
+    def sync(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            self.files.sync_range(0, 1 << 62)
+
+    def close(self) -> None:
+        self._tail_mm = None
+        self.files.close()
+
+    def destroy(self) -> None:
+        self.close()
+        d = self.files.directory
+        for p in d.glob("*"):
+            p.unlink()
+        d.rmdir()

@@ -1,0 +1,412 @@
+"""DiskStore: the RocketMQ-format store on disk (implements ``MessageStore``).
+
+Theory of operation
+-------------------
+Directory layout (RocketMQ 4.9 store)::
+
+    root/commitlog/<20-digit offset>            CommitLog segments
+    root/consumequeue/<topic>/<qid>/<20 digits>  ConsumeQueue files
+    root/index/<yyyyMMddHHmmssSSS>             IndexFiles
+    root/checkpoint  root/abort  root/lock  root/config/queueMinOffset.json
+
+``open()`` takes an exclusive ``flock`` on ``lock``, notes whether ``abort``
+exists (unclean stop), creates it, and runs recovery (``recovery.py``);
+``close()`` flushes everything, writes the checkpoint and removes ``abort``.
+
+Writes: ``put_messages`` validates the whole batch first (nothing is written
+for an illegal batch), encodes each record at its final offset, stages the
+bytes, commits them with one ``pwrite`` per touched segment, then dispatches
+(CQ unit, index keys, arrival listeners).  An I/O error while committing
+leaves the store read-only (SERVICE_NOT_AVAILABLE) until a restart, whose
+recovery puts CommitLog and queues back in agreement.
+
+Thread model: everything runs on the caller's (trio) thread except
+``flush()`` and ``checkpoint()``, which may run on a worker thread; they only
+read ``write_offset`` and fdatasync files under the segment-list lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+
+from core.model import Message, StoredMessage
+from core.storage import layout, reader, retention
+from core.storage.api import (
+    Appended,
+    ArrivalListener,
+    CqUnit,
+    GetResult,
+    MessageFilter,
+    PutResult,
+    PutStatus,
+    StoreConfig,
+)
+from core.storage.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from core.storage.commitlog import CommitLog
+from core.storage.consumequeue import UNIT_SIZE, ConsumeQueue
+from core.storage.dispatch import Dispatcher, is_dispatched
+from core.storage.index import IndexService
+from core.storage.metafile import read_json, write_json_atomic
+from core.storage.recovery import StoreCorrupt, cut_tail, scan_and_replay, trim_queues
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["DiskStore", "StoreCorrupt", "StoreLocked"]
+
+
+class StoreLocked(Exception):
+    """Another process has this store directory open."""
+
+
+class DiskStore:
+    def __init__(self, config: StoreConfig, *, repair: bool = False) -> None:
+        self.config = config
+        self.root = Path(config.root_dir)
+        self.repair = repair
+        self.clog = CommitLog(config.commitlog_path, config.commitlog_file_size)
+        self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self.index = IndexService(self.root / "index", config.index_hash_slots, config.index_max_entries)
+        self.dispatcher = Dispatcher(self._queue, self.index, config.delay_levels_ms)
+        self.logical_min: dict[tuple[str, int], int] = {}
+        self._last_store_ts = 0
+        self._writable = False
+        self._lock_fd: int | None = None
+        self._host = config.store_host
+        self._host6 = ":" in config.store_host[0]
+
+    # -- lifecycle ----------------------------------------------------------------
+    def open(self) -> DiskStore:
+        """Recover and open for writing.
+
+        Raises:
+            StoreCorrupt: damaged CommitLog data followed by good data (see recovery.py).
+            StoreLocked: another process holds the store.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        abort = self.root / "abort"
+        unclean = abort.exists()
+        abort.touch()
+        if unclean:
+            log.warning("store was not closed cleanly; recovering", path=str(self.root))
+        try:
+            self._recover(unclean)
+        except BaseException:
+            self._close_files()
+            self._unlock()
+            raise
+        self._writable = True
+        self.flush()
+        self.checkpoint()
+        return self
+
+    def _recover(self, unclean: bool) -> None:
+        cp = read_checkpoint(self.root / "checkpoint")
+        self._load_min_offsets()
+        self.clog.load()
+        starts = [self._checkpoint_start(cp, unclean)]
+        starts += self._load_queues()
+        index_from, redo = self.index.load()
+        self.dispatcher.index_from = index_from
+        if redo is not None:
+            starts.append(redo)
+        start = max(self.clog.min_offset, min(starts))
+        t0 = time.monotonic()
+        end = scan_and_replay(self.clog, start, self.dispatcher)
+        cut_tail(self.clog, end, self.repair)
+        self.clog.set_write_offset(end.offset)
+        trim_queues(self.cqs.values(), end.offset)
+        for q in self.cqs.values():
+            q.correct_min(self.clog.min_offset)
+        self._last_store_ts = self._tail_timestamp()
+        log.info("store recovered", start=start, end=end.offset, unclean=unclean,
+                 queues=len(self.cqs), seconds=round(time.monotonic() - t0, 3))
+
+    def _checkpoint_start(self, cp: Checkpoint | None, unclean: bool) -> int:
+        """First record to verify: the start of the checkpoint-era segment (see recovery.py)."""
+        files = self.clog.files
+        if cp is None or not files.segments:
+            return self.clog.min_offset
+        if not self.clog.min_offset <= cp.physic_offset <= files.segments[-1].end:
+            log.error("checkpoint offset outside the commitlog; scanning everything",
+                      path=str(self.root / "checkpoint"), offset=cp.physic_offset)
+            return self.clog.min_offset
+        seg = files.find(cp.physic_offset) or files.segments[-1]
+        start = seg.base
+        if unclean:
+            start = min(start, max(cp.dispatch_offset, self.clog.min_offset))
+        return start
+
+    def _load_queues(self) -> list[int]:
+        """Open every ConsumeQueue; returns replay starts for damaged ones."""
+        starts: list[int] = []
+        cq_root = self.root / "consumequeue"
+        if not cq_root.is_dir():
+            return starts
+        for tdir in sorted(cq_root.iterdir()):
+            for qdir in sorted(tdir.iterdir()) if tdir.is_dir() else ():
+                if not qdir.name.isdigit():
+                    continue
+                q = ConsumeQueue(qdir, tdir.name, int(qdir.name), self.config.consumequeue_file_size)
+                damaged = q.load()
+                self.cqs[(tdir.name, int(qdir.name))] = q
+                if damaged is not None:
+                    last = q.last_unit()
+                    starts.append(last[0] + last[1] if last else self.clog.min_offset)
+        return starts
+
+    def _tail_timestamp(self) -> int:
+        last = max((q.last_unit() or (-1, 0, 0) for q in self.cqs.values()), default=(-1, 0, 0))
+        ts = self.clog.store_timestamp(last[0]) if last[0] >= 0 else None
+        return ts or 0
+
+    def _lock(self) -> None:
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreLocked(f"{self.root} is in use by another process") from None
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def close(self) -> None:
+        if not self._writable:
+            return
+        self._writable = False
+        self.checkpoint()
+        self._close_files()
+        (self.root / "abort").unlink(missing_ok=True)
+        self._unlock()
+
+    def _close_files(self) -> None:
+        for q in self.cqs.values():
+            q.close()
+        self.index.close()
+        self.clog.close()
+
+    # -- writing --------------------------------------------------------------------
+    def put_messages(self, messages: Sequence[Message]) -> PutResult:
+        if not self._writable:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
+        if not messages:
+            return PutResult(PutStatus.PUT_OK)
+        problem = self._validate(messages)
+        if isinstance(problem, PutResult):
+            return problem
+        try:
+            appended = self._append(messages, problem)
+        except OSError as exc:
+            self.clog.discard()
+            self._writable = False
+            log.error("commitlog write failed; store is read-only until restart", error=str(exc),
+                      offset=self.clog.write_offset, path=str(self.clog.files.directory))
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"write failed: {exc}")
+        dispatch = self.dispatcher.dispatch
+        for m, a in zip(messages, appended, strict=True):
+            dispatch(m.topic, m.queue_id, a.queue_offset, a.commitlog_offset, a.size, m.sysflag,
+                     m.properties, a.store_timestamp)
+        self._last_store_ts = appended[-1].store_timestamp
+        return PutResult(PutStatus.PUT_OK, tuple(appended))
+
+    def _validate(self, messages: Sequence[Message]) -> list[bytes] | PutResult:
+        cfg = self.config
+        props_list = []
+        room = cfg.commitlog_file_size - layout.BLANK_SIZE
+        for m in messages:
+            if len(m.body) > cfg.max_message_size:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL,
+                                 remark=f"body {len(m.body)} bytes > maxMessageSize {cfg.max_message_size}")
+            props = layout.encode_properties(m.properties)
+            if len(props) > layout.MAX_PROPERTIES_BYTES:
+                return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                                 remark=f"properties {len(props)} bytes > {layout.MAX_PROPERTIES_BYTES}")
+            try:
+                tlen = len(layout.topic_blob(m.topic)) - 1
+            except layout.RecordError as exc:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
+            flags = (0x10 if ":" in m.born_host[0] else 0) | (0x20 if self._host6 else 0)
+            if m.queue_id < 0 or layout.record_size(len(m.body), tlen, len(props), flags) > room:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="bad queue id or record larger than a segment")
+            props_list.append(props)
+        return props_list
+
+    def _append(self, messages: Sequence[Message], props_list: list[bytes]) -> list[Appended]:
+        clog = self.clog
+        encode = layout.encode_record
+        host = self._host
+        now = int(time.time() * 1000)
+        next_q: dict[tuple[str, int], int] = {}
+        out = []
+        for m, props in zip(messages, props_list, strict=True):
+            ts = now if m.store_timestamp is None else m.store_timestamp
+            if is_dispatched(m.sysflag):
+                key = (m.topic, m.queue_id)
+                qoff = next_q.get(key)
+                if qoff is None:
+                    q = self.cqs.get(key)
+                    qoff = q.max_offset if q is not None else 0
+                next_q[key] = qoff + 1
+            else:
+                qoff = 0
+            pos = clog._stage_end
+            rec = encode(m, queue_offset=qoff, commitlog_offset=pos, store_timestamp=ts, store_host=host,
+                         props=props)
+            at = clog.place(len(rec))
+            if at != pos:
+                rec = encode(m, queue_offset=qoff, commitlog_offset=at, store_timestamp=ts, store_host=host,
+                             props=props)
+            clog.stage(rec)
+            out.append(Appended(at, len(rec), qoff, ts))
+        clog.commit()
+        return out
+
+    def _queue(self, topic: str, queue_id: int, create: bool) -> ConsumeQueue | None:
+        q = self.cqs.get((topic, queue_id))
+        if q is None and create:
+            q = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), topic, queue_id,
+                             self.config.consumequeue_file_size)
+            self.cqs[(topic, queue_id)] = q
+        return q
+
+    # -- reading --------------------------------------------------------------------
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_msgs: int,
+                     max_bytes: int = 256 * 1024, message_filter: MessageFilter | None = None) -> GetResult:
+        q = self.cqs.get((topic, queue_id))
+        lo = self.min_offset(topic, queue_id)
+        return reader.get_messages(q, lo, self.clog, offset, max_msgs, max_bytes, message_filter)
+
+    def read_record(self, commitlog_offset: int, size: int | None = None) -> bytes | None:
+        return self.clog.read(commitlog_offset, size)
+
+    def read_message(self, commitlog_offset: int) -> StoredMessage | None:
+        rec = self.clog.read(commitlog_offset)
+        return layout.decode_record(rec) if rec is not None else None
+
+    def cq_units(self, topic: str, queue_id: int, offset: int, count: int) -> list[CqUnit]:
+        q = self.cqs.get((topic, queue_id))
+        if q is None:
+            return []
+        return q.cq_units(max(offset, self.min_offset(topic, queue_id)), count)
+
+    # -- offsets ----------------------------------------------------------------------
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        q = self.cqs.get((topic, queue_id))
+        if q is None:
+            return 0
+        return min(q.max_offset, max(q.min_offset, self.logical_min.get((topic, queue_id), 0)))
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        q = self.cqs.get((topic, queue_id))
+        return q.max_offset if q is not None else 0
+
+    def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int | None:
+        q = self.cqs.get((topic, queue_id))
+        if q is None or queue_offset < self.min_offset(topic, queue_id):
+            return None
+        u = q.unit(queue_offset)
+        return self.clog.store_timestamp(u[0]) if u is not None else None
+
+    def earliest_store_time(self, topic: str, queue_id: int) -> int:
+        t = self.store_time_at(topic, queue_id, self.min_offset(topic, queue_id))
+        return -1 if t is None else t
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        return reader.offset_by_time(lambda o: self.store_time_at(topic, queue_id, o),
+                                     self.min_offset(topic, queue_id), self.max_offset(topic, queue_id),
+                                     timestamp_ms)
+
+    def set_min_offset(self, topic: str, queue_id: int, queue_offset: int) -> None:
+        key = (topic, queue_id)
+        new = min(max(queue_offset, 0), self.max_offset(topic, queue_id))
+        if new <= self.logical_min.get(key, 0):
+            return
+        self.logical_min[key] = new
+        self._save_min_offsets()
+
+    def _min_offsets_path(self) -> Path:
+        return self.root / "config" / "queueMinOffset.json"
+
+    def _save_min_offsets(self) -> None:
+        table: dict[str, dict[str, int]] = {}
+        for (t, qid), off in self.logical_min.items():
+            table.setdefault(t, {})[str(qid)] = off
+        write_json_atomic(self._min_offsets_path(), {"queueMinOffset": table})
+
+    def _load_min_offsets(self) -> None:
+        data = read_json(self._min_offsets_path()) or {}
+        for t, per_q in data.get("queueMinOffset", {}).items():
+            for qid, off in per_q.items():
+                self.logical_min[(t, int(qid))] = int(off)
+
+    def queues(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for t, qid in sorted(self.cqs):
+            out.setdefault(t, []).append(qid)
+        return out
+
+    # -- index ------------------------------------------------------------------------
+    def query_by_key(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        out = []
+        for off in self.index.lookup(topic, key, max_num + 64, begin_ms, end_ms):
+            rec = self.clog.read(off)
+            if rec is not None and reader.record_has_key(rec, topic, key):
+                out.append(off)
+                if len(out) >= max_num:
+                    break
+        return out
+
+    # -- maintenance --------------------------------------------------------------------
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        self.dispatcher.listeners.append(listener)
+
+    def delete_topic(self, topic: str) -> None:
+        for key in [k for k in self.cqs if k[0] == topic]:
+            self.cqs.pop(key).destroy()
+        shutil.rmtree(self.root / "consumequeue" / topic, ignore_errors=True)
+        if any(k[0] == topic for k in self.logical_min):
+            self.logical_min = {k: v for k, v in self.logical_min.items() if k[0] != topic}
+            self._save_min_offsets()
+
+    def run_retention(self, now_ms: int, force: bool = False) -> int:
+        return retention.run(self, now_ms, force)
+
+    @property
+    def commitlog_min_offset(self) -> int:
+        return self.clog.min_offset
+
+    @property
+    def commitlog_max_offset(self) -> int:
+        return self.clog.write_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.clog.flushed_offset
+
+    def flush(self) -> int:
+        return self.clog.flush()
+
+    def checkpoint(self) -> None:
+        dispatched = self.clog.write_offset
+        ts = self._last_store_ts
+        for q in tuple(self.cqs.values()):
+            q.sync()
+        self.index.sync()
+        physic = self.clog.flush()
+        write_checkpoint(self.root / "checkpoint", Checkpoint(ts, ts, ts, physic, min(dispatched, physic)))
+
+    def statistics(self) -> dict[str, int]:
+        return {"commitlog_min": self.clog.min_offset, "commitlog_max": self.clog.write_offset,
+                "flushed": self.clog.flushed_offset, "queues": len(self.cqs),
+                "units_per_cq_file": self.config.consumequeue_file_size // UNIT_SIZE}

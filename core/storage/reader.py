@@ -1,0 +1,134 @@
+"""Read paths shared by the engines: pull (get_messages) and search by time.
+
+Theory of operation
+-------------------
+``get_messages`` follows RocketMQ 4.9 ``DefaultMessageStore.getMessage``:
+
+  ============================  =========================  ==================
+  situation                     status                     next_begin_offset
+  ============================  =========================  ==================
+  no queue, or max_offset == 0  NO_MESSAGE_IN_QUEUE        0
+  offset < min                  OFFSET_TOO_SMALL           min
+  offset == max                 OFFSET_OVERFLOW_ONE        offset
+  offset > max                  OFFSET_OVERFLOW_BADLY      min if min == 0 else max (Java)
+  unit unreadable               OFFSET_FOUND_NULL          start of the next CQ file
+  scanned, nothing matched      NO_MATCHED_MESSAGE         past the scanned units
+  otherwise                     FOUND                      past the last taken unit
+  ============================  =========================  ==================
+
+At most ``max(16000, 20 * max_msgs)`` bytes of units are scanned per call;
+the batch stops at ``max_msgs`` messages or before exceeding ``max_bytes``,
+but always holds at least one message.  The tag filter runs on the unit, the
+property filter on the record's decoded properties.  Units pointing below
+the CommitLog minimum are skipped (MESSAGE_WAS_REMOVING if nothing found).
+
+Queues are duck-typed: anything with ``max_offset``, ``units(offset, n)``
+and ``units_per_file`` works (DiskStore's ConsumeQueue, MemoryStore's list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from core.model import PROP_KEYS, PROP_UNIQ_KEY
+from core.storage import layout
+from core.storage.api import GetResult, GetStatus, MessageFilter
+
+
+class _Queue(Protocol):
+    max_offset: int
+    units_per_file: int
+
+    def units(self, queue_offset: int, count: int) -> list[tuple[int, int, int]]: ...
+
+
+class _Log(Protocol):
+    @property
+    def min_offset(self) -> int: ...
+
+    def read(self, offset: int, size: int | None = None) -> bytes | None: ...
+
+
+def _empty(status: GetStatus, next_offset: int, lo: int, hi: int) -> GetResult:
+    return GetResult(status, (), (), next_offset, lo, hi)
+
+
+def get_messages(q: Any, lo: int, clog: _Log, offset: int, max_msgs: int, max_bytes: int,
+                 message_filter: MessageFilter | None) -> GetResult:
+    hi = q.max_offset if q is not None else 0
+    if q is None or hi == 0:
+        return _empty(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+    if offset < lo:
+        return _empty(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+    if offset == hi:
+        return _empty(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+    if offset > hi:
+        return _empty(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
+    max_msgs = max(1, max_msgs)
+    units = q.units(offset, max(16000, 20 * max_msgs) // 20)
+    if not units:
+        upf = q.units_per_file
+        return _empty(GetStatus.OFFSET_FOUND_NULL, (offset // upf + 1) * upf, lo, hi)
+    status = GetStatus.NO_MATCHED_MESSAGE
+    records: list[bytes] = []
+    qoffs: list[int] = []
+    total = 0
+    clog_min = clog.min_offset
+    next_offset = offset + len(units)
+    for i, (off, size, code) in enumerate(units):
+        if records and (len(records) >= max_msgs or total + size > max_bytes):
+            next_offset = offset + i
+            break
+        if off < clog_min:
+            if not records:
+                status = GetStatus.MESSAGE_WAS_REMOVING
+            continue
+        if message_filter is not None and not message_filter.match_tags_code(code):
+            continue
+        rec = clog.read(off, size)
+        if rec is None:
+            if not records:
+                status = GetStatus.MESSAGE_WAS_REMOVING
+            continue
+        if message_filter is not None and not message_filter.match_properties(layout.properties_of(rec)):
+            continue
+        records.append(rec)
+        qoffs.append(offset + i)
+        total += size
+    if records:
+        status = GetStatus.FOUND
+    return GetResult(status, tuple(records), tuple(qoffs), next_offset, lo, hi)
+
+
+def offset_by_time(store_time_at: Callable[[int], int | None], lo: int, hi: int, ts: int) -> int:
+    """RocketMQ getOffsetInQueueByTime over ``[lo, hi)``: exact, else the nearer neighbour, else 0."""
+    if hi <= lo:
+        return 0
+    a, b = lo, hi           # first offset whose store time >= ts
+    while a < b:
+        mid = (a + b) // 2
+        t = store_time_at(mid)
+        if t is None:
+            return 0
+        if t < ts:
+            a = mid + 1
+        else:
+            b = mid
+    right_t = store_time_at(a) if a < hi else None
+    if right_t == ts:
+        return a
+    left_t = store_time_at(a - 1) if a > lo else None
+    if left_t is None:
+        return a if right_t is not None else 0
+    if right_t is None:
+        return a - 1
+    return a if abs(ts - left_t) > abs(ts - right_t) else a - 1
+
+
+def record_has_key(rec: bytes, topic: str, key: str) -> bool:
+    """True if the record is in ``topic`` and ``key`` is one of its KEYS or its UNIQ_KEY."""
+    if layout.topic_of(rec) != topic:
+        return False
+    props = layout.properties_of(rec)
+    return props.get(PROP_UNIQ_KEY) == key or key in props.get(PROP_KEYS, "").split(" ")

@@ -1,0 +1,84 @@
+"""Retention: delete expired whole files (RocketMQ CleanCommitLogService et al.).
+
+Theory of operation
+-------------------
+A CommitLog segment is *expired* when its file mtime + ``fileReservedTime``
+hours <= now.  Deletion runs when one of these holds:
+
+  * ``force`` (an operator request), or
+  * the local hour of ``now`` is one of ``deleteWhen`` ("04" or "04;10"), or
+  * the store's disk is more than ``diskMaxUsedSpaceRatio`` % full; then the
+    oldest segment goes even if not yet expired (one per call, as pressure
+    relief), after the expired ones.
+
+Rules: never the active (last) segment; only whole segments, oldest first,
+stopping at the first one that must stay (so the CommitLog stays contiguous).
+Then every ConsumeQueue drops whole files whose units all point below the
+new CommitLog minimum (never its last file) and corrects its min offset;
+index files whose newest entry is below the minimum go too (never the
+last).  Min offsets only move forward.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from core.storage.engine import DiskStore
+
+log = structlog.get_logger(__name__)
+
+
+def delete_hours(spec: str) -> set[int]:
+    out = set()
+    for part in spec.split(";"):
+        part = part.strip()
+        if part.isdigit():
+            out.add(int(part))
+    return out
+
+
+def disk_used_ratio(store: DiskStore) -> float:
+    usage = shutil.disk_usage(store.clog.files.directory)
+    return 100.0 * (usage.total - usage.free) / usage.total if usage.total else 0.0
+
+
+def run(store: DiskStore, now_ms: int, force: bool = False) -> int:
+    """Delete what is due; returns the number of files removed."""
+    cfg = store.config
+    hour = time.localtime(now_ms / 1000).tm_hour
+    try:
+        pressure = disk_used_ratio(store) > cfg.disk_max_used_space_ratio
+    except OSError:
+        pressure = False
+    if not (force or pressure or hour in delete_hours(cfg.delete_when)):
+        return 0
+    removed = _delete_segments(store, now_ms, pressure)
+    if removed:
+        new_min = store.clog.min_offset
+        for q in tuple(store.cqs.values()):
+            removed += q.delete_below(new_min)
+        removed += store.index.delete_below(new_min)
+        log.info("retention deleted files", files=removed, commitlog_min=new_min)
+    return removed
+
+
+def _delete_segments(store: DiskStore, now_ms: int, pressure: bool) -> int:
+    files = store.clog.files
+    keep_ms = store.config.file_reserved_time_hours * 3_600_000
+    removed = 0
+    while len(files.segments) > 1:
+        seg = files.segments[0]
+        if seg.end > store.clog.flushed_offset:
+            break           # never delete data that is not yet durable elsewhere in order
+        expired = seg.path.stat().st_mtime * 1000 + keep_ms <= now_ms
+        if not expired and not (pressure and removed == 0):
+            break
+        log.info("deleting commitlog segment", path=str(seg.path), expired=expired)
+        files.drop_first()
+        removed += 1
+    return removed

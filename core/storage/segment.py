@@ -1,0 +1,167 @@
+"""Fixed-size store files named by their 20-digit base offset.
+
+Theory of operation
+-------------------
+A ``Segment`` is one preallocated file (``ftruncate`` to its full size, so
+it is sparse until written) with a shared read/write ``mmap`` over it.  The
+CommitLog appends with ``os.pwrite`` (one syscall per batch; no page-fault
+storm on fresh pages) and reads through the mmap (a slice, no syscall);
+ConsumeQueue and IndexFile write small fixed units straight into the mmap
+with ``struct.pack_into``.  Linux keeps both views coherent (one page cache),
+and ``fdatasync`` on the fd writes back pages dirtied either way.
+
+``SegmentFiles`` lists/creates the segments of one directory.  A file whose
+name is not 20 digits is ignored with a warning; a file shorter than the
+configured size is reported (``structlog`` error with the path) and grown
+back to full size with zeros, so the missing tail is treated as "never
+written" by the recovery of the owning structure.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from bisect import bisect_right
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+NAME_DIGITS = 20
+
+
+def segment_name(base: int) -> str:
+    return f"{base:0{NAME_DIGITS}d}"
+
+
+class Segment:
+    """One fixed-size file: ``base`` is the logical offset of its first byte."""
+
+    __slots__ = ("path", "base", "size", "fd", "mm", "short_by")
+
+    def __init__(self, path: Path, base: int, size: int, existing: bool = False) -> None:
+        self.path = path
+        self.base = base
+        self.size = size
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        actual = os.fstat(self.fd).st_size
+        self.short_by = max(0, size - actual) if existing else 0
+        if actual != size:
+            if actual > size:
+                os.close(self.fd)
+                raise OSError(f"{path}: file is {actual} bytes, larger than the configured {size}")
+            os.ftruncate(self.fd, size)
+        self.mm = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    def pwrite(self, pos: int, data: bytes) -> None:
+        """Write ``data`` at file position ``pos`` (all of it, or raise OSError)."""
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self.fd, view, pos)
+            view = view[n:]
+            pos += n
+
+    def zero(self, pos: int, end: int | None = None) -> None:
+        """Zero ``[pos, end)`` of the file (used to cut a torn tail)."""
+        end = self.size if end is None else end
+        step = 1 << 20
+        while pos < end:
+            n = min(step, end - pos)
+            self.mm[pos:pos + n] = bytes(n)
+            pos += n
+
+    def sync(self) -> None:
+        os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        try:
+            self.mm.close()
+        except BufferError:  # a memoryview over the map is still alive; the GC will release it
+            log.warning("segment mmap still referenced at close", path=str(self.path))
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class SegmentFiles:
+    """The ordered segments of one directory (CommitLog or one ConsumeQueue)."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.segments: list[Segment] = []
+        self.bases: list[int] = []
+        self.lock = threading.Lock()   # guards close/delete against a flush thread
+
+    def load(self) -> list[Segment]:
+        """Open every existing segment file; returns those that were short (already grown)."""
+        short = []
+        if not self.directory.is_dir():
+            return short
+        for p in sorted(self.directory.iterdir()):
+            if not (len(p.name) == NAME_DIGITS and p.name.isdigit()):
+                log.warning("ignoring unexpected file in store directory", path=str(p))
+                continue
+            seg = Segment(p, int(p.name), self.file_size, existing=True)
+            if seg.short_by:
+                log.error("store file shorter than configured size; missing tail treated as unwritten",
+                          path=str(p), missing_bytes=seg.short_by, offset=seg.end - seg.short_by)
+                short.append(seg)
+            self.segments.append(seg)
+            self.bases.append(seg.base)
+        return short
+
+    def create(self, base: int) -> Segment:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        seg = Segment(self.directory / segment_name(base), base, self.file_size)
+        self.segments.append(seg)
+        self.bases.append(base)
+        return seg
+
+    def find(self, offset: int) -> Segment | None:
+        i = bisect_right(self.bases, offset) - 1
+        if i < 0:
+            return None
+        seg = self.segments[i]
+        return seg if offset < seg.end else None
+
+    @property
+    def last(self) -> Segment | None:
+        return self.segments[-1] if self.segments else None
+
+    def drop_first(self) -> Segment:
+        with self.lock:
+            seg = self.segments.pop(0)
+            self.bases.pop(0)
+            seg.destroy()
+        return seg
+
+    def drop_from(self, index: int) -> None:
+        """Delete segments ``index`` and later (recovery cutting a tail)."""
+        with self.lock:
+            for seg in self.segments[index:]:
+                seg.destroy()
+            del self.segments[index:]
+            del self.bases[index:]
+
+    def sync_range(self, start: int, end: int) -> None:
+        """fdatasync every segment overlapping ``[start, end)``."""
+        with self.lock:
+            for seg in list(self.segments):
+                if seg.end > start and seg.base < end:
+                    seg.sync()
+
+    def close(self) -> None:
+        with self.lock:
+            for seg in self.segments:
+                seg.close()
+            self.segments.clear()
+            self.bases.clear()
