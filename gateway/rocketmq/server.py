@@ -106,6 +106,10 @@ class RemotingServer:
         self._grace_s = grace_s
         self._stop.set()
 
+    async def wait_stopped(self) -> None:
+        """Wait until ``serve`` has returned (after ``stop`` or cancellation)."""
+        await self._stopped.wait()
+
     async def aclose(self, grace_s: float = 5.0) -> None:
         """Graceful stop, waiting until ``serve`` has finished."""
         self.stop(grace_s)

@@ -1,0 +1,152 @@
+"""Name server request handlers (REGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC, KV ...).
+
+Theory of operation
+-------------------
+Each handler decodes the custom header with ``Header`` (a missing required
+field raises ``HeaderFieldError`` -> SYSTEM_ERROR), calls the pure
+``RouteInfoManager`` and builds the response.  Bodies are standard JSON with
+quoted keys; every client (C++ with allowNumericKeys, ali-ons JSON2, Java
+fastjson) accepts that, so the ``acceptStandardJsonOnly`` switch and the
+request version are irrelevant here.
+
+Remarks copied from the Java name server: TOPIC_NOT_EXIST "No topic route
+info in name server for the topic: <t>" + FAQ hint; GET_KV_CONFIG
+QUERY_NOT_FOUND "No config item, Namespace: <ns> Key: <k>"; REGISTER_BROKER
+"crc32 not match".
+
+Editing rule: no state here; everything lives in the manager.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from core.namesrv.routes import RouteInfoManager
+from gateway.rocketmq.channel import Channel, Handler
+from gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, dumps, kv_table_json, loads_body
+from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from gateway.rocketmq.codec.headers import Header, to_ext
+from gateway.rocketmq.codec.remoting import RemotingCommand
+
+log = structlog.get_logger(__name__)
+
+FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+ORDER_TOPIC_CONFIG_NS = "ORDER_TOPIC_CONFIG"
+
+
+def route_not_found_remark(topic: str) -> str:
+    return f"No topic route info in name server for the topic: {topic}{FAQ_SUFFIX}"
+
+
+class NamesrvHandlers:
+    """Binds the name server request codes to one ``RouteInfoManager``."""
+
+    def __init__(self, routes: RouteInfoManager) -> None:
+        self.routes = routes
+
+    def table(self) -> dict[int, Handler]:
+        return {
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.all_topics,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.topics_by_cluster,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm,
+            RequestCode.PUT_KV_CONFIG: self.put_kv,
+            RequestCode.GET_KV_CONFIG: self.get_kv,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.kv_list,
+        }
+
+    # -- brokers -----------------------------------------------------------------------
+    async def register_broker(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        h = Header(cmd)
+        cluster, name, addr = h.str("clusterName"), h.str("brokerName"), h.str("brokerAddr")
+        ha_addr, broker_id = h.str("haServerAddr"), h.long("brokerId")
+        crc = h.int("bodyCrc32", 0)
+        if crc and body_crc32(cmd.body) != crc:
+            log.warning("register body crc mismatch", broker=name, addr=addr)
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        body = RegisterBrokerBody.decode(cmd.body, compressed=h.bool("compressed", False))
+        result = self.routes.register_broker(
+            cluster, name, addr, broker_id, ha_addr, body.topic_config_table, body.data_version,
+            channel.id, body.filter_server_list)
+        log.debug("broker registered", cluster=cluster, broker=name, addr=addr, id=broker_id,
+                  topics=len(body.topic_config_table))
+        order = self.routes.kv_list(ORDER_TOPIC_CONFIG_NS)
+        return cmd.make_response(
+            ResponseCode.SUCCESS, ext_fields=to_ext(haServerAddr=result.ha_addr, masterAddr=result.master_addr),
+            body=kv_table_json(order) if order else b"")
+
+    async def unregister_broker(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        h = Header(cmd)
+        self.routes.unregister_broker(h.str("clusterName"), h.str("brokerName"), h.str("brokerAddr"),
+                                      h.long("brokerId"))
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def query_data_version(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        h = Header(cmd)
+        addr = h.str("brokerAddr")
+        version = loads_body(cmd.body) if cmd.body else {}
+        live = self.routes.live.get(addr)
+        changed = live is None or live.data_version != version
+        if live is not None:
+            live.last_update_ms = self.routes.clock()
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=to_ext(changed=changed),
+                                 body=dumps(live.data_version) if live is not None else b"")
+
+    async def wipe_write_perm(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        count = self.routes.wipe_write_perm(Header(cmd).str("brokerName"))
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=to_ext(wipeTopicCount=count))
+
+    # -- routes and topics -------------------------------------------------------------
+    async def get_route(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        topic = Header(cmd).str("topic")
+        route = self.routes.get_route(topic)
+        if route is None:
+            return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, route_not_found_remark(topic))
+        return cmd.make_response(ResponseCode.SUCCESS, body=dumps(route))
+
+    async def cluster_info(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.make_response(ResponseCode.SUCCESS, body=dumps(self.routes.cluster_info()))
+
+    async def all_topics(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.make_response(ResponseCode.SUCCESS, body=dumps({"topicList": self.routes.all_topics()}))
+
+    async def topics_by_cluster(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        topics = self.routes.topics_by_cluster(Header(cmd).str("cluster"))
+        return cmd.make_response(ResponseCode.SUCCESS, body=dumps({"topicList": topics}))
+
+    async def delete_topic(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        h = Header(cmd)
+        self.routes.delete_topic(h.str("topic"), h.str("clusterName", None, empty_is_none=True))
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    # -- KV config ---------------------------------------------------------------------------
+    async def put_kv(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        h = Header(cmd)
+        self.routes.put_kv(h.str("namespace"), h.str("key"), h.str("value"))
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def get_kv(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        h = Header(cmd)
+        ns, key = h.str("namespace"), h.str("key")
+        value = self.routes.get_kv(ns, key)
+        if value is None:
+            return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields={"value": value})
+
+    async def delete_kv(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        h = Header(cmd)
+        self.routes.delete_kv(h.str("namespace"), h.str("key"))
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def kv_list(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        ns = Header(cmd).str("namespace")
+        table = self.routes.kv_list(ns)
+        if table is None:
+            return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
+        return cmd.make_response(ResponseCode.SUCCESS, body=kv_table_json(table))

@@ -1,0 +1,77 @@
+"""The name server: ``RemotingServer`` + name server handlers + expiry scan.
+
+Theory of operation
+-------------------
+``NamesrvServer.serve(host, port)`` runs a ``RemotingServer`` with the
+handlers of ``gateway.namesrv.handlers`` and, next to it, a loop that calls
+``RouteInfoManager.scan_expired`` every ``scan_interval_s`` (10 s, as Java)
+so brokers silent for 120 s disappear from routes.  A closed connection
+drops the brokers registered over it at once (Java ``onChannelDestroy``).
+
+Stop it by cancelling ``serve`` or with ``stop()`` (graceful).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+import trio
+
+from core.namesrv.routes import BROKER_EXPIRED_MS, RouteInfoManager
+from gateway.namesrv.handlers import NamesrvHandlers
+from gateway.rocketmq.channel import Channel, HostPort
+from gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
+from gateway.rocketmq.server import RemotingServer
+
+log = structlog.get_logger(__name__)
+
+
+class NamesrvServer:
+    """A RocketMQ 4.9-compatible name server.
+
+    Args:
+        clock: "now" in ms for broker expiry (injected in tests); default wall clock.
+        scan_interval_s: how often expired brokers are removed.
+        broker_expired_ms: silence after which a broker is dropped.
+    """
+
+    def __init__(self, *, clock: Callable[[], int] | None = None, scan_interval_s: float = 10.0,
+                 broker_expired_ms: int = BROKER_EXPIRED_MS, idle_timeout_s: float | None = 120.0,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.routes = (RouteInfoManager(clock, broker_expired_ms) if clock is not None
+                       else RouteInfoManager(broker_expired_ms=broker_expired_ms))
+        self.handlers = NamesrvHandlers(self.routes)
+        self.scan_interval_s = scan_interval_s
+        self.remoting = RemotingServer(
+            self.handlers.table(), name="namesrv", idle_timeout_s=idle_timeout_s,
+            max_frame_bytes=max_frame_bytes, on_channel_closed=self._channel_closed)
+
+    def _channel_closed(self, channel: Channel) -> None:
+        gone = self.routes.on_channel_closed(channel.id)
+        if gone:
+            log.info("brokers dropped with their connection", brokers=gone)
+
+    def scan_once(self) -> list[str]:
+        gone = self.routes.scan_expired()
+        if gone:
+            log.warning("brokers expired", brokers=gone)
+        return gone
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await trio.sleep(self.scan_interval_s)
+            self.scan_once()
+
+    async def serve(self, host: str | None, port: int, *,
+                    task_status: trio.TaskStatus[HostPort] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen on ``port`` (0 = any free port) and report the bound ``(host, port)``."""
+        async with trio.open_nursery() as nursery:
+            addrs = await nursery.start(self.remoting.serve, host, [port])
+            nursery.start_soon(self._scan_loop)
+            task_status.started(addrs[0])
+            await self.remoting.wait_stopped()
+            nursery.cancel_scope.cancel()
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        self.remoting.stop(grace_s)
