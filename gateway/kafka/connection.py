@@ -1,0 +1,155 @@
+"""Sans-IO Kafka server connection: bytes in, decoded requests out.
+
+Theory of operation
+-------------------
+``receive_data(data)`` appends to a buffer and returns every request whose
+frame is complete (``b""`` = EOF -> state CLOSED).  Each frame starts with a
+signed int32 size, checked against ``max_frame_bytes`` (and a minimum of 8
+header bytes) *before* the body is buffered, so an oversized or negative size
+fails at once without allocating.
+
+Per frame: read (api_key, api_version) first; the API must be advertised
+(``advertised``: api_key -> (min, max)) and the version inside its range,
+otherwise the connection enters ERROR and raises ``KafkaProtocolError`` - the
+caller logs the hint and closes (there is no valid reply, §1.1).  The one
+exception is ApiVersions at an unadvertised version: its body is not parsed
+and the request comes out with ``unsupported_version=True``; the reply is
+``encode_unsupported_api_versions`` (error 35, v0 body listing our ranges).
+
+Once in ERROR every further call raises.  Responses are encoded in whatever
+order the caller asks; keeping them in request order is the caller's job
+(the trio glue handles one request at a time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from gateway.kafka.codec import framing
+from gateway.kafka.codec.framing import API_VERSIONS_KEY, APIS
+from gateway.kafka.codec.primitives import DecodeError
+from gateway.kafka.codec.schema import Struct
+from gateway.kafka.errors import KafkaProtocolError
+
+__all__ = ["ConnectionState", "KafkaRequest", "KafkaServerConnection"]
+
+PRODUCE_KEY = 0
+_MIN_PAYLOAD = 8  # api_key, api_version, correlation_id
+
+
+class ConnectionState(Enum):
+    OPEN = "open"
+    ERROR = "error"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class KafkaRequest:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    body: Struct | None  # None only when unsupported_version
+    unsupported_version: bool = False
+
+    @property
+    def expects_response(self) -> bool:
+        """False for Produce with acks=0, which must get no reply at all."""
+        return not (self.api_key == PRODUCE_KEY and self.body is not None and self.body.acks == 0)
+
+
+class KafkaServerConnection:
+    """Server side of one Kafka connection, without I/O."""
+
+    def __init__(
+        self, *, max_frame_bytes: int, advertised: Mapping[int, tuple[int, int]] | None = None
+    ) -> None:
+        """Args:
+        max_frame_bytes: largest accepted frame payload (excluding the 4-byte size).
+        advertised: api_key -> (min, max) we accept; defaults to every declared API.
+        """
+        self.max_frame_bytes = max_frame_bytes
+        self.advertised = dict(advertised) if advertised is not None else {
+            k: (a.min_version, a.max_version) for k, a in APIS.items()
+        }
+        self.state = ConnectionState.OPEN
+        self._buf = bytearray()
+
+    def _fail(self, hint: str) -> KafkaProtocolError:
+        self.state = ConnectionState.ERROR
+        return KafkaProtocolError(hint)
+
+    def receive_data(self, data: bytes) -> list[KafkaRequest]:
+        """Feed bytes from the socket; ``b""`` means EOF.
+
+        Returns:
+            the requests completed by this data, in arrival order.
+        Raises:
+            KafkaProtocolError: the peer broke the protocol; close the connection.
+        """
+        if self.state is ConnectionState.ERROR:
+            raise KafkaProtocolError("connection already failed")
+        if not data:
+            self.state = ConnectionState.CLOSED
+            if self._buf:
+                raise self._fail(f"EOF inside a frame ({len(self._buf)} bytes pending)")
+            return []
+        self._buf += data
+        out = []
+        while len(self._buf) >= 4:
+            size = int.from_bytes(self._buf[:4], "big", signed=True)
+            if size < _MIN_PAYLOAD or size > self.max_frame_bytes:
+                raise self._fail(f"frame size {size} outside [{_MIN_PAYLOAD}, {self.max_frame_bytes}]")
+            if len(self._buf) < 4 + size:
+                break
+            payload = bytes(self._buf[4 : 4 + size])
+            del self._buf[: 4 + size]
+            out.append(self._parse(payload))
+        return out
+
+    def _parse(self, payload: bytes) -> KafkaRequest:
+        api_key, version, correlation_id = framing.peek_api(payload)
+        api = APIS.get(api_key)
+        rng = self.advertised.get(api_key)
+        if api is None or rng is None:
+            raise self._fail(f"unknown or unadvertised api_key {api_key}")
+        in_range = rng[0] <= version <= rng[1] and api.supports(version)
+        if not in_range and api_key != API_VERSIONS_KEY:
+            raise self._fail(f"{api.name} v{version} not advertised ({rng[0]}-{rng[1]})")
+        try:
+            if not in_range:  # ApiVersions we cannot parse: answer 35 without reading the body
+                header, _ = framing.decode_request_header(payload, flexible=False)
+                return KafkaRequest(api_key, version, correlation_id, header.client_id, None, True)
+            header, at = framing.decode_request_header(payload, api.is_flexible(version))
+            body = api.decode_request(version, payload, at)
+        except DecodeError as e:
+            raise self._fail(f"malformed {api.name} v{version} request: {e}") from None
+        return KafkaRequest(api_key, version, correlation_id, header.client_id, body)
+
+    def encode_response(self, request: KafkaRequest, body: Any) -> bytes:
+        """Encode a full response frame for ``request``.
+
+        Raises:
+            EncodeError: the body does not fit the response schema (a handler bug).
+        """
+        if request.unsupported_version:
+            return self.encode_unsupported_api_versions(request)
+        api = APIS[request.api_key]
+        return framing.encode_response_frame(api, request.api_version, request.correlation_id, body)
+
+    def encode_unsupported_api_versions(self, request: KafkaRequest) -> bytes:
+        ranges = sorted((k, lo, hi) for k, (lo, hi) in self.advertised.items())
+        return framing.encode_api_versions_error(request.correlation_id, ranges)
+
+    def api_versions_body(self) -> Struct:
+        """The ApiVersions response body listing exactly the advertised ranges."""
+        return Struct(
+            error_code=0,
+            api_keys=[Struct(api_key=k, min_version=lo, max_version=hi)
+                      for k, (lo, hi) in sorted(self.advertised.items())],
+            throttle_time_ms=0,
+        )
+

@@ -1,0 +1,200 @@
+"""Trio glue for the Kafka listener: sockets <-> KafkaServerConnection <-> handlers.
+
+Theory of operation
+-------------------
+One task per TCP connection.  It reads bytes (with an idle timeout), feeds the
+sans-IO connection, and for each decoded request awaits the registered
+handler and writes the response *before* touching the next request.  That is
+Kafka's ordering guarantee (kafka-wire.md §1.1): responses leave in request
+order, and a handler that parks (Fetch long-poll, JoinGroup) blocks only its
+own connection.
+
+Routing is a dict api_key -> ``Route(handler, min_version, max_version)``.
+ApiVersions is answered here and is *derived* from the routes (clipped to
+what the codec can speak), so we never advertise an API nobody implements.
+
+Failure policy:
+
+* ``KafkaProtocolError`` from the codec (garbage, unknown api, bad version)
+  -> log the hint, close this connection;
+* ``KafkaError(code)`` from a handler -> reply with ``error_code=code`` when
+  the response has a top-level error_code at that version, else close;
+* any other handler exception -> log with traceback, close this connection.
+  Nothing escapes to ``serve_listeners`` (that would kill the server).
+
+Produce with acks=0 never gets a reply; a handler returning ``None`` sends
+nothing either.  throttle_time_ms is left at its default 0 everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+import trio
+
+from gateway.kafka.codec.framing import API_VERSIONS_KEY, APIS
+from gateway.kafka.codec.schema import Struct
+from gateway.kafka.connection import KafkaRequest, KafkaServerConnection
+from gateway.kafka.errors import KafkaError, KafkaProtocolError
+
+__all__ = ["Handler", "KafkaRequestContext", "KafkaServer", "Route"]
+
+log = structlog.get_logger(__name__)
+
+RECEIVE_SIZE = 65536
+
+
+@dataclass
+class KafkaRequestContext:
+    """What a handler knows about the request besides its body."""
+
+    peer: tuple[str, int]
+    client_id: str
+    api_key: int
+    api_version: int
+    correlation_id: int
+    conn_state: dict[str, Any]  # per-connection scratch space (e.g. SASL state)
+    server: KafkaServer
+
+
+Handler = Callable[[KafkaRequestContext, Struct], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Route:
+    handler: Handler
+    min_version: int
+    max_version: int
+
+
+@dataclass
+class _Stats:
+    connections: int = 0
+    requests: int = 0
+    protocol_errors: int = 0
+    handler_errors: int = 0
+
+
+class KafkaServer:
+    """Kafka listener: serves registered handlers, answers ApiVersions itself."""
+
+    def __init__(
+        self,
+        handlers: Mapping[int, Route],
+        *,
+        max_frame_bytes: int = 100 * 1024 * 1024,
+        idle_timeout_s: float = 600.0,
+    ) -> None:
+        self.routes = dict(handlers)
+        self.max_frame_bytes = max_frame_bytes
+        self.idle_timeout_s = idle_timeout_s
+        self.advertised = self._derive_advertised()
+        self.stats = _Stats()
+        self.bound: tuple[str, int] | None = None
+
+    def _derive_advertised(self) -> dict[int, tuple[int, int]]:
+        out: dict[int, tuple[int, int]] = {}
+        for key, route in self.routes.items():
+            api = APIS.get(key)
+            if api is None:
+                raise ValueError(f"no codec declaration for api_key {key}")
+            lo, hi = max(route.min_version, api.min_version), min(route.max_version, api.max_version)
+            if lo > hi:
+                raise ValueError(f"{api.name}: handler versions outside {api.min_version}-{api.max_version}")
+            out[key] = (lo, hi)
+        api_versions = APIS[API_VERSIONS_KEY]
+        out[API_VERSIONS_KEY] = (api_versions.min_version, api_versions.max_version)
+        return out
+
+    async def serve(
+        self,
+        host: str,
+        port: int,
+        *,
+        task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Listen on (host, port) until cancelled; report the bound (host, port) via task_status."""
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        sockname = listeners[0].socket.getsockname()
+        self.bound = (sockname[0], sockname[1])
+        log.info("kafka.listening", host=self.bound[0], port=self.bound[1])
+        task_status.started(self.bound)
+        await trio.serve_listeners(self.handle_stream, listeners)
+
+    async def handle_stream(self, stream: trio.SocketStream) -> None:
+        """Serve one connection until EOF, idle timeout, or a protocol/handler failure."""
+        self.stats.connections += 1
+        try:
+            peer = stream.socket.getpeername()
+            peer_addr = (str(peer[0]), int(peer[1]))
+        except OSError:
+            peer_addr = ("?", 0)
+        conn = KafkaServerConnection(max_frame_bytes=self.max_frame_bytes, advertised=self.advertised)
+        state: dict[str, Any] = {}
+        try:
+            await self._serve_connection(stream, conn, peer_addr, state)
+        except KafkaProtocolError as e:
+            self.stats.protocol_errors += 1
+            log.warning("kafka.protocol_error", peer=peer_addr, hint=e.hint)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            log.debug("kafka.connection_lost", peer=peer_addr)
+        except Exception:
+            self.stats.handler_errors += 1
+            log.exception("kafka.handler_failed", peer=peer_addr)
+        finally:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _serve_connection(
+        self,
+        stream: trio.SocketStream,
+        conn: KafkaServerConnection,
+        peer: tuple[str, int],
+        state: dict[str, Any],
+    ) -> None:
+        while True:
+            with trio.move_on_after(self.idle_timeout_s) as idle:
+                data = await stream.receive_some(RECEIVE_SIZE)
+            if idle.cancelled_caught:
+                log.info("kafka.idle_timeout", peer=peer)
+                return
+            requests = conn.receive_data(data)
+            if not data:
+                return
+            for req in requests:
+                self.stats.requests += 1
+                ctx = KafkaRequestContext(peer, req.client_id, req.api_key, req.api_version,
+                                          req.correlation_id, state, self)
+                out = await self._respond(conn, req, ctx)
+                if out:
+                    await stream.send_all(out)
+
+    async def _respond(
+        self, conn: KafkaServerConnection, req: KafkaRequest, ctx: KafkaRequestContext
+    ) -> bytes:
+        if req.api_key == API_VERSIONS_KEY:
+            if req.unsupported_version:
+                return conn.encode_unsupported_api_versions(req)
+            return conn.encode_response(req, conn.api_versions_body())
+        assert req.body is not None
+        try:
+            body = await self.routes[req.api_key].handler(ctx, req.body)
+        except KafkaError as e:
+            body = self._error_body(req, e)
+        if body is None or not req.expects_response:
+            return b""
+        return conn.encode_response(req, body)
+
+    def _error_body(self, req: KafkaRequest, err: KafkaError) -> Struct:
+        api = APIS[req.api_key]
+        has_code = any(
+            fl.name == "error_code" and fl.versions[0] <= req.api_version <= fl.versions[1]
+            for fl in api.response.fields
+        )
+        if not has_code:
+            raise err
+        log.info("kafka.request_error", api=api.name, error_code=err.error_code, message=err.message)
+        return Struct(error_code=err.error_code)
