@@ -10,7 +10,7 @@ Theory of operation
   SIGTERM (its contract); otherwise the test errors with the server's stderr.
 * ``rokka_cluster``: ``rokka namesrv`` plus brokers ``broker-a`` and ``broker-b`` (``harness.Cluster``).
 * ``workdir``: a per-test directory for client scripts (each gets its own HOME inside it).
-* Client gates: ``need_cpp`` / ``need_node(module)`` / ``need_kcat`` skip a scenario, with the
+* Client gates: ``need_cpp`` / ``need_kcat`` fixtures and ``harness.skip_unless_node(module)`` skip a scenario, with the
   reason, only when its client is genuinely missing here.
 
 Every scenario runs its clients in subprocesses (see ``harness``), so a client crash fails one test
@@ -19,7 +19,6 @@ and never takes pytest down.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,15 +80,3 @@ def need_kcat() -> str:
     if path is None:
         pytest.skip("kcat is not installed (interop/install.sh installs the Debian package kcat)")
     return path
-
-
-def need_node(module: str) -> None:
-    """Call at the top of a node scenario (or from a fixture)."""
-    reason = harness.node_available(module)
-    if reason:
-        pytest.skip(reason)
-
-
-def need_python(module: str) -> None:
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"python client {module} is not installed (interop/install.sh installs it)")

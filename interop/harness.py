@@ -480,6 +480,15 @@ def node_available(module: str) -> str | None:
     return None
 
 
+def skip_unless_node(module: str) -> None:
+    """pytest.skip (with the reason) unless ``module`` can be required by node here."""
+    import pytest
+
+    reason = node_available(module)
+    if reason:
+        pytest.skip(reason)
+
+
 def node_argv(script: str) -> list[str]:
     return ["node", str(NODE_DIR / f"{script}.js")]
 

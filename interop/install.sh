@@ -8,7 +8,8 @@
 #
 # What it installs:
 #   .venv (PyPI):   rocketmq==0.4.4 (wheel bundling the C++ client librocketmq), confluent-kafka,
-#                   aiokafka, kafka-python (the last three also sit in pyproject's [test] extra)
+#                   aiokafka, kafka-python (these three also sit in pyproject's [test] extra),
+#                   python-snappy, lz4, zstandard (kafka-python's optional compression codecs)
 #   apt (Debian):   kcat (falls back to the older package name kafkacat)
 #   npm:            interop/node/ from its committed package-lock.json (kafkajs 2.2.4, ali-ons 3.12.0)
 set -euo pipefail
@@ -22,7 +23,9 @@ say() { echo "interop/install.sh: $*"; }
 [ -x "$PY" ] || die ".venv is missing; run 'make install' first"
 
 # ---------------------------------------------------------------- Python clients (PyPI)
-PY_REQS=("rocketmq==0.4.4" "confluent-kafka>=2.5" "aiokafka>=0.14" "kafka-python>=3.0")
+# python-snappy / lz4 / zstandard: kafka-python's optional codecs (aiokafka uses cramjam).
+PY_REQS=("rocketmq==0.4.4" "confluent-kafka>=2.5" "aiokafka>=0.14" "kafka-python>=3.0"
+         "python-snappy>=0.7" "lz4>=4.0" "zstandard>=0.22")
 missing=$("$PY" - "${PY_REQS[@]}" <<'EOF'
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -54,7 +57,8 @@ HOME=$tmp_home "$PY" -c '
 import rocketmq.client as c
 p = c.Producer("ROKKA_INSTALL_CHECK")
 del p
-import confluent_kafka, aiokafka, kafka
+import confluent_kafka, aiokafka, kafka, kafka.codec as kc
+assert kc.has_snappy() and kc.has_lz4() and kc.has_zstd(), "kafka-python codecs missing"
 ' || die "a Python client does not load (see the traceback above); for rocketmq check 'ldd .venv/lib/python3.11/site-packages/rocketmq/librocketmq.so'"
 
 # ---------------------------------------------------------------- kcat (Debian package)
