@@ -1,0 +1,27 @@
+"""Trio RocketMQ client library (used by the CLI, tests and the Spark connector).
+
+Typical use::
+
+    async with RemotingClient() as rc:
+        ns = NamesrvClient(rc, ["127.0.0.1:9876"])
+        producer = Producer(rc, ns, "pg")
+        result = await producer.send("T", b"hello", tags="A")
+        consumer = PullConsumer(rc, ns, "cg")
+        pulled = await consumer.pull(result.queue, result.queue_offset)
+"""
+
+from gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+from gateway.rocketmq.client.admin import TRANSACTION_COMMIT, TRANSACTION_ROLLBACK, Admin
+from gateway.rocketmq.client.consumer import PullConsumer, decode_messages
+from gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient, register_broker, unregister_broker
+from gateway.rocketmq.client.producer import Producer, new_uniq_key
+from gateway.rocketmq.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError, split_addr
+from gateway.rocketmq.client.types import MessageQueue, OutMessage, PullResult, SendResult, TopicRoute
+from gateway.rocketmq.codec.lenient_json import loads_lenient
+
+__all__ = [
+    "TRANSACTION_COMMIT", "TRANSACTION_ROLLBACK", "Admin", "BrokerRegistrar", "ChannelClosedError", "ClientError",
+    "ConnectError", "MessageQueue", "NamesrvClient", "OutMessage", "Producer", "PullConsumer", "PullResult",
+    "RemotingClient", "RequestTimeoutError", "ResponseError", "SendResult", "TopicRoute", "decode_messages",
+    "loads_lenient", "new_uniq_key", "register_broker", "split_addr", "unregister_broker",
+]

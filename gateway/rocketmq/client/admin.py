@@ -1,0 +1,180 @@
+"""Admin calls (what ``mqadmin`` does): topics, stats, messages, transactions, locks.
+
+Theory of operation
+-------------------
+Every method is one request (or one per broker/name server) with the header
+and body of reference sections 4.10-4.17.  Broker bodies written by a Java
+broker may use fastjson's bare or object-typed map keys; they are read with
+``loads_body`` (lenient) and MessageQueue keys are turned back into
+``MessageQueue`` values.  Errors raise ``ResponseError`` with the broker's
+code and remark.  ``invoke`` is the escape hatch for anything else.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from core.model import StoredMessage
+from core.storage.layout import decode_offset_msg_id
+from gateway.rocketmq.client.consumer import decode_messages
+from gateway.rocketmq.client.namesrv import NamesrvClient
+from gateway.rocketmq.client.remoting import ClientError, RemotingClient
+from gateway.rocketmq.client.types import MessageQueue
+from gateway.rocketmq.codec.bodies import dumps, loads_body, topic_config_json
+from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from gateway.rocketmq.codec.headers import to_ext
+from gateway.rocketmq.codec.remoting import RemotingCommand
+
+TRANSACTION_COMMIT = 8
+TRANSACTION_ROLLBACK = 12
+
+
+def _mq_table(table: dict[str, Any]) -> dict[MessageQueue, Any]:
+    return {MessageQueue.from_json(k): v for k, v in (table or {}).items()}
+
+
+class Admin:
+    """Administrative requests to brokers and name servers."""
+
+    def __init__(self, client: RemotingClient, namesrv: NamesrvClient | None = None, *,
+                 timeout_s: float = 5.0) -> None:
+        self.client = client
+        self.namesrv = namesrv
+        self.timeout_s = timeout_s
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
+        """Send any command to ``addr`` and return the raw response."""
+        return await self.client.invoke(addr, cmd, timeout_s or self.timeout_s)
+
+    async def _ok(self, addr: str, code: int, ext: dict[str, str] | None = None, body: bytes = b"",
+                  ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        return await self.client.invoke_ok(addr, RemotingCommand(code, ext_fields=ext or {}, body=body),
+                                           self.timeout_s, ok)
+
+    def _ns(self) -> NamesrvClient:
+        if self.namesrv is None:
+            raise ClientError("this Admin has no name server client")
+        return self.namesrv
+
+    # -- topics -----------------------------------------------------------------------------
+    async def create_topic(self, broker_addr: str, topic: str, *, read_queue_nums: int = 8,
+                           write_queue_nums: int = 8, perm: int = 6, filter_type: str = "SINGLE_TAG",
+                           sys_flag: int = 0, order: bool = False, default_topic: str = "TBW102") -> None:
+        """UPDATE_AND_CREATE_TOPIC on one broker (the broker re-registers with the name server)."""
+        await self._ok(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, to_ext(
+            topic=topic, defaultTopic=default_topic, readQueueNums=read_queue_nums,
+            writeQueueNums=write_queue_nums, perm=perm, topicFilterType=filter_type, topicSysFlag=sys_flag,
+            order=order))
+
+    async def master_addrs(self, cluster: str | None = None) -> list[str]:
+        """Master addresses of every broker (of ``cluster`` if given), from the name server."""
+        info = await self._ns().cluster_info()
+        names = (info.get("clusterAddrTable") or {}).get(cluster, []) if cluster else None
+        out = []
+        for name, data in (info.get("brokerAddrTable") or {}).items():
+            if names is None or name in names:
+                addr = (data.get("brokerAddrs") or {}).get("0")
+                if addr:
+                    out.append(addr)
+        return sorted(out)
+
+    async def create_topic_in_cluster(self, cluster: str, topic: str, **kw: Any) -> list[str]:
+        """Create the topic on every master of ``cluster``; returns the broker addresses."""
+        addrs = await self.master_addrs(cluster)
+        for addr in addrs:
+            await self.create_topic(addr, topic, **kw)
+        return addrs
+
+    async def delete_topic(self, topic: str, cluster: str | None = None) -> None:
+        """DELETE_TOPIC_IN_BROKER on every master (of ``cluster``), then DELETE_TOPIC_IN_NAMESRV."""
+        for addr in await self.master_addrs(cluster):
+            await self.delete_topic_in_broker(addr, topic)
+        await self._ns().delete_topic(topic, cluster)
+
+    async def delete_topic_in_broker(self, broker_addr: str, topic: str) -> None:
+        await self._ok(broker_addr, RequestCode.DELETE_TOPIC_IN_BROKER, to_ext(topic=topic))
+
+    async def get_all_topic_config(self, broker_addr: str) -> dict[str, Any]:
+        """TopicConfigSerializeWrapper: ``{"dataVersion":..., "topicConfigTable": {...}}``."""
+        return dict(loads_body((await self._ok(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG)).body))
+
+    async def topic_stats(self, broker_addr: str, topic: str) -> dict[MessageQueue, dict[str, Any]]:
+        """GET_TOPIC_STATS_INFO: queue -> {minOffset, maxOffset, lastUpdateTimestamp}."""
+        resp = await self._ok(broker_addr, RequestCode.GET_TOPIC_STATS_INFO, to_ext(topic=topic))
+        return _mq_table(loads_body(resp.body).get("offsetTable") or {})
+
+    async def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> dict[str, Any]:
+        """GET_CONSUME_STATS: ``{"consumeTps": x, "offsetTable": {MessageQueue: {...}}}``."""
+        resp = await self._ok(broker_addr, RequestCode.GET_CONSUME_STATS, to_ext(consumerGroup=group, topic=topic))
+        body = dict(loads_body(resp.body))
+        body["offsetTable"] = _mq_table(body.get("offsetTable") or {})
+        return body
+
+    async def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
+        resp = await self._ok(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        return {str(k): str(v) for k, v in (loads_body(resp.body).get("table") or {}).items()}
+
+    async def consumer_connections(self, broker_addr: str, group: str) -> dict[str, Any]:
+        resp = await self._ok(broker_addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, to_ext(consumerGroup=group))
+        return dict(loads_body(resp.body))
+
+    # -- messages -----------------------------------------------------------------------------
+    async def view_message(self, offset_msg_id: str) -> StoredMessage:
+        """VIEW_MESSAGE_BY_ID at the store host encoded in ``offset_msg_id``."""
+        host, port, offset = decode_offset_msg_id(offset_msg_id)
+        addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        resp = await self._ok(addr, RequestCode.VIEW_MESSAGE_BY_ID, to_ext(offset=offset))
+        msgs = decode_messages(resp.body)
+        if not msgs:
+            raise ClientError(f"empty VIEW_MESSAGE_BY_ID body for {offset_msg_id}")
+        return msgs[0]
+
+    async def query_message(self, broker_addr: str, topic: str, key: str, *, max_num: int = 32,
+                            begin_ms: int = 0, end_ms: int | None = None,
+                            unique_key: bool = False) -> list[StoredMessage]:
+        """QUERY_MESSAGE by KEYS entry (or UNIQ_KEY with ``unique_key``); [] when nothing matches."""
+        ext = to_ext(topic=topic, key=key, maxNum=max_num, beginTimestamp=begin_ms,
+                     endTimestamp=end_ms if end_ms is not None else int(time.time() * 1000) + 60_000)
+        if unique_key:
+            ext["_UNIQUE_KEY_QUERY"] = "true"
+        resp = await self._ok(broker_addr, RequestCode.QUERY_MESSAGE, ext,
+                              ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        return list(decode_messages(resp.body)) if resp.code == ResponseCode.SUCCESS else []
+
+    async def send_msg_back(self, broker_addr: str, *, offset: int, group: str, delay_level: int = 0,
+                            origin_msg_id: str | None = None, origin_topic: str | None = None,
+                            max_reconsume_times: int | None = None) -> None:
+        """CONSUMER_SEND_MSG_BACK for the message at commit-log ``offset``."""
+        await self._ok(broker_addr, RequestCode.CONSUMER_SEND_MSG_BACK, to_ext(
+            offset=offset, group=group, delayLevel=delay_level, originMsgId=origin_msg_id,
+            originTopic=origin_topic, unitMode=False, maxReconsumeTimes=max_reconsume_times))
+
+    async def end_transaction(self, broker_addr: str, *, producer_group: str, tran_state_table_offset: int,
+                              commit_log_offset: int, commit_or_rollback: int, msg_id: str,
+                              transaction_id: str | None = None, from_transaction_check: bool = False,
+                              oneway: bool = True) -> RemotingCommand | None:
+        """END_TRANSACTION (8 = commit, 12 = rollback); oneway like clients unless ``oneway=False``."""
+        cmd = RemotingCommand(RequestCode.END_TRANSACTION, ext_fields=to_ext(
+            producerGroup=producer_group, tranStateTableOffset=tran_state_table_offset,
+            commitLogOffset=commit_log_offset, commitOrRollback=commit_or_rollback, msgId=msg_id,
+            transactionId=transaction_id, fromTransactionCheck=from_transaction_check))
+        if oneway:
+            await self.client.invoke_oneway(broker_addr, cmd)
+            return None
+        return await self.client.invoke(broker_addr, cmd, self.timeout_s)
+
+    # -- orderly locks ----------------------------------------------------------------------------
+    async def lock_batch_mq(self, broker_addr: str, group: str, client_id: str,
+                            mqs: list[MessageQueue]) -> list[MessageQueue]:
+        """LOCK_BATCH_MQ; returns the queues now locked by ``client_id``."""
+        body = dumps({"clientId": client_id, "consumerGroup": group, "mqSet": [m.to_json() for m in mqs]})
+        resp = await self._ok(broker_addr, RequestCode.LOCK_BATCH_MQ, body=body)
+        return sorted(MessageQueue.from_json(m) for m in loads_body(resp.body).get("lockOKMQSet") or [])
+
+    async def unlock_batch_mq(self, broker_addr: str, group: str, client_id: str, mqs: list[MessageQueue]) -> None:
+        body = dumps({"clientId": client_id, "consumerGroup": group, "mqSet": [m.to_json() for m in mqs]})
+        await self._ok(broker_addr, RequestCode.UNLOCK_BATCH_MQ, body=body)
+
+
+__all__ = ["TRANSACTION_COMMIT", "TRANSACTION_ROLLBACK", "Admin", "topic_config_json"]
