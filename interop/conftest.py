@@ -30,6 +30,8 @@ import harness
 def _teardown(procs: list[harness.ServerProcess]) -> None:
     errors: list[str] = []
     for proc in procs:
+        # Shown by pytest under "Captured stdout teardown" when the test failed.
+        print(f"--- {proc.name} stderr tail ({proc.stderr_path}) ---\n{proc.stderr_tail(40)}")
         try:
             proc.stop_clean()
         except harness.HarnessError as exc:

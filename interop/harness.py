@@ -320,6 +320,7 @@ class JsonLinesProcess:
         home = workdir / "home"
         home.mkdir(exist_ok=True)
         self.stderr_path = workdir / f"{name}.stderr.log"
+        self.home = home
         self.events: list[dict[str, Any]] = []
         self._cond = threading.Condition()
         self._eof = False
@@ -352,8 +353,12 @@ class JsonLinesProcess:
     def describe(self) -> str:
         code = self.proc.poll()
         last = self.events[-5:]
-        return (f"{self.name} ({' '.join(self.argv)}) exit={code}\nlast events: {last}\n"
+        text = (f"{self.name} ({' '.join(self.argv)}) exit={code}\nlast events: {last}\n"
                 f"stderr tail:\n{tail(self.stderr_path)}")
+        logs = sorted((self.home / "logs").rglob("*.log*"), key=lambda f: f.stat().st_mtime)
+        if logs:  # the C++ client's own log (~/logs/rocketmq-cpp/<pid>_rocketmq-cpp.log.N)
+            text += f"\nclient log {logs[-1].name} tail:\n{tail(logs[-1], 25)}"
+        return text
 
     def of(self, event: str) -> list[dict[str, Any]]:
         with self._cond:

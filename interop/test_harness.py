@@ -30,9 +30,9 @@ STAND_IN = textwrap.dedent("""
         sys.exit(3)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     print("some log line", flush=True)
+    print("stand-in stderr", file=sys.stderr, flush=True)
     print("rokka ready " + " ".join(f"{k}=127.0.0.1:{s.getsockname()[1]}"
                                     for k, s in zip(["namesrv", "broker", "kafka"], socks)), flush=True)
-    print("stand-in stderr", file=sys.stderr, flush=True)
     signal.pause()
 """)
 
