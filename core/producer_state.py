@@ -1,0 +1,402 @@
+"""Idempotent-producer state: producer ids, epochs and per-partition sequences.
+
+Theory of operation
+-------------------
+Kafka producers with ``enable.idempotence`` (kafka-python's default) get a
+producer id and epoch from InitProducerId and number their batches per
+partition.  The broker keeps, per (producer id, topic, partition), the epoch,
+the last sequence and the metadata of the **last 5 batches**, and checks each
+new batch (wire sheet §5.2; Kafka's ``ProducerAppendInfo``):
+
+1. epoch below the partition's (or below the transactional id's current
+   epoch) -> ``INVALID_EPOCH`` (a fenced zombie);
+2. same (first, last) sequence as a cached batch of the same epoch ->
+   ``DUPLICATE``: nothing is written, the original base offset is returned;
+3. higher epoch -> the first sequence must be 0, else ``OUT_OF_ORDER``;
+4. same epoch -> first sequence must be last + 1 (wrapping at 2**31 - 1),
+   else ``OUT_OF_ORDER``;
+5. unknown producer on this partition -> any sequence is accepted (Kafka
+   >= 2.5), so losing state never produces spurious errors.
+
+This module has no wire types: outcomes are enums, and the Kafka layer maps
+them to codes (APPEND/DUPLICATE -> 0, OUT_OF_ORDER -> 45, INVALID_EPOCH ->
+47; InitOutcome.PRODUCER_FENCED -> 90, or 47 for InitProducerId < v4).
+
+Calling contract for a produce: ``check_batch``; on APPEND write the batch to
+the store; then ``record_batch`` with the offsets the store assigned, with no
+``await`` between the three (the store is synchronous), so two batches of
+one producer can never interleave.
+
+Producer ids come from blocks of ``id_block`` ids.  Before the first id of a
+block is handed out the block's end is written durably, and a restart always
+resumes at the last reserved block end, so an id is never reused, crash or
+not.  Transactional ids keep one producer id; every InitProducerId bumps the
+epoch (fencing older instances) and rotates to a fresh id when the epoch is
+exhausted.  These answers are persisted before they are returned.  The
+transaction state machine itself is an extension point (``TxnIdEntry.state``
+is always "Empty" for now).
+
+Persistence (``config/producerState.msgpack``, atomic, see
+``core.storage.packfile``):
+
+* ``run()`` writes the table every ``flush_interval_s`` while it is dirty,
+  and ``close()`` writes it at clean shutdown with ``clean=True``; at start
+  the file is immediately rewritten with ``clean=False``.  So after a clean
+  restart every acknowledged append is known.
+* After a crash (file says ``clean=False``) the table may miss the last
+  appends.  Every partition entry is then *relaxed*: its next batch is
+  accepted with any sequence (rule 5), while the batches still cached keep
+  suppressing duplicates.  The cost is Kafka's own when producer state is
+  lost: a retry of a batch acknowledged after the last snapshot can be
+  written twice; no producer gets a spurious OUT_OF_ORDER.
+* ``recover(log_end)``, called once after store recovery, drops cached
+  batches at or beyond a partition's recovered end (the store may have lost
+  unflushed data) and relaxes those entries, so a duplicate never answers
+  with an offset the log no longer holds.
+* Entries idle longer than ``expiration_ms`` (Kafka's
+  producer.id.expiration.ms, 1 day) are dropped when a snapshot is taken.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+import trio
+
+from core.storage.metafile import MetadataCorrupt
+from core.storage.packfile import pack, read_msgpack, write_packed_atomic
+
+log = structlog.get_logger(__name__)
+
+FILE_NAME = "producerState.msgpack"
+VERSION = 1
+BATCHES_KEPT = 5
+MAX_SEQUENCE = 2**31 - 1
+EPOCH_EXHAUSTED = 32766          # Short.MaxValue - 1: rotate to a new producer id
+MAX_TXN_TIMEOUT_MS = 900_000     # transaction.max.timeout.ms
+NO_PRODUCER_ID = -1
+
+
+class InitOutcome(enum.Enum):
+    OK = "OK"
+    INVALID_REQUEST = "INVALID_REQUEST"                      # empty transactional id
+    INVALID_TRANSACTION_TIMEOUT = "INVALID_TRANSACTION_TIMEOUT"
+    PRODUCER_FENCED = "PRODUCER_FENCED"                      # given (pid, epoch) is not the current one
+    CONCURRENT_TRANSACTIONS = "CONCURRENT_TRANSACTIONS"      # reserved for the transaction extension
+
+
+class SequenceOutcome(enum.Enum):
+    APPEND = "APPEND"
+    DUPLICATE = "DUPLICATE"
+    OUT_OF_ORDER = "OUT_OF_ORDER"
+    INVALID_EPOCH = "INVALID_EPOCH"
+
+
+@dataclass(frozen=True, slots=True)
+class InitResult:
+    outcome: InitOutcome
+    producer_id: int = NO_PRODUCER_ID
+    epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceCheck:
+    """The verdict on one batch; ``base_offset``/``last_offset`` are set for DUPLICATE."""
+
+    outcome: SequenceOutcome
+    base_offset: int | None = None
+    last_offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMeta:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp_ms: int
+
+
+@dataclass
+class PartitionProducer:
+    epoch: int
+    batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+    last_seq: int = -1
+    relaxed: bool = False            # accept any next sequence once (state may be stale)
+    last_update_ms: int = 0
+
+
+@dataclass
+class TxnIdEntry:
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    last_producer_id: int = NO_PRODUCER_ID
+    last_epoch: int = -1
+    state: str = "Empty"             # extension point for the transaction coordinator
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStateStatistics:
+    partition_entries: int
+    transactional_ids: int
+    next_producer_id: int
+    reserved_until: int
+
+
+def next_sequence(seq: int) -> int:
+    return 0 if seq == MAX_SEQUENCE else seq + 1
+
+
+def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
+    """A batch's last sequence (Kafka wraps past 2**31 - 1 to 0)."""
+    return (base_sequence + last_offset_delta) % (MAX_SEQUENCE + 1)
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ProducerStateManager:
+    """Producer ids and sequence state; see the module docstring.
+
+    Args:
+        config_dir: where ``producerState.msgpack`` lives; None = memory only.
+        clock_ms: wall clock for batch timestamps and expiry.
+        expiration_ms: idle time after which a partition entry is forgotten.
+        id_block: producer ids reserved per durable write.
+
+    Raises:
+        MetadataCorrupt: the state file exists but cannot be read.
+    """
+
+    def __init__(self, config_dir: Path | None, *, clock_ms: Callable[[], int] = _wall_ms,
+                 expiration_ms: int = 86_400_000, id_block: int = 1000) -> None:
+        self._path = None if config_dir is None else config_dir / FILE_NAME
+        self._clock_ms = clock_ms
+        self._expiration_ms = expiration_ms
+        self._id_block = id_block
+        self._next_id = 0
+        self._reserved_until = 0
+        self._entries: dict[tuple[int, str, int], PartitionProducer] = {}
+        self._txn: dict[str, TxnIdEntry] = {}
+        self._txn_by_pid: dict[int, str] = {}
+        self._dirty = False
+        self._write_lock = trio.Lock()
+        self.loaded_clean: bool | None = None
+        if self._path is not None:
+            self._load()
+            write_packed_atomic(self._path, self._encode(clean=False))
+
+    # ------------------------------------------------------------------ InitProducerId
+
+    async def init_producer_id(self, transactional_id: str | None, transaction_timeout_ms: int,
+                               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1) -> InitResult:
+        """InitProducerId: a new id for idempotent producers, an epoch bump for transactional ids.
+
+        The answer is durable before it is returned (when it changed persisted state).
+        """
+        result, durable = self._init(transactional_id, transaction_timeout_ms, producer_id, producer_epoch)
+        if durable:
+            await self.persist()
+        return result
+
+    def _init(self, tid: str | None, timeout_ms: int, pid: int, epoch: int) -> tuple[InitResult, bool]:
+        if tid is None:
+            new_pid, durable = self._allocate_id()
+            return InitResult(InitOutcome.OK, new_pid, 0), durable
+        if tid == "":
+            return InitResult(InitOutcome.INVALID_REQUEST), False
+        if timeout_ms <= 0 or timeout_ms > MAX_TXN_TIMEOUT_MS:
+            return InitResult(InitOutcome.INVALID_TRANSACTION_TIMEOUT), False
+        entry = self._txn.get(tid)
+        if entry is None:
+            new_pid, _ = self._allocate_id()
+            entry = self._txn[tid] = TxnIdEntry(new_pid, 0, timeout_ms)
+            self._txn_by_pid[new_pid] = tid
+            self._dirty = True
+            return InitResult(InitOutcome.OK, new_pid, 0), True
+        if pid != NO_PRODUCER_ID:
+            if (pid, epoch) == (entry.last_producer_id, entry.last_epoch):
+                return InitResult(InitOutcome.OK, entry.producer_id, entry.epoch), False  # a retry
+            if (pid, epoch) != (entry.producer_id, entry.epoch):
+                log.info("producer fenced at init", transactional_id=tid, producer_id=pid, epoch=epoch)
+                return InitResult(InitOutcome.PRODUCER_FENCED), False
+        self._bump(tid, entry, timeout_ms, remember_last=pid != NO_PRODUCER_ID)
+        return InitResult(InitOutcome.OK, entry.producer_id, entry.epoch), True
+
+    def _bump(self, tid: str, entry: TxnIdEntry, timeout_ms: int, *, remember_last: bool) -> None:
+        """Epoch + 1, or a new id at epoch 0 when exhausted.
+
+        The previous (id, epoch) is remembered only when the client proved it
+        owned it (v3+), so that a retry of this very request is answered again
+        instead of being fenced (Kafka's ``lastProducerEpoch``).
+        """
+        if remember_last:
+            entry.last_producer_id, entry.last_epoch = entry.producer_id, entry.epoch
+        else:
+            entry.last_producer_id, entry.last_epoch = NO_PRODUCER_ID, -1
+        entry.timeout_ms = timeout_ms
+        if entry.epoch >= EPOCH_EXHAUSTED:
+            new_pid, _ = self._allocate_id()
+            self._txn_by_pid.pop(entry.producer_id, None)
+            self._txn_by_pid[new_pid] = tid
+            entry.producer_id, entry.epoch = new_pid, 0
+        else:
+            entry.epoch += 1
+        self._dirty = True
+
+    def _allocate_id(self) -> tuple[int, bool]:
+        """Next producer id; True when a new block was reserved (the caller must persist)."""
+        new_block = self._next_id >= self._reserved_until
+        if new_block:
+            self._reserved_until = self._next_id + self._id_block
+            self._dirty = True
+        pid = self._next_id
+        self._next_id += 1
+        return pid, new_block
+
+    def transactional_entry(self, transactional_id: str) -> TxnIdEntry | None:
+        """Extension point for the transaction coordinator (read/modify, then ``persist``)."""
+        return self._txn.get(transactional_id)
+
+    # ------------------------------------------------------------------ sequences
+
+    def check_batch(self, producer_id: int, epoch: int, topic: str, partition: int,
+                    first_seq: int, last_seq: int) -> SequenceCheck:
+        """Apply rules 1-5 of the module docstring to an incoming idempotent batch."""
+        tid = self._txn_by_pid.get(producer_id)
+        if tid is not None and epoch < self._txn[tid].epoch and producer_id == self._txn[tid].producer_id:
+            return SequenceCheck(SequenceOutcome.INVALID_EPOCH)
+        entry = self._entries.get((producer_id, topic, partition))
+        if entry is None:
+            return SequenceCheck(SequenceOutcome.APPEND)
+        if epoch < entry.epoch:
+            return SequenceCheck(SequenceOutcome.INVALID_EPOCH)
+        if epoch == entry.epoch:
+            for b in entry.batches:
+                if b.first_seq == first_seq and b.last_seq == last_seq:
+                    return SequenceCheck(SequenceOutcome.DUPLICATE, b.first_offset, b.last_offset)
+        if entry.relaxed:
+            return SequenceCheck(SequenceOutcome.APPEND)
+        if epoch > entry.epoch:
+            ok = first_seq == 0
+        else:
+            ok = first_seq == next_sequence(entry.last_seq)
+        return SequenceCheck(SequenceOutcome.APPEND if ok else SequenceOutcome.OUT_OF_ORDER)
+
+    def record_batch(self, producer_id: int, epoch: int, topic: str, partition: int, first_seq: int,
+                     last_seq: int, first_offset: int, last_offset: int, timestamp_ms: int | None = None,
+                     ) -> None:
+        """Remember a batch the store just appended (after an APPEND verdict)."""
+        now = self._clock_ms()
+        key = (producer_id, topic, partition)
+        entry = self._entries.get(key)
+        if entry is None or epoch > entry.epoch:
+            entry = self._entries[key] = PartitionProducer(epoch=epoch)
+        entry.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset,
+                                       now if timestamp_ms is None else timestamp_ms))
+        entry.last_seq = last_seq
+        entry.relaxed = False
+        entry.last_update_ms = now
+        self._dirty = True
+
+    def recover(self, log_end: Callable[[str, int], int]) -> None:
+        """Forget cached batches the recovered store no longer holds (see the module docstring).
+
+        Args:
+            log_end: the next offset to be written in (topic, partition) after recovery.
+        """
+        for (_, topic, partition), entry in self._entries.items():
+            end = log_end(topic, partition)
+            kept = [b for b in entry.batches if b.last_offset < end]
+            if len(kept) != len(entry.batches):
+                entry.batches = deque(kept, maxlen=BATCHES_KEPT)
+                entry.relaxed = True
+                self._dirty = True
+
+    def expire(self, now_ms: int | None = None) -> int:
+        """Drop partition entries idle longer than ``expiration_ms``; returns how many."""
+        now = self._clock_ms() if now_ms is None else now_ms
+        old = [k for k, e in self._entries.items() if now - e.last_update_ms > self._expiration_ms]
+        for k in old:
+            del self._entries[k]
+        if old:
+            self._dirty = True
+        return len(old)
+
+    def statistics(self) -> ProducerStateStatistics:
+        return ProducerStateStatistics(len(self._entries), len(self._txn), self._next_id,
+                                       self._reserved_until)
+
+    # ------------------------------------------------------------------ persistence
+
+    async def persist(self) -> None:
+        """Write the table durably (fsync on a worker thread; one writer at a time)."""
+        if self._path is None:
+            self._dirty = False
+            return
+        async with self._write_lock:
+            self.expire()
+            data = self._encode(clean=False)
+            self._dirty = False
+            await trio.to_thread.run_sync(write_packed_atomic, self._path, data)
+
+    async def run(self, flush_interval_s: float = 1.0, *,
+                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Persist every ``flush_interval_s`` while dirty, until cancelled."""
+        task_status.started()
+        while True:
+            await trio.sleep(flush_interval_s)
+            if self._dirty:
+                await self.persist()
+
+    def close(self) -> None:
+        """Clean shutdown: write the table marked clean (after the store is flushed)."""
+        if self._path is not None:
+            self.expire()
+            write_packed_atomic(self._path, self._encode(clean=True))
+            self._dirty = False
+
+    def _encode(self, *, clean: bool) -> bytes:
+        producers = [[pid, topic, part, e.epoch, e.last_seq, e.relaxed, e.last_update_ms,
+                      [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp_ms]
+                       for b in e.batches]]
+                     for (pid, topic, part), e in self._entries.items()]
+        txn = [[tid, e.producer_id, e.epoch, e.timeout_ms, e.last_producer_id, e.last_epoch, e.state]
+               for tid, e in self._txn.items()]
+        return pack({"version": VERSION, "clean": clean, "reserved_until": self._reserved_until,
+                     "txn": txn, "producers": producers})
+
+    def _load(self) -> None:
+        assert self._path is not None
+        data = read_msgpack(self._path)
+        if data is None:
+            return
+        try:
+            self._decode(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MetadataCorrupt(f"{self._path}: malformed producer state: {exc}") from exc
+        log.info("producer state loaded", clean=self.loaded_clean, entries=len(self._entries),
+                 transactional_ids=len(self._txn), next_producer_id=self._next_id)
+
+    def _decode(self, data: Any) -> None:
+        if not isinstance(data, dict) or data.get("version") != VERSION:
+            raise MetadataCorrupt(f"{self._path}: unsupported producer state layout")
+        self.loaded_clean = bool(data["clean"])
+        self._next_id = self._reserved_until = int(data["reserved_until"])
+        for tid, pid, epoch, timeout, last_pid, last_epoch, state in data["txn"]:
+            self._txn[tid] = TxnIdEntry(pid, epoch, timeout, last_pid, last_epoch, state)
+            self._txn_by_pid[pid] = tid
+        for pid, topic, part, epoch, last_seq, relaxed, updated, batches in data["producers"]:
+            entry = PartitionProducer(epoch=epoch, last_seq=last_seq, last_update_ms=updated,
+                                      relaxed=bool(relaxed) or not self.loaded_clean)
+            entry.batches.extend(BatchMeta(*b) for b in batches)
+            self._entries[(pid, topic, part)] = entry
