@@ -10,10 +10,12 @@ A Kafka consumer group moves through five states (wire sheet §4.2)::
       +---ALL_MEMBERS_GONE---+      +-----------REBALANCE------ Stable <-LEADER_SYNCED
 
 Rule 1: the coordinator never assigns ``group.state`` directly; it calls
-``next_state(state, event)``, and a pair missing from ``TRANSITIONS`` is a
+``next_state(state, event)`` (through ``Group.fire``), and a pair missing from ``TRANSITIONS`` is a
 bug in the coordinator (``IllegalTransition``), never a client error: client
 requests that do not fit the state are answered with an error code before
-any event is fired.
+any event is fired.  The one exception is loading from disk
+(``persist.decode_groups``), which sets the initial state of a restored
+group: PreparingRebalance if it has members, else Empty.
 
 Rule 2: every way a group loses members ends in PreparingRebalance; whether
 it then goes back to Empty (nobody left) or to CompletingRebalance is
