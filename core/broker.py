@@ -71,7 +71,7 @@ class Broker:
         if store is None:
             from core.storage.engine import DiskStore
 
-            store = DiskStore(self.store_config)
+            store = DiskStore(self.store_config).open()
         self.store: MessageStore = store
         self.delay_levels_ms = cfg.delay_levels_ms
         self.topics = TopicManager(

@@ -44,9 +44,9 @@ def run_roles(cfg: BrokerConfig, *, namesrv_port: int | None, run_broker: bool) 
     except KeyboardInterrupt:  # pragma: no cover - SIGINT before handlers were installed
         return 0
     except Exception as exc:  # noqa: BLE001 - top level: report clearly, no traceback spam
-        from core.storage import errors as store_errors
+        from core.storage.engine import StoreCorrupt, StoreLocked
 
-        if isinstance(exc, store_errors.StorageError | OSError):
+        if isinstance(exc, StoreCorrupt | StoreLocked | OSError):
             log.error("cannot start", error=str(exc), kind=type(exc).__name__)
             print(f"rokka: cannot start: {exc}", file=sys.stderr, flush=True)
             return 2
@@ -86,7 +86,7 @@ async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool) -
         if broker_role is not None:
             await broker_role.shutdown()
         for s in stoppers:
-            await s.aclose()
+            s.stop()
         nursery.cancel_scope.cancel()
     log.info("stopped")
     return 0
@@ -117,9 +117,11 @@ class BrokerRole:
         from gateway.rocketmq.handlers.context import BrokerContext
         from gateway.rocketmq.server import RemotingServer
 
+        from gateway.rocketmq.client import RemotingClient
+
         cfg = self.cfg
         with self._cancel:
-            async with trio.open_nursery() as nursery:
+            async with RemotingClient() as rc, trio.open_nursery() as nursery:
                 holder: dict[str, BrokerContext] = {}
                 rmq = RemotingServer({}, name="broker", max_frame_bytes=cfg.max_frame_bytes,
                                      idle_timeout_s=cfg.server_channel_max_idle_time_seconds,
@@ -139,7 +141,7 @@ class BrokerRole:
                 for code, handler in build_handlers(ctx).items():
                     rmq.register(code, handler)
                 self.kafka_addr = await self._start_kafka(nursery, ctx)
-                self._registrar = await self._start_registration(nursery, ctx)
+                self._registrar = await self._start_registration(nursery, ctx, rc)
                 nursery.start_soon(self._expiry_loop, ctx, scan_expired_clients)
                 task_status.started()
 
@@ -159,11 +161,15 @@ class BrokerRole:
         ctx.extra["kafka_addr"] = (self.cfg.advertised_host, addr[1])
         return (self.cfg.advertised_host, addr[1])
 
-    async def _start_registration(self, nursery: trio.Nursery, ctx: Any) -> Any:
-        from gateway.rocketmq.registrar import BrokerRegistrar
+    async def _start_registration(self, nursery: trio.Nursery, ctx: Any, rc: Any) -> Any:
+        from gateway.rocketmq.client import BrokerRegistrar
 
-        registrar = BrokerRegistrar(self.cfg, topics_body=ctx.broker.topics.serialize,
-                                    broker_addr=ctx.broker_addr)
+        cfg = self.cfg
+        registrar = BrokerRegistrar(
+            rc, cfg.namesrv_addrs, cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
+            broker_addr=ctx.broker_addr, topic_configs=ctx.broker.topics.serialize, broker_id=cfg.broker_id,
+            ha_addr=f"{cfg.advertised_host}:{cfg.listen_port + 1}",
+            interval_s=cfg.register_name_server_period / 1000)
         ctx.topic_changed = registrar.trigger
         await nursery.start(registrar.run)
         return registrar
@@ -178,9 +184,11 @@ class BrokerRole:
         with trio.CancelScope(shield=True):
             with trio.move_on_after(GRACE_S + 2):
                 for server in self._servers:
-                    server.stop(GRACE_S)
+                    if hasattr(server, "stop"):
+                        server.stop(GRACE_S)
                 for server in self._servers:
-                    await server.aclose(GRACE_S)
+                    if hasattr(server, "aclose"):
+                        await server.aclose(GRACE_S)
             if self._registrar is not None:
                 with trio.move_on_after(3):
                     await self._registrar.unregister()
