@@ -1,0 +1,131 @@
+"""Kafka record <-> core Message mapping (the only place that knows both).
+
+Theory of operation
+-------------------
+One Kafka record becomes one core ``Message`` (topic = Kafka topic, queue id
+= partition; the ConsumeQueue offset the store assigns *is* the Kafka offset),
+so RocketMQ consumers read Kafka-produced data and vice versa.
+
+Mapping, chosen to be lossless for Kafka and natural for RocketMQ:
+
+* value -> body.  A null value is stored as an empty body plus
+  ``KAFKA_NULL_VALUE=1``.
+* key -> ``KEYS`` when it is UTF-8 text without spaces or the property
+  separators \\x01/\\x02 (RocketMQ consumers and the key index see it).  Any
+  other key, including the empty key, goes to ``KAFKA_KEY`` as base64, so
+  null (no property) and b"" stay distinct.
+* headers -> ``KAFKA_HEADERS``: the exact list (order, duplicates, null and
+  binary values) as JSON ``[[key, base64-or-null], ...]``.  Headers whose
+  name is a plain identifier that is not a RocketMQ system property and whose
+  value is separator-free text are *also* copied to user properties, so
+  RocketMQ consumers see them.  Decoding prefers ``KAFKA_HEADERS``; a message
+  without it (written by a RocketMQ producer) exposes its user properties as
+  headers.
+* timestamp -> ``born_timestamp`` (CreateTime).  LogAppendTime batches set
+  ``KAFKA_TS_TYPE=1`` and read back the store timestamp.
+
+Transactional/idempotent batch metadata (producer id, sequences) is not kept
+per message here; the idempotence and transaction layers own that.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+from core.model import Message, StoredMessage
+
+__all__ = ["KafkaRecord", "message_from_record", "record_from_message", "SYSTEM_PROPERTIES"]
+
+PROP_KAFKA_KEY = "KAFKA_KEY"
+PROP_KAFKA_HEADERS = "KAFKA_HEADERS"
+PROP_KAFKA_NULL_VALUE = "KAFKA_NULL_VALUE"
+PROP_KAFKA_TS_TYPE = "KAFKA_TS_TYPE"
+PROP_KEYS = "KEYS"
+
+# RocketMQ MessageConst system property names (never used for copied headers or
+# exposed as headers).
+SYSTEM_PROPERTIES = frozenset({
+    "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP",
+    "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG",
+    "MQ2_FLAG", "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "UNIQ_KEY", "MAX_RECONSUME_TIMES",
+    "CONSUME_START_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "TRANSACTION_CHECK_TIMES",
+    "CHECK_IMMUNITY_TIME_IN_SECONDS", "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL",
+    "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER", "MESSAGE_TYPE", "INNER_MULTI_QUEUE_OFFSET",
+    "SHARDING_KEY", "__STARTDELIVERTIME", "INNER_NUM", "INNER_MULTI_DISPATCH", "TIMER_DELIVER_MS",
+    PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KAFKA_NULL_VALUE, PROP_KAFKA_TS_TYPE,
+})
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+_SEPARATORS = ("\x01", "\x02")
+
+
+class KafkaRecord:
+    """A Kafka record with absolute offset/timestamp (what Fetch needs)."""
+
+    __slots__ = ("offset", "timestamp", "log_append_time", "key", "value", "headers")
+
+    def __init__(self, offset: int, timestamp: int, log_append_time: bool, key: bytes | None,
+                 value: bytes | None, headers: tuple[tuple[str, bytes | None], ...]) -> None:
+        self.offset = offset
+        self.timestamp = timestamp
+        self.log_append_time = log_append_time
+        self.key = key
+        self.value = value
+        self.headers = headers
+
+
+def _text(b: bytes) -> str | None:
+    try:
+        s = b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if any(c in s for c in _SEPARATORS) else s
+
+
+def message_from_record(
+    topic: str, partition: int, *, key: bytes | None, value: bytes | None,
+    headers: tuple[tuple[str, bytes | None], ...], timestamp: int, log_append_time: bool,
+) -> Message:
+    """Build the core Message for one Kafka record (see module doc for the rules)."""
+    props: dict[str, str] = {}
+    if key is not None:
+        text = _text(key) if key else None
+        if text and " " not in text:
+            props[PROP_KEYS] = text
+        else:
+            props[PROP_KAFKA_KEY] = base64.b64encode(key).decode("ascii")
+    if value is None:
+        props[PROP_KAFKA_NULL_VALUE] = "1"
+    if log_append_time:
+        props[PROP_KAFKA_TS_TYPE] = "1"
+    if headers:
+        exact = [[k, None if v is None else base64.b64encode(v).decode("ascii")] for k, v in headers]
+        props[PROP_KAFKA_HEADERS] = json.dumps(exact, separators=(",", ":"), ensure_ascii=True)
+        for k, v in headers:
+            if v is not None and _SAFE_NAME.match(k) and k not in SYSTEM_PROPERTIES:
+                text = _text(v)
+                if text is not None:
+                    props.setdefault(k, text)
+    return Message(topic=topic, queue_id=partition, body=value or b"", properties=props,
+                   born_timestamp=timestamp)
+
+
+def record_from_message(msg: StoredMessage) -> KafkaRecord:
+    """The Kafka view of a stored message (Kafka offset = queue offset)."""
+    props = msg.properties
+    key: bytes | None = None
+    if PROP_KAFKA_KEY in props:
+        key = base64.b64decode(props[PROP_KAFKA_KEY])
+    elif props.get(PROP_KEYS):
+        key = props[PROP_KEYS].encode("utf-8")
+    value = None if props.get(PROP_KAFKA_NULL_VALUE) == "1" else msg.body
+    raw_headers = props.get(PROP_KAFKA_HEADERS)
+    headers: tuple[tuple[str, bytes | None], ...]
+    if raw_headers is not None:
+        headers = tuple((str(k), None if v is None else base64.b64decode(v)) for k, v in json.loads(raw_headers))
+    else:
+        headers = tuple((k, v.encode("utf-8")) for k, v in props.items() if k not in SYSTEM_PROPERTIES)
+    log_append = props.get(PROP_KAFKA_TS_TYPE) == "1"
+    ts = msg.store_timestamp if log_append else (msg.born_timestamp or msg.store_timestamp)
+    return KafkaRecord(msg.queue_offset, ts, log_append, key, value, headers)

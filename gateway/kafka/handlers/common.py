@@ -1,0 +1,80 @@
+"""Shared pieces of the Kafka request handlers: environment, topic checks, batch building.
+
+Theory of operation
+-------------------
+``KafkaEnv`` is what every handler closes over: the core ``Broker`` plus the
+identity this node advertises (node id, host, port, cluster id).  Kafka
+topic = core topic, partition = queue id, Kafka offset = ConsumeQueue offset.
+Leader epoch is the constant 0 everywhere (kafka-wire.md §7.7).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compat.kafka_records import KafkaRecord, record_from_message
+from core.broker import Broker
+from core.storage.layout import decode_record
+from core.topics import TopicConfig, is_system_topic
+from gateway.kafka.codec import records as R
+
+LEADER_EPOCH = 0
+_KAFKA_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+@dataclass
+class KafkaEnv:
+    broker: Broker
+    node_id: int
+    host: str
+    port: int
+    cluster_id: str = "rokka"
+
+
+def invalid_topic_name(name: str | None) -> bool:
+    return name is None or name in (".", "..") or not _KAFKA_TOPIC.match(name)
+
+
+def kafka_topics(env: KafkaEnv) -> dict[str, TopicConfig]:
+    """Topics visible to Kafka clients: no RocketMQ system, retry or DLQ topics."""
+    return {n: tc for n, tc in env.broker.topics.all().items()
+            if not is_system_topic(n) and not invalid_topic_name(n)}
+
+
+def partition_count(tc: TopicConfig) -> int:
+    return tc.read_queue_nums
+
+
+def has_partition(env: KafkaEnv, topic: str, partition: int) -> bool:
+    tc = env.broker.topics.get(topic)
+    return tc is not None and 0 <= partition < partition_count(tc)
+
+
+def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_bytes: int,
+                 max_msgs: int = 1000) -> list[KafkaRecord]:
+    """Kafka records from ``offset`` (at least one if any exists), about ``max_bytes`` of store data."""
+    res = env.broker.store.get_messages(topic, partition, offset, max_msgs, max_bytes=max(max_bytes, 1))
+    return [record_from_message(decode_record(raw)) for raw in res.records]
+
+
+def build_batches(recs: Sequence[KafkaRecord]) -> bytes:
+    """Uncompressed v2 batches for consecutive records; a new batch whenever the timestamp type changes."""
+    out = bytearray()
+    i = 0
+    while i < len(recs):
+        j = i
+        while j + 1 < len(recs) and recs[j + 1].log_append_time == recs[i].log_append_time:
+            j += 1
+        run = recs[i : j + 1]
+        base, base_ts = run[0].offset, run[0].timestamp
+        rows = [R.Record(r.offset - base, r.timestamp - base_ts, r.key, r.value,
+                         tuple(R.Header(k, v) for k, v in r.headers)) for r in run]
+        out += R.encode_batch(
+            rows, base_offset=base, partition_leader_epoch=LEADER_EPOCH, base_timestamp=base_ts,
+            max_timestamp=max(r.timestamp for r in run),
+            attributes=R.TIMESTAMP_TYPE_BIT if run[0].log_append_time else 0,
+        )
+        i = j + 1
+    return bytes(out)

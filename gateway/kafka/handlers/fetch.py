@@ -1,0 +1,185 @@
+"""Fetch (long poll), ListOffsets, OffsetForLeaderEpoch, DeleteRecords.
+
+Theory of operation
+-------------------
+Offsets of a partition (kafka-wire.md §7.1) on one node: log start =
+ConsumeQueue min offset, HW = LEO = LSO = ConsumeQueue max offset (no open
+transactions are tracked here, so read_committed sees the HW).
+
+Fetch: read every requested partition in order, within partition_max_bytes
+and the response max_bytes budget (the first non-empty partition always
+returns at least one record, KIP-74).  If fewer than min_bytes came back and
+max_wait_ms > 0, subscribe to arrivals on the requested partitions, wait
+with ``trio.move_on_after`` and read again.  Records are re-encoded as
+uncompressed v2 batches starting exactly at the fetch offset.  Every
+requested partition appears in the reply; session_id is always 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from compat.kafka_records import record_from_message
+from core.storage.layout import decode_record
+from gateway.kafka.codec import Struct
+from gateway.kafka.errors import ErrorCode as E
+from gateway.kafka.handlers.common import LEADER_EPOCH, KafkaEnv, build_batches, has_partition, read_records
+from gateway.kafka.server import KafkaRequestContext
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+SCAN_CHUNK = 256
+
+
+def _epoch_error(current_leader_epoch: int) -> int:
+    if current_leader_epoch == -1 or current_leader_epoch == LEADER_EPOCH:
+        return 0
+    return E.FENCED_LEADER_EPOCH if current_leader_epoch < LEADER_EPOCH else E.UNKNOWN_LEADER_EPOCH
+
+
+def _fetch_partition(env: KafkaEnv, topic: str, p: Any, budget: int, must_return: bool) -> tuple[Struct, int]:
+    out = Struct(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
+                 log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None)
+    if not has_partition(env, topic, p.partition):
+        out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+        return out, 0
+    if err := _epoch_error(p.current_leader_epoch):
+        out.error_code = err
+        return out, 0
+    store = env.broker.store
+    lo, hw = store.min_offset(topic, p.partition), store.max_offset(topic, p.partition)
+    out.high_watermark = out.last_stable_offset = hw
+    out.log_start_offset = lo
+    if not lo <= p.fetch_offset <= hw:
+        out.error_code = E.OFFSET_OUT_OF_RANGE
+        return out, 0
+    limit = min(p.partition_max_bytes, budget)
+    if p.fetch_offset == hw or (limit <= 0 and not must_return):
+        out.records = b""
+        return out, 0
+    recs = read_records(env, topic, p.partition, p.fetch_offset, max(limit, 1))
+    data = build_batches(recs)
+    out.records = data
+    return out, len(data)
+
+
+def _fetch_all(env: KafkaEnv, req: Struct) -> tuple[list[Struct], int]:
+    budget, total, topics = req.max_bytes, 0, []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            part, n = _fetch_partition(env, t.topic, p, budget - total, must_return=total == 0)
+            total += n
+            parts.append(part)
+        topics.append(Struct(topic=t.topic, partitions=parts))
+    return topics, total
+
+
+async def handle_fetch(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    topics, total = _fetch_all(env, req)
+    if total < req.min_bytes and req.max_wait_ms > 0 and not _any_error(topics):
+        arrived = trio.Event()
+        hub = env.broker.arrivals
+        tokens = [hub.subscribe(t.topic, p.partition, lambda *_: arrived.set())
+                  for t in req.topics for p in t.partitions]
+        try:
+            with trio.move_on_after(req.max_wait_ms / 1000):
+                await arrived.wait()
+        finally:
+            for tok in tokens:
+                hub.unsubscribe(tok)
+        if arrived.is_set():
+            topics, total = _fetch_all(env, req)
+    return Struct(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+
+
+def _any_error(topics: list[Struct]) -> bool:
+    return any(p.error_code for t in topics for p in t.partitions)
+
+
+def _scan(env: KafkaEnv, topic: str, partition: int, want_ts: int | None) -> tuple[int, int]:
+    """(offset, timestamp): first record with ts >= want_ts, or (want_ts None) the max-timestamp record."""
+    store = env.broker.store
+    offset, hw = store.min_offset(topic, partition), store.max_offset(topic, partition)
+    best = (-1, -1)
+    while offset < hw:
+        res = store.get_messages(topic, partition, offset, SCAN_CHUNK, max_bytes=4 << 20)
+        if not res.records:
+            break
+        for raw in res.records:
+            rec = record_from_message(decode_record(raw))
+            if want_ts is not None and rec.timestamp >= want_ts:
+                return rec.offset, rec.timestamp
+            if want_ts is None and rec.timestamp > best[1]:
+                best = (rec.offset, rec.timestamp)
+        offset = res.next_begin_offset
+    return best
+
+
+async def handle_list_offsets(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    store = env.broker.store
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            out = Struct(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1,
+                         leader_epoch=LEADER_EPOCH)
+            if not has_partition(env, t.name, p.partition_index):
+                out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif err := _epoch_error(p.current_leader_epoch):
+                out.error_code = err
+            elif p.timestamp == LATEST:
+                out.offset = store.max_offset(t.name, p.partition_index)
+            elif p.timestamp == EARLIEST:
+                out.offset = store.min_offset(t.name, p.partition_index)
+            elif p.timestamp == MAX_TIMESTAMP:
+                out.offset, out.timestamp = _scan(env, t.name, p.partition_index, None)
+            elif p.timestamp >= 0:
+                out.offset, out.timestamp = _scan(env, t.name, p.partition_index, p.timestamp)
+            else:
+                out.error_code = E.INVALID_REQUEST
+            parts.append(out)
+        topics.append(Struct(name=t.name, partitions=parts))
+    return Struct(throttle_time_ms=0, topics=topics)
+
+
+async def handle_offset_for_leader_epoch(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            out = Struct(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
+            if not has_partition(env, t.topic, p.partition):
+                out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif err := _epoch_error(p.current_leader_epoch):
+                out.error_code = err
+            elif p.leader_epoch == LEADER_EPOCH:
+                out.leader_epoch = LEADER_EPOCH
+                out.end_offset = env.broker.store.max_offset(t.topic, p.partition)
+            parts.append(out)
+        topics.append(Struct(topic=t.topic, partitions=parts))
+    return Struct(throttle_time_ms=0, topics=topics)
+
+
+async def handle_delete_records(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    store = env.broker.store
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            out = Struct(partition_index=p.partition_index, low_watermark=-1, error_code=0)
+            if not has_partition(env, t.name, p.partition_index):
+                out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                hw = store.max_offset(t.name, p.partition_index)
+                target = hw if p.offset == -1 else p.offset
+                if not 0 <= target <= hw:
+                    out.error_code = E.OFFSET_OUT_OF_RANGE
+                else:
+                    if target > store.min_offset(t.name, p.partition_index):
+                        store.set_min_offset(t.name, p.partition_index, target)
+                    out.low_watermark = store.min_offset(t.name, p.partition_index)
+            parts.append(out)
+        topics.append(Struct(name=t.name, partitions=parts))
+    return Struct(throttle_time_ms=0, topics=topics)

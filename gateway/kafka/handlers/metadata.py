@@ -1,0 +1,158 @@
+"""Metadata, DescribeCluster and topic administration (Create/Delete topics, CreatePartitions, DescribeConfigs).
+
+Theory of operation
+-------------------
+A single node: every partition's leader, replica and ISR is this node, leader
+epoch 0, controller = this node (never -1: kafka-python loops on -1).
+Metadata auto-creation (v4+ flag, always on before v4) creates the topic with
+``kafka_num_partitions`` and answers it with error 0.  Topic names follow
+Kafka's rules; RocketMQ system/retry/DLQ topics are hidden.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from core.topics import TopicConfig
+from gateway.kafka.codec import Struct
+from gateway.kafka.errors import ErrorCode as E
+from gateway.kafka.handlers.common import (
+    LEADER_EPOCH,
+    KafkaEnv,
+    invalid_topic_name,
+    kafka_topics,
+    partition_count,
+)
+from gateway.kafka.server import KafkaRequestContext
+
+_NS = uuid.UUID("6f1c2b7e-0000-4000-8000-726f6b6b6121")
+
+
+def topic_id(name: str) -> uuid.UUID:
+    """A stable per-name topic id (uuid5), so Metadata v10+ answers are consistent."""
+    return uuid.uuid5(_NS, name)
+
+
+def _topic_entry(env: KafkaEnv, name: str, tc: TopicConfig | None, error: int) -> Struct:
+    parts = []
+    if tc is not None:
+        n = env.node_id
+        parts = [Struct(error_code=0, partition_index=i, leader_id=n, leader_epoch=LEADER_EPOCH,
+                        replica_nodes=[n], isr_nodes=[n], offline_replicas=[])
+                 for i in range(partition_count(tc))]
+    return Struct(error_code=error, name=name, topic_id=topic_id(name) if tc else uuid.UUID(int=0),
+                  is_internal=False, partitions=parts)
+
+
+def _broker(env: KafkaEnv) -> Struct:
+    return Struct(node_id=env.node_id, host=env.host, port=env.port, rack=None)
+
+
+async def handle_metadata(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    cfg = env.broker.cfg
+    visible = kafka_topics(env)
+    if req.topics is None or (ctx.api_version == 0 and not req.topics):
+        topics = [_topic_entry(env, n, tc, 0) for n, tc in sorted(visible.items())]
+    else:
+        auto = (req.allow_auto_topic_creation or ctx.api_version < 4) and cfg.kafka_auto_create_topics_enable
+        topics = []
+        for t in req.topics:
+            name = t.name
+            if invalid_topic_name(name):
+                topics.append(_topic_entry(env, name or "", None, E.INVALID_TOPIC_EXCEPTION))
+                continue
+            tc = visible.get(name)
+            if tc is None and auto:
+                tc = env.broker.topics.ensure(name, cfg.kafka_num_partitions)
+            topics.append(_topic_entry(env, name, tc, 0 if tc else E.UNKNOWN_TOPIC_OR_PARTITION))
+    return Struct(brokers=[_broker(env)], cluster_id=env.cluster_id, controller_id=env.node_id, topics=topics)
+
+
+async def handle_describe_cluster(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    return Struct(error_code=0, cluster_id=env.cluster_id, controller_id=env.node_id,
+                  brokers=[Struct(broker_id=env.node_id, host=env.host, port=env.port, rack=None)])
+
+
+async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    results = []
+    for t in req.topics:
+        n = env.broker.cfg.kafka_num_partitions if t.num_partitions == -1 else t.num_partitions
+        err, msg = 0, None
+        if invalid_topic_name(t.name):
+            err, msg = E.INVALID_TOPIC_EXCEPTION, "topic names use [a-zA-Z0-9._-], at most 249 chars"
+        elif t.name in env.broker.topics:
+            err, msg = E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+        elif t.assignments:
+            err, msg = E.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
+        elif n < 1:
+            err, msg = E.INVALID_PARTITIONS, "number of partitions must be at least 1"
+        elif t.replication_factor not in (-1, 1):
+            err, msg = E.INVALID_REPLICATION_FACTOR, "replication factor must be 1 on a single node"
+        elif not req.validate_only:
+            env.broker.topics.ensure(t.name, n)
+        ok = err == 0
+        results.append(Struct(name=t.name, topic_id=topic_id(t.name) if ok else uuid.UUID(int=0),
+                              error_code=err, error_message=msg, num_partitions=n if ok else -1,
+                              replication_factor=1 if ok else -1, configs=[] if ok else None))
+    return Struct(topics=results)
+
+
+async def handle_delete_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    out = []
+    for name in req.topic_names:
+        if name in kafka_topics(env):
+            env.broker.topics.delete(name)
+            env.broker.store.delete_topic(name)
+            out.append(Struct(name=name, error_code=0))
+        else:
+            out.append(Struct(name=name, error_code=E.UNKNOWN_TOPIC_OR_PARTITION))
+    return Struct(responses=out)
+
+
+async def handle_create_partitions(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    out = []
+    for t in req.topics:
+        tc = kafka_topics(env).get(t.name)
+        err, msg = 0, None
+        if tc is None:
+            err, msg = E.UNKNOWN_TOPIC_OR_PARTITION, None
+        elif t.count <= partition_count(tc):
+            err, msg = E.INVALID_PARTITIONS, f"Topic currently has {partition_count(tc)} partitions"
+        elif t.assignments:
+            err, msg = E.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
+        elif not req.validate_only:
+            env.broker.topics.put(TopicConfig(tc.topic_name, t.count, t.count, tc.perm, tc.topic_filter_type,
+                                              tc.topic_sys_flag, tc.order))
+        out.append(Struct(name=t.name, error_code=err, error_message=msg))
+    return Struct(results=out)
+
+
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+
+
+def _configs(env: KafkaEnv, resource_type: int) -> dict[str, str]:
+    cfg = env.broker.cfg
+    if resource_type == RESOURCE_TOPIC:
+        return {"cleanup.policy": "delete", "retention.ms": str(cfg.file_reserved_time * 3600 * 1000),
+                "max.message.bytes": str(cfg.max_message_size), "message.timestamp.type": "CreateTime"}
+    return {"num.partitions": str(cfg.kafka_num_partitions),
+            "auto.create.topics.enable": str(cfg.kafka_auto_create_topics_enable).lower(),
+            "message.max.bytes": str(cfg.max_message_size)}
+
+
+async def handle_describe_configs(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    results = []
+    for r in req.resources:
+        base = Struct(resource_type=r.resource_type, resource_name=r.resource_name, error_message=None)
+        if r.resource_type == RESOURCE_TOPIC and r.resource_name not in kafka_topics(env):
+            results.append(Struct(**base.__dict__, error_code=E.UNKNOWN_TOPIC_OR_PARTITION, configs=[]))
+            continue
+        if r.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
+            results.append(Struct(**base.__dict__, error_code=E.INVALID_REQUEST, configs=[]))
+            continue
+        wanted = r.configuration_keys
+        configs = [Struct(name=k, value=v, read_only=True, is_default=True, config_source=5,
+                          is_sensitive=False, synonyms=[], config_type=0, documentation=None)
+                   for k, v in _configs(env, r.resource_type).items() if wanted is None or k in wanted]
+        results.append(Struct(**base.__dict__, error_code=0, configs=configs))
+    return Struct(results=results)
