@@ -12,8 +12,8 @@ Mapping, chosen to be lossless for Kafka and natural for RocketMQ:
   ``KAFKA_NULL_VALUE=1``.
 * key -> ``KEYS`` when it is UTF-8 text without spaces or the property
   separators \\x01/\\x02 (RocketMQ consumers and the key index see it).  Any
-  other key, including the empty key, goes to ``KAFKA_KEY`` as base64, so
-  null (no property) and b"" stay distinct.
+  other key, including the empty key, goes to ``KAFKA_KEY`` as "b" + base64
+  (never an empty property value), so null (no property) and b"" stay distinct.
 * headers -> ``KAFKA_HEADERS``: the exact list (order, duplicates, null and
   binary values) as JSON ``[[key, base64-or-null], ...]``.  Headers whose
   name is a plain identifier that is not a RocketMQ system property and whose
@@ -94,7 +94,7 @@ def message_from_record(
         if text and " " not in text:
             props[PROP_KEYS] = text
         else:
-            props[PROP_KAFKA_KEY] = base64.b64encode(key).decode("ascii")
+            props[PROP_KAFKA_KEY] = "b" + base64.b64encode(key).decode("ascii")  # never empty
     if value is None:
         props[PROP_KAFKA_NULL_VALUE] = "1"
     if log_append_time:
@@ -116,14 +116,15 @@ def record_from_message(msg: StoredMessage) -> KafkaRecord:
     props = msg.properties
     key: bytes | None = None
     if PROP_KAFKA_KEY in props:
-        key = base64.b64decode(props[PROP_KAFKA_KEY])
+        key = base64.b64decode(props[PROP_KAFKA_KEY][1:])
     elif props.get(PROP_KEYS):
         key = props[PROP_KEYS].encode("utf-8")
     value = None if props.get(PROP_KAFKA_NULL_VALUE) == "1" else msg.body
     raw_headers = props.get(PROP_KAFKA_HEADERS)
     headers: tuple[tuple[str, bytes | None], ...]
     if raw_headers is not None:
-        headers = tuple((str(k), None if v is None else base64.b64decode(v)) for k, v in json.loads(raw_headers))
+        headers = tuple((str(k), None if v is None else base64.b64decode(v))
+                        for k, v in json.loads(raw_headers))
     else:
         headers = tuple((k, v.encode("utf-8")) for k, v in props.items() if k not in SYSTEM_PROPERTIES)
     log_append = props.get(PROP_KAFKA_TS_TYPE) == "1"

@@ -1,4 +1,6 @@
-"""Metadata, DescribeCluster and topic administration (Create/Delete topics, CreatePartitions, DescribeConfigs).
+"""Metadata, DescribeCluster and topic administration.
+
+CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs.
 
 Theory of operation
 -------------------

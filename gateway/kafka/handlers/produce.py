@@ -68,7 +68,8 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
     if not result.ok:
         log.warning("kafka.produce_failed", topic=topic, partition=p.index, status=result.status.name,
                     remark=result.remark)
-        out.error_code = E.MESSAGE_TOO_LARGE if result.status.name == "MESSAGE_ILLEGAL" else E.KAFKA_STORAGE_ERROR
+        too_large = result.status.name == "MESSAGE_ILLEGAL"
+        out.error_code = E.MESSAGE_TOO_LARGE if too_large else E.KAFKA_STORAGE_ERROR
         return out
     out.base_offset = result.appended[0].queue_offset
     out.log_start_offset = env.broker.store.min_offset(topic, p.index)

@@ -1,0 +1,148 @@
+"""Kafka group-coordination and producer-id APIs: wire structs <-> the group coordinator.
+
+Theory of operation
+-------------------
+These handlers only translate.  A request of any version is turned into the
+coordinator's own request type (``gateway.kafka.groups.types``), the
+coordinator decides (and may park the call: JoinGroup and SyncGroup wait for
+the rebalance), and the result is laid out in the shape the request's version
+needs (e.g. LeaveGroup v0-v2 answers one top-level error, v3+ per member;
+OffsetFetch v8 nests by group).  InitProducerId goes to the producer-state
+manager; its outcomes map to Kafka codes here.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from core.producer_state import InitOutcome, ProducerStateManager
+from gateway.kafka.groups.coordinator import GroupCoordinator
+from gateway.kafka.groups.types import CommitOffset, JoinRequest, LeavingMember, SyncRequest
+from gateway.kafka.server import KafkaRequestContext, Route
+
+INIT_CODES = {InitOutcome.OK: 0, InitOutcome.INVALID_REQUEST: 42, InitOutcome.INVALID_TRANSACTION_TIMEOUT: 50,
+              InitOutcome.PRODUCER_FENCED: 90, InitOutcome.CONCURRENT_TRANSACTIONS: 51}
+
+
+async def find_coordinator(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    if ctx.api_version >= 4:
+        infos = [coord.find_coordinator(k, req.key_type) for k in req.coordinator_keys]
+        return {"coordinators": [{"key": i.key, "node_id": i.node_id, "host": i.host, "port": i.port,
+                                  "error_code": i.error_code, "error_message": None} for i in infos]}
+    i = coord.find_coordinator(req.key, req.key_type)
+    return {"error_code": i.error_code, "error_message": None, "node_id": i.node_id, "host": i.host,
+            "port": i.port}
+
+
+async def join_group(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    result = await coord.join(JoinRequest(
+        group_id=req.group_id, member_id=req.member_id, protocol_type=req.protocol_type,
+        protocols=[(p.name, p.metadata) for p in req.protocols], session_timeout_ms=req.session_timeout_ms,
+        rebalance_timeout_ms=req.rebalance_timeout_ms if ctx.api_version >= 1 else -1,
+        group_instance_id=req.group_instance_id, client_id=ctx.client_id, client_host=f"/{ctx.peer[0]}",
+        require_known_member_id=ctx.api_version >= 4))
+    nullable = ctx.api_version >= 7
+    return {"error_code": result.error_code, "generation_id": result.generation_id,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name if (nullable or result.protocol_name is not None) else "",
+            "leader": result.leader, "member_id": result.member_id,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "metadata": m.metadata} for m in result.members]}
+
+
+async def sync_group(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    result = await coord.sync(SyncRequest(
+        group_id=req.group_id, generation_id=req.generation_id, member_id=req.member_id,
+        assignments=[(a.member_id, a.assignment) for a in req.assignments],
+        group_instance_id=req.group_instance_id, protocol_type=req.protocol_type,
+        protocol_name=req.protocol_name))
+    return {"error_code": result.error_code, "assignment": result.assignment,
+            "protocol_type": result.protocol_type, "protocol_name": result.protocol_name}
+
+
+async def heartbeat(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    return {"error_code": coord.heartbeat(req.group_id, req.generation_id, req.member_id,
+                                          req.group_instance_id)}
+
+
+async def leave_group(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    if ctx.api_version <= 2:
+        result = coord.leave(req.group_id, [LeavingMember(req.member_id)])
+        return {"error_code": result.single_error}
+    result = coord.leave(req.group_id, [LeavingMember(m.member_id, m.group_instance_id) for m in req.members])
+    return {"error_code": result.error_code,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "error_code": m.error_code} for m in result.members]}
+
+
+async def offset_commit(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    offsets = [CommitOffset(t.name, p.partition_index, p.committed_offset, p.committed_metadata,
+                            p.committed_leader_epoch) for t in req.topics for p in t.partitions]
+    errors = coord.offset_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id, offsets,
+                                 req.group_instance_id)
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for e in errors:
+        by_topic.setdefault(e.topic, []).append({"partition_index": e.partition, "error_code": e.error_code})
+    return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+def _fetch_one(coord: GroupCoordinator, group_id: str, topics: Any, require_stable: bool) -> Any:
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    return coord.offset_fetch(group_id, wanted, require_stable)
+
+
+def _fetched_topics(result: Any) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for p in result.partitions:
+        by_topic.setdefault(p.topic, []).append({
+            "partition_index": p.partition, "committed_offset": p.offset,
+            "committed_leader_epoch": p.leader_epoch, "metadata": p.metadata, "error_code": p.error_code})
+    return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+async def offset_fetch(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    if ctx.api_version >= 8:
+        groups = []
+        for g in req.groups:
+            result = _fetch_one(coord, g.group_id, g.topics, req.require_stable)
+            groups.append({"group_id": g.group_id, "topics": _fetched_topics(result),
+                           "error_code": result.error_code})
+        return {"groups": groups}
+    result = _fetch_one(coord, req.group_id, req.topics, req.require_stable)
+    return {"topics": _fetched_topics(result), "error_code": result.error_code}
+
+
+async def describe_groups(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    return {"groups": [{
+        "error_code": g.error_code, "group_id": g.group_id, "group_state": g.state,
+        "protocol_type": g.protocol_type, "protocol_data": g.protocol_data,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "client_id": m.client_id, "client_host": m.client_host, "member_metadata": m.metadata,
+                     "member_assignment": m.assignment} for m in g.members]}
+        for g in coord.describe(req.groups)]}
+
+
+async def list_groups(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    groups = coord.list_groups(req.states_filter if ctx.api_version >= 4 else None)
+    return {"error_code": 0, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type,
+                                         "group_state": g.state} for g in groups]}
+
+
+async def init_producer_id(producers: ProducerStateManager, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    result = await producers.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
+                                              req.producer_id, req.producer_epoch)
+    code = INIT_CODES[result.outcome]
+    if code == 90 and ctx.api_version < 4:
+        code = 47  # INVALID_PRODUCER_EPOCH before PRODUCER_FENCED existed
+    return {"error_code": code, "producer_id": result.producer_id if code == 0 else -1,
+            "producer_epoch": result.epoch if code == 0 else -1}
+
+
+def build_group_routes(coord: GroupCoordinator, producers: ProducerStateManager) -> dict[int, Route]:
+    table = {10: (find_coordinator, 0, 4), 11: (join_group, 0, 7), 14: (sync_group, 0, 5),
+             12: (heartbeat, 0, 4), 13: (leave_group, 0, 5), 8: (offset_commit, 2, 8),
+             9: (offset_fetch, 1, 8), 15: (describe_groups, 0, 5), 16: (list_groups, 0, 4)}
+    routes = {key: Route(partial(fn, coord), lo, hi) for key, (fn, lo, hi) in table.items()}
+    routes[22] = Route(partial(init_producer_id, producers), 0, 4)
+    return routes
