@@ -24,6 +24,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -109,6 +110,7 @@ class BrokerRole:
         self.kafka_addr: tuple[str, int] = ("", 0)
         self._servers: list[Any] = []
         self._registrar: Any = None
+        self._closers: list[Any] = []
         self._cancel = trio.CancelScope()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -146,20 +148,53 @@ class BrokerRole:
                 task_status.started()
 
     async def _start_kafka(self, nursery: trio.Nursery, ctx: Any) -> tuple[str, int]:
+        """Kafka listener: data-plane routes + group coordinator + producer ids, one core broker."""
+        from compat.groups import GroupOwnership
+        from core.producer_state import ProducerStateManager
+        from gateway.kafka.groups.coordinator import GroupCoordinator
+        from gateway.kafka.groups.types import GroupConfig
+        from gateway.kafka.handlers import KafkaEnv, build_routes
+        from gateway.kafka.handlers.group_api import build_group_routes
         from gateway.kafka.server import KafkaServer
 
-        try:
-            from gateway.kafka.handlers import build_handlers as build_kafka
-        except ImportError:
-            handlers: dict[int, Any] = {}
-        else:
-            handlers = build_kafka(ctx)
-        server = KafkaServer(handlers, max_frame_bytes=self.cfg.max_frame_bytes)
-        addr = await nursery.start(server.serve, self.cfg.listen_host, self.cfg.kafka_listen_port)
+        cfg, broker = self.cfg, ctx.broker
+        config_dir = Path(cfg.store_path_root_dir) / "config"
+        listeners = await trio.open_tcp_listeners(cfg.kafka_listen_port, host=cfg.listen_host)
+        port = listeners[0].socket.getsockname()[1]
+        cfg.kafka_listen_port = port
+        host = cfg.advertised_host
+        coord_holder: dict[str, GroupCoordinator] = {}
+
+        def kafka_live(group: str) -> bool:
+            coord = coord_holder.get("c")
+            return bool(coord and any(g.members for g in coord.describe([group])))
+
+        ownership = GroupOwnership(broker.consumers.is_live, kafka_live)
+        ctx.extra["refuse_rocketmq_group"] = ownership.refuse_rocketmq
+        coord = GroupCoordinator(
+            GroupConfig(config_dir=config_dir, initial_rebalance_delay_ms=cfg.kafka_group_initial_rebalance_delay_ms,
+                        node_id=cfg.kafka_node_id, host=host, port=port),
+            broker.offsets, admit_group=ownership.refuse_kafka,
+            partition_exists=lambda t, p: (tc := broker.topics.get(t)) is not None and 0 <= p < tc.read_queue_nums)
+        coord_holder["c"] = coord
+        producers = ProducerStateManager(config_dir)
+        producers.recover(broker.store.max_offset)
+        env = KafkaEnv(broker=broker, node_id=cfg.kafka_node_id, host=host, port=port)
+        env_extra = getattr(env, "extra", None)
+        if isinstance(env_extra, dict):
+            env_extra["producers"] = producers
+        if hasattr(env, "producers"):
+            env.producers = producers
+        routes = build_routes(env) | build_group_routes(coord, producers)
+        server = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes)
+        await nursery.start(coord.run)
+        await nursery.start(producers.run)
+        nursery.start_soon(trio.serve_listeners, server.handle_stream, listeners)
         self._servers.append(server)
-        self.cfg.kafka_listen_port = addr[1]
-        ctx.extra["kafka_addr"] = (self.cfg.advertised_host, addr[1])
-        return (self.cfg.advertised_host, addr[1])
+        self._closers.append(producers.close)
+        self._closers.append(coord.save)
+        ctx.extra["kafka_addr"] = (host, port)
+        return (host, port)
 
     async def _start_registration(self, nursery: trio.Nursery, ctx: Any, rc: Any) -> Any:
         from gateway.rocketmq.client import BrokerRegistrar
@@ -194,4 +229,6 @@ class BrokerRole:
                     await self._registrar.unregister()
             if self.broker is not None:
                 await trio.to_thread.run_sync(self.broker.close)
+            for close in self._closers:
+                close()
         self._cancel.cancel()
