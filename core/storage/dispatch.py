@@ -89,9 +89,13 @@ class IndexLike:
 
 
 class Dispatcher:
-    def __init__(self, get_queue: Callable[[str, int, bool], QueueLike | None],
+    """Writes CQ units / index entries for records; ``queues`` is the engine's (topic, qid) map."""
+
+    def __init__(self, queues: dict[tuple[str, int], QueueLike],
+                 create_queue: Callable[[str, int], QueueLike],
                  index: IndexLike | None, delay_levels_ms: list[int]) -> None:
-        self.get_queue = get_queue          # (topic, queue_id, create) -> queue
+        self.queues = queues
+        self.create_queue = create_queue
         self.index = index
         self.delay_levels_ms = delay_levels_ms
         self.listeners: list[ArrivalListener] = []
@@ -101,18 +105,20 @@ class Dispatcher:
                  sysflag: int, props: dict[str, str], store_ts: int, replay: bool = False) -> None:
         t = sysflag & TRANSACTION_MASK
         if t != TRANSACTION_PREPARED_TYPE and t != TRANSACTION_ROLLBACK_TYPE:
-            code = compute_tags_code(topic, props, store_ts, self.delay_levels_ms)
+            if topic == TOPIC_SCHEDULE:
+                code = compute_tags_code(topic, props, store_ts, self.delay_levels_ms)
+            else:
+                tags = props.get(PROP_TAGS)
+                code = tags_hash(tags) if tags else 0
             if replay:
                 self._replay_unit(topic, queue_id, queue_offset, commitlog_offset, size, code)
             else:
-                q = self.get_queue(topic, queue_id, True)
-                assert q is not None
+                q = self.queues.get((topic, queue_id))
+                if q is None:
+                    q = self.create_queue(topic, queue_id)
                 q.put(queue_offset, commitlog_offset, size, code)
-                for listener in self.listeners:
-                    try:
-                        listener(topic, queue_id, queue_offset, code, props)
-                    except Exception:  # noqa: BLE001 - a listener must never break a put
-                        log.exception("arrival listener failed", topic=topic, queue_id=queue_id)
+                if self.listeners:
+                    self._notify(topic, queue_id, queue_offset, code, props)
         if (self.index is not None and t != TRANSACTION_ROLLBACK_TYPE
                 and (PROP_KEYS in props or PROP_UNIQ_KEY in props)
                 and (not replay or commitlog_offset >= self.index_from)):
@@ -120,11 +126,20 @@ class Dispatcher:
             if keys:
                 self.index.put(topic, keys, commitlog_offset, store_ts)
 
+    def _notify(self, topic: str, queue_id: int, queue_offset: int, code: int, props: dict[str, str]) -> None:
+        for listener in self.listeners:
+            try:
+                listener(topic, queue_id, queue_offset, code, props)
+            except Exception:  # noqa: BLE001 - a listener must never break a put
+                log.exception("arrival listener failed", topic=topic, queue_id=queue_id)
+
     def _replay_unit(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int,
                      size: int, code: int) -> None:
-        q = self.get_queue(topic, queue_id, queue_offset == 0)
+        q = self.queues.get((topic, queue_id))
         if q is None:
-            return      # queue deleted (delete_topic) or never existed from offset 0: do not resurrect
+            if queue_offset != 0:
+                return  # queue deleted (delete_topic) or never existed from offset 0: do not resurrect
+            q = self.create_queue(topic, queue_id)
         if queue_offset < q.max_offset:
             return      # already present
         if queue_offset > q.max_offset:

@@ -73,7 +73,8 @@ class DiskStore:
         self.clog = CommitLog(config.commitlog_path, config.commitlog_file_size)
         self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self.index = IndexService(self.root / "index", config.index_hash_slots, config.index_max_entries)
-        self.dispatcher = Dispatcher(self._queue, self.index, config.delay_levels_ms)
+        self.dispatcher = Dispatcher(self.cqs, self._new_queue, self.index,  # type: ignore[arg-type]
+                                     config.delay_levels_ms)
         self.logical_min: dict[tuple[str, int], int] = {}
         self._last_store_ts = 0
         self._writable = False
@@ -223,12 +224,13 @@ class DiskStore:
     def _validate(self, messages: Sequence[Message]) -> list[bytes] | PutResult:
         cfg = self.config
         props_list = []
-        room = cfg.commitlog_file_size - layout.BLANK_SIZE
+        room = cfg.commitlog_file_size - layout.BLANK_SIZE - layout.FIXED_SIZE[0x30]
+        encode_props = layout.encode_properties
         for m in messages:
             if len(m.body) > cfg.max_message_size:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL,
                                  remark=f"body {len(m.body)} bytes > maxMessageSize {cfg.max_message_size}")
-            props = layout.encode_properties(m.properties)
+            props = encode_props(m.properties)
             if len(props) > layout.MAX_PROPERTIES_BYTES:
                 return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED,
                                  remark=f"properties {len(props)} bytes > {layout.MAX_PROPERTIES_BYTES}")
@@ -236,8 +238,7 @@ class DiskStore:
                 tlen = len(layout.topic_blob(m.topic)) - 1
             except layout.RecordError as exc:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
-            flags = (0x10 if ":" in m.born_host[0] else 0) | (0x20 if self._host6 else 0)
-            if m.queue_id < 0 or layout.record_size(len(m.body), tlen, len(props), flags) > room:
+            if m.queue_id < 0 or len(m.body) + tlen + len(props) > room:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="bad queue id or record larger than a segment")
             props_list.append(props)
         return props_list
@@ -272,12 +273,10 @@ class DiskStore:
         clog.commit()
         return out
 
-    def _queue(self, topic: str, queue_id: int, create: bool) -> ConsumeQueue | None:
-        q = self.cqs.get((topic, queue_id))
-        if q is None and create:
-            q = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), topic, queue_id,
-                             self.config.consumequeue_file_size)
-            self.cqs[(topic, queue_id)] = q
+    def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        q = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), topic, queue_id,
+                         self.config.consumequeue_file_size)
+        self.cqs[(topic, queue_id)] = q
         return q
 
     # -- reading --------------------------------------------------------------------

@@ -25,6 +25,7 @@ of raising.  Index data is derived: losing it never loses a message.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import time
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import structlog
 
-from core.storage.layout import java_hash
+from core.storage.layout import java_hash, java_hash_suffix
 from core.storage.segment import Segment
 
 log = structlog.get_logger(__name__)
@@ -46,6 +47,17 @@ ENTRY_SIZE = 20
 
 def key_hash(key: str) -> int:
     h = java_hash(key)
+    return 0 if h == -(1 << 31) else abs(h)
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_prefix_hash(topic: str) -> int:
+    return java_hash(topic + "#")
+
+
+def topic_key_hash(topic: str, key: str) -> int:
+    """``key_hash(topic + "#" + key)`` without re-hashing the topic part."""
+    h = java_hash_suffix(_topic_prefix_hash(topic), key)
     return 0 if h == -(1 << 31) else abs(h)
 
 
@@ -82,10 +94,10 @@ class IndexFile:
     def full(self) -> bool:
         return self.count >= self.max_entries
 
-    def put(self, key: str, phy_offset: int, store_ts: int) -> bool:
-        if self.full:
+    def put(self, h: int, phy_offset: int, store_ts: int) -> bool:
+        """Add an entry for key hash ``h`` (see ``topic_key_hash``); False if the file is full."""
+        if self.count >= self.max_entries:
             return False
-        h = key_hash(key)
         slot_pos = HEADER_SIZE + (h % self.slots) * 4
         prev = SLOT.unpack_from(self.mm, slot_pos)[0]
         if prev <= 0 or prev > self.count:
@@ -105,8 +117,7 @@ class IndexFile:
         self.dirty = True
         return True
 
-    def lookup(self, key: str, begin_ms: int, end_ms: int, limit: int) -> list[int]:
-        h = key_hash(key)
+    def lookup(self, h: int, begin_ms: int, end_ms: int, limit: int) -> list[int]:
         out: list[int] = []
         n = SLOT.unpack_from(self.mm, HEADER_SIZE + (h % self.slots) * 4)[0]
         entries = HEADER_SIZE + self.slots * 4
@@ -177,7 +188,7 @@ class IndexService:
         for k in keys:
             if f is None or f.full:
                 f = self._new_file(store_ts)
-            f.put(f"{topic}#{k}", phy_offset, store_ts)
+            f.put(topic_key_hash(topic, k), phy_offset, store_ts)
 
     def _new_file(self, now_ms: int) -> IndexFile:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -190,10 +201,11 @@ class IndexService:
 
     def lookup(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         out: list[int] = []
+        h = topic_key_hash(topic, key)
         for f in reversed(self.files):
             if f.count <= 1 or f.end_ts < begin_ms or f.begin_ts > end_ms:
                 continue
-            out.extend(f.lookup(f"{topic}#{key}", begin_ms, end_ms, max_num - len(out)))
+            out.extend(f.lookup(h, begin_ms, end_ms, max_num - len(out)))
             if len(out) >= max_num:
                 break
         return out

@@ -213,6 +213,17 @@ def java_hash(s: str) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
+def java_hash_suffix(prefix_hash: int, s: str) -> int:
+    """Java hashCode of ``prefix + s`` given ``java_hash(prefix)`` (saves re-hashing the prefix)."""
+    if s.isascii():
+        units: bytes | array[int] = s.encode("ascii")
+    else:
+        units = array("H", s.encode("utf-16-le" if _LITTLE else "utf-16-be"))
+    n = len(units)
+    h = (prefix_hash * _powers(n + 1)[0] + sum(map(mul, units, _powers(n)))) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
 @functools.lru_cache(maxsize=4096)
 def tags_hash(tags: str) -> int:
     """Cached ConsumeQueue tags code for a non-empty TAGS value."""

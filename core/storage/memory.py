@@ -78,15 +78,14 @@ class MemoryStore:
         self._queues: dict[tuple[str, int], _Queue] = {}
         self._logical_min: dict[tuple[str, int], int] = {}
         self._index = _Index()
-        self._dispatcher = Dispatcher(self._queue, self._index, config.delay_levels_ms)
+        self._dispatcher = Dispatcher(self._queues, self._new_queue, self._index,  # type: ignore[arg-type]
+                                      config.delay_levels_ms)
 
     def open(self) -> MemoryStore:
         return self
 
-    def _queue(self, topic: str, queue_id: int, create: bool) -> _Queue | None:
-        q = self._queues.get((topic, queue_id))
-        if q is None and create:
-            q = self._queues[(topic, queue_id)] = _Queue()
+    def _new_queue(self, topic: str, queue_id: int) -> _Queue:
+        q = self._queues[(topic, queue_id)] = _Queue()
         return q
 
     # -- writing -----------------------------------------------------------------

@@ -36,6 +36,9 @@ bad data (I/O errors propagate as OSError).
 
 from __future__ import annotations
 
+import errno
+import mmap
+import os
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -45,7 +48,7 @@ import structlog
 from core.storage import layout
 from core.storage.commitlog import CommitLog
 from core.storage.consumequeue import ConsumeQueue
-from core.storage.dispatch import Dispatcher, ReplayGap
+from core.storage.dispatch import Dispatcher, ReplayGap, is_dispatched
 from core.storage.segment import Segment
 
 log = structlog.get_logger(__name__)
@@ -86,31 +89,38 @@ def _scan_segment(seg: Segment, pos: int, dispatcher: Dispatcher | None) -> tupl
     size = seg.size
     base = seg.base
     headers = layout.HEADERS
+    v4 = layout.HEADER_V4.unpack_from
+    v4_size = layout.HEADER_V4.size
     size_magic = layout.SIZE_MAGIC.unpack_from
     props_len = layout.PROPS_LEN.unpack_from
     crc32 = zlib.crc32
+    magic_ok = layout.MESSAGE_MAGIC
     view = memoryview(mm)
     try:
         while pos + 8 <= size:
-            total, magic = size_magic(mm, pos)
-            if magic == layout.BLANK_MAGIC and total == size - pos:
-                return pos, None, True
-            if magic != layout.MESSAGE_MAGIC:
+            if pos + v4_size <= size:
+                f = v4(mm, pos)
+                total, magic = f[0], f[1]
+            else:
+                total, magic = size_magic(mm, pos)
+            if magic != magic_ok:
+                if magic == layout.BLANK_MAGIC and total == size - pos:
+                    return pos, None, True
                 if total == 0 and magic == 0:
                     return pos, None, False
                 return pos, f"bad magic 0x{magic:08X}", False
             if total < 91 or pos + total > size:
                 return pos, f"bad TOTALSIZE {total}", False
-            sysflag = layout.INT32.unpack_from(mm, pos + layout.OFF_SYSFLAG)[0]
-            h = headers[sysflag & 0x30]
-            f = h.unpack_from(mm, pos)
-            body_start = pos + h.size
+            hsize = v4_size
+            if f[7] & 0x30:
+                h = headers[f[7] & 0x30]
+                f, hsize = h.unpack_from(mm, pos), h.size
+            body_start = pos + hsize
             topic_pos = body_start + f[16]
             end = pos + total
             if f[16] < 0 or topic_pos + 3 > end:
                 return pos, f"bad BODYLENGTH {f[16]}", False
-            tlen = mm[topic_pos]
-            props_pos = topic_pos + 1 + tlen
+            props_pos = topic_pos + 1 + mm[topic_pos]
             if props_pos + 2 > end or props_pos + 2 + props_len(mm, props_pos)[0] != end:
                 return pos, "blob lengths do not add up to TOTALSIZE", False
             if f[6] != base + pos:
@@ -118,7 +128,7 @@ def _scan_segment(seg: Segment, pos: int, dispatcher: Dispatcher | None) -> tupl
             if crc32(view[body_start:topic_pos]) & 0x7FFFFFFF != f[2]:
                 return pos, "BODYCRC mismatch", False
             if dispatcher is not None:
-                _replay(dispatcher, mm, pos, f, topic_pos, tlen, props_pos, end)
+                _replay(dispatcher, mm, f, topic_pos, props_pos, end)
             pos = end
         return pos, None, False
     finally:
@@ -128,14 +138,35 @@ def _scan_segment(seg: Segment, pos: int, dispatcher: Dispatcher | None) -> tupl
 _topic_cache: dict[bytes, str] = {}
 
 
-def _replay(dispatcher: Dispatcher, mm: object, pos: int, f: tuple, topic_pos: int, tlen: int,
-            props_pos: int, end: int) -> None:
-    raw_topic = mm[topic_pos + 1:props_pos]  # type: ignore[index]
+def _replay(dispatcher: Dispatcher, mm: mmap.mmap, f: tuple, topic_pos: int, props_pos: int,
+            end: int) -> None:
+    raw_topic = mm[topic_pos + 1:props_pos]
     topic = _topic_cache.get(raw_topic)
     if topic is None:
         topic = _topic_cache[raw_topic] = raw_topic.decode("utf-8", "replace")
-    props = layout.decode_properties(mm[props_pos + 2:end])  # type: ignore[index]
+    if f[6] < dispatcher.index_from:       # cheap skip: unit present and already indexed
+        q = dispatcher.queues.get((topic, f[3]))
+        if q is not None and f[5] < q.max_offset or not is_dispatched(f[7]):
+            return
+    props = layout.decode_properties(mm[props_pos + 2:end])
     dispatcher.dispatch(topic, f[3], f[5], f[6], f[0], f[7], props, f[11], replay=True)
+
+
+def _data_regions(seg: Segment, pos: int) -> list[tuple[int, int]]:
+    """Non-hole ranges of ``seg`` from ``pos`` (SEEK_DATA/SEEK_HOLE; whole rest if unsupported)."""
+    out = []
+    try:
+        while pos < seg.size:
+            start = os.lseek(seg.fd, pos, os.SEEK_DATA)
+            if start >= seg.size:
+                break
+            stop = min(os.lseek(seg.fd, start, os.SEEK_HOLE), seg.size)
+            out.append((start, stop))
+            pos = stop
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:        # ENXIO: no data after pos
+            return [(pos, seg.size)]
+    return out
 
 
 def find_valid_after(clog: CommitLog, offset: int) -> int | None:
@@ -143,20 +174,21 @@ def find_valid_after(clog: CommitLog, offset: int) -> int | None:
     for seg in clog.files.segments:
         if seg.end <= offset:
             continue
-        pos = max(0, offset - seg.base + 1)
         mm = seg.mm
-        while True:
-            hit = mm.find(_MAGIC_BYTES, pos + 4)
-            if hit < 0:
-                break
-            cand = hit - 4
-            try:
-                head = layout.check_record(mm, cand)
-                if head.commitlog_offset == seg.base + cand:
-                    return seg.base + cand
-            except layout.RecordError:
-                pass
-            pos = cand + 1
+        for lo, hi in _data_regions(seg, max(0, offset - seg.base + 1)):
+            pos = lo
+            while True:
+                hit = mm.find(_MAGIC_BYTES, pos + 4, hi)
+                if hit < 0:
+                    break
+                cand = hit - 4
+                try:
+                    head = layout.check_record(mm, cand)
+                    if head.commitlog_offset == seg.base + cand:
+                        return seg.base + cand
+                except layout.RecordError:
+                    pass
+                pos = cand + 1
     return None
 
 
@@ -165,13 +197,13 @@ def zero_tail(clog: CommitLog, offset: int) -> None:
     seg = clog.files.find(offset)
     if seg is None:
         return
-    pos = offset - seg.base
-    while pos < seg.size:
-        n = min(_ZERO_CHUNK, seg.size - pos)
-        chunk = seg.mm[pos:pos + n]
-        if chunk.count(0) != n:
-            seg.mm[pos:pos + n] = bytes(n)
-        pos += n
+    for lo, hi in _data_regions(seg, offset - seg.base):
+        pos = lo
+        while pos < hi:
+            n = min(_ZERO_CHUNK, hi - pos)
+            if seg.mm[pos:pos + n].count(0) != n:
+                seg.mm[pos:pos + n] = bytes(n)
+            pos += n
 
 
 def cut_tail(clog: CommitLog, end: ScanEnd, repair: bool) -> None:
@@ -192,7 +224,7 @@ def cut_tail(clog: CommitLog, end: ScanEnd, repair: bool) -> None:
                   next_valid=later)
     if end.damage is not None:
         log.error("commitlog torn tail truncated", path=path, offset=end.offset, damage=end.damage)
-    if seg is not None and end.offset < seg.end:
+    if seg is not None and end.offset < seg.end and (end.damage is not None or later is not None):
         zero_tail(clog, end.offset)
     # segments wholly after the end hold nothing valid (checked above): delete them
     keep = sum(1 for s in clog.files.segments if s.base <= end.offset)
