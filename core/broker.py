@@ -112,8 +112,8 @@ class Broker:
         return dataclasses.replace(msg, topic=topic, queue_id=queue_id, properties=props,
                                    sysflag=sysflag)
 
-    async def put(self, messages: Sequence[Message], *, prepared: bool = False) -> PutResult:
-        """Store messages (already validated by the gateway) and honour the flush policy."""
+    def append(self, messages: Sequence[Message], *, prepared: bool = False) -> PutResult:
+        """Validate, prepare and append synchronously (no durability wait; see ``wait_durable``)."""
         if self._closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
         msgs = list(messages) if prepared else [self.prepare(m) for m in messages]
@@ -122,11 +122,18 @@ class Broker:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL,
                                  remark=f"message body size {len(m.body)} exceeds maxMessageSize "
                                         f"{self.cfg.max_message_size}")
-        result = self.store.put_messages(msgs)
+        return self.store.put_messages(msgs)
+
+    async def wait_durable(self, result: PutResult) -> PutResult:
+        """Under SYNC_FLUSH, wait until ``result``'s bytes are fsynced (FLUSH_DISK_TIMEOUT otherwise)."""
         if result.ok and self.sync_flush and self._flush_service is not None:
             if not await self._flush_service.wait_durable(result.end_offset):
                 return dataclasses.replace(result, status=PutStatus.FLUSH_DISK_TIMEOUT)
         return result
+
+    async def put(self, messages: Sequence[Message], *, prepared: bool = False) -> PutResult:
+        """Store messages (already validated by the gateway) and honour the flush policy."""
+        return await self.wait_durable(self.append(messages, prepared=prepared))
 
     def is_transactional_final(self, sysflag: int) -> bool:
         return (sysflag & TRANSACTION_MASK) in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)

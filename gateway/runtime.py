@@ -179,12 +179,7 @@ class BrokerRole:
         coord_holder["c"] = coord
         producers = ProducerStateManager(config_dir)
         producers.recover(broker.store.max_offset)
-        env = KafkaEnv(broker=broker, node_id=cfg.kafka_node_id, host=host, port=port)
-        env_extra = getattr(env, "extra", None)
-        if isinstance(env_extra, dict):
-            env_extra["producers"] = producers
-        if hasattr(env, "producers"):
-            env.producers = producers
+        env = KafkaEnv(broker=broker, node_id=cfg.kafka_node_id, host=host, port=port, producers=producers)
         routes = build_routes(env) | build_group_routes(coord, producers)
         server = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes)
         await nursery.start(coord.run)

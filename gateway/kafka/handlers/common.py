@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from compat.kafka_records import KafkaRecord, record_from_message
 from core.broker import Broker
+from core.producer_state import ProducerStateManager
 from core.storage.layout import decode_record
 from core.topics import TopicConfig, is_system_topic
 from gateway.kafka.codec import records as R
@@ -31,6 +32,7 @@ class KafkaEnv:
     host: str
     port: int
     cluster_id: str = "rokka"
+    producers: ProducerStateManager | None = None  # idempotent-producer state (None: not enforced)
 
 
 def invalid_topic_name(name: str | None) -> bool:

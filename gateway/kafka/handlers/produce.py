@@ -10,8 +10,12 @@ fsync, which is what acks=all means on one node).  base_offset in the reply
 is the ConsumeQueue offset of the first record.  Produce never auto-creates
 topics (3 UNKNOWN_TOPIC_OR_PARTITION).  acks=0: the server sends no reply.
 
-Idempotent/transactional producer state lives in ``gateway/kafka/groups``;
-this handler accepts any producer id/sequence (kafka-wire.md §5.2 rule 5).
+Idempotent producers (producer id >= 0): the batch's sequence range is
+checked against ``core.producer_state`` *before* appending: a duplicate of
+one of the last five batches is answered with its original base offset and
+not written again; a gap gets OUT_OF_ORDER_SEQUENCE_NUMBER (45), an old
+epoch INVALID_PRODUCER_EPOCH (47).  Check, append and record happen with no
+await in between; only the fsync wait (acks=all under SYNC_FLUSH) follows.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import structlog
 
 from compat.kafka_records import message_from_record
 from core.broker import now_ms
+from core.producer_state import SequenceOutcome, last_sequence
 from gateway.kafka.codec import Struct
 from gateway.kafka.codec import records as R
 from gateway.kafka.codec.primitives import DecodeError
@@ -30,29 +35,29 @@ from gateway.kafka.server import KafkaRequestContext
 log = structlog.get_logger(__name__)
 
 
-def _messages(topic: str, partition: int, data: bytes | None) -> tuple[int, list]:  # type: ignore[type-arg]
+def _messages(topic: str, partition: int, data: bytes | None) -> tuple[int, list, R.BatchHeader | None]:  # type: ignore[type-arg]
     if not data:
-        return E.INVALID_RECORD, []
+        return E.INVALID_RECORD, [], None
     try:
         batches, trailing = R.split_batches(data)
     except DecodeError:
-        return E.CORRUPT_MESSAGE, []
+        return E.CORRUPT_MESSAGE, [], None
     if len(batches) != 1 or trailing:
-        return E.INVALID_RECORD, []
+        return E.INVALID_RECORD, [], None
     batch = batches[0]
     if not batch.crc_ok():
-        return E.CORRUPT_MESSAGE, []
+        return E.CORRUPT_MESSAGE, [], None
     try:
         recs = batch.records()
     except DecodeError:
-        return E.CORRUPT_MESSAGE, []
+        return E.CORRUPT_MESSAGE, [], None
     h = batch.header
     now = now_ms()
     msgs = [message_from_record(
         topic, partition, key=r.key, value=r.value, headers=tuple((x.key, x.value) for x in r.headers),
         timestamp=now if h.log_append_time else h.base_timestamp + r.timestamp_delta,
         log_append_time=h.log_append_time) for r in recs]
-    return 0, msgs
+    return 0, msgs, h
 
 
 async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
@@ -60,11 +65,29 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
     if not has_partition(env, topic, p.index):
         out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
         return out
-    err, msgs = _messages(topic, p.index, p.records)
-    if err:
+    err, msgs, header = _messages(topic, p.index, p.records)
+    if err or header is None:
         out.error_code = err
         return out
-    result = await env.broker.put(msgs)
+    producers = env.producers
+    idempotent = producers is not None and header.producer_id >= 0 and header.base_sequence >= 0
+    if idempotent:
+        last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
+        verdict = producers.check_batch(header.producer_id, header.producer_epoch, topic, p.index,
+                                        header.base_sequence, last_seq)
+        if verdict.outcome is SequenceOutcome.DUPLICATE:
+            out.base_offset = verdict.base_offset if verdict.base_offset is not None else -1
+            out.log_start_offset = env.broker.store.min_offset(topic, p.index)
+            return out
+        if verdict.outcome is not SequenceOutcome.APPEND:
+            out.error_code = (E.OUT_OF_ORDER_SEQUENCE_NUMBER if verdict.outcome is SequenceOutcome.OUT_OF_ORDER
+                              else E.INVALID_PRODUCER_EPOCH)
+            return out
+    result = env.broker.append(msgs)
+    if idempotent and result.ok:
+        producers.record_batch(header.producer_id, header.producer_epoch, topic, p.index, header.base_sequence,
+                               last_seq, result.appended[0].queue_offset, result.appended[-1].queue_offset)
+    result = await env.broker.wait_durable(result)
     if not result.ok:
         log.warning("kafka.produce_failed", topic=topic, partition=p.index, status=result.status.name,
                     remark=result.remark)
