@@ -32,6 +32,7 @@ import trio
 
 from core.arrivals import ArrivalHub
 from core.config import BrokerConfig
+from core.delay import ScheduleService
 from core.groups import ConsumerRegistry, ProducerRegistry, SubscriptionGroupManager
 from core.model import (
     PROP_CLUSTER,
@@ -52,6 +53,7 @@ from core.model import (
 from core.offsets import ConsumerOffsetManager
 from core.storage.api import FlushDiskType, MessageStore, PutResult, PutStatus
 from core.topics import TopicManager
+from core.txn import TransactionService
 
 log = structlog.get_logger(__name__)
 
@@ -88,6 +90,8 @@ class Broker:
         self.sync_flush = self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._flush_service = None
         self._closed = False
+        self.schedule = ScheduleService(self, config_dir)     # delayed delivery (core.delay)
+        self.transactions = TransactionService(self)          # END_TRANSACTION + check-back (core.txn)
 
     # -- the send pipeline ---------------------------------------------------
     def prepare(self, msg: Message) -> Message:
@@ -148,6 +152,7 @@ class Broker:
             await nursery.start(self._flush_service.run)
             nursery.start_soon(self._persist_loop)
             nursery.start_soon(self._retention_loop)
+            await nursery.start(self.schedule.run)
             task_status.started()
 
     async def _persist_loop(self) -> None:

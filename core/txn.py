@@ -1,0 +1,384 @@
+"""Transactional messages: END_TRANSACTION and the check-back of undecided halves.
+
+Theory of operation
+-------------------
+Storage view (RocketMQ 4.9): ``Broker.prepare`` parks a half message
+(TRAN_MSG=true) in RMQ_SYS_TRANS_HALF_TOPIC queue 0 with its destination in
+REAL_TOPIC/REAL_QID.  A decision is recorded by an *op record* in
+RMQ_SYS_TRANS_OP_HALF_TOPIC (same queue id as the half, TAGS ``d``, body =
+the half's queue offset as ASCII).  The half and op queues are never
+rewritten; the op queue is what tells, after a restart, which halves are
+done.
+
+``end_transaction`` (END_TRANSACTION): look the half up by CommitLog offset,
+check it is a half of this producer group at that queue offset (Java's
+error remarks), then
+  * COMMIT: store the real message (topic REAL_TOPIC, queue REAL_QID,
+    REAL_*/TRAN_MSG removed, sysflag transaction bits = COMMIT, prepared
+    transaction offset = the half's CommitLog offset, the half's store time
+    kept) through the normal send pipeline (so a DELAY on it still applies),
+    then the op record.  A commit whose UNIQ_KEY is already committed in the
+    real topic (a duplicate END_TRANSACTION, or the answer to a check of a
+    re-put copy) stores nothing new and only writes the op record;
+  * ROLLBACK: the op record only;
+  * UNKNOWN (0) or any other value: nothing (Java answers nothing either).
+
+Check-back (``run``, every ``transactionCheckInterval``): one round scans
+the half queue from the check consumer's offset (group CID_RMQ_SYS_TRANS,
+kept in the broker's consumer offset table like the Java broker, persisted
+at the end of every round that moved it):
+  * halves with an op record are done;
+  * a half already checked ``transactionCheckMax`` times (its
+    TRANSACTION_CHECK_TIMES property) is discarded: op record + warning log;
+  * a half younger than ``transactionTimeOut`` (or its
+    CHECK_IMMUNITY_TIME_IN_SECONDS), measured from its born time as Java
+    does, stops the scan (later halves are younger);
+  * otherwise the half is *re-put* at the end of the half queue with
+    TRANSACTION_CHECK_TIMES + 1 (that is where the count lives, as in Java)
+    and the copy is handed to the gateway's ``checker`` (CHECK_TRANSACTION_STATE
+    to one live producer of PGROUP).  The producer answers END_TRANSACTION
+    for the copy.
+The half offset advances over the contiguous prefix of handled halves; the
+op offset over op records whose half is behind the half offset.  A crash
+before the offsets are persisted re-checks some halves (harmless: commits
+are idempotent by UNIQ_KEY, see above).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+
+from core.model import (
+    PROP_CHECK_IMMUNITY_TIME,
+    PROP_PGROUP,
+    PROP_REAL_QID,
+    PROP_REAL_TOPIC,
+    PROP_TAGS,
+    PROP_TRAN_MSG,
+    PROP_TRANSACTION_CHECK_TIMES,
+    PROP_UNIQ_KEY,
+    TOPIC_TRANS_HALF,
+    TOPIC_TRANS_OP_HALF,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    Message,
+    StoredMessage,
+)
+
+if TYPE_CHECKING:
+    from core.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+CHECK_GROUP = "CID_RMQ_SYS_TRANS"
+OP_TAG = "d"
+SCAN_BATCH = 64
+
+# (producer group, the half copy to ask about) -> True if a producer was asked.
+Checker = Callable[[str, StoredMessage], Awaitable[bool]]
+
+
+class EndOutcome(enum.Enum):
+    COMMITTED = "COMMITTED"
+    ROLLED_BACK = "ROLLED_BACK"
+    IGNORED = "IGNORED"                # UNKNOWN / invalid commitOrRollback: no reply
+    NOT_FOUND = "NOT_FOUND"
+    BAD_REQUEST = "BAD_REQUEST"        # group / offsets do not match the half
+    STORE_FAILED = "STORE_FAILED"
+
+
+@dataclass(frozen=True, slots=True)
+class EndResult:
+    outcome: EndOutcome
+    remark: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (EndOutcome.COMMITTED, EndOutcome.ROLLED_BACK)
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionStatistics:
+    committed: int
+    rolled_back: int
+    duplicate_commits: int
+    checks_sent: int
+    checks_unanswerable: int   # no live producer of the group
+    discarded: int
+    half_offset: int
+    op_offset: int
+    pending_halves: int        # half queue entries at or after half_offset
+
+
+def commit_message(half: StoredMessage) -> Message:
+    """The real message a COMMIT stores for ``half``."""
+    props = dict(half.properties)
+    topic = props.pop(PROP_REAL_TOPIC)
+    queue_id = int(props.pop(PROP_REAL_QID))
+    props.pop(PROP_TRAN_MSG, None)
+    sysflag = (half.sysflag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
+    return Message(topic, queue_id, half.body, props, half.flag, sysflag, half.born_timestamp,
+                   half.born_host, half.reconsume_times, half.commitlog_offset, half.store_timestamp)
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    try:
+        return int(value) if value else default
+    except ValueError:
+        return default
+
+
+class TransactionService:
+    def __init__(self, broker: Broker, *, clock: Callable[[], int] | None = None) -> None:
+        self.broker = broker
+        cfg = broker.cfg
+        self.timeout_ms = cfg.transaction_timeout
+        self.check_interval_ms = cfg.transaction_check_interval
+        self.check_max = cfg.transaction_check_max
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self._done: set[int] = set()   # half queue offsets with an op record (at or after half_offset)
+        self._op_half: dict[int, int] = {}  # op queue offset -> half queue offset, not yet passed
+        self._op_scanned = -1
+        self._round_lock = trio.Lock()
+        self._wake = trio.Event()
+        self.committed = self.rolled_back = self.duplicates = 0
+        self.checks_sent = self.unanswerable = self.discarded = 0
+
+    # -- END_TRANSACTION -----------------------------------------------------------
+    async def end_transaction(self, *, producer_group: str, tran_state_table_offset: int,
+                              commitlog_offset: int, commit_or_rollback: int,
+                              from_check: bool = False) -> EndResult:
+        """Apply a producer's decision.  See the module docstring for the rules."""
+        if commit_or_rollback not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            if commit_or_rollback == TRANSACTION_NOT_TYPE:
+                log.info("transaction state unknown; waiting for the check", group=producer_group,
+                         commitlog_offset=commitlog_offset, from_check=from_check)
+            else:
+                log.warning("END_TRANSACTION with invalid commitOrRollback ignored",
+                            value=commit_or_rollback, group=producer_group)
+            return EndResult(EndOutcome.IGNORED)
+        half = self.broker.store.read_message(commitlog_offset)
+        if half is None or half.topic != TOPIC_TRANS_HALF:
+            return EndResult(EndOutcome.NOT_FOUND, "Find prepared transaction message failed")
+        bad = self._validate(half, producer_group, tran_state_table_offset, commitlog_offset)
+        if bad:
+            return EndResult(EndOutcome.BAD_REQUEST, bad)
+        if commit_or_rollback == TRANSACTION_COMMIT_TYPE:
+            failure = await self._commit(half)
+            if failure is not None:
+                return failure
+            self.committed += 1
+        else:
+            self.rolled_back += 1
+        if not await self._write_op(half):
+            return EndResult(EndOutcome.STORE_FAILED, "write the transaction op record failed")
+        committed = commit_or_rollback == TRANSACTION_COMMIT_TYPE
+        outcome = EndOutcome.COMMITTED if committed else EndOutcome.ROLLED_BACK
+        log.info("transaction ended", outcome=outcome.value, group=producer_group, from_check=from_check,
+                 uniq_key=half.properties.get(PROP_UNIQ_KEY), half_offset=half.queue_offset)
+        return EndResult(outcome)
+
+    @staticmethod
+    def _validate(half: StoredMessage, group: str, queue_offset: int, commitlog_offset: int) -> str:
+        if half.properties.get(PROP_PGROUP) != group:
+            return "The producer group wrong"
+        if half.queue_offset != queue_offset:
+            return "The transaction state table offset wrong"
+        if half.commitlog_offset != commitlog_offset:
+            return "The commit log offset wrong"
+        if PROP_REAL_TOPIC not in half.properties or _int(half.properties.get(PROP_REAL_QID), -1) < 0:
+            return "The prepared message has no real topic or queue"
+        return ""
+
+    async def _commit(self, half: StoredMessage) -> EndResult | None:
+        msg = commit_message(half)
+        if self._already_committed(half, msg.topic):
+            self.duplicates += 1
+            log.info("duplicate transaction commit; nothing stored",
+                     uniq_key=half.properties.get(PROP_UNIQ_KEY))
+            return None
+        result = await self.broker.put([msg])
+        if not result.ok:
+            log.warning("transaction commit refused by the store", status=result.status.value,
+                        remark=result.remark)
+            return EndResult(EndOutcome.STORE_FAILED, result.remark or result.status.value)
+        return None
+
+    def _already_committed(self, half: StoredMessage, topic: str) -> bool:
+        uniq = half.properties.get(PROP_UNIQ_KEY)
+        if not uniq:
+            return False
+        store = self.broker.store
+        for off in store.query_by_key(topic, uniq, 16, 0, self.clock() + 86_400_000):
+            m = store.read_message(off)
+            if m is not None and (m.sysflag & TRANSACTION_MASK) == TRANSACTION_COMMIT_TYPE \
+                    and m.born_timestamp == half.born_timestamp:
+                return True
+        return False
+
+    async def _write_op(self, half: StoredMessage) -> bool:
+        op = Message(TOPIC_TRANS_OP_HALF, half.queue_id, str(half.queue_offset).encode("ascii"),
+                     {PROP_TAGS: OP_TAG}, born_timestamp=self.clock(),
+                     born_host=self.broker.store_config.store_host)
+        result = await self.broker.put([op], prepared=True)
+        if result.ok:
+            self._done.add(half.queue_offset)
+        else:
+            log.error("transaction op record not written", status=result.status.value)
+        return result.ok
+
+    # -- check-back ----------------------------------------------------------------
+    @property
+    def half_offset(self) -> int:
+        store = self.broker.store
+        off = self.broker.offsets.query(CHECK_GROUP, TOPIC_TRANS_HALF, 0)
+        return max(off if off is not None else 0, store.min_offset(TOPIC_TRANS_HALF, 0))
+
+    @property
+    def op_offset(self) -> int:
+        store = self.broker.store
+        off = self.broker.offsets.query(CHECK_GROUP, TOPIC_TRANS_OP_HALF, 0)
+        return max(off if off is not None else 0, store.min_offset(TOPIC_TRANS_OP_HALF, 0))
+
+    def wake(self) -> None:
+        """Run a check round now (tests, admin)."""
+        self._wake.set()
+
+    async def run(self, checker: Checker, *,
+                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Check rounds every ``check_interval_ms`` until cancelled."""
+        task_status.started()
+        while True:
+            with trio.move_on_after(self.check_interval_ms / 1000):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            try:
+                await self.check_round(checker)
+            except Exception:  # noqa: BLE001 - one bad round must not stop the service
+                log.exception("transaction check round failed")
+
+    async def check_round(self, checker: Checker) -> int:
+        """One scan of the half queue; returns the number of checks handed to ``checker``."""
+        async with self._round_lock:
+            self._load_ops()
+            start = self.half_offset
+            end = self.broker.store.max_offset(TOPIC_TRANS_HALF, 0)
+            to_check, new_half = await self._scan(start, end)
+            if new_half != start:
+                self._advance(new_half)
+            sent = 0
+            for group, copy in to_check:
+                if await checker(group, copy):
+                    sent += 1
+                else:
+                    self.unanswerable += 1
+                    log.warning("no live producer to check a transaction", group=group,
+                                uniq_key=copy.properties.get(PROP_UNIQ_KEY))
+            self.checks_sent += sent
+            return sent
+
+    def _load_ops(self) -> None:
+        store = self.broker.store
+        off = max(self.op_offset, self._op_scanned + 1)
+        end = store.max_offset(TOPIC_TRANS_OP_HALF, 0)
+        while off < end:
+            units = store.cq_units(TOPIC_TRANS_OP_HALF, 0, off, SCAN_BATCH)
+            if not units:
+                break
+            for u in units:
+                m = store.read_message(u.commitlog_offset)
+                half_q = -1  # malformed or foreign records never hold the op offset back
+                if m is not None and m.properties.get(PROP_TAGS) == OP_TAG:
+                    try:
+                        half_q = int(m.body.decode("ascii"))
+                    except (UnicodeDecodeError, ValueError):
+                        log.warning("malformed transaction op record ignored", op_offset=u.queue_offset)
+                    else:
+                        self._done.add(half_q)
+                self._op_half[u.queue_offset] = half_q
+                self._op_scanned = u.queue_offset
+            off = units[-1].queue_offset + 1
+
+    async def _scan(self, start: int, end: int) -> tuple[list[tuple[str, StoredMessage]], int]:
+        store = self.broker.store
+        to_check: list[tuple[str, StoredMessage]] = []
+        pos = start
+        now = self.clock()
+        while pos < end:
+            units = store.cq_units(TOPIC_TRANS_HALF, 0, pos, min(SCAN_BATCH, end - pos))
+            if not units:
+                break
+            for u in units:
+                if u.queue_offset not in self._done:
+                    half = store.read_message(u.commitlog_offset)
+                    if half is not None:
+                        action = self._classify(half, now)
+                        if action == "young":
+                            return to_check, pos
+                        if action == "discard":
+                            await self._discard(half)
+                        elif action == "check":
+                            copy = await self._put_back(half)
+                            if copy is None:
+                                return to_check, pos
+                            to_check.append((half.properties.get(PROP_PGROUP, ""), copy))
+                pos = u.queue_offset + 1
+        return to_check, pos
+
+    def _classify(self, half: StoredMessage, now: int) -> str:
+        if _int(half.properties.get(PROP_TRANSACTION_CHECK_TIMES)) >= self.check_max:
+            return "discard"
+        immunity_s = _int(half.properties.get(PROP_CHECK_IMMUNITY_TIME), -1)
+        timeout = immunity_s * 1000 if immunity_s >= 0 else self.timeout_ms
+        if now - half.born_timestamp < timeout:
+            return "young"
+        return "check"
+
+    async def _discard(self, half: StoredMessage) -> None:
+        self.discarded += 1
+        log.warning("transaction half discarded after too many checks",
+                    group=half.properties.get(PROP_PGROUP), uniq_key=half.properties.get(PROP_UNIQ_KEY),
+                    checks=self.check_max, real_topic=half.properties.get(PROP_REAL_TOPIC))
+        await self._write_op(half)
+
+    async def _put_back(self, half: StoredMessage) -> StoredMessage | None:
+        """Re-append the half with TRANSACTION_CHECK_TIMES + 1; return the stored copy."""
+        props = dict(half.properties)
+        props[PROP_TRANSACTION_CHECK_TIMES] = str(_int(props.get(PROP_TRANSACTION_CHECK_TIMES)) + 1)
+        copy = Message(TOPIC_TRANS_HALF, half.queue_id, half.body, props, half.flag, half.sysflag,
+                       half.born_timestamp, half.born_host, half.reconsume_times)
+        result = await self.broker.put([copy], prepared=True)
+        if not result.ok:
+            log.warning("could not re-put a transaction half for its check", status=result.status.value)
+            return None
+        a = result.appended[0]
+        return dataclasses.replace(half, properties=props, queue_offset=a.queue_offset,
+                                   commitlog_offset=a.commitlog_offset, store_timestamp=a.store_timestamp,
+                                   size=a.size, store_host=self.broker.store_config.store_host)
+
+    def _advance(self, new_half: int) -> None:
+        offsets = self.broker.offsets
+        offsets.commit(CHECK_GROUP, TOPIC_TRANS_HALF, 0, new_half)
+        self._done = {q for q in self._done if q >= new_half}
+        op_off = self.op_offset
+        while op_off in self._op_half and self._op_half[op_off] < new_half:
+            del self._op_half[op_off]
+            op_off += 1
+        offsets.commit(CHECK_GROUP, TOPIC_TRANS_OP_HALF, 0, op_off)
+        offsets.persist()
+
+    def statistics(self) -> TransactionStatistics:
+        half = self.half_offset
+        pending = max(0, self.broker.store.max_offset(TOPIC_TRANS_HALF, 0) - half)
+        return TransactionStatistics(self.committed, self.rolled_back, self.duplicates, self.checks_sent,
+                                     self.unanswerable, self.discarded, half, self.op_offset, pending)

@@ -1,0 +1,174 @@
+"""ScheduleService: delayed messages reach their real topic when due, never early, once.
+
+Rules: real stores (DiskStore in a tmp dir, MemoryStore) under a real ``Broker``
+with small delay levels ("1s 2s"); every test is bounded by ``trio.fail_after``;
+no timing assertions beyond "not before the due time" (a correctness rule).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from core.broker import Broker
+from core.config import BrokerConfig
+from core.delay import read_offset_table, timeup_message
+from core.model import (
+    PROP_DELAY,
+    PROP_REAL_QID,
+    PROP_REAL_TOPIC,
+    PROP_TAGS,
+    PROP_UNIQ_KEY,
+    TOPIC_SCHEDULE,
+    Message,
+    StoredMessage,
+    tags_code,
+)
+from core.storage.engine import DiskStore
+from core.storage.memory import MemoryStore
+
+
+def make_broker(root: Path, *, memory: bool = False) -> Broker:
+    cfg = BrokerConfig(store_path_root_dir=str(root), message_delay_level="1s 2s")
+    store = MemoryStore(cfg.store_config()) if memory else DiskStore(cfg.store_config()).open()
+    return Broker(cfg, store=store)
+
+
+def delayed(topic: str, level: int, body: bytes, uniq: str, **props: str) -> Message:
+    return Message(topic, 1, body, {PROP_DELAY: str(level), PROP_TAGS: "TagA", PROP_UNIQ_KEY: uniq, **props},
+                   born_timestamp=int(time.time() * 1000), reconsume_times=2)
+
+
+def read_all(broker: Broker, topic: str, queue_id: int = 1) -> list[StoredMessage]:
+    store = broker.store
+    out = []
+    for u in store.cq_units(topic, queue_id, 0, 1000):
+        m = store.read_message(u.commitlog_offset)
+        assert m is not None
+        out.append(m)
+    return out
+
+
+async def wait_for(broker: Broker, topic: str, count: int, queue_id: int = 1) -> None:
+    while broker.store.max_offset(topic, queue_id) < count:  # noqa: ASYNC110 - polling store state
+        await trio.sleep(0.02)
+
+
+@pytest.mark.parametrize("memory", [False, True])
+async def test_delivered_when_due_never_early(tmp_path: Path, memory: bool) -> None:
+    broker = make_broker(tmp_path, memory=memory)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.run)
+            with trio.fail_after(10):
+                r1 = await broker.put([delayed("T", 1, b"one", "U1", color="red")])
+                r2 = await broker.put([delayed("T", 2, b"two", "U2")])
+                assert r1.ok and r2.ok
+                assert broker.store.max_offset("T", 1) == 0
+                parked = broker.store.read_message(r1.appended[0].commitlog_offset)
+                assert parked is not None and parked.topic == TOPIC_SCHEDULE and parked.queue_id == 0
+                await wait_for(broker, "T", 2)
+            nursery.cancel_scope.cancel()
+        first, second = read_all(broker, "T")
+        assert (first.body, second.body) == (b"one", b"two")
+        for m, parked_at, delay in ((first, r1.appended[0].store_timestamp, 1000),
+                                    (second, r2.appended[0].store_timestamp, 2000)):
+            assert m.store_timestamp >= parked_at + delay  # never early
+            assert PROP_DELAY not in m.properties
+            assert m.properties[PROP_REAL_TOPIC] == "T" and m.properties[PROP_REAL_QID] == "1"
+            assert m.reconsume_times == 2
+        assert first.properties["color"] == "red"
+        units = broker.store.cq_units("T", 1, 0, 2)
+        assert [u.tags_code for u in units] == [tags_code("TagA")] * 2
+        stats = broker.schedule.statistics()
+        assert stats.delivered == 2 and stats.lateness_max_ms >= 0 and stats.offsets == {1: 1, 2: 1}
+        assert json.loads((tmp_path / "config" / "delayOffset.json").read_text()) == \
+            {"offsetTable": {"1": 1, "2": 1}}
+    finally:
+        broker.close()
+
+
+async def test_survives_restart_exactly_once(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.run)
+        with trio.fail_after(10):
+            await broker.put([delayed("T", 1, b"a", "A")])
+            await wait_for(broker, "T", 1)
+            await broker.put([delayed("T", 2, b"b", "B")])  # still parked at shutdown
+        nursery.cancel_scope.cancel()
+    broker.close()
+
+    broker = make_broker(tmp_path)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.run)
+            with trio.fail_after(10):
+                await wait_for(broker, "T", 2)
+                await trio.sleep(0.3)  # a duplicate would show up here
+            nursery.cancel_scope.cancel()
+        assert [m.body for m in read_all(broker, "T")] == [b"a", b"b"]
+    finally:
+        broker.close()
+
+
+async def test_restart_reconciles_unrecorded_delivery(tmp_path: Path) -> None:
+    """Crash between the re-put and the offset write: the delivery is found, not repeated."""
+    broker = make_broker(tmp_path)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.run)
+        with trio.fail_after(10):
+            await broker.put([delayed("T", 1, b"a", "A")])
+            await wait_for(broker, "T", 1)
+        nursery.cancel_scope.cancel()
+    broker.close()
+    (tmp_path / "config" / "delayOffset.json").write_text('{"offsetTable": {1:0}}')  # fastjson form, stale
+    for bak in (tmp_path / "config").glob("delayOffset.json.bak"):
+        bak.unlink()
+    assert read_offset_table(tmp_path / "config" / "delayOffset.json") == {1: 0}
+
+    broker = make_broker(tmp_path)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.run)
+            with trio.fail_after(10):
+                while broker.schedule.statistics().offsets.get(1) != 1:  # noqa: ASYNC110
+                    await trio.sleep(0.02)
+            nursery.cancel_scope.cancel()
+        assert [m.body for m in read_all(broker, "T")] == [b"a"]
+        assert broker.schedule.statistics().reconciled == 1
+    finally:
+        broker.close()
+
+
+async def test_new_parked_message_wakes_idle_level(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path, memory=True)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.run)
+            with trio.fail_after(10):
+                await trio.sleep(0.2)  # levels are idle now
+                r = await broker.put([delayed("T", 1, b"x", "X")])
+                await wait_for(broker, "T", 1)
+            nursery.cancel_scope.cancel()
+        m = read_all(broker, "T")[0]
+        assert m.store_timestamp >= r.appended[0].store_timestamp + 1000
+    finally:
+        broker.close()
+
+
+def test_timeup_message_rejects_non_delay_records() -> None:
+    base = StoredMessage("SCHEDULE_TOPIC_XXXX", 0, b"", {}, 0, 0, 0, ("127.0.0.1", 1), 0, ("127.0.0.1", 2),
+                         0, 0, 0, 0, 0, 0)
+    assert timeup_message(base) is None
+    props = {PROP_REAL_TOPIC: "T", PROP_REAL_QID: "3", PROP_DELAY: "1"}
+    ok = timeup_message(StoredMessage(**{**_fields(base), "properties": props}))
+    assert ok is not None and (ok.topic, ok.queue_id) == ("T", 3) and PROP_DELAY not in ok.properties
+
+
+def _fields(m: StoredMessage) -> dict[str, object]:
+    return {f: getattr(m, f) for f in StoredMessage.__slots__}  # type: ignore[attr-defined]
