@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp-install
+TEST_STAMP := $(VENV)/.stamp-install-test
 
 .PHONY: serve test bench interop install install-test lint clean
 
@@ -11,8 +12,12 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e .
 	touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,pipeline]'
+	touch $(TEST_STAMP)
 
 install: $(STAMP)
 
@@ -20,7 +25,7 @@ serve: install
 	$(BIN)/rokka serve
 
 # Everything the tests need, third-party clients included (see interop/install.sh).
-install-test: install
+install-test: $(TEST_STAMP)
 	bash interop/install.sh
 
 test: install-test
