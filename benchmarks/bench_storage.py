@@ -134,7 +134,8 @@ def _row(name: str, n: int, dt: float, nbytes: int, raw_dt: float) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_storage")
     ap.add_argument("--quick", action="store_true", help="smaller run (seconds, not minutes)")
-    ap.add_argument("--dir", type=Path, default=None, help="directory on the disk to test (default: a temp dir)")
+    ap.add_argument("--dir", type=Path, default=None,
+                    help="directory on the disk to test (default: a temp dir)")
     args = ap.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     base = Path(tempfile.mkdtemp(prefix="rokka-bench-", dir=args.dir))

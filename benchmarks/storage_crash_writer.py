@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import trio
+import trio.lowlevel
 
 from core.model import Message
 from core.storage.api import FlushDiskType, StoreConfig
@@ -55,7 +56,7 @@ async def _writer(store: DiskStore, flusher: FlushService, name: str, out: list[
                                      for m, a in zip(batch, res.appended, strict=True)))
             sys.stdout.flush()
         n += 1
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
 
 
 async def _main(root: Path, round_no: str, segment_size: int) -> None:

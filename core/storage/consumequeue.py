@@ -23,6 +23,7 @@ first file's base.  The queue never rewrites a written unit except through
 
 from __future__ import annotations
 
+import mmap
 import struct
 from pathlib import Path
 
@@ -49,7 +50,7 @@ class ConsumeQueue:
         self.max_offset = 0
         self.min_offset = 0
         self.dirty = False
-        self._tail_mm = None
+        self._tail_mm: mmap.mmap | None = None
         self._tail_lo = 0   # first queue offset of the tail file
         self._tail_hi = 0   # one past its last unit
 

@@ -80,7 +80,6 @@ class DiskStore:
         self._writable = False
         self._lock_fd: int | None = None
         self._host = config.store_host
-        self._host6 = ":" in config.store_host[0]
 
     # -- lifecycle ----------------------------------------------------------------
     def open(self) -> DiskStore:
@@ -239,7 +238,8 @@ class DiskStore:
             except layout.RecordError as exc:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
             if m.queue_id < 0 or len(m.body) + tlen + len(props) > room:
-                return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="bad queue id or record larger than a segment")
+                return PutResult(PutStatus.MESSAGE_ILLEGAL,
+                                 remark="bad queue id or record larger than a segment")
             props_list.append(props)
         return props_list
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import mmap
 import socket
 import struct
 import sys
@@ -54,6 +55,9 @@ BLANK_SIZE = 8  # TOTALSIZE + MAGICCODE of the end-of-file filler
 
 NAME_VALUE_SEP = "\x01"
 PROPERTY_SEP = "\x02"
+
+
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 
 class RecordError(ValueError):
@@ -174,7 +178,7 @@ def encode_properties(props: Mapping[str, str]) -> bytes:
     return "\x02".join([f"{k}\x01{v}" for k, v in props.items()]).encode("utf-8")
 
 
-def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
+def decode_properties(raw: Buffer) -> dict[str, str]:
     """Parse a properties blob; accepts a trailing 0x02, drops empty keys/values (Java)."""
     if not raw:
         return {}
@@ -284,17 +288,17 @@ def encode_blank(size: int) -> bytes:
     return _BLANK.pack(size, BLANK_MAGIC) + bytes(size - BLANK_SIZE)
 
 
-def peek_total_size(buf: bytes | memoryview | bytearray, offset: int = 0) -> int:
+def peek_total_size(buf: Buffer, offset: int = 0) -> int:
     return INT32.unpack_from(buf, offset)[0]
 
 
-def rewrite_offsets(buf: bytearray | memoryview, offset: int, queue_offset: int,
+def rewrite_offsets(buf: bytearray | memoryview | mmap.mmap, offset: int, queue_offset: int,
                     commitlog_offset: int) -> None:
     """Overwrite QUEUEOFFSET and PHYSICALOFFSET of the record at ``buf[offset:]`` in place."""
     _OFFSETS_PAIR.pack_into(buf, offset + OFF_QUEUE_OFFSET, queue_offset, commitlog_offset)
 
 
-def store_timestamp_of(buf: bytes | memoryview | bytearray, offset: int = 0) -> int:
+def store_timestamp_of(buf: Buffer, offset: int = 0) -> int:
     sysflag = INT32.unpack_from(buf, offset + OFF_SYSFLAG)[0]
     return INT64.unpack_from(buf, offset + STORE_TS_OFFSET[sysflag & BORNHOST_V6_FLAG])[0]
 
@@ -317,7 +321,7 @@ class RecordHead:
     props_len: int
 
 
-def check_record(buf: bytes | memoryview | bytearray, offset: int = 0, *,
+def check_record(buf: Buffer, offset: int = 0, *,
                  limit: int | None = None, verify_crc: bool = True) -> RecordHead:
     """Validate the record at ``buf[offset:]`` (magic, sizes, CRC) and return its head.
 
@@ -353,7 +357,7 @@ def check_record(buf: bytes | memoryview | bytearray, offset: int = 0, *,
                       bytes(buf[topic_pos + 1:props_pos]), props_pos + 2, plen)
 
 
-def decode_record(buf: bytes | memoryview | bytearray, offset: int = 0) -> StoredMessage:
+def decode_record(buf: Buffer, offset: int = 0) -> StoredMessage:
     """Decode the record at ``buf[offset:]`` (IPv4 or IPv6 hosts per sysflag).
 
     Does not verify the CRC (use ``check_record`` for that).
@@ -385,7 +389,7 @@ def decode_record(buf: bytes | memoryview | bytearray, offset: int = 0) -> Store
         commitlog_offset=phys, body_crc=crc, size=total)
 
 
-def properties_of(buf: bytes | memoryview | bytearray, offset: int = 0) -> dict[str, str]:
+def properties_of(buf: Buffer, offset: int = 0) -> dict[str, str]:
     """Only the properties of the record at ``buf[offset:]`` (cheaper than decode_record)."""
     sysflag = INT32.unpack_from(buf, offset + OFF_SYSFLAG)[0]
     header = HEADERS[sysflag & _V6_BITS]
@@ -395,14 +399,14 @@ def properties_of(buf: bytes | memoryview | bytearray, offset: int = 0) -> dict[
     return decode_properties(buf[pos + 2:pos + 2 + plen])
 
 
-def topic_of(buf: bytes | memoryview | bytearray, offset: int = 0) -> str:
+def topic_of(buf: Buffer, offset: int = 0) -> str:
     sysflag = INT32.unpack_from(buf, offset + OFF_SYSFLAG)[0]
     header = HEADERS[sysflag & _V6_BITS]
     pos = offset + header.size + INT32.unpack_from(buf, offset + header.size - 4)[0]
     return bytes(buf[pos + 1:pos + 1 + buf[pos]]).decode("utf-8", "replace")
 
 
-def iter_records(buf: bytes | memoryview | bytearray) -> list[StoredMessage]:
+def iter_records(buf: Buffer) -> list[StoredMessage]:
     """Decode a concatenation of records (a PULL body)."""
     out, pos = [], 0
     while pos < len(buf):

@@ -103,7 +103,7 @@ class SegmentFiles:
 
     def load(self) -> list[Segment]:
         """Open every existing segment file; returns those that were short (already grown)."""
-        short = []
+        short: list[Segment] = []
         if not self.directory.is_dir():
             return short
         for p in sorted(self.directory.iterdir()):

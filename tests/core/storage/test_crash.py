@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 from benchmarks.storage_crash_writer import body_for, crash_config
-
 from core.storage import layout
 from core.storage.engine import DiskStore
 

@@ -58,7 +58,7 @@ async def test_async_flush_in_background(tmp_path: Path) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(flusher.run)
             res = s.put_messages([msg(i) for i in range(10)])
-            while s.flushed_offset < res.end_offset:
+            while s.flushed_offset < res.end_offset:  # noqa: ASYNC110 - polling the store is the point
                 await trio.sleep(0.01)
             nursery.cancel_scope.cancel()
     s.close()
