@@ -117,6 +117,7 @@ class BrokerRole:
         from gateway.rocketmq.handlers import build_handlers
         from gateway.rocketmq.handlers.client import on_channel_closed, scan_expired_clients
         from gateway.rocketmq.handlers.context import BrokerContext
+        from gateway.rocketmq.handlers.txn import run_transaction_checks
         from gateway.rocketmq.server import RemotingServer
 
         from gateway.rocketmq.client import RemotingClient
@@ -145,6 +146,7 @@ class BrokerRole:
                 self.kafka_addr = await self._start_kafka(nursery, ctx)
                 self._registrar = await self._start_registration(nursery, ctx, rc)
                 nursery.start_soon(self._expiry_loop, ctx, scan_expired_clients)
+                await nursery.start(run_transaction_checks, ctx)
                 task_status.started()
 
     async def _start_kafka(self, nursery: trio.Nursery, ctx: Any) -> tuple[str, int]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.rocketmq.codec.codes import RequestCode as RC
 from gateway.rocketmq.codec.remoting import RemotingCommand
-from gateway.rocketmq.handlers import admin, client, pull, send
+from gateway.rocketmq.handlers import admin, client, pull, send, txn
 from gateway.rocketmq.handlers.context import BrokerContext
 
 Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
@@ -25,6 +25,7 @@ _TABLE: dict[int, Callable[..., Awaitable[RemotingCommand | None]]] = {
     RC.SEND_BATCH_MESSAGE: send.handle_send,
     RC.CONSUMER_SEND_MSG_BACK: send.handle_send_back,
     RC.PULL_MESSAGE: pull.handle_pull,
+    RC.END_TRANSACTION: txn.handle_end_transaction,
     RC.HEART_BEAT: client.handle_heartbeat,
     RC.UNREGISTER_CLIENT: client.handle_unregister,
     RC.GET_CONSUMER_LIST_BY_GROUP: client.handle_consumer_list,
