@@ -177,7 +177,6 @@ class TransactionService:
             failure = await self._commit(half)
             if failure is not None:
                 return failure
-            self.committed += 1
         else:
             self.rolled_back += 1
         if not await self._write_op(half):
@@ -212,6 +211,7 @@ class TransactionService:
             log.warning("transaction commit refused by the store", status=result.status.value,
                         remark=result.remark)
             return EndResult(EndOutcome.STORE_FAILED, result.remark or result.status.value)
+        self.committed += 1
         return None
 
     def _already_committed(self, half: StoredMessage, topic: str) -> bool:

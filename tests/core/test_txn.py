@@ -1,0 +1,164 @@
+"""TransactionService: END_TRANSACTION rules and the check-back scan, on a real DiskStore.
+
+Rules: a tmp_path store under a real ``Broker``; the "checker" is the core's
+own callback interface (the gateway's sender is tested over sockets in
+tests/gateway/rocketmq/test_txn_handlers.py); every async test is bounded
+by ``trio.fail_after``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import trio
+
+from core.broker import Broker
+from core.config import BrokerConfig
+from core.model import (
+    PROP_PGROUP,
+    PROP_REAL_QID,
+    PROP_REAL_TOPIC,
+    PROP_TRAN_MSG,
+    PROP_TRANSACTION_CHECK_TIMES,
+    PROP_UNIQ_KEY,
+    TOPIC_TRANS_HALF,
+    TOPIC_TRANS_OP_HALF,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    Message,
+    StoredMessage,
+)
+from core.storage.api import Appended
+from core.storage.engine import DiskStore
+from core.txn import EndOutcome
+
+
+def make_broker(root: Path, **cfg_kw: object) -> Broker:
+    cfg = BrokerConfig(store_path_root_dir=str(root), **cfg_kw)  # type: ignore[arg-type]
+    return Broker(cfg, store=DiskStore(cfg.store_config()).open())
+
+
+def half(uniq: str, born_ms: int | None = None) -> Message:
+    return Message("T", 2, b"body-" + uniq.encode(), {PROP_TRAN_MSG: "true", PROP_PGROUP: "pg",
+                                                      PROP_UNIQ_KEY: uniq, "k": "v"},
+                   born_timestamp=born_ms if born_ms is not None else int(time.time() * 1000))
+
+
+async def put_half(broker: Broker, uniq: str, born_ms: int | None = None) -> Appended:
+    r = await broker.put([half(uniq, born_ms)])
+    assert r.ok
+    return r.appended[0]
+
+
+async def end(broker: Broker, a: Appended, decision: int, group: str = "pg",
+              queue_offset: int | None = None) -> EndOutcome:
+    res = await broker.transactions.end_transaction(
+        producer_group=group,
+        tran_state_table_offset=a.queue_offset if queue_offset is None else queue_offset,
+        commitlog_offset=a.commitlog_offset, commit_or_rollback=decision)
+    return res.outcome
+
+
+def real_messages(broker: Broker) -> list[StoredMessage]:
+    store = broker.store
+    return [m for u in store.cq_units("T", 2, 0, 100) if (m := store.read_message(u.commitlog_offset))]
+
+
+async def test_commit_rollback_unknown_and_validation(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path)
+    try:
+        with trio.fail_after(10):
+            a = await put_half(broker, "A")
+            b = await put_half(broker, "B")
+            c = await put_half(broker, "C")
+            assert broker.store.max_offset("T", 2) == 0 and broker.store.max_offset(TOPIC_TRANS_HALF, 0) == 3
+            assert await end(broker, a, TRANSACTION_COMMIT_TYPE, group="other") is EndOutcome.BAD_REQUEST
+            assert await end(broker, a, TRANSACTION_COMMIT_TYPE, queue_offset=7) is EndOutcome.BAD_REQUEST
+            assert await end(broker, a, TRANSACTION_NOT_TYPE) is EndOutcome.IGNORED
+            assert await end(broker, a, 4) is EndOutcome.IGNORED
+            assert await end(broker, a, TRANSACTION_COMMIT_TYPE) is EndOutcome.COMMITTED
+            assert await end(broker, b, TRANSACTION_ROLLBACK_TYPE) is EndOutcome.ROLLED_BACK
+            assert await end(broker, a, TRANSACTION_COMMIT_TYPE) is EndOutcome.COMMITTED  # duplicate
+            missing = Appended(commitlog_offset=10**9, size=0, queue_offset=0, store_timestamp=0)
+            assert await end(broker, missing, TRANSACTION_COMMIT_TYPE) is EndOutcome.NOT_FOUND
+        [m] = real_messages(broker)
+        assert m.body == b"body-A" and m.queue_id == 2
+        assert m.sysflag & TRANSACTION_MASK == TRANSACTION_COMMIT_TYPE
+        assert m.prepared_transaction_offset == a.commitlog_offset
+        assert m.store_timestamp == a.store_timestamp
+        for gone in (PROP_REAL_TOPIC, PROP_REAL_QID, PROP_TRAN_MSG):
+            assert gone not in m.properties
+        assert m.properties["k"] == "v" and m.properties[PROP_UNIQ_KEY] == "A"
+        stats = broker.transactions.statistics()
+        assert (stats.committed, stats.rolled_back, stats.duplicate_commits) == (1, 1, 1)
+        store = broker.store
+        ops = [store.read_message(u.commitlog_offset) for u in store.cq_units(TOPIC_TRANS_OP_HALF, 0, 0, 9)]
+        assert [(o.body, o.tags) for o in ops if o] == [(b"0", "d"), (b"1", "d"), (b"0", "d")]
+        assert c.queue_offset == 2
+    finally:
+        broker.close()
+
+
+async def test_check_round_rechecks_then_discards(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path, transaction_timeout=0, transaction_check_max=2)
+    asked: list[tuple[str, StoredMessage]] = []
+
+    async def checker(group: str, copy: StoredMessage) -> bool:
+        asked.append((group, copy))
+        return True
+
+    try:
+        with trio.fail_after(10):
+            old = int(time.time() * 1000) - 1000
+            a = await put_half(broker, "A", old)
+            b = await put_half(broker, "B", old)
+            assert await end(broker, b, TRANSACTION_ROLLBACK_TYPE) is EndOutcome.ROLLED_BACK
+            assert await broker.transactions.check_round(checker) == 1
+            group, copy = asked[0]
+            assert group == "pg" and copy.properties[PROP_UNIQ_KEY] == "A"
+            assert copy.properties[PROP_TRANSACTION_CHECK_TIMES] == "1" and copy.queue_offset == 2
+            assert broker.transactions.half_offset == 2
+            assert await broker.transactions.check_round(checker) == 1   # copy 2 -> copy 3, count 2
+            assert asked[1][1].properties[PROP_TRANSACTION_CHECK_TIMES] == "2"
+            assert await broker.transactions.check_round(checker) == 0   # count reached the max: discarded
+            assert broker.transactions.statistics().discarded == 1
+            assert await broker.transactions.check_round(checker) == 0
+        assert real_messages(broker) == [] and a.queue_offset == 0
+    finally:
+        broker.close()
+
+
+async def test_check_answer_commits_copy_and_progress_survives_restart(tmp_path: Path) -> None:
+    broker = make_broker(tmp_path, transaction_timeout=0)
+    asked: list[StoredMessage] = []
+
+    async def checker(group: str, copy: StoredMessage) -> bool:
+        asked.append(copy)
+        return True
+
+    with trio.fail_after(10):
+        await put_half(broker, "A", 1)
+        young = await put_half(broker, "Y", int(time.time() * 1000) + 3_600_000)  # not due for an hour
+        assert await broker.transactions.check_round(checker) == 1
+        copy = asked[0]
+        res = await broker.transactions.end_transaction(
+            producer_group="pg", tran_state_table_offset=copy.queue_offset,
+            commitlog_offset=copy.commitlog_offset, commit_or_rollback=TRANSACTION_COMMIT_TYPE,
+            from_check=True)
+        assert res.outcome is EndOutcome.COMMITTED
+        assert broker.transactions.half_offset == 1  # stopped at the young half
+    broker.close()
+
+    broker = make_broker(tmp_path, transaction_timeout=0)
+    try:
+        with trio.fail_after(10):
+            assert broker.transactions.half_offset == 1
+            asked.clear()
+            assert await broker.transactions.check_round(checker) == 0  # Y young, A's copy done
+            assert [m.body for m in real_messages(broker)] == [b"body-A"]
+            assert young.queue_offset == 1
+    finally:
+        broker.close()
