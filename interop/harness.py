@@ -169,10 +169,11 @@ class ServerProcess:
                 seen.append(line.rstrip())
                 continue
             # EOF or timeout
+            proc = self.proc
             self.kill9()
             why = "exited before it was ready" if left > 0 else f"was not ready within {timeout:.0f}s"
             raise HarnessError(
-                f"{self.name} {why}: {' '.join(argv)}\nexit code: {self.proc and self.proc.returncode}\n"
+                f"{self.name} {why}: {' '.join(argv)}\nexit code: {proc and proc.returncode}\n"
                 f"stdout:\n{chr(10).join(seen[-20:]) or '<empty>'}\nstderr tail:\n{self.stderr_tail()}")
 
     def running(self) -> bool:
@@ -551,6 +552,27 @@ def start_kcat(args: Sequence[str], *, name: str, workdir: Path) -> subprocess.P
                          start_new_session=True)
     stderr.close()
     return p
+
+
+def create_rocketmq_topic(srv: ServerProcess, topic: str, queues: int = 4, timeout: float = 30.0) -> None:
+    """UPDATE_AND_CREATE_TOPIC on the broker with rokka's own trio client, then wait for the route.
+
+    For clients that cannot create topics themselves (ali-ons: see test_ali_ons.py).
+    """
+    import trio
+
+    from gateway.rocketmq.client import Admin, NamesrvClient, RemotingClient
+
+    async def create() -> None:
+        with trio.fail_after(timeout):
+            async with RemotingClient() as rc:
+                ns = NamesrvClient(rc, [srv.namesrv])
+                await Admin(rc, ns).create_topic(srv.broker, topic, read_queue_nums=queues,
+                                                 write_queue_nums=queues)
+                while await ns.get_route(topic) is None:
+                    await trio.sleep(0.1)
+
+    trio.run(create)
 
 
 def wait_until(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
