@@ -23,6 +23,17 @@ Mapping, chosen to be lossless for Kafka and natural for RocketMQ:
   headers.
 * timestamp -> ``born_timestamp`` (CreateTime).  LogAppendTime batches set
   ``KAFKA_TS_TYPE=1`` and read back the store timestamp.
+* RocketMQ features for Kafka producers, through headers with the documented
+  prefix ``rocketmq.`` (kept in ``KAFKA_HEADERS`` too, so Kafka consumers get
+  exactly what was sent): ``rocketmq.TAGS`` sets TAGS (tag filtering),
+  ``rocketmq.KEYS`` adds index keys, ``rocketmq.DELAY`` a delay level and
+  ``rocketmq.DELIVER_AT`` (epoch ms) the nearest delay level at or after it
+  (``apply_delay``).  A binary or spaced key is also indexed: its base64 text
+  is added to KEYS, so ``queryMsgByKey`` finds it.
+* Messages written by RocketMQ producers (no ``KAFKA_HEADERS``) expose their
+  user properties as headers and every system property as
+  ``rocketmq.<NAME>`` (``rocketmq.TAGS``, ``rocketmq.UNIQ_KEY`` ...); a body
+  the producer compressed (sysflag COMPRESSED) is inflated for Kafka readers.
 
 Transactional/idempotent batch metadata (producer id, sequences) is not kept
 per message here; the idempotence and transaction layers own that.
@@ -33,10 +44,12 @@ from __future__ import annotations
 import base64
 import json
 import re
+import zlib
 
-from core.model import Message, StoredMessage
+from core.model import COMPRESSED_FLAG, Message, StoredMessage
 
-__all__ = ["KafkaRecord", "message_from_record", "record_from_message", "SYSTEM_PROPERTIES"]
+__all__ = ["KafkaRecord", "apply_delay", "message_from_record", "record_from_message", "SYSTEM_PROPERTIES",
+           "HEADER_PREFIX", "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
 
 PROP_KAFKA_KEY = "KAFKA_KEY"
 PROP_KAFKA_HEADERS = "KAFKA_HEADERS"
@@ -56,6 +69,12 @@ SYSTEM_PROPERTIES = frozenset({
     "SHARDING_KEY", "__STARTDELIVERTIME", "INNER_NUM", "INNER_MULTI_DISPATCH", "TIMER_DELIVER_MS",
     PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KAFKA_NULL_VALUE, PROP_KAFKA_TS_TYPE,
 })
+HEADER_PREFIX = "rocketmq."
+HEADER_TAGS = HEADER_PREFIX + "TAGS"
+HEADER_KEYS = HEADER_PREFIX + "KEYS"
+HEADER_DELAY = HEADER_PREFIX + "DELAY"
+HEADER_DELIVER_AT = HEADER_PREFIX + "DELIVER_AT"
+_INTERNAL = frozenset({PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KAFKA_NULL_VALUE, PROP_KAFKA_TS_TYPE})
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _SEPARATORS = ("\x01", "\x02")
 
@@ -94,7 +113,10 @@ def message_from_record(
         if text and " " not in text:
             props[PROP_KEYS] = text
         else:
-            props[PROP_KAFKA_KEY] = "b" + base64.b64encode(key).decode("ascii")  # never empty
+            b64 = base64.b64encode(key).decode("ascii")
+            props[PROP_KAFKA_KEY] = "b" + b64  # never empty
+            if b64:
+                props[PROP_KEYS] = b64  # indexed, so the key can still be queried
     if value is None:
         props[PROP_KAFKA_NULL_VALUE] = "1"
     if log_append_time:
@@ -103,12 +125,50 @@ def message_from_record(
         exact = [[k, None if v is None else base64.b64encode(v).decode("ascii")] for k, v in headers]
         props[PROP_KAFKA_HEADERS] = json.dumps(exact, separators=(",", ":"), ensure_ascii=True)
         for k, v in headers:
-            if v is not None and _SAFE_NAME.match(k) and k not in SYSTEM_PROPERTIES:
-                text = _text(v)
-                if text is not None:
-                    props.setdefault(k, text)
+            text = _text(v) if v is not None else None
+            if text is None or not text:
+                continue
+            if k.startswith(HEADER_PREFIX):
+                _apply_rocketmq_header(props, k, text)
+            elif _SAFE_NAME.match(k) and k not in SYSTEM_PROPERTIES:
+                props.setdefault(k, text)
     return Message(topic=topic, queue_id=partition, body=value or b"", properties=props,
                    born_timestamp=timestamp)
+
+
+def _apply_rocketmq_header(props: dict[str, str], name: str, text: str) -> None:
+    if name == HEADER_TAGS:
+        props["TAGS"] = text
+    elif name == HEADER_KEYS:
+        props[PROP_KEYS] = " ".join(k for k in (props.get(PROP_KEYS, ""), text) if k)
+    elif name == HEADER_DELAY and text.isdigit():
+        props["DELAY"] = text
+    elif name == HEADER_DELIVER_AT and text.isdigit():
+        props[HEADER_DELIVER_AT] = text  # resolved to a level by apply_delay (needs the level table)
+
+
+def apply_delay(msg: Message, delay_levels_ms: list[int], now_ms: int) -> Message:
+    """Resolve ``rocketmq.DELIVER_AT`` to the nearest delay level at or after it."""
+    at = msg.properties.get(HEADER_DELIVER_AT)
+    if at is None:
+        return msg
+    props = dict(msg.properties)
+    del props[HEADER_DELIVER_AT]
+    wait = int(at) - now_ms
+    if wait > 0 and "DELAY" not in props:
+        level = next((i + 1 for i, d in enumerate(delay_levels_ms) if d >= wait), len(delay_levels_ms))
+        props["DELAY"] = str(level)
+    return Message(msg.topic, msg.queue_id, msg.body, props, msg.flag, msg.sysflag, msg.born_timestamp,
+                   msg.born_host, msg.reconsume_times, msg.prepared_transaction_offset, msg.store_timestamp)
+
+
+def _body(msg: StoredMessage) -> bytes:
+    if msg.sysflag & COMPRESSED_FLAG:
+        try:
+            return zlib.decompress(msg.body)
+        except zlib.error:
+            return msg.body
+    return msg.body
 
 
 def record_from_message(msg: StoredMessage) -> KafkaRecord:
@@ -119,14 +179,15 @@ def record_from_message(msg: StoredMessage) -> KafkaRecord:
         key = base64.b64decode(props[PROP_KAFKA_KEY][1:])
     elif props.get(PROP_KEYS):
         key = props[PROP_KEYS].encode("utf-8")
-    value = None if props.get(PROP_KAFKA_NULL_VALUE) == "1" else msg.body
+    value = None if props.get(PROP_KAFKA_NULL_VALUE) == "1" else _body(msg)
     raw_headers = props.get(PROP_KAFKA_HEADERS)
     headers: tuple[tuple[str, bytes | None], ...]
     if raw_headers is not None:
         headers = tuple((str(k), None if v is None else base64.b64decode(v))
                         for k, v in json.loads(raw_headers))
     else:
-        headers = tuple((k, v.encode("utf-8")) for k, v in props.items() if k not in SYSTEM_PROPERTIES)
+        headers = tuple((k if k not in SYSTEM_PROPERTIES else HEADER_PREFIX + k, v.encode("utf-8"))
+                        for k, v in props.items() if k not in _INTERNAL)
     log_append = props.get(PROP_KAFKA_TS_TYPE) == "1"
-    ts = msg.store_timestamp if log_append else (msg.born_timestamp or msg.store_timestamp)
+    ts = msg.store_timestamp if log_append else msg.born_timestamp
     return KafkaRecord(msg.queue_offset, ts, log_append, key, value, headers)

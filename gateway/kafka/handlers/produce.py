@@ -16,13 +16,18 @@ one of the last five batches is answered with its original base offset and
 not written again; a gap gets OUT_OF_ORDER_SEQUENCE_NUMBER (45), an old
 epoch INVALID_PRODUCER_EPOCH (47).  Check, append and record happen with no
 await in between; only the fsync wait (acks=all under SYNC_FLUSH) follows.
+
+Delay (``rocketmq.DELAY`` / ``rocketmq.DELIVER_AT`` headers, see
+``compat.kafka_records``): delayed records are parked by the core's send
+pipeline and appear in the partition when due; their produce response
+carries base_offset -1 (unknown), which Kafka clients accept.
 """
 
 from __future__ import annotations
 
 import structlog
 
-from compat.kafka_records import message_from_record
+from compat.kafka_records import apply_delay, message_from_record
 from core.broker import now_ms
 from core.producer_state import SequenceOutcome, last_sequence
 from gateway.kafka.codec import Struct
@@ -69,6 +74,9 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
     if err or header is None:
         out.error_code = err
         return out
+    now = now_ms()
+    msgs = [apply_delay(m, env.broker.delay_levels_ms, now) for m in msgs]
+    delayed = any(m.properties.get("DELAY") for m in msgs)
     producers = env.producers
     idempotent = producers is not None and header.producer_id >= 0 and header.base_sequence >= 0
     if idempotent:
@@ -94,7 +102,8 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
         too_large = result.status.name == "MESSAGE_ILLEGAL"
         out.error_code = E.MESSAGE_TOO_LARGE if too_large else E.KAFKA_STORAGE_ERROR
         return out
-    out.base_offset = result.appended[0].queue_offset
+    # A delayed record is parked in SCHEDULE_TOPIC_XXXX: it has no offset in this partition yet.
+    out.base_offset = -1 if delayed else result.appended[0].queue_offset
     out.log_start_offset = env.broker.store.min_offset(topic, p.index)
     return out
 
