@@ -135,6 +135,18 @@ class Broker:
                 return dataclasses.replace(result, status=PutStatus.FLUSH_DISK_TIMEOUT)
         return result
 
+    @property
+    def flush_running(self) -> bool:
+        return self._flush_service is not None
+
+    async def wait_flushed(self, offset: int) -> bool:
+        """Wait until the CommitLog is fsynced up to ``offset`` whatever the flush policy; False on timeout.
+
+        Requires ``run`` (the flush service) to be running; see ``flush_running``."""
+        if self._flush_service is None:
+            return self.store.flushed_offset >= offset
+        return bool(await self._flush_service.wait_durable(offset))
+
     async def put(self, messages: Sequence[Message], *, prepared: bool = False) -> PutResult:
         """Store messages (already validated by the gateway) and honour the flush policy."""
         return await self.wait_durable(self.append(messages, prepared=prepared))

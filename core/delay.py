@@ -299,9 +299,8 @@ class ScheduleService:
 
     async def _wait_flushed(self, offset: int) -> None:
         """The re-put bytes must be on disk before the offset that skips them is (any flush policy)."""
-        flusher = getattr(self.broker, "_flush_service", None)
-        if flusher is not None:
-            await flusher.wait_durable(offset)
+        if self.broker.flush_running:
+            await self.broker.wait_flushed(offset)
         else:  # the broker's upkeep is not running (embedded use): flush ourselves
             await trio.to_thread.run_sync(self.broker.store.flush)
 
