@@ -216,6 +216,22 @@ def consumer_progress(group: str | None, topic: str | None, as_json: bool) -> No
     run(ops.op_consumer_progress, render.render_consumer_progress, as_json, group=group, topic=topic)
 
 
+@admin.command("consumerConnection")
+@click.option("-g", "--group", required=True)
+@_json_option
+def consumer_connection(group: str, as_json: bool) -> None:
+    """Live clients and subscriptions of a consumer group."""
+    run(ops.op_connections, render.render_connections, as_json, group=group, producer=False)
+
+
+@admin.command("producerConnection")
+@click.option("-g", "--group", required=True)
+@_json_option
+def producer_connection(group: str, as_json: bool) -> None:
+    """Live clients of a producer group."""
+    run(ops.op_connections, render.render_connections, as_json, group=group, producer=True)
+
+
 @admin.command("resetOffsetByTime")
 @click.option("-g", "--group", required=True)
 @click.option("-t", "--topic", required=True)

@@ -30,10 +30,19 @@ from core.model import (
     StoredMessage,
 )
 from core.storage.layout import decode_offset_msg_id, encode_offset_msg_id
-from gateway.rocketmq.client import Admin, NamesrvClient, Producer, PullConsumer, RemotingClient, TopicRoute
+from gateway.rocketmq.client import (
+    Admin,
+    NamesrvClient,
+    Producer,
+    PullConsumer,
+    RemotingClient,
+    ResponseError,
+    TopicRoute,
+)
 from gateway.rocketmq.client.tools import (
     first_offset_at_or_after,
     invoke_reset_offset,
+    producer_connections,
     pull_range,
     subscription_groups,
 )
@@ -327,6 +336,26 @@ async def op_consume_message(s: Session, *, topic: str, group: str | None, queue
         if len(docs) >= count:
             break
     return {"topic": topic, "group": group, "messages": docs, "committed": committed}
+
+
+async def op_connections(s: Session, *, group: str, producer: bool) -> dict[str, Any]:
+    """Clients of a consumer (or producer) group, as every master broker sees them."""
+    rows: list[dict[str, Any]] = []
+    info: dict[str, Any] = {}
+    errors = []
+    for name, addr in (await _all_masters(s)).items():
+        try:
+            body = await (producer_connections(s.rc, addr, group) if producer
+                          else s.admin.consumer_connections(addr, group))
+        except ResponseError as exc:  # group unknown or offline on this broker
+            errors.append(f"{name}: {exc.remark or exc.code}")
+            continue
+        rows += [dict(c, brokerName=name) for c in body.get("connectionSet") or []]
+        info.update({k: v for k, v in body.items() if k != "connectionSet"})
+    if not rows:
+        raise AdminError(f"{'producer' if producer else 'consumer'} group {group} has no live client"
+                         f"{' (' + '; '.join(errors) + ')' if errors else ''}")
+    return {"group": group, "connections": rows, **info}
 
 
 async def op_reset_offset(s: Session, *, group: str, topic: str, timestamp: int,

@@ -83,6 +83,18 @@ def render_consumer_progress(d: dict[str, Any]) -> str:
               f"{d['brokerOffsetTotal']}, diff total {d['diffTotal']}")
 
 
+def render_connections(d: dict[str, Any]) -> str:
+    rows = [(c["brokerName"], c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version"))
+            for c in d["connections"]]
+    text = table(["brokerName", "clientId", "clientAddr", "language", "version"], rows)
+    subs = d.get("subscriptionTable") or {}
+    if subs:
+        text += "\n\n" + table(["topic", "subExpression"], [(t, s.get("subString")) for t, s in subs.items()])
+    if d.get("messageModel"):
+        text += f"\n\n{d.get('consumeType')} {d['messageModel']} {d.get('consumeFromWhere')}"
+    return text
+
+
 def render_message(m: dict[str, Any]) -> str:
     props = " ".join(f"{k}={v}" for k, v in m["properties"].items())
     return kv([("topic", m["topic"]), ("tags", m["tags"]), ("keys", " ".join(m["keys"]) or None),

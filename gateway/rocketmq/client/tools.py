@@ -31,7 +31,8 @@ from gateway.rocketmq.codec.remoting import RemotingCommand
 
 PULL_FOUND, PULL_NO_NEW, PULL_NO_MATCH, PULL_OFFSET_ILLEGAL = 0, 19, 20, 21
 
-__all__ = ["first_offset_at_or_after", "invoke_reset_offset", "pull_range", "subscription_groups"]
+__all__ = ["first_offset_at_or_after", "invoke_reset_offset", "producer_connections", "pull_range",
+           "subscription_groups"]
 
 
 async def subscription_groups(client: RemotingClient, broker_addr: str,
@@ -41,6 +42,14 @@ async def subscription_groups(client: RemotingClient, broker_addr: str,
                                   timeout_s)
     table = loads_body(resp.body).get("subscriptionGroupTable") or {}
     return {str(k): dict(v) for k, v in table.items()}
+
+
+async def producer_connections(client: RemotingClient, broker_addr: str, group: str,
+                               timeout_s: float = 5.0) -> dict[str, Any]:
+    """GET_PRODUCER_CONNECTION_LIST: ``{"connectionSet": [...]}``; ResponseError if the group is unknown."""
+    resp = await client.invoke_ok(broker_addr, RemotingCommand(
+        RequestCode.GET_PRODUCER_CONNECTION_LIST, ext_fields=to_ext(producerGroup=group)), timeout_s)
+    return dict(loads_body(resp.body))
 
 
 async def invoke_reset_offset(client: RemotingClient, broker_addr: str, *, topic: str, group: str,

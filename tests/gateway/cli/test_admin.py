@@ -6,6 +6,7 @@ server is shared safely; waits are bounded polls, no timing assertions.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -15,7 +16,7 @@ import pytest
 import trio
 
 from gateway.cli.admin import TIMESTAMP
-from gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, PullConsumer, RemotingClient
+from gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
 from interop import harness
 from tests.gateway.cli.conftest import AdminFn, create_topic, wait_for
 
@@ -272,3 +273,36 @@ def test_console_script_subprocess(server: harness.ServerProcess) -> None:
     bad = subprocess.run([exe, "admin", "-n", server.namesrv, "topicStatus", "-t", "NoSuchTopic"],
                          capture_output=True, text=True, timeout=60, env=env)
     assert bad.returncode == 1 and bad.stdout == "" and bad.stderr.startswith("error: topic NoSuchTopic")
+
+
+async def _admin_subprocess(namesrv: str, *args: str) -> tuple[int, str, str]:
+    res = await trio.run_process([harness.rokka_executable(), "admin", "-n", namesrv, *args],
+                                 capture_stdout=True, capture_stderr=True, check=False)
+    return res.returncode, res.stdout.decode(), res.stderr.decode()
+
+
+async def test_consumer_and_producer_connections(server: harness.ServerProcess) -> None:
+    with trio.fail_after(60):
+        async with RemotingClient() as rc:
+            ns = NamesrvClient(rc, server.namesrv)
+            consumer = PullConsumer(rc, ns, "GConn", client_id="conn-test@1")
+            await consumer.heartbeat({"TBW102": "TagA || TagB"})
+            producer = Producer(rc, ns, "PConn")
+            await producer.route("TBW102")
+            await producer.heartbeat("conn-test@2")
+
+            ns_addr = server.namesrv
+            code, out, err = await _admin_subprocess(ns_addr, "consumerConnection", "-g", "GConn", "--json")
+            assert code == 0, err
+            doc = json.loads(out)
+            assert [c["clientId"] for c in doc["connections"]] == ["conn-test@1"]
+            assert doc["subscriptionTable"]["TBW102"]["subString"] == "TagA || TagB"
+            code, out, err = await _admin_subprocess(server.namesrv, "consumerConnection", "-g", "GConn")
+            assert code == 0 and "conn-test@1" in out and "TagA || TagB" in out
+            code, out, err = await _admin_subprocess(ns_addr, "producerConnection", "-g", "PConn", "--json")
+            assert code == 0, err
+            assert [c["clientId"] for c in json.loads(out)["connections"]] == ["conn-test@2"]
+
+            code, out, err = await _admin_subprocess(server.namesrv, "consumerConnection", "-g", "Nobody")
+            assert code == 1 and out == ""
+            assert err.startswith("error: consumer group Nobody has no live client")
