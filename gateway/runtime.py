@@ -155,7 +155,9 @@ class BrokerRole:
         from core.producer_state import ProducerStateManager
         from gateway.kafka.groups.coordinator import GroupCoordinator
         from gateway.kafka.groups.types import GroupConfig
+        from compat.views import ViewRegistry
         from gateway.kafka.handlers import KafkaEnv, build_routes
+        from gateway.kafka.handlers.common import resolve
         from gateway.kafka.handlers.group_api import build_group_routes
         from gateway.kafka.server import KafkaServer
 
@@ -181,8 +183,10 @@ class BrokerRole:
         coord_holder["c"] = coord
         producers = ProducerStateManager(config_dir)
         producers.recover(broker.store.max_offset)
-        env = KafkaEnv(broker=broker, node_id=cfg.kafka_node_id, host=host, port=port, producers=producers)
-        routes = build_routes(env) | build_group_routes(coord, producers)
+        views = ViewRegistry(config_dir)
+        env = KafkaEnv(broker=broker, node_id=cfg.kafka_node_id, host=host, port=port, producers=producers,
+                       views=views)
+        routes = build_routes(env) | build_group_routes(coord, producers, lambda t: resolve(env, t)[0])
         server = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes)
         await nursery.start(coord.run)
         await nursery.start(producers.run)

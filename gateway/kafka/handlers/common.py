@@ -6,15 +6,24 @@ Theory of operation
 identity this node advertises (node id, host, port, cluster id).  Kafka
 topic = core topic, partition = queue id, Kafka offset = ConsumeQueue offset.
 Leader epoch is the constant 0 everywhere (kafka-wire.md §7.7).
+
+Names a Kafka client may use: ordinary topics; views (``compat.views``:
+resolved to their source topic plus a filter); and RocketMQ's own retry,
+DLQ and schedule topics by their RocketMQ names (``%RETRY%g``, ``%DLQ%g``,
+``SCHEDULE_TOPIC_XXXX``) when they exist — readable, never auto-created.
+``topic_config`` and ``resolve`` are the one place that decides this.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from compat.kafka_records import KafkaRecord, record_from_message
+from compat.views import ViewRegistry
+from core.filter import ExpressionFilter
+from core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_SCHEDULE
 from core.broker import Broker
 from core.producer_state import ProducerStateManager
 from core.storage.layout import decode_record
@@ -33,6 +42,7 @@ class KafkaEnv:
     port: int
     cluster_id: str = "rokka"
     producers: ProducerStateManager | None = None  # idempotent-producer state (None: not enforced)
+    views: ViewRegistry = field(default_factory=lambda: ViewRegistry(None))
 
 
 def invalid_topic_name(name: str | None) -> bool:
@@ -49,16 +59,50 @@ def partition_count(tc: TopicConfig) -> int:
     return tc.read_queue_nums
 
 
+def is_rocketmq_readable(name: str) -> bool:
+    return name.startswith((RETRY_PREFIX, DLQ_PREFIX)) or name == TOPIC_SCHEDULE
+
+
+def resolve(env: KafkaEnv, name: str) -> tuple[str, ExpressionFilter | None]:
+    """(source topic, filter) for a Kafka topic name: a view's source and filter, else (name, None)."""
+    view = env.views.get(name)
+    if view is None:
+        return name, None
+    return view.topic, env.views.filter_of(name)
+
+
+def topic_config(env: KafkaEnv, name: str) -> TopicConfig | None:
+    """The topic a Kafka name reads (views resolved; RocketMQ retry/DLQ/schedule names allowed)."""
+    source, _ = resolve(env, name)
+    tc = env.broker.topics.get(source)
+    if tc is None:
+        return None
+    if source != name or is_rocketmq_readable(source):
+        return tc
+    return tc if not is_system_topic(source) and not invalid_topic_name(source) else None
+
+
 def has_partition(env: KafkaEnv, topic: str, partition: int) -> bool:
-    tc = env.broker.topics.get(topic)
+    tc = topic_config(env, topic)
     return tc is not None and 0 <= partition < partition_count(tc)
 
 
 def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_bytes: int,
-                 max_msgs: int = 1000) -> list[KafkaRecord]:
-    """Kafka records from ``offset`` (at least one if any exists), about ``max_bytes`` of store data."""
-    res = env.broker.store.get_messages(topic, partition, offset, max_msgs, max_bytes=max(max_bytes, 1))
-    return [record_from_message(decode_record(raw)) for raw in res.records]
+                 max_msgs: int = 1000, message_filter: ExpressionFilter | None = None,
+                 ) -> tuple[list[KafkaRecord], int]:
+    """Kafka records from ``offset`` (at least one if any exists), about ``max_bytes`` of store data.
+
+    Returns the records and the next offset to read (past everything scanned, matching or not).
+    """
+    res = env.broker.store.get_messages(topic, partition, offset, max_msgs, max_bytes=max(max_bytes, 1),
+                                        message_filter=message_filter)
+    return [record_from_message(decode_record(raw)) for raw in res.records], res.next_begin_offset
+
+
+def skip_marker(offset: int) -> bytes:
+    """A control batch at ``offset``: consumers move past it and never show it (filtered-out ranges)."""
+    return R.encode_control_batch(base_offset=offset, producer_id=-1, producer_epoch=-1, commit=True,
+                                  timestamp=0, partition_leader_epoch=LEADER_EPOCH)
 
 
 def build_batches(recs: Sequence[KafkaRecord]) -> bytes:

@@ -13,6 +13,12 @@ max_wait_ms > 0, subscribe to arrivals on the requested partitions, wait
 with ``trio.move_on_after`` and read again.  Records are re-encoded as
 uncompressed v2 batches starting exactly at the fetch offset.  Every
 requested partition appears in the reply; session_id is always 0.
+
+A view (``compat.views``) reads its source topic through its filter: the
+batches carry only matching records (offset gaps), and a range that was
+scanned past the last returned record ends with a control record
+(``skip_marker``) so the consumer's position moves past the non-matching
+records instead of re-fetching them forever.
 """
 
 from __future__ import annotations
@@ -25,7 +31,15 @@ from compat.kafka_records import record_from_message
 from core.storage.layout import decode_record
 from gateway.kafka.codec import Struct
 from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.handlers.common import LEADER_EPOCH, KafkaEnv, build_batches, has_partition, read_records
+from gateway.kafka.handlers.common import (
+    LEADER_EPOCH,
+    KafkaEnv,
+    build_batches,
+    has_partition,
+    read_records,
+    resolve,
+    skip_marker,
+)
 from gateway.kafka.server import KafkaRequestContext
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
@@ -38,15 +52,16 @@ def _epoch_error(current_leader_epoch: int) -> int:
     return E.FENCED_LEADER_EPOCH if current_leader_epoch < LEADER_EPOCH else E.UNKNOWN_LEADER_EPOCH
 
 
-def _fetch_partition(env: KafkaEnv, topic: str, p: Any, budget: int, must_return: bool) -> tuple[Struct, int]:
+def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return: bool) -> tuple[Struct, int]:
     out = Struct(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
                  log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None)
-    if not has_partition(env, topic, p.partition):
+    if not has_partition(env, name, p.partition):
         out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
         return out, 0
     if err := _epoch_error(p.current_leader_epoch):
         out.error_code = err
         return out, 0
+    topic, message_filter = resolve(env, name)
     store = env.broker.store
     lo, hw = store.min_offset(topic, p.partition), store.max_offset(topic, p.partition)
     out.high_watermark = out.last_stable_offset = hw
@@ -58,10 +73,14 @@ def _fetch_partition(env: KafkaEnv, topic: str, p: Any, budget: int, must_return
     if p.fetch_offset == hw or (limit <= 0 and not must_return):
         out.records = b""
         return out, 0
-    recs = read_records(env, topic, p.partition, p.fetch_offset, max(limit, 1))
+    recs, next_offset = read_records(env, topic, p.partition, p.fetch_offset, max(limit, 1),
+                                     message_filter=message_filter)
     data = build_batches(recs)
+    scanned_to = max(next_offset, p.fetch_offset)
+    if message_filter is not None and scanned_to > (recs[-1].offset + 1 if recs else p.fetch_offset):
+        data += skip_marker(scanned_to - 1)
     out.records = data
-    return out, len(data)
+    return out, len(data) if recs else 0
 
 
 def _fetch_all(env: KafkaEnv, req: Struct) -> tuple[list[Struct], int]:
@@ -81,7 +100,7 @@ async def handle_fetch(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> 
     if total < req.min_bytes and req.max_wait_ms > 0 and not _any_error(topics):
         arrived = trio.Event()
         hub = env.broker.arrivals
-        tokens = [hub.subscribe(t.topic, p.partition, lambda *_: arrived.set())
+        tokens = [hub.subscribe(resolve(env, t.topic)[0], p.partition, lambda *_: arrived.set())
                   for t in req.topics for p in t.partitions]
         try:
             with trio.move_on_after(req.max_wait_ms / 1000):
@@ -130,13 +149,13 @@ async def handle_list_offsets(env: KafkaEnv, ctx: KafkaRequestContext, req: Stru
             elif err := _epoch_error(p.current_leader_epoch):
                 out.error_code = err
             elif p.timestamp == LATEST:
-                out.offset = store.max_offset(t.name, p.partition_index)
+                out.offset = store.max_offset(resolve(env, t.name)[0], p.partition_index)
             elif p.timestamp == EARLIEST:
-                out.offset = store.min_offset(t.name, p.partition_index)
+                out.offset = store.min_offset(resolve(env, t.name)[0], p.partition_index)
             elif p.timestamp == MAX_TIMESTAMP:
-                out.offset, out.timestamp = _scan(env, t.name, p.partition_index, None)
+                out.offset, out.timestamp = _scan(env, resolve(env, t.name)[0], p.partition_index, None)
             elif p.timestamp >= 0:
-                out.offset, out.timestamp = _scan(env, t.name, p.partition_index, p.timestamp)
+                out.offset, out.timestamp = _scan(env, resolve(env, t.name)[0], p.partition_index, p.timestamp)
             else:
                 out.error_code = E.INVALID_REQUEST
             parts.append(out)
@@ -156,7 +175,7 @@ async def handle_offset_for_leader_epoch(env: KafkaEnv, ctx: KafkaRequestContext
                 out.error_code = err
             elif p.leader_epoch == LEADER_EPOCH:
                 out.leader_epoch = LEADER_EPOCH
-                out.end_offset = env.broker.store.max_offset(t.topic, p.partition)
+                out.end_offset = env.broker.store.max_offset(resolve(env, t.topic)[0], p.partition)
             parts.append(out)
         topics.append(Struct(topic=t.topic, partitions=parts))
     return Struct(throttle_time_ms=0, topics=topics)
@@ -172,14 +191,15 @@ async def handle_delete_records(env: KafkaEnv, ctx: KafkaRequestContext, req: St
             if not has_partition(env, t.name, p.partition_index):
                 out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                hw = store.max_offset(t.name, p.partition_index)
+                topic = resolve(env, t.name)[0]
+                hw = store.max_offset(topic, p.partition_index)
                 target = hw if p.offset == -1 else p.offset
                 if not 0 <= target <= hw:
                     out.error_code = E.OFFSET_OUT_OF_RANGE
                 else:
-                    if target > store.min_offset(t.name, p.partition_index):
-                        store.set_min_offset(t.name, p.partition_index, target)
-                    out.low_watermark = store.min_offset(t.name, p.partition_index)
+                    if target > store.min_offset(topic, p.partition_index):
+                        store.set_min_offset(topic, p.partition_index, target)
+                    out.low_watermark = store.min_offset(topic, p.partition_index)
             parts.append(out)
         topics.append(Struct(name=t.name, partitions=parts))
     return Struct(throttle_time_ms=0, topics=topics)

@@ -9,10 +9,14 @@ the rebalance), and the result is laid out in the shape the request's version
 needs (e.g. LeaveGroup v0-v2 answers one top-level error, v3+ per member;
 OffsetFetch v8 nests by group).  InitProducerId goes to the producer-state
 manager; its outcomes map to Kafka codes here.
+
+Offsets committed for a view (``compat.views``) are stored under the view's
+source topic (``resolve_topic``), and answered under the name the client used.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -76,41 +80,49 @@ async def leave_group(coord: GroupCoordinator, ctx: KafkaRequestContext, req: An
                          "error_code": m.error_code} for m in result.members]}
 
 
-async def offset_commit(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
-    offsets = [CommitOffset(t.name, p.partition_index, p.committed_offset, p.committed_metadata,
+async def offset_commit(coord: GroupCoordinator, resolve_topic: Callable[[str], str], ctx: KafkaRequestContext,
+                        req: Any) -> dict[str, Any]:
+    names = {resolve_topic(t.name): t.name for t in req.topics}
+    offsets = [CommitOffset(resolve_topic(t.name), p.partition_index, p.committed_offset, p.committed_metadata,
                             p.committed_leader_epoch) for t in req.topics for p in t.partitions]
     errors = coord.offset_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id, offsets,
                                  req.group_instance_id)
     by_topic: dict[str, list[dict[str, int]]] = {}
     for e in errors:
-        by_topic.setdefault(e.topic, []).append({"partition_index": e.partition, "error_code": e.error_code})
+        by_topic.setdefault(names.get(e.topic, e.topic), []).append(
+            {"partition_index": e.partition, "error_code": e.error_code})
     return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
-def _fetch_one(coord: GroupCoordinator, group_id: str, topics: Any, require_stable: bool) -> Any:
-    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    return coord.offset_fetch(group_id, wanted, require_stable)
+def _fetch_one(coord: GroupCoordinator, resolve_topic: Callable[[str], str], group_id: str, topics: Any,
+               require_stable: bool) -> tuple[Any, dict[str, str]]:
+    if topics is None:
+        return coord.offset_fetch(group_id, None, require_stable), {}
+    names = {resolve_topic(t.name): t.name for t in topics}
+    wanted = [(resolve_topic(t.name), p) for t in topics for p in t.partition_indexes]
+    return coord.offset_fetch(group_id, wanted, require_stable), names
 
 
-def _fetched_topics(result: Any) -> list[dict[str, Any]]:
+def _fetched_topics(result: Any, names: dict[str, str]) -> list[dict[str, Any]]:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for p in result.partitions:
-        by_topic.setdefault(p.topic, []).append({
+        by_topic.setdefault(names.get(p.topic, p.topic), []).append({
             "partition_index": p.partition, "committed_offset": p.offset,
             "committed_leader_epoch": p.leader_epoch, "metadata": p.metadata, "error_code": p.error_code})
     return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
-async def offset_fetch(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+async def offset_fetch(coord: GroupCoordinator, resolve_topic: Callable[[str], str], ctx: KafkaRequestContext,
+                       req: Any) -> dict[str, Any]:
     if ctx.api_version >= 8:
         groups = []
         for g in req.groups:
-            result = _fetch_one(coord, g.group_id, g.topics, req.require_stable)
-            groups.append({"group_id": g.group_id, "topics": _fetched_topics(result),
+            result, names = _fetch_one(coord, resolve_topic, g.group_id, g.topics, req.require_stable)
+            groups.append({"group_id": g.group_id, "topics": _fetched_topics(result, names),
                            "error_code": result.error_code})
         return {"groups": groups}
-    result = _fetch_one(coord, req.group_id, req.topics, req.require_stable)
-    return {"topics": _fetched_topics(result), "error_code": result.error_code}
+    result, names = _fetch_one(coord, resolve_topic, req.group_id, req.topics, req.require_stable)
+    return {"topics": _fetched_topics(result, names), "error_code": result.error_code}
 
 
 async def describe_groups(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
@@ -139,10 +151,13 @@ async def init_producer_id(producers: ProducerStateManager, ctx: KafkaRequestCon
             "producer_epoch": result.epoch if code == 0 else -1}
 
 
-def build_group_routes(coord: GroupCoordinator, producers: ProducerStateManager) -> dict[int, Route]:
+def build_group_routes(coord: GroupCoordinator, producers: ProducerStateManager,
+                       resolve_topic: Callable[[str], str] = lambda t: t) -> dict[int, Route]:
     table = {10: (find_coordinator, 0, 4), 11: (join_group, 0, 7), 14: (sync_group, 0, 5),
-             12: (heartbeat, 0, 4), 13: (leave_group, 0, 5), 8: (offset_commit, 2, 8),
-             9: (offset_fetch, 1, 8), 15: (describe_groups, 0, 5), 16: (list_groups, 0, 4)}
+             12: (heartbeat, 0, 4), 13: (leave_group, 0, 5),
+             15: (describe_groups, 0, 5), 16: (list_groups, 0, 4)}
     routes = {key: Route(partial(fn, coord), lo, hi) for key, (fn, lo, hi) in table.items()}
+    routes[8] = Route(partial(offset_commit, coord, resolve_topic), 2, 8)
+    routes[9] = Route(partial(offset_fetch, coord, resolve_topic), 1, 8)
     routes[22] = Route(partial(init_producer_id, producers), 0, 4)
     return routes

@@ -8,7 +8,11 @@ A single node: every partition's leader, replica and ISR is this node, leader
 epoch 0, controller = this node (never -1: kafka-python loops on -1).
 Metadata auto-creation (v4+ flag, always on before v4) creates the topic with
 ``kafka_num_partitions`` and answers it with error 0.  Topic names follow
-Kafka's rules; RocketMQ system/retry/DLQ topics are hidden.
+Kafka's rules; RocketMQ system/retry/DLQ topics are hidden from listings but
+retry, DLQ and schedule topics answer when asked for by their RocketMQ names.
+Views (``compat.views``) are listed like topics, with their source's
+partitions; CreateTopics with ``rokka.view.*`` configs creates one,
+DeleteTopics removes it, DescribeConfigs shows its configs.
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ import uuid
 from core.topics import TopicConfig
 from gateway.kafka.codec import Struct
 from gateway.kafka.errors import ErrorCode as E
+from compat.views import view_from_configs
 from gateway.kafka.handlers.common import (
     LEADER_EPOCH,
     KafkaEnv,
     invalid_topic_name,
+    is_rocketmq_readable,
     kafka_topics,
     partition_count,
+    topic_config,
 )
 from gateway.kafka.server import KafkaRequestContext
 
@@ -53,6 +60,9 @@ def _broker(env: KafkaEnv) -> Struct:
 async def handle_metadata(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
     cfg = env.broker.cfg
     visible = kafka_topics(env)
+    for view_name in env.views.all():
+        if (vtc := topic_config(env, view_name)) is not None:
+            visible[view_name] = vtc
     if req.topics is None or (ctx.api_version == 0 and not req.topics):
         topics = [_topic_entry(env, n, tc, 0) for n, tc in sorted(visible.items())]
     else:
@@ -60,11 +70,15 @@ async def handle_metadata(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) 
         topics = []
         for t in req.topics:
             name = t.name
+            if name and is_rocketmq_readable(name):
+                tc = topic_config(env, name)
+                topics.append(_topic_entry(env, name, tc, 0 if tc else E.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
             if invalid_topic_name(name):
                 topics.append(_topic_entry(env, name or "", None, E.INVALID_TOPIC_EXCEPTION))
                 continue
             tc = visible.get(name)
-            if tc is None and auto:
+            if tc is None and auto and env.views.get(name) is None:
                 tc = env.broker.topics.ensure(name, cfg.kafka_num_partitions)
             topics.append(_topic_entry(env, name, tc, 0 if tc else E.UNKNOWN_TOPIC_OR_PARTITION))
     return Struct(brokers=[_broker(env)], cluster_id=env.cluster_id, controller_id=env.node_id, topics=topics)
@@ -80,8 +94,24 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
     for t in req.topics:
         n = env.broker.cfg.kafka_num_partitions if t.num_partitions == -1 else t.num_partitions
         err, msg = 0, None
-        if invalid_topic_name(t.name):
+        try:
+            view = view_from_configs(t.name, {c.name: c.value for c in (t.configs or [])})
+        except ValueError as exc:
+            view, err, msg = None, E.INVALID_CONFIG, str(exc)
+        if err:
+            pass
+        elif invalid_topic_name(t.name):
             err, msg = E.INVALID_TOPIC_EXCEPTION, "topic names use [a-zA-Z0-9._-], at most 249 chars"
+        elif t.name in env.broker.topics or env.views.get(t.name) is not None:
+            err, msg = E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+        elif view is not None:
+            source = env.broker.topics.get(view.topic)
+            if source is None:
+                err, msg = E.INVALID_CONFIG, f"view source topic '{view.topic}' does not exist"
+            else:
+                n = partition_count(source)
+                if not req.validate_only:
+                    env.views.put(view)
         elif t.name in env.broker.topics:
             err, msg = E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
         elif t.assignments:
@@ -102,7 +132,9 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
 async def handle_delete_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
     out = []
     for name in req.topic_names:
-        if name in kafka_topics(env):
+        if env.views.delete(name):
+            out.append(Struct(name=name, error_code=0))
+        elif name in kafka_topics(env):
             env.broker.topics.delete(name)
             env.broker.store.delete_topic(name)
             out.append(Struct(name=name, error_code=0))
@@ -132,8 +164,11 @@ async def handle_create_partitions(env: KafkaEnv, ctx: KafkaRequestContext, req:
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 
 
-def _configs(env: KafkaEnv, resource_type: int) -> dict[str, str]:
+def _configs(env: KafkaEnv, resource_type: int, name: str = "") -> dict[str, str]:
     cfg = env.broker.cfg
+    view = env.views.get(name) if resource_type == RESOURCE_TOPIC else None
+    if view is not None:
+        return view.configs()
     if resource_type == RESOURCE_TOPIC:
         return {"cleanup.policy": "delete", "retention.ms": str(cfg.file_reserved_time * 3600 * 1000),
                 "max.message.bytes": str(cfg.max_message_size), "message.timestamp.type": "CreateTime"}
@@ -146,7 +181,7 @@ async def handle_describe_configs(env: KafkaEnv, ctx: KafkaRequestContext, req: 
     results = []
     for r in req.resources:
         base = Struct(resource_type=r.resource_type, resource_name=r.resource_name, error_message=None)
-        if r.resource_type == RESOURCE_TOPIC and r.resource_name not in kafka_topics(env):
+        if r.resource_type == RESOURCE_TOPIC and topic_config(env, r.resource_name) is None:
             results.append(Struct(**base.__dict__, error_code=E.UNKNOWN_TOPIC_OR_PARTITION, configs=[]))
             continue
         if r.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
@@ -155,6 +190,7 @@ async def handle_describe_configs(env: KafkaEnv, ctx: KafkaRequestContext, req: 
         wanted = r.configuration_keys
         configs = [Struct(name=k, value=v, read_only=True, is_default=True, config_source=5,
                           is_sensitive=False, synonyms=[], config_type=0, documentation=None)
-                   for k, v in _configs(env, r.resource_type).items() if wanted is None or k in wanted]
+                   for k, v in _configs(env, r.resource_type, r.resource_name).items()
+                   if wanted is None or k in wanted]
         results.append(Struct(**base.__dict__, error_code=0, configs=configs))
     return Struct(results=results)

@@ -34,7 +34,7 @@ from gateway.kafka.codec import Struct
 from gateway.kafka.codec import records as R
 from gateway.kafka.codec.primitives import DecodeError
 from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.handlers.common import KafkaEnv, has_partition
+from gateway.kafka.handlers.common import KafkaEnv, has_partition, resolve
 from gateway.kafka.server import KafkaRequestContext
 
 log = structlog.get_logger(__name__)
@@ -70,6 +70,7 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
     if not has_partition(env, topic, p.index):
         out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
         return out
+    topic = resolve(env, topic)[0]  # producing to a view writes its source topic
     err, msgs, header = _messages(topic, p.index, p.records)
     if err or header is None:
         out.error_code = err
