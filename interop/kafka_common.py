@@ -109,3 +109,19 @@ def wait_until(pred, timeout: float, what: str, interval: float = 0.2) -> None: 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+def feed_until(pred, produce, tag: str, timeout: float = 60) -> None:  # noqa: ANN001
+    """Call ``produce(f"{tag}r{n}", 12)`` every half second until ``pred()``.
+
+    Used after a member joins a group: it is known to be assigned once it delivered records, and the
+    records fed meanwhile are ordinary produced records (the caller tracks them).
+    """
+    deadline = time.monotonic() + timeout
+    rounds = 0
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s feeding records for {tag}")
+        produce(f"{tag}r{rounds}", 12)
+        rounds += 1
+        time.sleep(0.5)
