@@ -121,8 +121,7 @@ class Producer:
             chosen = [q for q in queues if q.queue_id == queue][:1] or [MessageQueue(topic, queues[0].broker_name,
                                                                                       queue)]
         else:
-            start = next(self._rr)
-            chosen = [queues[(start + i) % len(queues)] for i in range(min(len(queues), 1 + self.retries))]
+            chosen = _spread(queues, next(self._rr), 1 + self.retries)
         out = []
         for mq in chosen:
             addr = route.master_addr(mq.broker_name)
@@ -167,6 +166,7 @@ class Producer:
                 return _send_result(resp, mq, props[PROP_UNIQ_KEY], f"send to {topic}@{addr}")
             except _RETRYABLE as exc:
                 last = exc
+                self._routes.pop(topic, None)  # a failed broker may have left the route: refresh next time
         assert last is not None
         raise last
 
@@ -225,6 +225,23 @@ class Producer:
     def _master_addrs(self) -> list[str]:
         return sorted({b.master_addr for _, route, _ in self._routes.values() for b in route.broker_datas
                        if b.master_addr})
+
+
+def _spread(queues: list[MessageQueue], start: int, n: int) -> list[MessageQueue]:
+    """``n`` queues round-robin from ``start``, retries preferring brokers not tried yet (as Java does)."""
+    ordered = [queues[(start + i) % len(queues)] for i in range(len(queues))]
+    chosen = ordered[:1]
+    for q in ordered[1:]:
+        if len(chosen) >= n:
+            break
+        if q.broker_name not in {c.broker_name for c in chosen}:
+            chosen.append(q)
+    for q in ordered[1:]:
+        if len(chosen) >= n:
+            break
+        if q not in chosen:
+            chosen.append(q)
+    return chosen
 
 
 def _send_result(resp: RemotingCommand, mq: MessageQueue, uniq: str, what: str) -> SendResult:

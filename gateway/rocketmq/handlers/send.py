@@ -174,6 +174,8 @@ async def handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
             queue_id = 0
         msgs = [Message(topic, queue_id, req.body, batch_props, flag, sysflag, born_ts, born_host, reconsume)]
     result = await ctx.broker.put(msgs)
+    if result.ok:
+        ctx.extra["put_total"] = ctx.extra.get("put_total", 0) + len(result.appended)
     return send_response(ctx, req, result, queue_id)
 
 
