@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.rocketmq.codec.codes import RequestCode as RC
 from gateway.rocketmq.codec.remoting import RemotingCommand
-from gateway.rocketmq.handlers import admin, client, pull, send, txn
+from gateway.rocketmq.handlers import admin, client, pull, reset, send, txn
 from gateway.rocketmq.handlers.context import BrokerContext
 
 Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
@@ -50,6 +50,7 @@ _TABLE: dict[int, Callable[..., Awaitable[RemotingCommand | None]]] = {
     RC.GET_PRODUCER_CONNECTION_LIST: admin.handle_producer_connections,
     RC.VIEW_MESSAGE_BY_ID: admin.handle_view_message,
     RC.QUERY_MESSAGE: admin.handle_query_message,
+    RC.INVOKE_BROKER_TO_RESET_OFFSET: reset.handle_reset_offset,
 }
 
 

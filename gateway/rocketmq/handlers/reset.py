@@ -1,0 +1,88 @@
+"""INVOKE_BROKER_TO_RESET_OFFSET (222): reset a live group's offsets by time and tell its clients.
+
+Theory of operation
+-------------------
+An admin asks the broker to move group G on topic T to the first message
+stored at or after ``timestamp`` (-1 = the end of each queue).  Without
+``isForce`` an offset only moves backwards (a reset never skips unconsumed
+messages).  The broker commits the new offsets itself (so a client that
+misses the notification still resumes there after a rebalance) and sends
+RESET_CONSUMER_CLIENT_OFFSET (220, oneway) to every live member of G.  The
+body format follows the member's language: the C++ client parses only the
+array form ``{"offsetTable":[{brokerName, queueId, topic, offset}]}``;
+Java-style clients get the map keyed by MessageQueue objects, written as
+standard JSON (the key is the queue's JSON text).  The admin gets the table
+back in the array form.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import structlog
+
+from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from gateway.rocketmq.codec.headers import Header
+from gateway.rocketmq.codec.remoting import RemotingCommand
+from gateway.rocketmq.handlers.context import BrokerContext
+
+log = structlog.get_logger(__name__)
+
+
+def compute_offsets(ctx: BrokerContext, group: str, topic: str, timestamp: int, force: bool) -> dict[int, int]:
+    broker = ctx.broker
+    tc = broker.topics.get(topic)
+    table: dict[int, int] = {}
+    if tc is None:
+        return table
+    store = broker.store
+    for q in range(tc.read_queue_nums):
+        if timestamp < 0:
+            target = store.max_offset(topic, q)
+        else:
+            target = store.offset_by_time(topic, q, timestamp)
+            at = store.store_time_at(topic, q, target)
+            if at is not None and at < timestamp and target < store.max_offset(topic, q):
+                target += 1  # RocketMQ's search may answer the message just before the time
+        current = broker.offsets.query(group, topic, q)
+        if not force and current is not None and target > current:
+            target = current
+        table[q] = target
+    return table
+
+
+def _bodies(ctx: BrokerContext, topic: str, table: dict[int, int]) -> tuple[bytes, bytes]:
+    name = ctx.cfg.broker_name
+    array = [{"brokerName": name, "offset": off, "queueId": q, "topic": topic} for q, off in table.items()]
+    c_style = json.dumps({"offsetTable": array}).encode()
+    keyed = {json.dumps({"brokerName": name, "queueId": q, "topic": topic}, separators=(",", ":")): off
+             for q, off in table.items()}
+    return c_style, json.dumps({"offsetTable": keyed}).encode()
+
+
+async def handle_reset_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    topic, group, timestamp = h.str("topic"), h.str("group"), h.long("timestamp")
+    force = bool(h.bool("isForce", True))
+    if ctx.broker.topics.get(topic) is None:
+        return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+    table = compute_offsets(ctx, group, topic, timestamp, force)
+    for q, off in table.items():
+        ctx.broker.offsets.commit(group, topic, q, off)
+    ctx.broker.offsets.persist()
+    c_style, keyed = _bodies(ctx, topic, table)
+    info = ctx.broker.consumers.get(group)
+    notified = 0
+    for client in list(info.clients.values()) if info else []:
+        cmd = RemotingCommand(code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                              ext_fields={"topic": topic, "group": group, "timestamp": str(timestamp),
+                                          "isForce": "true" if force else "false"},
+                              body=c_style if client.language == "CPP" else keyed)
+        try:
+            await client.handle.send_oneway(cmd)
+            notified += 1
+        except Exception as exc:  # noqa: BLE001 - a dead client must not fail the reset
+            log.info("reset offset notification failed", group=group, client=client.client_id, error=str(exc))
+    log.info("offsets reset", group=group, topic=topic, timestamp=timestamp, queues=len(table), notified=notified)
+    return req.make_response(ResponseCode.SUCCESS, body=c_style)
