@@ -58,7 +58,9 @@ class Plan:
 
 
 QUICK = Plan(sync=4000, oneway=10000, batches=600, max_s=8, e2e_s=5)
-FULL = Plan(sync=40000, oneway=100000, batches=5000, max_s=30, e2e_s=30)
+# max_s stays well under 30 s: the C++ client refreshes routes every 30 s and, under this load, its
+# refresh times out on the transport lock and the producer loses the route ("No route info").
+FULL = Plan(sync=40000, oneway=100000, batches=5000, max_s=20, e2e_s=30)
 
 
 def role(client: str, params: dict[str, Any], workdir: Path, timeout: float) -> dict[str, Any]:
@@ -97,17 +99,19 @@ def run_sends(echo: str, rokka: harness.ServerProcess, plan: Plan, wd: Path) -> 
             e = send_run(client, mode, echo, plan, wd, topic)
             r = send_run(client, mode, rokka.namesrv, plan, wd, topic)
             note = ""
-            if mode == "oneway":
+            if mode == "oneway":  # rokka's rate is what it stored (a flood over max_inflight is dropped)
                 have = stored(rokka.namesrv, topic, wd)
                 want = r["messages"] + 200 + r["concurrency"]  # + warm-up + fences
-                note = f"stored {have:,}/{want:,}"
+                note = f"stored {have:,}/{want:,}; client-side {r['rate']:,.0f}/s"
+                r["rate"] = min(r["rate"], max(have - 200 - r["concurrency"], 0) / r["seconds"])
             ratio = r["rate"] / e["rate"] if e["rate"] else float("nan")
             goal, ok = "", None
             if mode == "sync":
                 goal, ok = ">= 50% of echo", ratio >= 0.5
             elif mode == "batch":
                 goal, ok = ">= 100,000 msg/s", r["rate"] >= 100_000
-            rows.append([f"{mode} send{' x' + str(BATCH) if mode == 'batch' else ''}", client,
+            label = {"sync": "sync send", "oneway": "oneway send (stored/s)", "batch": f"batch send x{BATCH}"}
+            rows.append([label[mode], client,
                          str(r["concurrency"]), fmt(e["rate"]), fmt(r["rate"]), f"{ratio:.0%}",
                          f"{fmt(e['p50_us'] / 1000, 2)} / {fmt(e['p99_us'] / 1000, 2)}",
                          f"{fmt(r['p50_us'] / 1000, 2)} / {fmt(r['p99_us'] / 1000, 2)}",

@@ -116,7 +116,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def profile_summary(path: Path, n: int = 25) -> str:
-    """Top ``n`` functions by cumulative and by own time of a cProfile dump."""
+    """Top ``n`` functions by own time, then by cumulative time, of a cProfile dump."""
     import io
     import pstats
 
@@ -125,4 +125,5 @@ def profile_summary(path: Path, n: int = 25) -> str:
     buf = io.StringIO()
     st = pstats.Stats(str(path), stream=buf)
     st.sort_stats("tottime").print_stats(n)
+    st.sort_stats("cumulative").print_stats(n)
     return buf.getvalue()

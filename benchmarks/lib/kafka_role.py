@@ -1,0 +1,164 @@
+"""confluent-kafka load roles for ``bench_kafka``; run as a subprocess.
+
+Run: ``python -m benchmarks.lib.kafka_role`` with one JSON line of parameters on stdin; JSON lines
+on stdout (``{"event": "result", ...}``, or ``{"event": "error", ...}``).
+
+Roles (``params["role"]``, all take ``bootstrap``):
+
+* ``create``: CreateTopics ``topics`` with ``partitions`` partitions, replication 1.
+* ``produce``: ``count`` values of ``size`` bytes to ``topic`` (null key: librdkafka spreads them
+  over the partitions), ``acks`` 1 | all, default batching (linger.ms 5); timed from the first
+  ``produce()`` to the end of ``flush()``.  ``result {messages, seconds, errors}``.
+* ``consume``: ``assign()`` every partition at the beginning (no group join) and count records
+  until ``count`` or ``max_s``; timed from the first record to the last.
+  ``result {messages, bytes, seconds}``.
+* ``latency``: a consumer assigned at the end of every partition and, in the same process, a
+  producer (acks 1, linger.ms 0) sending ``count`` values ``<time_ns>`` padded to ``size`` at
+  ``rate`` msg/s; latency = receive time - send time.  ``result {received, p50_us, p99_us, max_us}``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def emit(event: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def percentile(sorted_vals: list[float], q: float) -> float:
+    if not sorted_vals:
+        return float("nan")
+    return sorted_vals[min(len(sorted_vals) - 1, int(q * len(sorted_vals)))]
+
+
+def create(p: dict[str, Any]) -> None:
+    admin = AdminClient({"bootstrap.servers": p["bootstrap"]})
+    futures = admin.create_topics([NewTopic(t, int(p["partitions"]), 1) for t in p["topics"]],
+                                  operation_timeout=30, request_timeout=30)
+    for fut in futures.values():
+        try:
+            fut.result(30)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+    deadline = time.monotonic() + 30  # wait until the metadata shows every partition
+    # Per-topic Metadata requests: rokka rejects confluent's all-topics Metadata v12 ("3 trailing bytes").
+    while time.monotonic() < deadline:
+        ok = 0
+        for t in p["topics"]:
+            md = admin.list_topics(topic=t, timeout=10)
+            ok += t in md.topics and len(md.topics[t].partitions) == int(p["partitions"])
+        if ok == len(p["topics"]):
+            emit("result", created=list(p["topics"]))
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topics {p['topics']} not visible with {p['partitions']} partitions within 30 s")
+
+
+def produce(p: dict[str, Any]) -> None:
+    errors: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None and len(errors) < 5:
+            errors.append(str(err))
+
+    prod = Producer({"bootstrap.servers": p["bootstrap"], "acks": str(p["acks"]), "linger.ms": 5,
+                     "queue.buffering.max.messages": 200000})
+    topic, value, count = p["topic"], b"v" * int(p["size"]), int(p["count"])
+    prod.produce(topic, value, on_delivery=on_delivery)  # warm up: metadata + connection
+    prod.flush(30)
+    deadline = time.monotonic() + float(p.get("max_s", 120))
+    t0 = time.perf_counter()
+    sent = 0
+    while sent < count and time.monotonic() < deadline:
+        try:
+            prod.produce(topic, value, on_delivery=on_delivery)
+            sent += 1
+        except BufferError:
+            prod.poll(0.005)
+    left = prod.flush(max(deadline - time.monotonic(), 5))
+    dt = time.perf_counter() - t0
+    emit("result", messages=sent - left, seconds=dt, errors=errors)
+
+
+def consume(p: dict[str, Any]) -> None:
+    cons = Consumer({"bootstrap.servers": p["bootstrap"], "group.id": p.get("group", "bench"),
+                     "enable.auto.commit": False, "fetch.max.bytes": 52428800})
+    cons.assign([TopicPartition(p["topic"], i, OFFSET_BEGINNING) for i in range(int(p["partitions"]))])
+    count, n, nbytes = int(p["count"]), 0, 0
+    t_first = t_last = 0.0
+    deadline = time.monotonic() + float(p.get("max_s", 120))
+    while n < count and time.monotonic() < deadline:
+        for m in cons.consume(10000, 0.5):
+            if m.error():
+                continue
+            if n == 0:
+                t_first = time.perf_counter()
+            n += 1
+            nbytes += len(m.value() or b"")
+        t_last = time.perf_counter() if n else t_last
+    cons.close()
+    emit("result", messages=n, bytes=nbytes, seconds=t_last - t_first)
+
+
+def latency(p: dict[str, Any]) -> None:
+    bs, topic, parts = p["bootstrap"], p["topic"], int(p["partitions"])
+    cons = Consumer({"bootstrap.servers": bs, "group.id": "bench-lat", "enable.auto.commit": False})
+    cons.assign([TopicPartition(topic, i, OFFSET_END) for i in range(parts)])
+    cons.consume(1, 1.0)  # resolve the end offsets before producing
+    lats: list[float] = []
+    count, rate, size = int(p["count"]), float(p["rate"]), int(p["size"])
+    done = threading.Event()
+
+    def produce_paced() -> None:
+        prod = Producer({"bootstrap.servers": bs, "acks": "1", "linger.ms": 0})
+        prod.produce(topic, b"warm")
+        prod.flush(10)
+        time.sleep(0.5)
+        t0 = time.perf_counter()
+        for i in range(count):
+            delay = t0 + i / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            prod.produce(topic, str(time.time_ns()).encode().ljust(size, b" "))
+            prod.poll(0)
+        prod.flush(30)
+        done.set()
+
+    th = threading.Thread(target=produce_paced, daemon=True)
+    th.start()
+    deadline = time.monotonic() + count / rate + 60
+    while len(lats) < count and time.monotonic() < deadline:
+        m = cons.poll(0.1)  # one record at a time: consume(n, t) would wait for n records
+        if m is not None and not m.error():
+            now, v = time.time_ns(), m.value()
+            if v and v[:1].isdigit():
+                lats.append((now - int(v.split(b" ", 1)[0])) / 1000)
+        if done.is_set() and len(lats) >= count:
+            break
+    cons.close()
+    lats.sort()
+    emit("result", received=len(lats), p50_us=percentile(lats, 0.5), p99_us=percentile(lats, 0.99),
+         max_us=lats[-1] if lats else float("nan"))
+
+
+def main() -> None:
+    p = json.loads(sys.stdin.readline())
+    try:
+        {"create": create, "produce": produce, "consume": consume, "latency": latency}[p["role"]](p)
+    except Exception as exc:  # noqa: BLE001 - reported to the caller
+        emit("error", error=repr(exc))
+    emit("done")
+
+
+if __name__ == "__main__":
+    main()
