@@ -1,0 +1,160 @@
+"""``df.write.format("rokka")`` / ``df.writeStream.format("rokka")``: send rows as RocketMQ messages.
+
+Theory of operation
+-------------------
+Columns: ``body`` (binary or string, required), ``tags`` (string), ``keys`` (string, or array of
+strings), ``properties`` (map<string,string>), ``queue_id`` (int: send to that queue; otherwise
+messages are spread round-robin over the topic's writable queues).  Other columns are ignored.
+Rows are sent in SEND_BATCH_MESSAGE requests of ``batchSize`` messages, grouped by queue.
+
+Guarantee: **at-least-once**.  A task that fails after some of its requests succeeded is retried
+by Spark and resends them; a streaming batch that is replayed after a crash resends it all.  To
+let readers drop those duplicates, every message gets a *deterministic* ``UNIQ_KEY`` (RocketMQ's
+client message id, the ``msg_id`` column of a rokka read) derived from::
+
+    (streaming query id, batch id, partition id, row index in the partition)   # streaming
+    (write id chosen on the driver, partition id, row index in the partition)  # batch
+
+so a retried task or a replayed micro-batch produces the same ids, provided its input is
+deterministic (Spark's own sources and this connector's reads are).  A row whose ``properties``
+already hold ``UNIQ_KEY`` keeps it.  Deduplicate downstream on ``msg_id`` (e.g.
+``dropDuplicatesWithinWatermark("msg_id")``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import ArrayType, BinaryType, StringType, StructType
+
+from core.model import PROP_UNIQ_KEY
+from gateway.rocketmq.client import OutMessage, RemotingClient
+from pipeline.options import SinkOptions
+from pipeline.rmq import run_with_client, send_all
+
+log = structlog.get_logger(__name__)
+
+# Spark's local properties naming the running micro-batch (set for every task of that batch).
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+# Stamped by the broker on store; dropped when rows read from rokka are written back.
+BROKER_PROPERTIES = frozenset({"CLUSTER", "MIN_OFFSET", "MAX_OFFSET"})
+
+
+@dataclass(frozen=True)
+class RokkaCommitMessage(WriterCommitMessage):
+    partition_id: int
+    messages: int
+
+
+def uniq_key(scope: str, partition: int, row: int) -> str:
+    """Deterministic 32-hex-char UNIQ_KEY for one output row."""
+    return hashlib.md5(f"{scope}/{partition}/{row}".encode(), usedforsecurity=False).hexdigest().upper()
+
+
+def check_sink_schema(schema: StructType) -> None:
+    """ValueError unless ``body`` is there and the optional columns have usable types."""
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "body" not in fields:
+        raise ValueError("writing to rokka needs a 'body' column (binary or string)")
+    if not isinstance(fields["body"], BinaryType | StringType):
+        raise ValueError(f"column body must be binary or string, got {fields['body'].simpleString()}")
+    for name in ("tags",):
+        if name in fields and not isinstance(fields[name], StringType):
+            raise ValueError(f"column {name} must be a string")
+    if "keys" in fields and not isinstance(fields["keys"], StringType | ArrayType):
+        raise ValueError("column keys must be a string or an array of strings")
+
+
+def row_message(row: Any, cols: frozenset[str], uniq: str) -> tuple[int | None, OutMessage]:
+    body = row["body"]
+    if body is None:
+        body = b""
+    elif isinstance(body, str):
+        body = body.encode("utf-8")
+    props = {str(k): str(v) for k, v in (row["properties"] or {}).items()
+             if v is not None and k not in BROKER_PROPERTIES} if "properties" in cols else {}
+    props.setdefault(PROP_UNIQ_KEY, uniq)
+    keys = row["keys"] if "keys" in cols else None
+    if isinstance(keys, list):
+        keys = [k for k in keys if k]
+    queue = row["queue_id"] if "queue_id" in cols else None
+    return (None if queue is None else int(queue)), OutMessage(
+        bytes(body), tags=(row["tags"] if "tags" in cols else None) or None, keys=keys or None, properties=props)
+
+
+class _Writer:
+    """What the batch and streaming writers share: rows -> batched sends."""
+
+    def __init__(self, opts: SinkOptions, schema: StructType) -> None:
+        check_sink_schema(schema)
+        self.opts = opts
+        self.cols = frozenset(schema.fieldNames())
+        self.write_id = uuid.uuid4().hex  # chosen once on the driver, pickled to every task
+
+    def _scope(self, ctx: TaskContext | None) -> str:
+        if ctx is not None:
+            query, batch = ctx.getLocalProperty(QUERY_ID_PROPERTY), ctx.getLocalProperty(BATCH_ID_PROPERTY)
+            if query and batch:
+                return f"{query}/{batch}"
+        return self.write_id
+
+    def write_rows(self, iterator: Iterator[Any]) -> RokkaCommitMessage:
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx is not None else 0
+        scope = self._scope(ctx)
+        pending: dict[int | None, list[OutMessage]] = {}
+        sent = 0
+        for i, row in enumerate(iterator):
+            queue, msg = row_message(row, self.cols, uniq_key(scope, partition, i))
+            batch = pending.setdefault(queue, [])
+            batch.append(msg)
+            if len(batch) >= self.opts.batch_size:
+                sent += self._flush({queue: pending.pop(queue)})
+        sent += self._flush(pending)
+        return RokkaCommitMessage(partition, sent)
+
+    def _flush(self, pending: dict[int | None, list[OutMessage]]) -> int:
+        groups = [(q, msgs) for q, msgs in pending.items() if msgs]
+        if not groups:
+            return 0
+        o = self.opts
+
+        async def go(rc: RemotingClient) -> None:
+            await send_all(rc, o.namesrv, o.producer_group, o.topic, groups, o.retry_s)
+        run_with_client(go, timeout_s=max(120.0, o.retry_s * 4))
+        return sum(len(m) for _, m in groups)
+
+
+class RokkaBatchWriter(_Writer, DataSourceWriter):
+    """``df.write.format("rokka")`` (at-least-once, deterministic UNIQ_KEYs)."""
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return self.write_rows(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        pass  # every message is already stored (acknowledged SEND_OK) when its task ends
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.warning("rokka write aborted; messages already sent stay in the topic", topic=self.opts.topic)
+
+
+class RokkaStreamWriter(_Writer, DataSourceStreamWriter):
+    """``writeStream.format("rokka")`` (at-least-once, UNIQ_KEY from query id + batch id)."""
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return self.write_rows(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        pass  # every message is already stored (acknowledged SEND_OK) when its task ends
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        log.warning("rokka stream batch aborted; it will be replayed (duplicates carry the same UNIQ_KEY)",
+                    topic=self.opts.topic, batch=batchId)
