@@ -33,8 +33,9 @@ resumes at the last reserved block end, so an id is never reused, crash or
 not.  Transactional ids keep one producer id; every InitProducerId bumps the
 epoch (fencing older instances) and rotates to a fresh id when the epoch is
 exhausted.  These answers are persisted before they are returned.  The
-transaction state machine itself is an extension point (``TxnIdEntry.state``
-is always "Empty" for now).
+transaction state machine lives in ``core.kafka_txn``, which reads entries
+through ``transactional_entry`` and fences a timed-out producer with
+``bump_epoch`` (``TxnIdEntry.state`` stays "Empty" here).
 
 Persistence (``config/producerState.msgpack``, atomic, see
 ``core.storage.packfile``):
@@ -266,6 +267,20 @@ class ProducerStateManager:
     def transactional_entry(self, transactional_id: str) -> TxnIdEntry | None:
         """Extension point for the transaction coordinator (read/modify, then ``persist``)."""
         return self._txn.get(transactional_id)
+
+    async def bump_epoch(self, transactional_id: str) -> TxnIdEntry | None:
+        """Fence the current producer of ``transactional_id``: epoch + 1, durable before returning.
+
+        The transaction coordinator calls it when it aborts a transaction on
+        its own (timeout), as Kafka does, so the old producer's next request
+        is refused.  Returns the updated entry, or None for an unknown id.
+        """
+        entry = self._txn.get(transactional_id)
+        if entry is None:
+            return None
+        self._bump(transactional_id, entry, entry.timeout_ms, remember_last=False)
+        await self.persist()
+        return entry
 
     # ------------------------------------------------------------------ sequences
 

@@ -42,6 +42,13 @@ The half offset advances over the contiguous prefix of handled halves; the
 op offset over op records whose half is behind the half offset.  A crash
 before the offsets are persisted re-checks some halves (harmless: commits
 are idempotent by UNIQ_KEY, see above).
+
+Kafka transactions (``core.kafka_txn``) park their records as halves too,
+marked with the ``KAFKA_TXN`` property.  Their fate is decided by the Kafka
+transaction coordinator alone: the check-back scan passes over them (they
+never hold the half offset back and are never checked or discarded), and
+END_TRANSACTION refuses them.  ``commit_message`` and ``op_message`` are
+the shared building blocks of both commit paths.
 """
 
 from __future__ import annotations
@@ -83,6 +90,7 @@ log = structlog.get_logger(__name__)
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 OP_TAG = "d"
 SCAN_BATCH = 64
+PROP_KAFKA_TXN = "KAFKA_TXN"   # "<producer id>:<epoch>" on halves owned by core.kafka_txn
 
 # (producer group, the half copy to ask about) -> True if a producer was asked.
 Checker = Callable[[str, StoredMessage], Awaitable[bool]]
@@ -126,9 +134,21 @@ def commit_message(half: StoredMessage) -> Message:
     topic = props.pop(PROP_REAL_TOPIC)
     queue_id = int(props.pop(PROP_REAL_QID))
     props.pop(PROP_TRAN_MSG, None)
+    props.pop(PROP_KAFKA_TXN, None)
     sysflag = (half.sysflag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
     return Message(topic, queue_id, half.body, props, half.flag, sysflag, half.born_timestamp,
                    half.born_host, half.reconsume_times, half.commitlog_offset, half.store_timestamp)
+
+
+def is_kafka_half(half: StoredMessage) -> bool:
+    """True for a half owned by the Kafka transaction coordinator (never checked back)."""
+    return PROP_KAFKA_TXN in half.properties
+
+
+def op_message(half: StoredMessage, born_ms: int, born_host: tuple[str, int]) -> Message:
+    """The op record that marks ``half`` as decided (commit or rollback alike)."""
+    return Message(TOPIC_TRANS_OP_HALF, half.queue_id, str(half.queue_offset).encode("ascii"),
+                   {PROP_TAGS: OP_TAG}, born_timestamp=born_ms, born_host=born_host)
 
 
 def _int(value: str | None, default: int = 0) -> int:
@@ -189,6 +209,8 @@ class TransactionService:
 
     @staticmethod
     def _validate(half: StoredMessage, group: str, queue_offset: int, commitlog_offset: int) -> str:
+        if is_kafka_half(half):
+            return "The prepared message belongs to a Kafka transaction"
         if half.properties.get(PROP_PGROUP) != group:
             return "The producer group wrong"
         if half.queue_offset != queue_offset:
@@ -227,9 +249,7 @@ class TransactionService:
         return False
 
     async def _write_op(self, half: StoredMessage) -> bool:
-        op = Message(TOPIC_TRANS_OP_HALF, half.queue_id, str(half.queue_offset).encode("ascii"),
-                     {PROP_TAGS: OP_TAG}, born_timestamp=self.clock(),
-                     born_host=self.broker.store_config.store_host)
+        op = op_message(half, self.clock(), self.broker.store_config.store_host)
         result = await self.broker.put([op], prepared=True)
         if result.ok:
             self._done.add(half.queue_offset)
@@ -321,7 +341,7 @@ class TransactionService:
             for u in units:
                 if u.queue_offset not in self._done:
                     half = store.read_message(u.commitlog_offset)
-                    if half is not None:
+                    if half is not None and not is_kafka_half(half):
                         action = self._classify(half, now)
                         if action == "young":
                             return to_check, pos

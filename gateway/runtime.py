@@ -158,7 +158,9 @@ class BrokerRole:
         from compat.views import ViewRegistry
         from gateway.kafka.handlers import KafkaEnv, build_routes
         from gateway.kafka.handlers.common import resolve
+        from core.kafka_txn import KafkaTxnCoordinator
         from gateway.kafka.handlers.group_api import build_group_routes
+        from gateway.kafka.handlers.txn import build_txn_routes
         from gateway.kafka.server import KafkaServer
 
         cfg, broker = self.cfg, ctx.broker
@@ -186,14 +188,20 @@ class BrokerRole:
         views = ViewRegistry(config_dir)
         env = KafkaEnv(broker=broker, node_id=cfg.kafka_node_id, host=host, port=port, producers=producers,
                        views=views)
+        txns = KafkaTxnCoordinator(broker, producers, config_dir)   # Kafka transactions on half messages
+        env.transactions = txns
+        coord.pending_txn_offset = txns.pending_offset
         routes = build_routes(env) | build_group_routes(coord, producers, lambda t: resolve(env, t)[0])
+        routes |= build_txn_routes(env, txns, coord, producers)
         server = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes)
         await nursery.start(coord.run)
         await nursery.start(producers.run)
+        await nursery.start(txns.run)
         nursery.start_soon(trio.serve_listeners, server.handle_stream, listeners)
         self._servers.append(server)
         self._closers.append(producers.close)
         self._closers.append(coord.save)
+        self._closers.append(txns.save)
         ctx.extra["kafka_addr"] = (host, port)
         return (host, port)
 

@@ -63,6 +63,7 @@ log = structlog.get_logger(__name__)
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+UNSTABLE_OFFSET_COMMIT = 88   # OffsetFetch require_stable while a transaction holds a pending offset
 
 
 class OffsetStore(Protocol):
@@ -97,6 +98,9 @@ class GroupCoordinator(GroupMembership):
         super().__init__(config, admit_group=admit_group)
         self._offsets = offsets
         self._partition_exists = partition_exists
+        # (group, topic, partition) -> True while an open Kafka transaction holds a pending
+        # TxnOffsetCommit for it; set by the runtime to the transaction coordinator's check.
+        self.pending_txn_offset: Callable[[str, str, int], bool] | None = None
         if config.config_dir is not None:
             for g in load_groups(config.config_dir):
                 self._groups[g.group_id] = g
@@ -212,8 +216,9 @@ class GroupCoordinator(GroupMembership):
                      require_stable: bool = False) -> OffsetFetchResult:
         """OffsetFetch: committed offsets (-1 when none); ``partitions`` None = all of the group.
 
-        ``require_stable`` is accepted for the transactional extension: with no
-        pending transactional commits every offset is stable.
+        ``require_stable`` (v7+): a partition with a pending transactional
+        offset (``pending_txn_offset``) answers UNSTABLE_OFFSET_COMMIT (88) and
+        offset -1; the client retries until the transaction ends.
         """
         if not group_id:
             return OffsetFetchResult(ErrorCode.INVALID_GROUP_ID)
@@ -221,15 +226,52 @@ class GroupCoordinator(GroupMembership):
         if g is not None and g.state is GroupState.DEAD:
             return OffsetFetchResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if partitions is None:
-            found = [FetchedOffset(topic, q, off)
+            found = [self._fetched(group_id, topic, q, off, require_stable)
                      for topic in sorted(self._offsets.topics_of_group(group_id))
                      for q, off in sorted(self._offsets.offsets(group_id, topic).items())]
             return OffsetFetchResult(ErrorCode.NONE, tuple(found))
         out = []
         for topic, q in partitions:
             off = self._offsets.query(group_id, topic, q)
-            out.append(FetchedOffset(topic, q, -1 if off is None else off))
+            out.append(self._fetched(group_id, topic, q, -1 if off is None else off, require_stable))
         return OffsetFetchResult(ErrorCode.NONE, tuple(out))
+
+    def _fetched(self, group_id: str, topic: str, q: int, off: int, require_stable: bool) -> FetchedOffset:
+        pending = self.pending_txn_offset
+        if require_stable and pending is not None and pending(group_id, topic, q):
+            return FetchedOffset(topic, q, -1, UNSTABLE_OFFSET_COMMIT)
+        return FetchedOffset(topic, q, off)
+
+    def validate_txn_commit(self, group_id: str, generation_id: int, member_id: str,
+                            instance_id: str | None) -> int:
+        """TxnOffsetCommit's committer check (Kafka's ``doTxnCommitOffsets``).
+
+        Unlike OffsetCommit, generation -1 with an empty member id is accepted
+        even while the group has members (a producer outside the group may
+        commit for it); a named member must be current, and a generation >= 0
+        must be the group's.  The offsets are stored by the transaction
+        coordinator at commit time, not here.
+
+        Returns:
+            NONE or the Kafka error code for every partition of the request.
+        """
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        admitted = self._admit_group(group_id)
+        if admitted != 0:
+            return admitted
+        g = self._groups.get(group_id)
+        if g is None:
+            return ErrorCode.NONE
+        if g.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if member_id or instance_id is not None:
+            error = g.check_member(member_id, instance_id)
+            if error != ErrorCode.NONE:
+                return error
+        if generation_id >= 0 and generation_id != g.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
 
     # ------------------------------------------------------------------ admin queries
 

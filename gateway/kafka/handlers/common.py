@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 
 from compat.kafka_records import KafkaRecord, record_from_message
 from compat.views import ViewRegistry
-from core.filter import ExpressionFilter
-from core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_SCHEDULE
 from core.broker import Broker
+from core.filter import ExpressionFilter
+from core.kafka_txn import KafkaTxnCoordinator
+from core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_SCHEDULE
 from core.producer_state import ProducerStateManager
 from core.storage.layout import decode_record
 from core.topics import TopicConfig, is_system_topic
@@ -42,6 +43,7 @@ class KafkaEnv:
     port: int
     cluster_id: str = "rokka"
     producers: ProducerStateManager | None = None  # idempotent-producer state (None: not enforced)
+    transactions: KafkaTxnCoordinator | None = None  # transactional batches (None: refused with 48)
     views: ViewRegistry = field(default_factory=lambda: ViewRegistry(None))
 
 

@@ -17,6 +17,18 @@ not written again; a gap gets OUT_OF_ORDER_SEQUENCE_NUMBER (45), an old
 epoch INVALID_PRODUCER_EPOCH (47).  Check, append and record happen with no
 await in between; only the fsync wait (acks=all under SYNC_FLUSH) follows.
 
+Transactional batches (attribute bit 0x10): the transaction coordinator
+(``core.kafka_txn``) first checks that the producer's transaction is open
+and holds this partition (else 48 INVALID_TXN_STATE; a fenced epoch gets
+47, an unknown producer id 49); the sequence check above still applies;
+the records are then stored as *half messages* (``append_halves``), which
+no consumer of either protocol sees until EndTxn commits them.  Their
+produce response carries base_offset -1: the records have no offset in the
+partition until the commit re-puts them.  Clients accept -1 (librdkafka
+reports offset -1001 "invalid", kafka-python's RecordMetadata.offset -1,
+kafkajs baseOffset "-1"; none of them use it for sequencing).  Check,
+half append and record happen with no await in between.
+
 Delay (``rocketmq.DELAY`` / ``rocketmq.DELIVER_AT`` headers, see
 ``compat.kafka_records``): delayed records are parked by the core's send
 pipeline and appear in the partition when due; their produce response
@@ -29,6 +41,7 @@ import structlog
 
 from compat.kafka_records import apply_delay, message_from_record
 from core.broker import now_ms
+from core.kafka_txn import TxnOutcome
 from core.producer_state import SequenceOutcome, last_sequence
 from gateway.kafka.codec import Struct
 from gateway.kafka.codec import records as R
@@ -38,6 +51,25 @@ from gateway.kafka.handlers.common import KafkaEnv, has_partition, resolve
 from gateway.kafka.server import KafkaRequestContext
 
 log = structlog.get_logger(__name__)
+
+_TXN_CODES = {TxnOutcome.INVALID_PRODUCER_EPOCH: E.INVALID_PRODUCER_EPOCH,
+              TxnOutcome.INVALID_TXN_STATE: E.INVALID_TXN_STATE,
+              TxnOutcome.INVALID_PRODUCER_ID_MAPPING: E.INVALID_PRODUCER_ID_MAPPING}
+
+
+def _txn_error(env: KafkaEnv, topic: str, partition: int, header: R.BatchHeader) -> int:
+    """0 if this transactional batch may be stored as halves now, else the produce error code."""
+    txns = env.transactions
+    if txns is None or header.producer_id < 0:
+        log.warning("kafka.transactional_batch_refused", topic=topic, partition=partition,
+                    producer_id=header.producer_id, reason="no transaction coordinator or producer id")
+        return E.INVALID_TXN_STATE
+    outcome = txns.check_produce(header.producer_id, header.producer_epoch, topic, partition)
+    if outcome is TxnOutcome.OK:
+        return 0
+    log.info("kafka.transactional_batch_refused", topic=topic, partition=partition,
+             producer_id=header.producer_id, epoch=header.producer_epoch, outcome=outcome.value)
+    return _TXN_CODES.get(outcome, E.INVALID_TXN_STATE)
 
 
 def _messages(topic: str, partition: int, data: bytes | None) -> tuple[int, list, R.BatchHeader | None]:  # type: ignore[type-arg]
@@ -78,6 +110,10 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
     now = now_ms()
     msgs = [apply_delay(m, env.broker.delay_levels_ms, now) for m in msgs]
     delayed = any(m.properties.get("DELAY") for m in msgs)
+    transactional = header.is_transactional
+    if transactional and (err := _txn_error(env, topic, p.index, header)):
+        out.error_code = err
+        return out
     producers = env.producers
     idempotent = producers is not None and header.producer_id >= 0 and header.base_sequence >= 0
     if idempotent:
@@ -92,10 +128,17 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
             out.error_code = (E.OUT_OF_ORDER_SEQUENCE_NUMBER if verdict.outcome is SequenceOutcome.OUT_OF_ORDER
                               else E.INVALID_PRODUCER_EPOCH)
             return out
-    result = env.broker.append(msgs)
+    if transactional:
+        assert env.transactions is not None
+        result = env.transactions.append_halves(header.producer_id, header.producer_epoch, msgs)
+    else:
+        result = env.broker.append(msgs)
     if idempotent and result.ok:
-        producers.record_batch(header.producer_id, header.producer_epoch, topic, p.index, header.base_sequence,
-                               last_seq, result.appended[0].queue_offset, result.appended[-1].queue_offset)
+        # A half's queue offset is not a partition offset: a duplicate is answered with -1 too.
+        first, last = ((-1, -1) if transactional else
+                       (result.appended[0].queue_offset, result.appended[-1].queue_offset))
+        producers.record_batch(header.producer_id, header.producer_epoch, topic, p.index,
+                               header.base_sequence, last_seq, first, last)
     result = await env.broker.wait_durable(result)
     if not result.ok:
         log.warning("kafka.produce_failed", topic=topic, partition=p.index, status=result.status.name,
@@ -103,8 +146,9 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
         too_large = result.status.name == "MESSAGE_ILLEGAL"
         out.error_code = E.MESSAGE_TOO_LARGE if too_large else E.KAFKA_STORAGE_ERROR
         return out
-    # A delayed record is parked in SCHEDULE_TOPIC_XXXX: it has no offset in this partition yet.
-    out.base_offset = -1 if delayed else result.appended[0].queue_offset
+    # A delayed record is parked in SCHEDULE_TOPIC_XXXX, a transactional one in the half topic:
+    # neither has an offset in this partition yet.
+    out.base_offset = -1 if delayed or transactional else result.appended[0].queue_offset
     out.log_start_offset = env.broker.store.min_offset(topic, p.index)
     return out
 

@@ -1,0 +1,579 @@
+"""Kafka transaction coordinator on RocketMQ half messages.
+
+Theory of operation
+-------------------
+A Kafka transactional producer (InitProducerId with a transactional id,
+AddPartitionsToTxn, Produce, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) is
+served with the core's half-message transactions (``core.txn``) instead of
+Kafka's control markers:
+
+* a record produced inside a transaction is stored as a **half message**
+  (``TRAN_MSG=true`` + ``KAFKA_TXN=<pid>:<epoch>``; ``Broker.prepare`` parks
+  it in RMQ_SYS_TRANS_HALF_TOPIC with REAL_TOPIC/REAL_QID), so no consumer
+  of either protocol can see it;
+* EndTxn(commit) re-puts every half of the transaction into its real queue
+  in **one** ``put_messages`` call (no await in between, so a consumer sees
+  all of the transaction or none of it), together with the op records that
+  close the halves, then applies the pending TxnOffsetCommit offsets;
+* EndTxn(abort) (and the timeout, and InitProducerId on an open
+  transaction) writes the op records only: aborted records are never
+  visible anywhere.
+So committed data only ever appears at commit: every partition's LSO = HW,
+and read_uncommitted consumers see exactly what read_committed ones see.
+The RocketMQ check-back loop skips ``KAFKA_TXN`` halves (``core.txn``).
+
+State machine (``TRANSITIONS``, keyed by (state, event); a value is the next
+state or the refusal to answer with)::
+
+    Empty/Complete* --ADD--> Ongoing --COMMIT--> PrepareCommit --COMPLETE--> CompleteCommit
+                             Ongoing --ABORT/TIMEOUT/INIT--> PrepareAbort --COMPLETE--> CompleteAbort
+
+Durability rules (``config/kafkaTxn.msgpack``, atomic msgpack):
+
+1. A transition to Ongoing, a change of its partitions/groups and every
+   TxnOffsetCommit are written before the reply.
+2. PrepareCommit/PrepareAbort is written (with the half locations and, for
+   a commit, the end of every real queue = ``marks``) *before* anything is
+   stored.  A restart completes such a transaction: the re-put skips halves
+   whose commit is already in the real queue at or after its mark (matched
+   by the committed message's prepared-transaction offset = the half's
+   CommitLog offset), so a crash mid-commit neither loses nor doubles.
+3. Half locations of an Ongoing transaction are not written per produce:
+   after a restart they are found again by scanning the half queue from the
+   transaction's ``half_start`` for halves marked with its pid:epoch.  An
+   Ongoing transaction is resumed and aborted when its timeout passes
+   (start time is wall clock, persisted).
+4. Complete* is written lazily (a lost one is recomputed by rule 2).
+
+A completion whose store write fails leaves the transaction in Prepare*;
+``run`` retries it and EndTxn answers CONCURRENT_TRANSACTIONS meanwhile.
+
+Concurrency: every public method runs on the trio thread; checks and
+state changes happen without an await in between, awaits are only for
+fsyncs.  Produce calls ``check_produce`` then ``append_halves`` with no
+await between them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+import trio
+
+from core.model import PROP_TRAN_MSG, TOPIC_TRANS_HALF, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, Message
+from core.storage.metafile import MetadataCorrupt
+from core.storage.packfile import pack, read_msgpack, write_packed_atomic
+from core.txn import PROP_KAFKA_TXN, SCAN_BATCH, commit_message, op_message
+
+if TYPE_CHECKING:
+    from core.broker import Broker
+    from core.producer_state import ProducerStateManager
+
+log = structlog.get_logger(__name__)
+
+FILE_NAME = "kafkaTxn.msgpack"
+VERSION = 1
+TICK_S = 1.0
+
+
+class TxnState(enum.Enum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+
+class TxnEvent(enum.Enum):
+    INIT = "INIT"            # InitProducerId (an Ongoing transaction is aborted first)
+    ADD = "ADD"              # AddPartitionsToTxn / AddOffsetsToTxn
+    COMMIT = "COMMIT"        # EndTxn(committed=true)
+    ABORT = "ABORT"          # EndTxn(committed=false)
+    TIMEOUT = "TIMEOUT"      # transaction.timeout.ms passed
+    COMPLETE = "COMPLETE"    # records/op records stored
+
+
+class TxnOutcome(enum.Enum):
+    OK = "OK"
+    INVALID_TXN_STATE = "INVALID_TXN_STATE"                      # 48
+    CONCURRENT_TRANSACTIONS = "CONCURRENT_TRANSACTIONS"          # 51
+    PRODUCER_FENCED = "PRODUCER_FENCED"                          # 90 (47 for old versions)
+    INVALID_PRODUCER_EPOCH = "INVALID_PRODUCER_EPOCH"            # 47 (Produce)
+    INVALID_PRODUCER_ID_MAPPING = "INVALID_PRODUCER_ID_MAPPING"  # 49
+    UNKNOWN_TRANSACTIONAL_ID = "UNKNOWN_TRANSACTIONAL_ID"        # 49 on the wire, as Kafka answers
+
+
+S, E, Out = TxnState, TxnEvent, TxnOutcome
+_ABORTABLE_AGAIN: dict[TxnState, TxnState | TxnOutcome] = {S.EMPTY: Out.INVALID_TXN_STATE, S.PREPARE_COMMIT: Out.INVALID_TXN_STATE,
+                    S.PREPARE_ABORT: Out.CONCURRENT_TRANSACTIONS, S.COMPLETE_ABORT: S.COMPLETE_ABORT,
+                    S.COMPLETE_COMMIT: Out.INVALID_TXN_STATE}
+TRANSITIONS: dict[tuple[TxnState, TxnEvent], TxnState | TxnOutcome] = {
+    **{(s, E.INIT): S.EMPTY for s in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)},
+    (S.ONGOING, E.INIT): S.PREPARE_ABORT,
+    (S.PREPARE_COMMIT, E.INIT): Out.CONCURRENT_TRANSACTIONS,
+    (S.PREPARE_ABORT, E.INIT): Out.CONCURRENT_TRANSACTIONS,
+    **{(s, E.ADD): S.ONGOING for s in (S.EMPTY, S.ONGOING, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)},
+    (S.PREPARE_COMMIT, E.ADD): Out.CONCURRENT_TRANSACTIONS,
+    (S.PREPARE_ABORT, E.ADD): Out.CONCURRENT_TRANSACTIONS,
+    (S.ONGOING, E.COMMIT): S.PREPARE_COMMIT,
+    (S.EMPTY, E.COMMIT): Out.INVALID_TXN_STATE,
+    (S.PREPARE_COMMIT, E.COMMIT): Out.CONCURRENT_TRANSACTIONS,
+    (S.PREPARE_ABORT, E.COMMIT): Out.INVALID_TXN_STATE,
+    (S.COMPLETE_COMMIT, E.COMMIT): S.COMPLETE_COMMIT,          # a retried EndTxn: success again
+    (S.COMPLETE_ABORT, E.COMMIT): Out.INVALID_TXN_STATE,
+    (S.ONGOING, E.ABORT): S.PREPARE_ABORT,
+    **{(s, E.ABORT): v for s, v in _ABORTABLE_AGAIN.items()},
+    (S.ONGOING, E.TIMEOUT): S.PREPARE_ABORT,
+    (S.PREPARE_COMMIT, E.COMPLETE): S.COMPLETE_COMMIT,
+    (S.PREPARE_ABORT, E.COMPLETE): S.COMPLETE_ABORT,
+}
+PREPARED = (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+
+
+def next_state(state: TxnState, event: TxnEvent) -> TxnState | TxnOutcome:
+    """The table lookup; an event the table does not list is INVALID_TXN_STATE."""
+    return TRANSITIONS.get((state, event), Out.INVALID_TXN_STATE)
+
+
+Partition = tuple[str, int]
+OffsetKey = tuple[str, str, int]   # (group, topic, partition)
+
+
+@dataclass
+class Txn:
+    """One transactional id's coordinator record."""
+
+    tid: str
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[Partition] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+    halves: dict[int, int] = field(default_factory=dict)          # half CommitLog offset -> half queue offset
+    pending_offsets: dict[OffsetKey, int] = field(default_factory=dict)
+    start_ms: int = -1
+    half_start: int = 0                                           # half-queue end when it became Ongoing
+    marks: dict[Partition, int] = field(default_factory=dict)     # real queue ends at PrepareCommit
+
+    def clear(self) -> None:
+        self.partitions, self.groups, self.halves = set(), set(), {}
+        self.pending_offsets, self.marks, self.start_ms = {}, {}, -1
+
+    @property
+    def marker(self) -> str:
+        return f"{self.producer_id}:{self.epoch}"
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaTxnStatistics:
+    transactional_ids: int
+    by_state: dict[str, int]
+    committed: int
+    aborted: int
+    timed_out: int
+    records_committed: int
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class KafkaTxnCoordinator:
+    """Transaction coordinator for Kafka transactional ids; see the module docstring.
+
+    Args:
+        broker: the core broker (store, send pipeline, consumer offsets).
+        producers: producer ids and epochs (``transactional_entry`` / ``bump_epoch``).
+        config_dir: where ``kafkaTxn.msgpack`` lives; None = memory only.
+        clock_ms: wall clock (transaction start times and timeouts).
+        apply_offset: stores one committed offset at commit time
+            (group, topic, partition, offset); default: the broker's offset table.
+
+    Raises:
+        MetadataCorrupt: the state file exists but cannot be read.
+    """
+
+    def __init__(self, broker: Broker, producers: ProducerStateManager, config_dir: Path | None, *,
+                 clock_ms: Callable[[], int] = _wall_ms,
+                 apply_offset: Callable[[str, str, int, int], None] | None = None) -> None:
+        self.broker = broker
+        self.producers = producers
+        self._path = None if config_dir is None else config_dir / FILE_NAME
+        self._clock = clock_ms
+        self._apply_offset = apply_offset or (lambda g, t, p, o: broker.offsets.commit(g, t, p, o))
+        self._txns: dict[str, Txn] = {}
+        self._by_pid: dict[int, str] = {}
+        self._write_lock = trio.Lock()
+        self._dirty = False
+        self._wake = trio.Event()
+        self._recovering: set[str] = set()      # completions that must check for earlier re-puts
+        self._busy: set[str] = set()            # ids whose EndTxn/abort is between Prepare* and Complete*
+        self.committed = self.aborted = self.timed_out = self.records_committed = 0
+        if self._path is not None:
+            self._load()
+
+    # ------------------------------------------------------------------ lookups
+
+    def get(self, tid: str) -> Txn | None:
+        return self._txns.get(tid)
+
+    def _txn_for(self, tid: str, pid: int, epoch: int) -> Txn | TxnOutcome:
+        """The request's transaction after Kafka's id/epoch checks (wire sheet §5.3)."""
+        entry = self.producers.transactional_entry(tid)
+        if entry is None:
+            return Out.UNKNOWN_TRANSACTIONAL_ID
+        if pid != entry.producer_id:
+            return Out.INVALID_PRODUCER_ID_MAPPING
+        if epoch != entry.epoch:
+            return Out.PRODUCER_FENCED
+        txn = self._txns.get(tid)
+        if txn is None:
+            txn = self._txns[tid] = Txn(tid, pid, epoch, entry.timeout_ms)
+        elif (txn.producer_id, txn.epoch) != (pid, epoch) and txn.state not in (S.ONGOING, *PREPARED):
+            txn.producer_id, txn.epoch, txn.timeout_ms = pid, epoch, entry.timeout_ms
+        self._by_pid[pid] = tid
+        return txn
+
+    def pending_offset(self, group: str, topic: str, partition: int) -> bool:
+        """True while an open transaction holds an uncommitted offset for this partition (require_stable)."""
+        return any((group, topic, partition) in t.pending_offsets for t in self._txns.values())
+
+    # ------------------------------------------------------------------ InitProducerId
+
+    async def before_init(self, tid: str) -> TxnOutcome:
+        """Called before the epoch bump: abort an Ongoing transaction (synchronously, as a whole).
+
+        Returns CONCURRENT_TRANSACTIONS while a commit/abort of this id is
+        being completed; the client retries.
+        """
+        txn = self._txns.get(tid)
+        if txn is None:
+            return Out.OK
+        nxt = next_state(txn.state, E.INIT)
+        if isinstance(nxt, TxnOutcome):
+            return nxt
+        if nxt is S.PREPARE_ABORT:
+            log.info("kafka transaction aborted by a new InitProducerId", transactional_id=tid)
+            if not await self._end(txn, S.PREPARE_ABORT):
+                return Out.CONCURRENT_TRANSACTIONS
+        return Out.OK
+
+    def after_init(self, tid: str, producer_id: int, epoch: int, timeout_ms: int) -> None:
+        """Record the (pid, epoch) InitProducerId just handed out; the id is Empty again."""
+        txn = self._txns.get(tid)
+        if txn is None:
+            txn = self._txns[tid] = Txn(tid, producer_id, epoch, timeout_ms)
+        elif txn.state in (S.ONGOING, *PREPARED):
+            return  # another request raced in; its own path finishes the transaction
+        self._by_pid.pop(txn.producer_id, None)
+        txn.producer_id, txn.epoch, txn.timeout_ms = producer_id, epoch, timeout_ms
+        txn.state = S.EMPTY
+        txn.clear()
+        self._by_pid[producer_id] = tid
+        self._changed()
+
+    # ------------------------------------------------------------------ AddPartitions / AddOffsets
+
+    async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: Iterable[Partition],
+                             groups: Iterable[str] = ()) -> TxnOutcome:
+        """AddPartitionsToTxn (partitions) / AddOffsetsToTxn (groups): start or extend the transaction."""
+        txn = self._txn_for(tid, pid, epoch)
+        if isinstance(txn, TxnOutcome):
+            return txn
+        nxt = next_state(txn.state, E.ADD)
+        if isinstance(nxt, TxnOutcome):
+            return nxt
+        parts, grps = set(partitions), set(groups)
+        if txn.state is S.ONGOING and parts <= txn.partitions and grps <= txn.groups:
+            return Out.OK
+        if txn.state is not S.ONGOING:
+            txn.clear()
+            txn.state = S.ONGOING
+            txn.start_ms = self._clock()
+            txn.half_start = self.broker.store.max_offset(TOPIC_TRANS_HALF, 0)
+            log.info("kafka transaction started", transactional_id=tid, producer_id=pid, epoch=epoch)
+        txn.partitions |= parts
+        txn.groups |= grps
+        await self.persist()
+        return Out.OK
+
+    async def txn_offset_commit(self, tid: str, pid: int, epoch: int, group: str,
+                                offsets: Iterable[tuple[str, int, int]]) -> TxnOutcome:
+        """TxnOffsetCommit: remember (topic, partition, offset)s of ``group``, applied at commit."""
+        txn = self._txn_for(tid, pid, epoch)
+        if isinstance(txn, TxnOutcome):
+            return txn
+        if txn.state in PREPARED:
+            return Out.CONCURRENT_TRANSACTIONS
+        if txn.state is not S.ONGOING or group not in txn.groups:
+            return Out.INVALID_TXN_STATE
+        for topic, partition, offset in offsets:
+            txn.pending_offsets[(group, topic, partition)] = offset
+        await self.persist()
+        return Out.OK
+
+    # ------------------------------------------------------------------ Produce
+
+    def check_produce(self, pid: int, epoch: int, topic: str, partition: int) -> TxnOutcome:
+        """May this transactional batch be written?  (No await between this and ``append_halves``.)"""
+        tid = self._by_pid.get(pid)
+        txn = self._txns.get(tid) if tid is not None else None
+        entry = self.producers.transactional_entry(tid) if tid is not None else None
+        if txn is None or entry is None:
+            return Out.INVALID_PRODUCER_ID_MAPPING
+        if epoch < entry.epoch or (pid == entry.producer_id and epoch != entry.epoch):
+            return Out.INVALID_PRODUCER_EPOCH
+        if txn.state is not S.ONGOING or (txn.producer_id, txn.epoch) != (pid, epoch) \
+                or (topic, partition) not in txn.partitions:
+            return Out.INVALID_TXN_STATE
+        return Out.OK
+
+    def append_halves(self, pid: int, epoch: int, messages: list[Message]) -> Any:
+        """Store ``messages`` as halves of ``pid``'s open transaction; returns the ``PutResult``."""
+        txn = self._txns[self._by_pid[pid]]
+        marked = [dataclasses.replace(m, properties={**m.properties, PROP_TRAN_MSG: "true",
+                                                     PROP_KAFKA_TXN: txn.marker}) for m in messages]
+        result = self.broker.append(marked)
+        if result.ok:
+            for a in result.appended:
+                txn.halves[a.commitlog_offset] = a.queue_offset
+        return result
+
+    # ------------------------------------------------------------------ EndTxn
+
+    async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> TxnOutcome:
+        """EndTxn: commit or abort the whole transaction before answering."""
+        txn = self._txn_for(tid, pid, epoch)
+        if isinstance(txn, TxnOutcome):
+            return txn
+        nxt = next_state(txn.state, E.COMMIT if commit else E.ABORT)
+        if isinstance(nxt, TxnOutcome):
+            return nxt
+        if nxt not in PREPARED:
+            return Out.OK                        # retry of a completed EndTxn
+        return Out.OK if await self._end(txn, nxt) else Out.CONCURRENT_TRANSACTIONS
+
+    async def _end(self, txn: Txn, prepared: TxnState) -> bool:
+        """Ongoing -> Prepare* (durable) -> store -> Complete*; False if the store refused (retried later)."""
+        txn.state = prepared
+        if prepared is S.PREPARE_COMMIT:
+            store = self.broker.store
+            txn.marks = {(t, p): store.max_offset(t, p) for t, p in txn.partitions}
+        else:
+            txn.pending_offsets = {}
+        self._busy.add(txn.tid)
+        try:
+            await self.persist()
+            return await self._complete(txn)
+        finally:
+            self._busy.discard(txn.tid)
+
+    async def _complete(self, txn: Txn) -> bool:
+        """Store the completion of a Prepare* transaction (the caller holds it in ``_busy``)."""
+        commit = txn.state is S.PREPARE_COMMIT
+        msgs, halves = self._completion_messages(txn, commit)
+        result = self.broker.append(msgs, prepared=True) if msgs else None
+        if result is not None:
+            result = await self.broker.wait_durable(result)
+            if not result.ok:
+                log.error("kafka transaction completion not stored; will retry", transactional_id=txn.tid,
+                          status=result.status.value, remark=result.remark)
+                self._recovering.add(txn.tid)   # part of it may be in the log: the retry deduplicates
+                self._wake.set()
+                return False
+        if commit:
+            for (group, topic, partition), offset in txn.pending_offsets.items():
+                self._apply_offset(group, topic, partition, offset)
+            if txn.pending_offsets:
+                self.broker.offsets.persist()
+            self.committed += 1
+            self.records_committed += len(msgs) - len(halves)
+        else:
+            self.aborted += 1
+        log.info("kafka transaction completed", transactional_id=txn.tid, committed=commit,
+                 records=len(halves), offsets=len(txn.pending_offsets))
+        self._recovering.discard(txn.tid)
+        done = next_state(txn.state, E.COMPLETE)
+        assert isinstance(done, TxnState)
+        txn.state = done
+        txn.clear()
+        self._changed()
+        return True
+
+    def _completion_messages(self, txn: Txn, commit: bool) -> tuple[list[Message], list[int]]:
+        """Real messages (commit) followed by one op record per half, ready for ``append(prepared=True)``."""
+        store, broker = self.broker.store, self.broker
+        already = self._already_put(txn) if commit and txn.tid in self._recovering else set()
+        real: list[Message] = []
+        ops: list[Message] = []
+        now, host = self._clock(), broker.store_config.store_host
+        found: list[int] = []
+        for clo in sorted(txn.halves):
+            half = store.read_message(clo)
+            if half is None or half.topic != TOPIC_TRANS_HALF:
+                log.warning("kafka transaction half missing from the store", transactional_id=txn.tid,
+                            commitlog_offset=clo)
+                continue
+            found.append(clo)
+            if commit and clo not in already:
+                real.append(broker.prepare(commit_message(half)))
+            ops.append(op_message(half, now, host))
+        return real + ops, found
+
+    def _already_put(self, txn: Txn) -> set[int]:
+        """Half CommitLog offsets whose commit is already in a real queue at or after its mark."""
+        store = self.broker.store
+        out: set[int] = set()
+        for (topic, partition), mark in txn.marks.items():
+            off, end = mark, store.max_offset(topic, partition)
+            while off < end:
+                units = store.cq_units(topic, partition, off, SCAN_BATCH)
+                if not units:
+                    break
+                for u in units:
+                    m = store.read_message(u.commitlog_offset)
+                    if m is not None and (m.sysflag & TRANSACTION_MASK) == TRANSACTION_COMMIT_TYPE:
+                        out.add(m.prepared_transaction_offset)
+                off = units[-1].queue_offset + 1
+        return out
+
+    # ------------------------------------------------------------------ background
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Complete transactions found prepared, abort timed-out ones, persist; until cancelled."""
+        self._recover_halves()
+        task_status.started()
+        try:
+            while True:
+                await self.tick()
+                with trio.move_on_after(TICK_S):
+                    await self._wake.wait()
+                self._wake = trio.Event()
+        finally:
+            if self._dirty:
+                self.save()
+
+    async def tick(self) -> None:
+        """One upkeep pass: retry prepared completions, abort expired transactions, persist if dirty."""
+        now = self._clock()
+        for txn in list(self._txns.values()):
+            if txn.tid in self._busy:
+                continue                       # an EndTxn / abort of this id is under way
+            if txn.state in PREPARED:
+                self._busy.add(txn.tid)
+                try:
+                    await self._complete(txn)
+                finally:
+                    self._busy.discard(txn.tid)
+            elif txn.state is S.ONGOING and txn.start_ms >= 0 and now - txn.start_ms > txn.timeout_ms:
+                await self._expire(txn)
+        if self._dirty:
+            await self.persist()
+
+    async def _expire(self, txn: Txn) -> None:
+        log.warning("kafka transaction timed out; aborting", transactional_id=txn.tid,
+                    timeout_ms=txn.timeout_ms, records=len(txn.halves))
+        self.timed_out += 1
+        self._busy.add(txn.tid)
+        try:
+            entry = await self.producers.bump_epoch(txn.tid)    # fence the old producer first, as Kafka
+            if entry is not None:
+                self._by_pid[entry.producer_id] = txn.tid
+        finally:
+            self._busy.discard(txn.tid)
+        nxt = next_state(txn.state, E.TIMEOUT)
+        if isinstance(nxt, TxnState):
+            await self._end(txn, nxt)
+
+    def _recover_halves(self) -> None:
+        """Restart: find the halves of Ongoing transactions again (rule 3); prepared ones re-check puts."""
+        ongoing = {t.marker: t for t in self._txns.values() if t.state is S.ONGOING}
+        self._recovering = {t.tid for t in self._txns.values() if t.state is S.PREPARE_COMMIT}
+        if not ongoing:
+            return
+        store = self.broker.store
+        off = min(t.half_start for t in ongoing.values())
+        end = store.max_offset(TOPIC_TRANS_HALF, 0)
+        off = max(off, store.min_offset(TOPIC_TRANS_HALF, 0))
+        while off < end:
+            units = store.cq_units(TOPIC_TRANS_HALF, 0, off, SCAN_BATCH)
+            if not units:
+                break
+            for u in units:
+                m = store.read_message(u.commitlog_offset)
+                txn = ongoing.get(m.properties.get(PROP_KAFKA_TXN, "")) if m is not None else None
+                if txn is not None and u.queue_offset >= txn.half_start:
+                    txn.halves[u.commitlog_offset] = u.queue_offset
+            off = units[-1].queue_offset + 1
+        for t in ongoing.values():
+            log.info("kafka transaction resumed after restart", transactional_id=t.tid, records=len(t.halves))
+
+    def statistics(self) -> KafkaTxnStatistics:
+        by_state: dict[str, int] = {}
+        for t in self._txns.values():
+            by_state[t.state.value] = by_state.get(t.state.value, 0) + 1
+        return KafkaTxnStatistics(len(self._txns), by_state, self.committed, self.aborted, self.timed_out,
+                                  self.records_committed)
+
+    # ------------------------------------------------------------------ persistence
+
+    def _changed(self) -> None:
+        self._dirty = True
+
+    async def persist(self) -> None:
+        """Write the table durably (fsync on a worker thread, one writer at a time)."""
+        self._dirty = False
+        if self._path is None:
+            return
+        async with self._write_lock:
+            data = self._encode()
+            await trio.to_thread.run_sync(write_packed_atomic, self._path, data)
+
+    def save(self) -> None:
+        """Write the table now, synchronously (shutdown)."""
+        self._dirty = False
+        if self._path is not None:
+            write_packed_atomic(self._path, self._encode())
+
+    def _encode(self) -> bytes:
+        rows = [[t.tid, t.producer_id, t.epoch, t.timeout_ms, t.state.value,
+                 [list(p) for p in sorted(t.partitions)], sorted(t.groups),
+                 [[c, q] for c, q in sorted(t.halves.items())],
+                 [[g, tp, p, o] for (g, tp, p), o in t.pending_offsets.items()],
+                 t.start_ms, t.half_start, [[tp, p, m] for (tp, p), m in t.marks.items()]]
+                for t in self._txns.values()]
+        return pack({"version": VERSION, "txns": rows})
+
+    def _load(self) -> None:
+        assert self._path is not None
+        data = read_msgpack(self._path)
+        if data is None:
+            return
+        try:
+            if not isinstance(data, dict) or data.get("version") != VERSION:
+                raise ValueError("unsupported layout")
+            for row in data["txns"]:
+                self._decode_row(row)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MetadataCorrupt(f"{self._path}: malformed Kafka transaction state: {exc}") from exc
+        log.info("kafka transaction state loaded", transactional_ids=len(self._txns),
+                 open=sum(t.state is not S.EMPTY and not t.state.value.startswith("Complete")
+                          for t in self._txns.values()))
+
+    def _decode_row(self, row: list[Any]) -> None:
+        tid, pid, epoch, timeout, state, parts, groups, halves, pending, start, half_start, marks = row
+        txn = Txn(tid, int(pid), int(epoch), int(timeout), TxnState(state),
+                  {(str(t), int(p)) for t, p in parts}, set(groups), {int(c): int(q) for c, q in halves},
+                  {(g, t, int(p)): int(o) for g, t, p, o in pending}, int(start), int(half_start),
+                  {(t, int(p)): int(m) for t, p, m in marks})
+        self._txns[tid] = txn
+        self._by_pid[txn.producer_id] = tid

@@ -1,0 +1,191 @@
+"""Kafka transaction APIs: wire structs <-> ``core.kafka_txn.KafkaTxnCoordinator``.
+
+Theory of operation
+-------------------
+These handlers only translate (wire sheet §5.1 and §5.3).  The coordinator
+decides and answers with a ``TxnOutcome``; ``CODES`` maps it to the Kafka
+code.  PRODUCER_FENCED (90) becomes INVALID_PRODUCER_EPOCH (47) for the
+versions that predate it (AddPartitionsToTxn/AddOffsetsToTxn/EndTxn/
+TxnOffsetCommit < v2, InitProducerId < v4), as Kafka does.  An unknown
+transactional id is answered with 49 INVALID_PRODUCER_ID_MAPPING, which is
+what Kafka's coordinator returns for these APIs (105
+TRANSACTIONAL_ID_NOT_FOUND only exists for DescribeTransactions).
+
+InitProducerId (api 22) is wrapped here: with a transactional id, an
+Ongoing transaction of that id is aborted first (synchronously, records
+never become visible), then ``group_api.init_producer_id`` bumps the epoch
+(fencing the old instance), then the coordinator learns the new
+(pid, epoch).  While a commit/abort of the id is being completed the
+answer is 51 CONCURRENT_TRANSACTIONS (the client retries).  A v3+ request
+whose (producer_id, epoch) is stale goes straight to the producer-state
+manager, which fences it, without touching the live transaction.
+
+AddPartitionsToTxn: an unknown partition gets 3 and every other partition
+of the request 55 OPERATION_NOT_ATTEMPTED (nothing is added).
+TxnOffsetCommit: the committer is validated by the group coordinator
+(``validate_txn_commit``); the offsets wait in the transaction and are
+applied by EndTxn(commit).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import structlog
+
+from core.kafka_txn import KafkaTxnCoordinator, TxnOutcome
+from core.producer_state import MAX_TXN_TIMEOUT_MS, NO_PRODUCER_ID, ProducerStateManager
+from core.topics import is_system_topic
+from gateway.kafka.errors import ErrorCode as E
+from gateway.kafka.groups.coordinator import GroupCoordinator
+from gateway.kafka.handlers import group_api
+from gateway.kafka.handlers.common import KafkaEnv, has_partition
+from gateway.kafka.server import KafkaRequestContext, Route
+
+log = structlog.get_logger(__name__)
+
+CODES: dict[TxnOutcome, int] = {
+    TxnOutcome.OK: E.NONE,
+    TxnOutcome.INVALID_TXN_STATE: E.INVALID_TXN_STATE,
+    TxnOutcome.CONCURRENT_TRANSACTIONS: E.CONCURRENT_TRANSACTIONS,
+    TxnOutcome.PRODUCER_FENCED: E.PRODUCER_FENCED,
+    TxnOutcome.INVALID_PRODUCER_EPOCH: E.INVALID_PRODUCER_EPOCH,
+    TxnOutcome.INVALID_PRODUCER_ID_MAPPING: E.INVALID_PRODUCER_ID_MAPPING,
+    TxnOutcome.UNKNOWN_TRANSACTIONAL_ID: E.INVALID_PRODUCER_ID_MAPPING,
+}
+FENCED_SINCE = 2      # first AddPartitions/AddOffsets/EndTxn/TxnOffsetCommit version that knows 90
+
+
+def code_for(outcome: TxnOutcome, api_version: int, fenced_since: int = FENCED_SINCE) -> int:
+    code = CODES[outcome]
+    if code == E.PRODUCER_FENCED and api_version < fenced_since:
+        return int(E.INVALID_PRODUCER_EPOCH)
+    return int(code)
+
+
+def _log_refusal(api: str, tid: str, outcome: TxnOutcome, **kw: Any) -> None:
+    if outcome is not TxnOutcome.OK:
+        log.info("kafka.txn_refused", api=api, transactional_id=tid, outcome=outcome.value, **kw)
+
+
+def _stale_init(producers: ProducerStateManager, req: Any) -> bool:
+    """A v3+ InitProducerId naming a (pid, epoch) that is neither current nor the previous one."""
+    entry = producers.transactional_entry(req.transactional_id)
+    if entry is None or req.producer_id == NO_PRODUCER_ID:
+        return False
+    pair = (req.producer_id, req.producer_epoch)
+    return pair not in ((entry.producer_id, entry.epoch), (entry.last_producer_id, entry.last_epoch))
+
+
+async def init_producer_id(txns: KafkaTxnCoordinator, producers: ProducerStateManager,
+                           ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    tid = req.transactional_id
+    valid = bool(tid) and 0 < req.transaction_timeout_ms <= MAX_TXN_TIMEOUT_MS
+    if valid and not _stale_init(producers, req):
+        outcome = await txns.before_init(tid)
+        if outcome is not TxnOutcome.OK:
+            _log_refusal("InitProducerId", tid, outcome)
+            return {"error_code": code_for(outcome, ctx.api_version, 4), "producer_id": -1,
+                    "producer_epoch": -1}
+    out = await group_api.init_producer_id(producers, ctx, req)
+    if valid and out["error_code"] == 0:
+        txns.after_init(tid, out["producer_id"], out["producer_epoch"], req.transaction_timeout_ms)
+    return out
+
+
+def _kafka_partition(env: KafkaEnv, topic: str, partition: int) -> bool:
+    return not is_system_topic(topic) and has_partition(env, topic, partition)
+
+
+async def add_partitions_to_txn(env: KafkaEnv, txns: KafkaTxnCoordinator, ctx: KafkaRequestContext,
+                                req: Any) -> dict[str, Any]:
+    tid = req.v3_and_below_transactional_id
+    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    missing = {tp for tp in wanted if not _kafka_partition(env, *tp)}
+    if missing:
+        log.info("kafka.txn_refused", api="AddPartitionsToTxn", transactional_id=tid,
+                 unknown_partitions=sorted(missing))
+        codes = {tp: int(E.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else E.OPERATION_NOT_ATTEMPTED)
+                 for tp in wanted}
+    else:
+        outcome = await txns.add_partitions(tid, req.v3_and_below_producer_id,
+                                            req.v3_and_below_producer_epoch, wanted)
+        _log_refusal("AddPartitionsToTxn", tid, outcome)
+        code = code_for(outcome, ctx.api_version)
+        codes = {tp: code for tp in wanted}
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for (topic, partition), code in codes.items():
+        by_topic.setdefault(topic, []).append({"partition_index": partition, "partition_error_code": code})
+    return {"results_by_topic_v3_and_below": [{"name": t, "results_by_partition": ps}
+                                              for t, ps in by_topic.items()]}
+
+
+async def add_offsets_to_txn(txns: KafkaTxnCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    if not req.group_id:
+        return {"error_code": int(E.INVALID_GROUP_ID)}
+    outcome = await txns.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, (),
+                                        groups=[req.group_id])
+    _log_refusal("AddOffsetsToTxn", req.transactional_id, outcome, group=req.group_id)
+    return {"error_code": code_for(outcome, ctx.api_version)}
+
+
+async def end_txn(txns: KafkaTxnCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    outcome = await txns.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+    _log_refusal("EndTxn", req.transactional_id, outcome, committed=req.committed)
+    return {"error_code": code_for(outcome, ctx.api_version)}
+
+
+def _offset_codes(env: KafkaEnv, coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any,
+                  ) -> dict[tuple[str, int], int]:
+    """Per-partition codes before the transaction is consulted (group, partition, metadata checks)."""
+    if ctx.api_version >= 3:
+        group_code = coord.validate_txn_commit(req.group_id, req.generation_id, req.member_id,
+                                               req.group_instance_id)
+    else:
+        group_code = 0 if req.group_id else int(E.INVALID_GROUP_ID)
+    out: dict[tuple[str, int], int] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            if group_code:
+                out[(t.name, p.partition_index)] = int(group_code)
+            elif not _kafka_partition(env, t.name, p.partition_index):
+                out[(t.name, p.partition_index)] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
+            elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > 4096:
+                out[(t.name, p.partition_index)] = int(E.OFFSET_METADATA_TOO_LARGE)
+            else:
+                out[(t.name, p.partition_index)] = 0
+    return out
+
+
+async def txn_offset_commit(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: GroupCoordinator,
+                            ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    codes = _offset_codes(env, coord, ctx, req)
+    accepted = [(t.name, p.partition_index, p.committed_offset) for t in req.topics for p in t.partitions
+                if codes[(t.name, p.partition_index)] == 0]
+    if accepted:
+        outcome = await txns.txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch,
+                                               req.group_id, accepted)
+        _log_refusal("TxnOffsetCommit", req.transactional_id, outcome, group=req.group_id)
+        code = code_for(outcome, ctx.api_version)
+        for topic, partition, _ in accepted:
+            codes[(topic, partition)] = code
+    elif any(codes.values()):
+        log.info("kafka.txn_refused", api="TxnOffsetCommit", transactional_id=req.transactional_id,
+                 group=req.group_id, codes=sorted(set(codes.values())))
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for (topic, partition), c in codes.items():
+        by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": c})
+    return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+def build_txn_routes(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: GroupCoordinator,
+                     producers: ProducerStateManager) -> dict[int, Route]:
+    """Routes for InitProducerId (replacing ``group_api``'s) and the four transaction APIs."""
+    return {
+        22: Route(partial(init_producer_id, txns, producers), 0, 4),
+        24: Route(partial(add_partitions_to_txn, env, txns), 0, 3),
+        25: Route(partial(add_offsets_to_txn, txns), 0, 3),
+        26: Route(partial(end_txn, txns), 0, 3),
+        28: Route(partial(txn_offset_commit, env, txns, coord), 0, 3),
+    }
