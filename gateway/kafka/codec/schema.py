@@ -424,17 +424,20 @@ class Api:
         self.response.encode(out, body, version, self.is_flexible(version))
         return bytes(out)
 
-    def decode_request(self, version: int, data: bytes, pos: int = 0) -> Struct:
-        return self._decode(self.request, version, data, pos)
+    def decode_request(self, version: int, data: bytes, pos: int = 0, *, strict: bool = False) -> Struct:
+        """Decode a request body.  Trailing bytes are ignored unless ``strict``: the Kafka broker
+        reads the declared fields and ignores the rest, and librdkafka 2.16 sends 3 extra bytes
+        after a Metadata v12 body."""
+        return self._decode(self.request, version, data, pos, strict)
 
     def decode_response(self, version: int, data: bytes, pos: int = 0) -> Struct:
-        return self._decode(self.response, version, data, pos)
+        return self._decode(self.response, version, data, pos, True)
 
-    def _decode(self, t: StructType, version: int, data: bytes, pos: int) -> Struct:
+    def _decode(self, t: StructType, version: int, data: bytes, pos: int, strict: bool) -> Struct:
         if not self.supports(version):
             raise DecodeError(f"{self.name} v{version} is not supported")
         r = Reader(data, pos)
         value = t.decode(r, version, self.is_flexible(version))
-        if r.remaining():
+        if strict and r.remaining():
             raise DecodeError(f"{self.name} v{version}: {r.remaining()} trailing bytes")
         return value
