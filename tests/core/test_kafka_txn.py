@@ -142,14 +142,15 @@ async def test_refusals_fencing_and_init_aborting_an_open_transaction(tmp_path: 
     n = Node(tmp_path, Clock())
     try:
         with trio.fail_after(10):
-            assert await n.txns.add_partitions("nope", 1, 0, [("B", 0)]) is TxnOutcome.UNKNOWN_TRANSACTIONAL_ID
+            unknown = await n.txns.add_partitions("nope", 1, 0, [("B", 0)])
+            assert unknown is TxnOutcome.UNKNOWN_TRANSACTIONAL_ID
             pid, ep = await n.init("t1")
             assert await n.txns.end_txn("t1", pid, ep, True) is TxnOutcome.INVALID_TXN_STATE       # Empty
             assert await n.txns.add_partitions("t1", pid + 1, ep, [("B", 0)]) is \
                 TxnOutcome.INVALID_PRODUCER_ID_MAPPING
             assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)]) is OK
             assert await n.txns.txn_offset_commit("t1", pid, ep, "g", [("A", 0, 1)]) is \
-                TxnOutcome.INVALID_TXN_STATE                                                      # no AddOffsets
+                TxnOutcome.INVALID_TXN_STATE  # no AddOffsets
             assert n.produce(pid, ep, "B", 0, [b"zombie"]) is OK
             pid2, ep2 = await n.init("t1")         # a new instance: the open transaction is aborted
             assert (pid2, ep2) == (pid, ep + 1)
@@ -271,7 +272,7 @@ async def test_restart_then_timeout_aborts_open_transaction(tmp_path: Path) -> N
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 await nursery.start(n.txns.run)      # its first tick finds the expired transaction
-                while n.txns.get("t1").state is not TxnState.COMPLETE_ABORT:  # type: ignore[union-attr]
+                while n.txns.get("t1").state is not TxnState.COMPLETE_ABORT:  # type: ignore[union-attr]  # noqa: ASYNC110
                     await trio.sleep(0.01)
                 assert n.txns.statistics().timed_out == 1
                 assert n.values("B", 0) == []
