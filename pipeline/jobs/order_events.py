@@ -109,8 +109,9 @@ def build_stream(spark: object, cfg: JobConfig) -> object:
               .select(F.from_json(F.col("body").cast("string"), event).alias("e"))
               .select("e.*")
               .withColumn("ts", F.timestamp_millis(F.col("event_time")))
-              .withWatermark("ts", cfg.watermark)
-              .where(F.col("category") != TICK))
+              .withWatermark("ts", cfg.watermark))
+    # TICKs are aggregated like orders and dropped on output: a filter here would be pushed below
+    # the watermark by the optimizer and the TICK would no longer move it.
     return (events.groupBy(F.window("ts", cfg.window), F.col("category"))
             .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount_cents").alias("revenue_cents"))
             .select("category", F.col("window.start").alias("window_start"),
@@ -122,7 +123,7 @@ def write_batch(cfg: JobConfig):  # noqa: ANN201 - returns the foreachBatch call
     from pyspark.sql import functions as F  # noqa: N812
 
     def write(df: object, batch_id: int) -> None:
-        df = df.persist()  # type: ignore[attr-defined]
+        df = df.where(F.col("category") != TICK).persist()  # type: ignore[attr-defined]
         try:
             if df.isEmpty():
                 return
@@ -136,13 +137,44 @@ def write_batch(cfg: JobConfig):  # noqa: ANN201 - returns the foreachBatch call
     return write
 
 
-def start_query(spark: object, cfg: JobConfig, *, available_now: bool = True) -> object:
-    """Start the streaming query (Trigger.AvailableNow by default: process the backlog, then stop)."""
-    writer = (build_stream(spark, cfg).writeStream.outputMode("append")  # type: ignore[attr-defined]
-              .option("checkpointLocation", cfg.checkpoint).foreachBatch(write_batch(cfg))
-              .queryName("order_revenue"))
-    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="2 seconds")
-    return writer.start()
+def start_query(spark: object, cfg: JobConfig, *, trigger: str = "1 second") -> object:
+    """Start the streaming query (a micro-batch every ``trigger``)."""
+    return (build_stream(spark, cfg).writeStream.outputMode("append")  # type: ignore[attr-defined]
+            .option("checkpointLocation", cfg.checkpoint).foreachBatch(write_batch(cfg))
+            .queryName("order_revenue").trigger(processingTime=trigger).start())
+
+
+def _busy(progress: dict | None) -> bool:
+    """Did this micro-batch read input or change state (e.g. close windows on a watermark move)?"""
+    if not progress:
+        return False
+    if progress.get("numInputRows", 0) > 0:
+        return True
+    return any(op.get("numRowsUpdated", 0) or op.get("numRowsRemoved", 0)
+               for op in progress.get("stateOperators", []))
+
+
+def drain(query: object, *, idle_s: float = 5.0, timeout_s: float = 3600.0) -> None:
+    """Run ``query`` until the backlog is processed and the windows the watermark closed are out.
+
+    Trigger.AvailableNow would stop before the no-data batch that emits the windows closed by the
+    last watermark move; so the query runs on a processing-time trigger and is stopped once no
+    batch has read input or touched state for ``idle_s`` seconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    last_busy, seen = time.monotonic(), ""
+    while time.monotonic() < deadline and query.isActive:  # type: ignore[attr-defined]
+        for p in query.recentProgress:  # type: ignore[attr-defined]
+            if p.get("timestamp", "") > seen:  # ISO-8601 UTC strings sort by time
+                seen = p["timestamp"]
+                if _busy(p):
+                    last_busy = time.monotonic()
+        if not query.status["isDataAvailable"] and time.monotonic() - last_busy > idle_s:  # type: ignore[attr-defined]
+            break
+        time.sleep(0.5)
+    query.stop()  # type: ignore[attr-defined]
+    if query.exception() is not None:  # type: ignore[attr-defined]
+        raise RuntimeError(f"order_revenue query failed: {query.exception()}")  # type: ignore[attr-defined]
 
 
 def spark_session(master: str = "local[2]") -> object:
@@ -173,8 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--window", default="1 minute")
     p.add_argument("--watermark", default="30 seconds")
     p.add_argument("--max-per-trigger", type=int, default=None)
-    p.add_argument("--follow", action="store_true", help="keep running (trigger every 2 s) instead of "
-                   "processing the backlog and stopping")
+    p.add_argument("--follow", action="store_true", help="keep running instead of stopping once the "
+                   "backlog is processed")
+    p.add_argument("--idle-seconds", type=float, default=5.0, help="without --follow: stop after this long "
+                   "without input or closed windows")
     p.add_argument("--master", default="local[2]")
     a = p.parse_args(argv)
     cfg = JobConfig(namesrv=a.namesrv, source_topic=a.source_topic, result_topic=a.result_topic, output=a.output,
@@ -184,8 +218,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         generate(cfg.namesrv, cfg.source_topic, a.generate)
         print(f"sent {a.generate} order events (+1 TICK) to {cfg.source_topic}", flush=True)
     spark = spark_session(a.master)
-    query = start_query(spark, cfg, available_now=not a.follow)
-    query.awaitTermination()  # type: ignore[attr-defined]
+    query = start_query(spark, cfg)
+    if a.follow:
+        query.awaitTermination()  # type: ignore[attr-defined]
+    else:
+        drain(query, idle_s=a.idle_seconds)
+    if not Path(cfg.output).exists():
+        print("no window closed yet (no output)", flush=True)
+        return 0
     rows = spark.read.parquet(cfg.output).orderBy("window_start", "category").collect()  # type: ignore[attr-defined]
     for r in rows[-20:]:
         print(f"{r.window_start:%Y-%m-%d %H:%M:%S} {r.category:<6} orders={r.orders:<6} "

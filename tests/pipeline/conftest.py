@@ -43,7 +43,7 @@ def spark() -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     session = (SparkSession.builder.master("local[2]").appName("rokka-tests")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
                .config("spark.default.parallelism", "2").config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", "2g").getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
