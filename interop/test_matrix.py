@@ -104,3 +104,30 @@ def test_cell(scenario: str, producer: str, consumer: str, matrix_dir: Path) -> 
         f"{scenario}: {producer} -> {consumer}: sent {res.sent}, received {res.received}, "
         f"want {res.expected}\n"
         + "\n".join(f"  - {p}" for p in res.problems) + (f"\n{res.detail}" if res.detail else ""))
+
+
+def test_checker_catches_loss_duplicates_leaks_and_field_mismatches() -> None:
+    """The cell checker itself (no server): every kind of wrong delivery is a failure."""
+    from matrix.model import KAFKA, ROCKETMQ, Obs, Spec, check_cell
+
+    want = [Spec("a", key="k", headers=(("h", "v"),), tag="red"), Spec("b")]
+    a_ok = Obs("a", "k", [("h", "v"), ("rocketmq.TAGS", "red")])
+    ok = CellResult("p", "c", "s")
+    check_cell(ok, KAFKA, KAFKA, want, [a_ok, Obs("b", None, [])])
+    assert ok.status == "pass", ok.problems
+    cases = {
+        "missing": (KAFKA, KAFKA, [Obs("a", "k", [("h", "v"), ("rocketmq.TAGS", "red")])]),
+        "more than once": (KAFKA, KAFKA, [Obs("b", None, []), Obs("b", None, []),
+                                          Obs("a", "k", [("h", "v"), ("rocketmq.TAGS", "red")])]),
+        "should not be visible": (KAFKA, KAFKA, [Obs("a", "k", [("h", "v"), ("rocketmq.TAGS", "red")]),
+                                                 Obs("b", None, []), Obs("leak", None, [])]),
+        "headers": (KAFKA, KAFKA, [Obs("a", "k", [("rocketmq.TAGS", "red"), ("h", "v")]),  # order counts
+                                   Obs("b", None, [])]),
+        "rocketmq.KEYS": (ROCKETMQ, KAFKA, [Obs("a", "k", [("h", "v"), ("rocketmq.TAGS", "red")]),
+                                            Obs("b", None, [])]),
+        "property": (KAFKA, ROCKETMQ, [Obs("a", "k", tags="red", props={"h": "w"}), Obs("b", props={})]),
+    }
+    for what, (pp, cp, got) in cases.items():
+        res = CellResult("p", "c", "s")
+        check_cell(res, pp, cp, want, got)
+        assert res.status == "FAIL" and what in " ".join(res.problems), (what, res.problems)
