@@ -95,26 +95,28 @@ class Broker:
 
     # -- the send pipeline ---------------------------------------------------
     def prepare(self, msg: Message) -> Message:
-        """Apply the broker-side send rules shared by both protocols (see module doc)."""
-        props = dict(msg.properties)
+        """Apply the broker-side send rules shared by both protocols (see module doc).
+
+        Takes ownership of ``msg.properties`` (edited in place: the hot path avoids copies); a new
+        Message is built only when the destination changes (transaction half, delay).
+        """
+        props = msg.properties
         props.pop(PROP_WAIT, None)
         props[PROP_CLUSTER] = self.cfg.broker_cluster_name
-        topic, queue_id, sysflag = msg.topic, msg.queue_id, msg.sysflag
-        tran_type = sysflag & TRANSACTION_MASK
+        tran_type = msg.sysflag & TRANSACTION_MASK
         if props.get(PROP_TRAN_MSG) == "true" and tran_type in (TRANSACTION_NOT_TYPE,
                                                                  TRANSACTION_PREPARED_TYPE):
-            props[PROP_REAL_TOPIC], props[PROP_REAL_QID] = topic, str(queue_id)
-            topic, queue_id = TOPIC_TRANS_HALF, 0
-            sysflag &= ~TRANSACTION_MASK
-        elif tran_type in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            props[PROP_REAL_TOPIC], props[PROP_REAL_QID] = msg.topic, str(msg.queue_id)
+            return dataclasses.replace(msg, topic=TOPIC_TRANS_HALF, queue_id=0,
+                                       sysflag=msg.sysflag & ~TRANSACTION_MASK)
+        if tran_type in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and PROP_DELAY in props:
             level = _int(props.get(PROP_DELAY))
             if level > 0:
                 level = min(level, len(self.delay_levels_ms))
                 props[PROP_DELAY] = str(level)
-                props[PROP_REAL_TOPIC], props[PROP_REAL_QID] = topic, str(queue_id)
-                topic, queue_id = TOPIC_SCHEDULE, level - 1
-        return dataclasses.replace(msg, topic=topic, queue_id=queue_id, properties=props,
-                                   sysflag=sysflag)
+                props[PROP_REAL_TOPIC], props[PROP_REAL_QID] = msg.topic, str(msg.queue_id)
+                return dataclasses.replace(msg, topic=TOPIC_SCHEDULE, queue_id=level - 1)
+        return msg
 
     def append(self, messages: Sequence[Message], *, prepared: bool = False) -> PutResult:
         """Validate, prepare and append synchronously (no durability wait; see ``wait_durable``)."""

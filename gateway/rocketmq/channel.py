@@ -15,7 +15,8 @@ CHECK_TRANSACTION_STATE) and client->broker requests share one code path.
 * a request is dispatched by code, each in its own task inside the channel's
   nursery (so a long-polling pull never blocks the connection).  At most
   ``max_inflight`` requests run at once; above that the reader answers
-  SYSTEM_BUSY itself.  Unknown code -> REQUEST_CODE_NOT_SUPPORTED; handler
+  SYSTEM_BUSY itself to a two-way request, and stops reading (backpressure)
+  for a oneway one, which could not be told and must not be dropped.  Unknown code -> REQUEST_CODE_NOT_SUPPORTED; handler
   exception -> SYSTEM_ERROR with the exception text; a oneway request is
   never answered.
 
@@ -117,6 +118,7 @@ class Channel:
         self._write_lock = trio.Lock()
         self._waiters: dict[int, _Waiter] = {}
         self._inflight = 0
+        self._slot_freed = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._close_requested = False
         self._closed_event = trio.Event()
@@ -239,10 +241,17 @@ class Channel:
                 waiter.event.set()
             return
         if self._inflight >= self._max_inflight:
-            self._log.warning("too many requests in flight", code=cmd.code, inflight=self._inflight)
-            busy = cmd.make_response(ResponseCode.SYSTEM_BUSY, REMARK_SYSTEM_BUSY)
-            await self._reply(cmd, busy)
-            return
+            if cmd.is_oneway:
+                # A oneway request cannot be told SYSTEM_BUSY (it gets no answer): dropping it would
+                # silently lose data, so stop reading this connection until a slot frees up.
+                while self._inflight >= self._max_inflight:
+                    self._slot_freed = trio.Event()
+                    await self._slot_freed.wait()
+            else:
+                self._log.warning("too many requests in flight", code=cmd.code, inflight=self._inflight)
+                busy = cmd.make_response(ResponseCode.SYSTEM_BUSY, REMARK_SYSTEM_BUSY)
+                await self._reply(cmd, busy)
+                return
         self._inflight += 1
         nursery.start_soon(self._run_handler, cmd)
 
@@ -253,6 +262,7 @@ class Channel:
                 await self._reply(cmd, response)
         finally:
             self._inflight -= 1
+            self._slot_freed.set()
 
     async def _call_handler(self, cmd: RemotingCommand) -> RemotingCommand | None:
         handler = self._handlers.get(cmd.code)

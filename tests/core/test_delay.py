@@ -72,6 +72,11 @@ async def test_delivered_when_due_never_early(tmp_path: Path, memory: bool) -> N
                 parked = broker.store.read_message(r1.appended[0].commitlog_offset)
                 assert parked is not None and parked.topic == TOPIC_SCHEDULE and parked.queue_id == 0
                 await wait_for(broker, "T", 2)
+                offsets_file = tmp_path / "config" / "delayOffset.json"
+                # the offset is persisted after the re-put bytes are flushed: wait for it (bounded)
+                while not offsets_file.exists() or json.loads(offsets_file.read_text()) != \
+                        {"offsetTable": {"1": 1, "2": 1}}:
+                    await trio.sleep(0.02)
             nursery.cancel_scope.cancel()
         first, second = read_all(broker, "T")
         assert (first.body, second.body) == (b"one", b"two")

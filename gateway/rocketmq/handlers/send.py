@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import ipaddress
 import random
+import zlib
 from typing import Any
 
 import structlog
 
 from core.model import (
+    COMPRESSED_FLAG,
     DLQ_PREFIX,
     PROP_DELAY,
     PROP_MAX_RECONSUME_TIMES,
@@ -159,8 +161,16 @@ async def handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
         if batch_props.get(PROP_DELAY) or (sysflag & TRANSACTION_MASK) or batch_props.get(PROP_TRAN_MSG):
             return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL,
                                   "batch messages cannot be delayed or transactional")
+        body = req.body
+        if sysflag & COMPRESSED_FLAG:
+            # The C++ client compresses a whole batch body over 4 KiB; elements are stored uncompressed.
+            try:
+                body = zlib.decompress(body)
+            except zlib.error as exc:
+                return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, f"bad compressed batch body: {exc}")
+            sysflag &= ~COMPRESSED_FLAG
         try:
-            elements = decode_batch(req.body)
+            elements = decode_batch(body)
         except (BatchFormatError, ValueError) as exc:
             return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}")
         msgs = []
