@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
+import trio
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, StringType, StructType
@@ -44,6 +45,8 @@ log = structlog.get_logger(__name__)
 # Spark's local properties naming the running micro-batch (set for every task of that batch).
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
+FLUSH_ROWS = 16384  # rows per trio.run in a write task
+SEND_CONCURRENCY = 4  # batches in flight per write task
 # Stamped by the broker on store; dropped when rows read from rokka are written back.
 BROKER_PROPERTIES = frozenset({"CLUSTER", "MIN_OFFSET", "MAX_OFFSET"})
 
@@ -110,27 +113,34 @@ class _Writer:
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx is not None else 0
         scope = self._scope(ctx)
-        pending: dict[int | None, list[OutMessage]] = {}
+        pending: list[tuple[int | None, OutMessage]] = []
         sent = 0
         for i, row in enumerate(iterator):
-            queue, msg = row_message(row, self.cols, uniq_key(scope, partition, i))
-            batch = pending.setdefault(queue, [])
-            batch.append(msg)
-            if len(batch) >= self.opts.batch_size:
-                sent += self._flush({queue: pending.pop(queue)})
+            pending.append(row_message(row, self.cols, uniq_key(scope, partition, i)))
+            if len(pending) >= FLUSH_ROWS:
+                sent += self._flush(pending)
+                pending = []
         sent += self._flush(pending)
         return RokkaCommitMessage(partition, sent)
 
-    def _flush(self, pending: dict[int | None, list[OutMessage]]) -> int:
-        groups = [(q, msgs) for q, msgs in pending.items() if msgs]
+    def _flush(self, pending: list[tuple[int | None, OutMessage]]) -> int:
+        """Send ``pending`` in batches of ``batchSize`` per queue, up to SEND_CONCURRENCY in flight."""
+        by_queue: dict[int | None, list[OutMessage]] = {}
+        for queue, msg in pending:
+            by_queue.setdefault(queue, []).append(msg)
+        size = self.opts.batch_size
+        groups = [(q, msgs[i:i + size]) for q, msgs in by_queue.items() for i in range(0, len(msgs), size)]
         if not groups:
             return 0
         o = self.opts
 
         async def go(rc: RemotingClient) -> None:
-            await send_all(rc, o.namesrv, o.producer_group, o.topic, groups, o.retry_s)
+            async with trio.open_nursery() as nursery:
+                for k in range(SEND_CONCURRENCY):
+                    nursery.start_soon(send_all, rc, o.namesrv, o.producer_group, o.topic,
+                                       groups[k::SEND_CONCURRENCY], o.retry_s)
         run_with_client(go, timeout_s=max(120.0, o.retry_s * 4))
-        return sum(len(m) for _, m in groups)
+        return len(pending)
 
 
 class RokkaBatchWriter(_Writer, DataSourceWriter):

@@ -137,6 +137,9 @@ def _register_admin() -> None:
 
 
 _register_admin()
+from gateway.cli.pipeline_cmd import pipeline  # noqa: E402 - Spark jobs run in a subprocess
+
+main.add_command(pipeline)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -158,8 +158,8 @@ def drain(query: object, *, idle_s: float = 5.0, timeout_s: float = 3600.0) -> N
     """Run ``query`` until the backlog is processed and the windows the watermark closed are out.
 
     Trigger.AvailableNow would stop before the no-data batch that emits the windows closed by the
-    last watermark move; so the query runs on a processing-time trigger and is stopped once no
-    batch has read input or touched state for ``idle_s`` seconds.
+    last watermark move; so the query runs on a processing-time trigger and is stopped once it
+    has reported progress and no batch has read input or touched state for ``idle_s`` seconds.
     """
     deadline = time.monotonic() + timeout_s
     last_busy, seen = time.monotonic(), ""
@@ -169,7 +169,8 @@ def drain(query: object, *, idle_s: float = 5.0, timeout_s: float = 3600.0) -> N
                 seen = p["timestamp"]
                 if _busy(p):
                     last_busy = time.monotonic()
-        if not query.status["isDataAvailable"] and time.monotonic() - last_busy > idle_s:  # type: ignore[attr-defined]
+        idle = seen and not query.status["isDataAvailable"]  # type: ignore[attr-defined]
+        if idle and time.monotonic() - last_busy > idle_s:
             break
         time.sleep(0.5)
     query.stop()  # type: ignore[attr-defined]
