@@ -30,6 +30,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -79,6 +80,7 @@ class DiskStore:
         self._last_store_ts = 0
         self._writable = False
         self._lock_fd: int | None = None
+        self._checkpoint_lock = threading.Lock()
         self._host = config.store_host
 
     # -- lifecycle ----------------------------------------------------------------
@@ -397,13 +399,16 @@ class DiskStore:
         return self.clog.flush()
 
     def checkpoint(self) -> None:
-        dispatched = self.clog.write_offset
-        ts = self._last_store_ts
-        for q in tuple(self.cqs.values()):
-            q.sync()
-        self.index.sync()
-        physic = self.clog.flush()
-        write_checkpoint(self.root / "checkpoint", Checkpoint(ts, ts, ts, physic, min(dispatched, physic)))
+        # Called from worker threads (the flush service) and from close(): one writer at a time,
+        # or two renames of the same checkpoint.tmp race.
+        with self._checkpoint_lock:
+            dispatched = self.clog.write_offset
+            ts = self._last_store_ts
+            for q in tuple(self.cqs.values()):
+                q.sync()
+            self.index.sync()
+            physic = self.clog.flush()
+            write_checkpoint(self.root / "checkpoint", Checkpoint(ts, ts, ts, physic, min(dispatched, physic)))
 
     def statistics(self) -> dict[str, int]:
         return {"commitlog_min": self.clog.min_offset, "commitlog_max": self.clog.write_offset,
