@@ -89,6 +89,8 @@ class Broker:
         self.store.add_arrival_listener(self.arrivals.notify)
         self.sync_flush = self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._flush_service = None
+        self._background: trio.CancelScope | None = None
+        self._background_done = trio.Event()
         self._closed = False
         self.schedule = ScheduleService(self, config_dir)     # delayed delivery (core.delay)
         self.transactions = TransactionService(self)          # END_TRANSACTION + check-back (core.txn)
@@ -161,13 +163,26 @@ class Broker:
         """Background upkeep until cancelled: flush service, periodic persistence, retention."""
         from core.storage.flush import FlushService
 
-        async with trio.open_nursery() as nursery:
-            self._flush_service = FlushService(self.store)
-            await nursery.start(self._flush_service.run)
-            nursery.start_soon(self._persist_loop)
-            nursery.start_soon(self._retention_loop)
-            await nursery.start(self.schedule.run)
-            task_status.started()
+        self._background_done = trio.Event()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._background = nursery.cancel_scope
+                self._flush_service = FlushService(self.store)
+                await nursery.start(self._flush_service.run)
+                nursery.start_soon(self._persist_loop)
+                nursery.start_soon(self._retention_loop)
+                await nursery.start(self.schedule.run)
+                task_status.started()
+        finally:
+            self._background_done.set()
+
+    async def stop_background(self) -> None:
+        """Cancel ``run`` (flush, delay delivery, retention) and wait until it has finished.
+
+        Call before ``close`` so no background task writes to a closing store."""
+        if self._background is not None:
+            self._background.cancel()
+            await self._background_done.wait()
 
     async def _persist_loop(self) -> None:
         while True:

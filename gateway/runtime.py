@@ -237,6 +237,7 @@ class BrokerRole:
                 with trio.move_on_after(3):
                     await self._registrar.unregister()
             if self.broker is not None:
+                await self.broker.stop_background()
                 await trio.to_thread.run_sync(self.broker.close)
             for close in self._closers:
                 close()
