@@ -73,7 +73,7 @@ class Broker:
         if store is None:
             from core.storage.engine import DiskStore
 
-            store = DiskStore(self.store_config).open()
+            store = DiskStore(self.store_config, repair=cfg.store_repair).open()
         self.store: MessageStore = store
         self.delay_levels_ms = cfg.delay_levels_ms
         self.topics = TopicManager(

@@ -89,6 +89,8 @@ class BrokerConfig:
     kafka_auto_create_topics_enable: bool = True
     kafka_group_initial_rebalance_delay_ms: int = 3000
     kafka_node_id: int = 0
+    # operator switches (command line only)
+    store_repair: bool = False      # truncate a damaged CommitLog at the damage instead of refusing to start
     # extras kept from the file that we do not interpret
     extra: dict[str, str] = field(default_factory=dict)
 

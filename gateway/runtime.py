@@ -44,14 +44,27 @@ def run_roles(cfg: BrokerConfig, *, namesrv_port: int | None, run_broker: bool) 
         return trio.run(_main, cfg, namesrv_port, run_broker)
     except KeyboardInterrupt:  # pragma: no cover - SIGINT before handlers were installed
         return 0
-    except Exception as exc:  # noqa: BLE001 - top level: report clearly, no traceback spam
-        from core.storage.engine import StoreCorrupt, StoreLocked
+    except BaseException as exc:  # noqa: BLE001 - top level: report clearly, no traceback spam
+        reason = _startup_failure(exc)
+        if reason is None:
+            raise
+        log.error("cannot start", error=str(reason), kind=type(reason).__name__)
+        hint = " (start with --repair to truncate the store there)" if "repair" in str(reason) else ""
+        print(f"rokka: cannot start: {reason}{hint}", file=sys.stderr, flush=True)
+        return 2
 
-        if isinstance(exc, StoreCorrupt | StoreLocked | OSError):
-            log.error("cannot start", error=str(exc), kind=type(exc).__name__)
-            print(f"rokka: cannot start: {exc}", file=sys.stderr, flush=True)
-            return 2
-        raise
+
+def _startup_failure(exc: BaseException) -> BaseException | None:
+    """The store/OS error behind a failed start (unwrapping trio's exception groups), else None."""
+    from core.storage.engine import StoreCorrupt, StoreLocked
+
+    if isinstance(exc, StoreCorrupt | StoreLocked | OSError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            if (found := _startup_failure(sub)) is not None:
+                return found
+    return None
 
 
 def _fmt(addr: tuple[str, int]) -> str:

@@ -30,7 +30,7 @@ from core.storage.segment import Segment, SegmentFiles
 
 class CommitLog:
     def __init__(self, directory: Path, segment_size: int) -> None:
-        self.files = SegmentFiles(directory, segment_size)
+        self.files = SegmentFiles(directory, segment_size, strict_size=True)
         self.segment_size = segment_size
         self.write_offset = 0
         self.flushed_offset = 0

@@ -94,9 +94,12 @@ class Segment:
 class SegmentFiles:
     """The ordered segments of one directory (CommitLog or one ConsumeQueue)."""
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, *, strict_size: bool = False) -> None:
         self.directory = directory
         self.file_size = file_size
+        # CommitLog: an existing file of another size means another mapedFileSizeCommitLog setting, and
+        # growing it would make segments overlap: refuse (as RocketMQ's MappedFileQueue.load does).
+        self.strict_size = strict_size
         self.segments: list[Segment] = []
         self.bases: list[int] = []
         self.lock = threading.Lock()   # guards close/delete against a flush thread
@@ -110,6 +113,12 @@ class SegmentFiles:
             if not (len(p.name) == NAME_DIGITS and p.name.isdigit()):
                 log.warning("ignoring unexpected file in store directory", path=str(p))
                 continue
+            if self.strict_size:
+                actual = p.stat().st_size
+                if (actual and actual != self.file_size) or int(p.name) % self.file_size:
+                    raise OSError(f"{p}: existing segment is {actual} bytes but the configured segment size is "
+                                  f"{self.file_size}; start with the setting the store was written with "
+                                  f"(mapedFileSizeCommitLog={actual})")
             seg = Segment(p, int(p.name), self.file_size, existing=True)
             if seg.short_by:
                 log.error("store file shorter than configured size; missing tail treated as unwritten",

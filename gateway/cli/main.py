@@ -51,13 +51,17 @@ _BROKER_OPTS = [
     click.option("--cluster", default=None, help="brokerClusterName (default DefaultCluster)"),
     click.option("--broker-id", type=int, default=None, help="brokerId (0 = master)"),
     click.option("--flush-disk-type", type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]), default=None),
+    click.option("--repair", "store_repair", is_flag=True, default=None,
+                 help="Truncate a damaged CommitLog at the damage (records after it are lost) instead of "
+                      "refusing to start."),
 ]
 
 
 def build_config(conf: Path | None, *, data_dir: Path | None = None, host: str | None = None,
                  broker_port: int | None = None, kafka_port: int | None = None,
                  broker_name: str | None = None, cluster: str | None = None, broker_id: int | None = None,
-                 namesrv: str | None = None, flush_disk_type: str | None = None) -> BrokerConfig:
+                 namesrv: str | None = None, flush_disk_type: str | None = None,
+                 store_repair: bool | None = None) -> BrokerConfig:
     """Defaults, then the broker.conf file, then flags.  Raises click.UsageError on bad input."""
     cfg = BrokerConfig()
     if conf is not None:
@@ -70,7 +74,7 @@ def build_config(conf: Path | None, *, data_dir: Path | None = None, host: str |
     overrides = {"store_path_root_dir": str(data_dir) if data_dir is not None else None,
                  "listen_host": host, "listen_port": broker_port, "kafka_listen_port": kafka_port,
                  "broker_name": broker_name, "broker_cluster_name": cluster, "broker_id": broker_id,
-                 "namesrv_addr": namesrv, "flush_disk_type": flush_disk_type}
+                 "namesrv_addr": namesrv, "flush_disk_type": flush_disk_type, "store_repair": store_repair}
     for attr, value in overrides.items():
         if value is not None:
             setattr(cfg, attr, value)
