@@ -123,8 +123,11 @@ def message_from_record(
         props[PROP_KAFKA_TS_TYPE] = "1"
     # Always present on Kafka-produced messages ("[]" when there are none): it marks the Kafka origin,
     # so a Kafka reader gets exactly the headers that were sent and no rocketmq.* extras.
-    exact = [[k, None if v is None else base64.b64encode(v).decode("ascii")] for k, v in headers]
-    props[PROP_KAFKA_HEADERS] = json.dumps(exact, separators=(",", ":"), ensure_ascii=True)
+    if headers:
+        exact = [[k, None if v is None else base64.b64encode(v).decode("ascii")] for k, v in headers]
+        props[PROP_KAFKA_HEADERS] = json.dumps(exact, separators=(",", ":"), ensure_ascii=True)
+    else:
+        props[PROP_KAFKA_HEADERS] = "[]"
     if headers:
         for k, v in headers:
             text = _text(v) if v is not None else None
