@@ -228,6 +228,9 @@ class BrokerRole:
             ha_addr=f"{cfg.advertised_host}:{cfg.listen_port + 1}",
             interval_s=cfg.register_name_server_period / 1000)
         ctx.topic_changed = registrar.trigger
+        # Every topic change, whichever protocol made it (Kafka CreateTopics, auto-create, retry/DLQ
+        # topics), is registered with the name servers at once so RocketMQ clients can route to it.
+        ctx.broker.topics.on_change(registrar.trigger)
         await nursery.start(registrar.run)
         return registrar
 
