@@ -43,6 +43,7 @@ from gateway.rocketmq.client import (
     SendResult,
     decode_messages,
 )
+from gateway.rocketmq.client.tools import first_offset_at_or_after
 from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from gateway.rocketmq.codec.headers import to_ext
 from gateway.rocketmq.codec.remoting import RemotingCommand
@@ -130,8 +131,9 @@ async def resolve_offsets(rc: RemotingClient, namesrv: str, ranges: Iterable[Que
     out: dict[MessageQueue, int] = {}
     for r in ranges:
         if spec.kind == "timestamp":
+            # RocketMQ's search answers the *nearest* message; step to the first stored at/after the time
             off = await retrying("search offset", retry_s,
-                                 lambda m=r.mq: consumer.search_offset(m, spec.timestamp_ms))
+                                 lambda m=r.mq: first_offset_at_or_after(consumer, m, spec.timestamp_ms))
         else:
             wanted = {"earliest": EARLIEST, "latest": LATEST}.get(spec.kind, default)
             if spec.kind == "json":
