@@ -8,7 +8,9 @@ C++ client: a failing listener can never ask for redelivery.  Here the callback 
 
 params: namesrv, group, topic, expression?, orderly?, instance?, threads?, props? (property names to
 report), fail? ([{"prefix": "r-", "times": N}]: RECONSUME_LATER while the message's reconsumeTimes < N;
-N < 0 means always), sleep_ms? (time spent in the listener per message), max_life_s?
+N < 0 means always; note the C API stops at the first failing message of a batch the C++ client hands
+over and the whole batch is sent back, so messages stored together are retried together, some of
+them without reaching the listener), sleep_ms? (time spent in the listener per message), max_life_s?
 events: started, msg {... as push_consumer + born_ts, store_ts, start_ms, end_ms, status, thread},
 error {error}, stopped.
 """
