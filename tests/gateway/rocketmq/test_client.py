@@ -23,7 +23,7 @@ from gateway.rocketmq.client import (
     RemotingClient,
 )
 
-runtime = pytest.importorskip("gateway.runtime")
+import gateway.runtime as runtime  # noqa: E402
 
 
 async def start_stack(nursery: trio.Nursery, root: Path) -> tuple[str, str, object]:

@@ -25,7 +25,7 @@ from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from gateway.rocketmq.codec.headers import to_ext
 from gateway.rocketmq.codec.remoting import RemotingCommand
 
-runtime = pytest.importorskip("gateway.runtime")
+import gateway.runtime as runtime  # noqa: E402
 
 GROUP = "txn-pg"
 

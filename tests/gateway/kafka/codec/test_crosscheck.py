@@ -20,9 +20,10 @@ import pytest
 from gateway.kafka.codec import APIS
 from gateway.kafka.codec.schema import Array, Field, Primitive, StructType, versions
 
-REF = Path(os.environ.get("KAFKA_MESSAGES_DIR", "/work/shared/reference/kafka-messages"))
+_ROOT = Path(__file__).resolve().parents[4]
+REF = Path(os.environ.get("KAFKA_MESSAGES_DIR", _ROOT.parent / "shared" / "reference" / "kafka-messages"))
 
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="reference schemas not available")
+pytestmark = pytest.mark.skipif(not REF.is_dir(), reason=f"n/a: no reference schemas at {REF}")
 
 
 def _load(name: str) -> dict[str, Any]:
