@@ -45,11 +45,12 @@ import base64
 import json
 import re
 import zlib
+from collections.abc import Iterable
 
 from core.model import COMPRESSED_FLAG, Message, StoredMessage
 
-__all__ = ["KafkaRecord", "apply_delay", "message_from_record", "record_from_message", "SYSTEM_PROPERTIES",
-           "HEADER_PREFIX", "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
+__all__ = ["KafkaRecord", "apply_delay", "message_from_record", "messages_from_batch", "record_from_message",
+           "SYSTEM_PROPERTIES", "HEADER_PREFIX", "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
 
 PROP_KAFKA_KEY = "KAFKA_KEY"
 PROP_KAFKA_HEADERS = "KAFKA_HEADERS"
@@ -139,6 +140,31 @@ def message_from_record(
                 props.setdefault(k, text)
     return Message(topic=topic, queue_id=partition, body=value or b"", properties=props,
                    born_timestamp=timestamp)
+
+
+def messages_from_batch(
+    topic: str, partition: int, rows: Iterable[tuple[int, int, int, bytes | None, bytes | None,
+                                                     tuple[tuple[str, bytes | None], ...]]],
+    *, base_timestamp: int, log_append_time: bool, now: int,
+) -> list[Message]:
+    """``message_from_record`` for every record of a batch, given as the codec's field tuples
+    ``(attributes, timestamp_delta, offset_delta, key, value, headers)``.
+
+    The common record (no key, no headers, a value, CreateTime) is built inline: same Message
+    as ``message_from_record`` gives, without the call and the property rules.
+    """
+    out: list[Message] = []
+    append = out.append
+    for _, ts_delta, _, key, value, headers in rows:
+        if key is None and not headers and value is not None and not log_append_time:
+            append(Message(topic, partition, value, {PROP_KAFKA_HEADERS: "[]"}, 0, 0,
+                           base_timestamp + ts_delta))
+        else:
+            append(message_from_record(
+                topic, partition, key=key, value=value, headers=headers,
+                timestamp=now if log_append_time else base_timestamp + ts_delta,
+                log_append_time=log_append_time))
+    return out
 
 
 def _apply_rocketmq_header(props: dict[str, str], name: str, text: str) -> None:

@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import structlog
 
-from compat.kafka_records import apply_delay, message_from_record
+from compat.kafka_records import PROP_KAFKA_HEADERS, apply_delay, messages_from_batch
 from core.broker import now_ms
 from core.kafka_txn import TxnOutcome
+from core.model import Message
 from core.producer_state import SequenceOutcome, last_sequence
 from gateway.kafka.codec import Struct
 from gateway.kafka.codec import records as R
@@ -85,16 +86,18 @@ def _messages(topic: str, partition: int, data: bytes | None) -> tuple[int, list
     if not batch.crc_ok():
         return E.CORRUPT_MESSAGE, [], None
     try:
-        recs = batch.records()
+        rows = batch.record_fields()
     except DecodeError:
         return E.CORRUPT_MESSAGE, [], None
     h = batch.header
-    now = now_ms()
-    msgs = [message_from_record(
-        topic, partition, key=r.key, value=r.value, headers=tuple((x.key, x.value) for x in r.headers),
-        timestamp=now if h.log_append_time else h.base_timestamp + r.timestamp_delta,
-        log_append_time=h.log_append_time) for r in recs]
+    msgs = messages_from_batch(topic, partition, rows, base_timestamp=h.base_timestamp,
+                               log_append_time=h.log_append_time, now=now_ms())
     return 0, msgs, h
+
+
+def _any_delay_header(msgs: list[Message]) -> bool:
+    """Could a message carry rocketmq.DELAY / DELIVER_AT?  Only Kafka headers set them."""
+    return any(m.properties.get(PROP_KAFKA_HEADERS, "[]") != "[]" for m in msgs)
 
 
 async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
@@ -107,9 +110,11 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
     if err or header is None:
         out.error_code = err
         return out
-    now = now_ms()
-    msgs = [apply_delay(m, env.broker.delay_levels_ms, now) for m in msgs]
-    delayed = any(m.properties.get("DELAY") for m in msgs)
+    delayed = False
+    if _any_delay_header(msgs):
+        now = now_ms()
+        msgs = [apply_delay(m, env.broker.delay_levels_ms, now) for m in msgs]
+        delayed = any(m.properties.get("DELAY") for m in msgs)
     transactional = header.is_transactional
     if transactional and (err := _txn_error(env, topic, p.index, header)):
         out.error_code = err
