@@ -185,7 +185,9 @@ def run_e2e(rokka: harness.ServerProcess, plan: Plan, wd: Path) -> list[list[str
                          f"p50 {fmt(r['p50_us'] / 1000, 2)} ms", "—", "—",
                          f"{fmt(r['p50_us'] / 1000, 2)} / {fmt(p99, 2)} (max {fmt(r['max_us'] / 1000, 1)})",
                          "p99 < 10 ms", _verdict(p99 < 10 and r["received"] >= sent["sent"])])
-            print(f"  e2e {name}: recv {r['received']} p50 {r['p50_us'] / 1000:.2f} ms p99 {p99:.2f} ms",
+            split = (f" (send -> stored p50 {r['store_p50_us'] / 1000:.2f} / p99 {r['store_p99_us'] / 1000:.2f} ms)"
+                     if "store_p50_us" in r else "")
+            print(f"  e2e {name}: recv {r['received']} p50 {r['p50_us'] / 1000:.2f} ms p99 {p99:.2f} ms{split}",
                   flush=True)
         return rows
     finally:

@@ -121,6 +121,7 @@ async def run_poll(rc: RemotingClient, ns: NamesrvClient, p: dict[str, Any]) -> 
     consumer = PullConsumer(rc, ns, p["group"])
     queues = await consumer.fetch_subscribe_queues(p["topic"])
     lats: list[float] = []
+    store_lags: list[float] = []    # store timestamp - send time: where a delay comes from
     started = {"n": 0}
 
     async def loop(mq: MessageQueue) -> None:
@@ -136,7 +137,9 @@ async def run_poll(rc: RemotingClient, ns: NamesrvClient, p: dict[str, Any]) -> 
             now = time.time_ns()
             for m in res.messages:
                 if m.body.startswith(b"ts:"):
-                    lats.append((now - int(m.body[3:])) / 1000)
+                    sent = int(m.body[3:])
+                    lats.append((now - sent) / 1000)
+                    store_lags.append(m.store_timestamp * 1000 - sent / 1000)
             offset = res.next_begin_offset
 
     async with trio.open_nursery() as nursery:
@@ -146,8 +149,10 @@ async def run_poll(rc: RemotingClient, ns: NamesrvClient, p: dict[str, Any]) -> 
             await trio.to_thread.run_sync(sys.stdin.read, abandon_on_cancel=True)
         nursery.cancel_scope.cancel()
     lats.sort()
+    store_lags.sort()
     emit("result", received=len(lats), p50_us=percentile(lats, 0.5), p99_us=percentile(lats, 0.99),
-         max_us=lats[-1] if lats else float("nan"))
+         max_us=lats[-1] if lats else float("nan"), store_p50_us=percentile(store_lags, 0.5),
+         store_p99_us=percentile(store_lags, 0.99))
 
 
 async def run_paced(rc: RemotingClient, ns: NamesrvClient, p: dict[str, Any]) -> None:
