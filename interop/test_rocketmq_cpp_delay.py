@@ -11,9 +11,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 import harness
+import pytest
 from rmq_cpp import duplicates, real, send, uniq, wait_consuming
 
 pytestmark = pytest.mark.usefixtures("need_cpp")
@@ -44,15 +43,17 @@ def test_delay_levels_exactly_once_never_early(rokka_delay: harness.ServerProces
     ns = rokka_delay.namesrv
     topic = uniq("T_delay")
     send(ns, workdir, "sync", [{"topic": topic, "body": "probe-create"}])
-    consumer = harness.start_cpp("ffi_consumer", {"namesrv": ns, "group": uniq("CG_delay"), "topic": topic,
-                                                  "props": ["DELAY", "REAL_TOPIC", "REAL_QID"]},
-                                 name="delay-consumer", workdir=workdir / "consumer")
+    params = {"namesrv": ns, "group": uniq("CG_delay"), "topic": topic,
+              "props": ["DELAY", "REAL_TOPIC", "REAL_QID"]}
+    consumer = harness.start_cpp("ffi_consumer", params, name="delay-consumer", workdir=workdir / "consumer")
     try:
         consumer.wait_event("started", timeout=30)
         wait_consuming(ns, workdir, topic, [consumer])
+        # longest delay first: the send order is not the delivery order
         specs = [{"topic": topic, "body": f"d{level}-{i}", "tags": f"L{level}", "delay_level": level}
-                 for i in range(PER_LEVEL) for level in (3, 2, 1)]  # longest first: order of sends != of delivery
-        events = harness.run_cpp("delay_producer", {"namesrv": ns, "group": uniq("PG_delay"), "messages": specs},
+                 for i in range(PER_LEVEL) for level in (3, 2, 1)]
+        events = harness.run_cpp("delay_producer",
+                                 {"namesrv": ns, "group": uniq("PG_delay"), "messages": specs},
                                  workdir=workdir / "producer", timeout=60)
         sent = [e for e in events if e["event"] == "sent"]
         assert len(sent) == len(specs) and all(e["status"] == 0 for e in sent), sent

@@ -24,10 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import harness
 import pytest
 import trio
-
-import harness
 from rmq_cpp import real, send, uniq, wait_consuming
 
 pytestmark = pytest.mark.usefixtures("need_cpp")
@@ -56,12 +55,13 @@ def rokka_retry(tmp_path: Path) -> Iterator[harness.ServerProcess]:
 # --------------------------------------------------------------------------- rokka's own client
 
 
-def prepare_group(srv: harness.ServerProcess, group: str, topic: str, retry_max_times: int | None = None) -> None:
-    """Create the group (with ``retryMaxTimes`` if given) and its %RETRY% topic before the C++ consumer starts.
+def prepare_group(srv: harness.ServerProcess, group: str, topic: str,
+                  retry_max_times: int | None = None) -> None:
+    """Create the group (``retryMaxTimes`` if given) and its %RETRY% topic before the C++ consumer starts.
 
-    The C++ client looks routes up at start and then only every 30 s; a %RETRY% topic that only appears
-    with the consumer's first heartbeat would not be consumed for up to 30 s.  A heartbeat of rokka's own
-    client creates it (as the Java broker does), then that client leaves again.
+    The C++ client looks routes up at start and then only every 30 s; a %RETRY% topic that only
+    appears with the consumer's first heartbeat would not be consumed for up to 30 s.  A heartbeat of
+    rokka's own client creates it (as the Java broker does), then that client leaves again.
     """
     from gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
     from gateway.rocketmq.codec.codes import RequestCode
@@ -72,20 +72,22 @@ def prepare_group(srv: harness.ServerProcess, group: str, topic: str, retry_max_
             async with RemotingClient() as rc:
                 ns = NamesrvClient(rc, [srv.namesrv])
                 if retry_max_times is not None:
-                    body = json.dumps({"groupName": group, "retryMaxTimes": retry_max_times, "retryQueueNums": 1,
-                                       "consumeEnable": True, "consumeBroadcastEnable": True}).encode()
-                    await rc.invoke_ok(srv.broker, RemotingCommand(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                                                                   body=body))
+                    body = json.dumps({"groupName": group, "retryMaxTimes": retry_max_times,
+                                       "retryQueueNums": 1, "consumeEnable": True,
+                                       "consumeBroadcastEnable": True}).encode()
+                    create = RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+                    await rc.invoke_ok(srv.broker, RemotingCommand(create, body=body))
                 pc = PullConsumer(rc, ns, group, client_id="rokka-setup@prepare")
                 await pc.heartbeat({topic: "*"}, consume_type="CONSUME_PASSIVELY")
                 await pc.unregister()
-                while await ns.get_route(f"%RETRY%{group}") is None:
+                while await ns.get_route(f"%RETRY%{group}") is None:  # noqa: ASYNC110 - polling
                     await trio.sleep(0.1)
 
     trio.run(run)
 
 
-def read_topic(srv: harness.ServerProcess, topic: str, *, want: int = 0, timeout: float = 20.0) -> list[Any]:
+def read_topic(srv: harness.ServerProcess, topic: str, *, want: int = 0,
+               timeout: float = 20.0) -> list[Any]:
     """Every message of ``topic`` (waits until its route exists and it holds ``want`` messages)."""
     from gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
     from gateway.rocketmq.client.tools import pull_range
@@ -125,8 +127,9 @@ def rokka_admin(srv: harness.ServerProcess, *args: str) -> dict[str, Any]:
 
 def start_consumer(srv: harness.ServerProcess, workdir: Path, name: str, group: str, topic: str,
                    fail: list[dict[str, Any]]) -> harness.JsonLinesProcess:
-    p = harness.start_cpp("ffi_consumer", {"namesrv": srv.namesrv, "group": group, "topic": topic, "props": PROPS,
-                                           "fail": fail, "instance": name}, name=name, workdir=workdir / name)
+    params = {"namesrv": srv.namesrv, "group": group, "topic": topic, "props": PROPS, "fail": fail,
+              "instance": name}
+    p = harness.start_cpp("ffi_consumer", params, name=name, workdir=workdir / name)
     p.wait_event("started", timeout=30)
     return p
 
@@ -171,8 +174,8 @@ def test_retry_escalating_delay_then_consumed(rokka_retry: harness.ServerProcess
         wait_consuming(srv.namesrv, workdir, topic, [c])
         for b in bodies:  # one producer run each: see send_apart
             send_apart(srv, workdir, [{"topic": topic, "body": b, "tags": "TagR"}])
-        c.wait_for(lambda evs: sum(e.get("body") in bodies and e.get("status") == 0 for e in evs) == len(bodies),
-                   60, "each message consumed after its retries")
+        c.wait_for(lambda evs: sum(e.get("body") in bodies and e.get("status") == 0 for e in evs)
+                   == len(bodies), 60, "each message consumed after its retries")
         time.sleep(2.0)  # a further (wrong) redelivery would arrive within the next level's delay
     finally:
         c.close()
@@ -213,7 +216,8 @@ def test_dlq_after_max_retries_and_resend(rokka_retry: harness.ServerProcess, wo
     finally:
         assert c.close() == 0  # commits the offsets: the originals are done for this group
     for body, ds in deliveries(c, "x-").items():
-        assert [d["reconsume_times"] for d in ds] == [0, 1, 2], (body, brief(ds))  # 1 + retryMaxTimes deliveries
+        # 1 + retryMaxTimes deliveries
+        assert [d["reconsume_times"] for d in ds] == [0, 1, 2], (body, brief(ds))
         assert all(d["status"] == 1 for d in ds)
         assert ds[-1]["props"]["MAX_RECONSUME_TIMES"] == "2"
     originals = {m.body.decode(): m for m in read_topic(srv, topic) if m.body.decode() in bodies}
@@ -234,7 +238,8 @@ def test_dlq_after_max_retries_and_resend(rokka_retry: harness.ServerProcess, wo
         out = rokka_admin(srv, "resendDlq", "-g", group)
         assert sorted(e["msgId"] for e in out["messages"]) == sorted(m.properties["UNIQ_KEY"] for m in dlq)
         assert all(e["status"] == "SEND_OK" and e["target"] == topic for e in out["messages"]), out
-        healthy.wait_for(lambda evs: set(bodies) <= {e.get("body") for e in evs}, 60, "the re-sent dead letters")
+        healthy.wait_for(lambda evs: set(bodies) <= {e.get("body") for e in evs}, 60,
+                         "the re-sent dead letters")
         assert rokka_admin(srv, "resendDlq", "-g", group)["messages"] == []  # the cursor moved past them
         time.sleep(1.5)
     finally:
