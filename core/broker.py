@@ -187,7 +187,9 @@ class Broker:
     async def _persist_loop(self) -> None:
         while True:
             await trio.sleep(PERSIST_INTERVAL_S)
-            self.offsets.persist_if_dirty()
+            snapshot = self.offsets.take_snapshot()  # copied on the trio thread; fsync off it
+            if snapshot is not None:
+                await trio.to_thread.run_sync(self.offsets.write_snapshot, snapshot)
 
     async def _retention_loop(self) -> None:
         while True:

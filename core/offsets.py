@@ -79,3 +79,14 @@ class ConsumerOffsetManager:
     def persist_if_dirty(self) -> None:
         if self._dirty:
             self.persist()
+
+    def take_snapshot(self) -> dict[str, dict[str, dict[str, int]]] | None:
+        """The table to write if it changed since the last snapshot (taken on the owning thread)."""
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return self.serialize()
+
+    def write_snapshot(self, snapshot: dict[str, dict[str, dict[str, int]]]) -> None:
+        """Write a snapshot durably (safe to call from a worker thread: it touches no shared state)."""
+        write_json_atomic(self._path, snapshot)
