@@ -15,6 +15,7 @@ uses it so that a committed offset survives a crash).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import structlog
@@ -23,12 +24,17 @@ from core.storage.metafile import read_json, write_json_atomic
 
 log = structlog.get_logger(__name__)
 
+Snapshot = tuple[int, dict[str, dict[str, dict[str, int]]]]
+
 
 class ConsumerOffsetManager:
     def __init__(self, config_dir: Path) -> None:
         self._path = config_dir / "consumerOffset.json"
         self._table: dict[str, dict[int, int]] = {}
         self._dirty = False
+        self._generation = 0
+        self._written = 0
+        self._write_lock = threading.Lock()
         data = read_json(self._path) or {}
         for key, queues in (data.get("offsetTable") or {}).items():
             self._table[key] = {int(q): int(o) for q, o in queues.items()}
@@ -73,20 +79,27 @@ class ConsumerOffsetManager:
         return {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self._table.items()}}
 
     def persist(self) -> None:
-        write_json_atomic(self._path, self.serialize())
-        self._dirty = False
+        self.write_snapshot(self._snapshot())
 
     def persist_if_dirty(self) -> None:
         if self._dirty:
             self.persist()
 
-    def take_snapshot(self) -> dict[str, dict[str, dict[str, int]]] | None:
-        """The table to write if it changed since the last snapshot (taken on the owning thread)."""
-        if not self._dirty:
-            return None
+    def _snapshot(self) -> Snapshot:
         self._dirty = False
-        return self.serialize()
+        self._generation += 1
+        return (self._generation, self.serialize())
 
-    def write_snapshot(self, snapshot: dict[str, dict[str, dict[str, int]]]) -> None:
-        """Write a snapshot durably (safe to call from a worker thread: it touches no shared state)."""
-        write_json_atomic(self._path, snapshot)
+    def take_snapshot(self) -> Snapshot | None:
+        """The table to write if it changed since the last snapshot (taken on the owning thread)."""
+        return self._snapshot() if self._dirty else None
+
+    def write_snapshot(self, snapshot: Snapshot) -> None:
+        """Write a snapshot durably; safe from a worker thread.  Writers are serialized and a snapshot
+        older than one already written is skipped, so a slow background write can never replace a
+        newer durable commit."""
+        generation, table = snapshot
+        with self._write_lock:
+            if generation > self._written:
+                write_json_atomic(self._path, table)
+                self._written = generation
