@@ -24,7 +24,7 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from core.model import HostPort, Message, StoredMessage
 
@@ -82,9 +82,8 @@ class PutStatus(enum.Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """Where one message landed."""
+class Appended(NamedTuple):
+    """Where one message landed (a NamedTuple: built once per stored message, on the hot path)."""
 
     commitlog_offset: int
     size: int

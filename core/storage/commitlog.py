@@ -65,6 +65,16 @@ class CommitLog:
             self._stage_start = self._stage_end = pos
         return pos
 
+    @property
+    def stage_end(self) -> int:
+        """Offset just past the staged bytes (where the next staged record goes)."""
+        return self._stage_end
+
+    def fits(self, size: int) -> bool:
+        """True if ``size`` bytes staged at ``stage_end`` stay in its segment with room for a BLANK."""
+        pos = self._stage_end
+        return size + layout.BLANK_SIZE <= self.segment_size - pos % self.segment_size
+
     def stage(self, data: bytes) -> None:
         self._staged.append(data)
         self._stage_end += len(data)

@@ -23,6 +23,7 @@ first file's base.  The queue never rewrites a written unit except through
 
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
 from pathlib import Path
@@ -36,6 +37,12 @@ log = structlog.get_logger(__name__)
 
 UNIT_SIZE = 20
 UNIT = struct.Struct(">qiq")
+
+
+@functools.lru_cache(maxsize=256)
+def _units_struct(n: int) -> struct.Struct:
+    """``n`` consecutive units as one struct (one pack_into per append batch)."""
+    return struct.Struct(">" + "qiq" * n)
 
 
 class ConsumeQueue:
@@ -135,6 +142,18 @@ class ConsumeQueue:
                        commitlog_offset, size, tags_code)
         self.max_offset = queue_offset + 1
         self.dirty = True
+
+    def put_many(self, queue_offset: int, flat: list[int]) -> None:
+        """Write consecutive units from ``queue_offset``; ``flat`` = commitlog offset, size, tags code, ..."""
+        n = len(flat) // 3
+        if (self._tail_mm is not None and self._tail_lo <= queue_offset
+                and queue_offset + n <= self._tail_hi):
+            _units_struct(n).pack_into(self._tail_mm, (queue_offset - self._tail_lo) * UNIT_SIZE, *flat)
+            self.max_offset = queue_offset + n
+            self.dirty = True
+            return
+        for i in range(n):
+            self.put(queue_offset + i, flat[3 * i], flat[3 * i + 1], flat[3 * i + 2])
 
     def _ensure_file(self, queue_offset: int) -> None:
         byte = queue_offset * UNIT_SIZE

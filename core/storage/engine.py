@@ -215,10 +215,7 @@ class DiskStore:
             log.error("commitlog write failed; store is read-only until restart", error=str(exc),
                       offset=self.clog.write_offset, path=str(self.clog.files.directory))
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"write failed: {exc}")
-        dispatch = self.dispatcher.dispatch
-        for m, a in zip(messages, appended, strict=True):
-            dispatch(m.topic, m.queue_id, a.queue_offset, a.commitlog_offset, a.size, m.sysflag,
-                     m.properties, a.store_timestamp)
+        self.dispatcher.dispatch_batch(messages, appended)
         self._last_store_ts = appended[-1].store_timestamp
         return PutResult(PutStatus.PUT_OK, tuple(appended))
 
@@ -246,24 +243,51 @@ class DiskStore:
         return props_list
 
     def _append(self, messages: Sequence[Message], props_list: list[bytes]) -> list[Appended]:
+        """Encode and commit the batch; one join + one ``pwrite`` when it fits the current segment."""
         clog = self.clog
-        encode = layout.encode_record
-        host = self._host
         now = int(time.time() * 1000)
+        qoffs = self._queue_offsets(messages)
+        stamps = [now if m.store_timestamp is None else m.store_timestamp for m in messages]
+        start = clog.stage_end
+        data, sizes = layout.encode_batch(messages, props_list, qoffs, stamps, start, self._host)
+        if not clog.fits(len(data)):
+            return self._append_rolling(messages, props_list, qoffs, stamps)
+        clog.stage(data)
+        clog.commit()
+        out = []
+        pos = start
+        for size, qoff, ts in zip(sizes, qoffs, stamps):
+            out.append(Appended(pos, size, qoff, ts))
+            pos += size
+        return out
+
+    def _queue_offsets(self, messages: Sequence[Message]) -> list[int]:
+        """Queue offset of each message (consecutive per topic/queue; 0 if not dispatched)."""
+        cqs = self.cqs
         next_q: dict[tuple[str, int], int] = {}
         out = []
-        for m, props in zip(messages, props_list, strict=True):
-            ts = now if m.store_timestamp is None else m.store_timestamp
+        for m in messages:
             if is_dispatched(m.sysflag):
                 key = (m.topic, m.queue_id)
                 qoff = next_q.get(key)
                 if qoff is None:
-                    q = self.cqs.get(key)
+                    q = cqs.get(key)
                     qoff = q.max_offset if q is not None else 0
                 next_q[key] = qoff + 1
             else:
                 qoff = 0
-            pos = clog._stage_end
+            out.append(qoff)
+        return out
+
+    def _append_rolling(self, messages: Sequence[Message], props_list: list[bytes], qoffs: list[int],
+                        stamps: list[int]) -> list[Appended]:
+        """Record by record, for a batch that crosses a segment end (``place`` rolls the segment)."""
+        clog = self.clog
+        encode = layout.encode_record
+        host = self._host
+        out = []
+        for m, props, qoff, ts in zip(messages, props_list, qoffs, stamps, strict=True):
+            pos = clog.stage_end
             rec = encode(m, queue_offset=qoff, commitlog_offset=pos, store_timestamp=ts, store_host=host,
                          props=props)
             at = clog.place(len(rec))

@@ -29,6 +29,7 @@ import functools
 import os
 import struct
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
@@ -117,6 +118,36 @@ class IndexFile:
         self.dirty = True
         return True
 
+    def put_many(self, items: list[tuple[int, int, int]], start: int) -> int:
+        """``put`` for ``items[start:]`` (hash, phy offset, store ts), one header write; returns how many fit."""
+        mm, slots, count, limit = self.mm, self.slots, self.count, self.max_entries
+        entries = HEADER_SIZE + slots * 4
+        unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
+        i = start
+        for h, phy, ts in items[start:]:
+            if count >= limit:
+                break
+            slot_pos = HEADER_SIZE + (h % slots) * 4
+            prev = unpack_slot(mm, slot_pos)[0]
+            if prev <= 0 or prev > count:
+                prev = 0
+                self.used_slots += 1
+            if count <= 1:
+                self.begin_ts, self.begin_phy = ts, phy
+            diff = (ts - self.begin_ts) // 1000
+            diff = 0 if diff < 0 else min(diff, 0x7FFFFFFF)
+            pack_entry(mm, entries + count * ENTRY_SIZE, h, phy, diff, prev)
+            pack_slot(mm, slot_pos, count)
+            count += 1
+            self.end_ts, self.end_phy = ts, phy
+            i += 1
+        if i > start:
+            self.count = count
+            HEADER.pack_into(mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
+                             self.used_slots, count)
+            self.dirty = True
+        return i - start
+
     def lookup(self, h: int, begin_ms: int, end_ms: int, limit: int) -> list[int]:
         out: list[int] = []
         n = SLOT.unpack_from(self.mm, HEADER_SIZE + (h % self.slots) * 4)[0]
@@ -189,6 +220,16 @@ class IndexService:
             if f is None or f.full:
                 f = self._new_file(store_ts)
             f.put(topic_key_hash(topic, k), phy_offset, store_ts)
+
+    def put_batch(self, entries: Sequence[tuple[str, Sequence[str], int, int]]) -> None:
+        """``put`` for each (topic, keys, phy offset, store ts), in order."""
+        items = [(topic_key_hash(topic, k), phy, ts) for topic, keys, phy, ts in entries for k in keys]
+        done = 0
+        while done < len(items):
+            f = self.files[-1] if self.files else None
+            if f is None or f.full:
+                f = self._new_file(items[done][2])
+            done += f.put_many(items, done)
 
     def _new_file(self, now_ms: int) -> IndexFile:
         self.directory.mkdir(parents=True, exist_ok=True)

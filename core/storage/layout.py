@@ -41,7 +41,7 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import mul
 
@@ -281,6 +281,38 @@ def encode_record(msg: Message, *, queue_offset: int, commitlog_offset: int,
                     msg.born_host[1], store_timestamp, store_ip, store_host[1],
                     msg.reconsume_times, msg.prepared_transaction_offset, len(body)),
         body, tblob, PROPS_LEN.pack(len(props)), props))
+
+
+def encode_batch(msgs: Sequence[Message], props_list: Sequence[bytes], queue_offsets: Sequence[int],
+                 timestamps: Sequence[int], start: int, store_host: HostPort) -> tuple[bytes, list[int]]:
+    """Encode consecutive records from CommitLog offset ``start``: ``(all bytes, size of each)``.
+
+    Same bytes as ``encode_record`` per message (``props_list`` already encoded and checked, topics
+    already validated) with one join for the whole batch -- the append hot path.
+    """
+    store_ip, store6 = host_bytes(store_host[0])
+    store_port = store_host[1]
+    store_bit = STOREHOST_V6_FLAG if store6 else 0
+    crc32 = zlib.crc32
+    plen = PROPS_LEN.pack
+    parts: list[bytes] = []
+    sizes: list[int] = []
+    pos = start
+    for m, props, qoff, ts in zip(msgs, props_list, queue_offsets, timestamps, strict=True):
+        tblob = topic_blob(m.topic)
+        bh = m.born_host
+        born_ip, born6 = host_bytes(bh[0])
+        sysflag = (m.sysflag & ~_V6_BITS) | (BORNHOST_V6_FLAG if born6 else 0) | store_bit
+        header = HEADERS[sysflag & _V6_BITS]
+        body = m.body
+        total = header.size + len(body) + len(tblob) + 2 + len(props)
+        parts += (header.pack(total, MESSAGE_MAGIC, crc32(body) & 0x7FFFFFFF, m.queue_id, m.flag, qoff, pos,
+                              sysflag, m.born_timestamp, born_ip, bh[1], ts, store_ip, store_port,
+                              m.reconsume_times, m.prepared_transaction_offset, len(body)),
+                  body, tblob, plen(len(props)), props)
+        sizes.append(total)
+        pos += total
+    return b"".join(parts), sizes
 
 
 def encode_blank(size: int) -> bytes:
