@@ -42,15 +42,19 @@ per message here; the idempotence and transaction layers own that.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
+import struct
 import zlib
 from collections.abc import Iterable
 
-from core.model import COMPRESSED_FLAG, Message, StoredMessage
+from core.model import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOST_V6_FLAG, Message, StoredMessage
+from core.storage import layout
 
-__all__ = ["KafkaRecord", "apply_delay", "message_from_record", "messages_from_batch", "record_from_message",
-           "SYSTEM_PROPERTIES", "HEADER_PREFIX", "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
+__all__ = ["KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "message_from_record",
+           "messages_from_batch", "record_from_message", "SYSTEM_PROPERTIES", "HEADER_PREFIX",
+           "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
 
 PROP_KAFKA_KEY = "KAFKA_KEY"
 PROP_KAFKA_HEADERS = "KAFKA_HEADERS"
@@ -78,6 +82,10 @@ HEADER_DELIVER_AT = HEADER_PREFIX + "DELIVER_AT"
 _INTERNAL = frozenset({PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KAFKA_NULL_VALUE, PROP_KAFKA_TS_TYPE})
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _SEPARATORS = ("\x01", "\x02")
+
+
+# (offset, timestamp, log_append_time, key, value, headers): what Fetch encodes.
+KafkaRow = tuple[int, int, bool, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
 class KafkaRecord:
@@ -202,23 +210,95 @@ def _body(msg: StoredMessage) -> bytes:
     return msg.body
 
 
-def record_from_message(msg: StoredMessage) -> KafkaRecord:
-    """The Kafka view of a stored message (Kafka offset = queue offset)."""
-    props = msg.properties
+KafkaProps = tuple[bytes | None, bool, tuple[tuple[str, bytes | None], ...], bool]
+
+
+def _kafka_props(props: dict[str, str]) -> KafkaProps:
+    """(key, null value, headers, LogAppendTime) of a stored message's properties."""
     key: bytes | None = None
     if PROP_KAFKA_KEY in props:
         key = base64.b64decode(props[PROP_KAFKA_KEY][1:])
     elif props.get(PROP_KEYS):
         key = props[PROP_KEYS].encode("utf-8")
-    value = None if props.get(PROP_KAFKA_NULL_VALUE) == "1" else _body(msg)
+    null_value = props.get(PROP_KAFKA_NULL_VALUE) == "1"
     raw_headers = props.get(PROP_KAFKA_HEADERS)
     headers: tuple[tuple[str, bytes | None], ...]
-    if raw_headers is not None:
+    if raw_headers == "[]":
+        headers = ()
+    elif raw_headers is not None:
         headers = tuple((str(k), None if v is None else base64.b64decode(v))
                         for k, v in json.loads(raw_headers))
     else:
         headers = tuple((k if k not in SYSTEM_PROPERTIES else HEADER_PREFIX + k, v.encode("utf-8"))
                         for k, v in props.items() if k not in _INTERNAL)
-    log_append = props.get(PROP_KAFKA_TS_TYPE) == "1"
+    return key, null_value, headers, props.get(PROP_KAFKA_TS_TYPE) == "1"
+
+
+def record_from_message(msg: StoredMessage) -> KafkaRecord:
+    """The Kafka view of a stored message (Kafka offset = queue offset)."""
+    key, null_value, headers, log_append = _kafka_props(msg.properties)
+    value = None if null_value else _body(msg)
     ts = msg.store_timestamp if log_append else msg.born_timestamp
     return KafkaRecord(msg.queue_offset, ts, log_append, key, value, headers)
+
+
+# Kafka view straight from CommitLog record bytes (the Fetch hot path).  The properties blob is
+# the same for every record of a key-less, header-less producer, so its Kafka meaning is cached
+# by the raw bytes; the header fields are picked from layout's own struct by name.
+@functools.lru_cache(maxsize=4096)
+def _props_view(raw_props: bytes) -> KafkaProps:
+    return _kafka_props(layout.decode_properties(raw_props))
+
+
+def _field_index(name: str) -> int:
+    names = []
+    for fl in layout.FIELDS:
+        if fl.fmt == "blob":
+            names.append(fl.name + "_len")
+            break
+        names += [fl.name, fl.name + "_port"] if fl.fmt == "host" else [fl.name]
+    return names.index(name)
+
+
+_I_QOFF, _I_SYSFLAG, _I_BORN_TS, _I_STORE_TS, _I_BODY_LEN = (
+    _field_index(n) for n in ("queue_offset", "sysflag", "born_timestamp", "store_timestamp", "body_len"))
+_I_TOTAL = _field_index("total_size")
+_HEADERS = layout.HEADERS
+_V6_BITS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
+_SYSFLAG_AT = layout.OFF_SYSFLAG
+_PROPS_LEN = layout.PROPS_LEN
+_INT32 = layout.INT32
+
+
+def kafka_row(raw: bytes) -> KafkaRow:
+    """``record_from_message(decode_record(raw))`` as a tuple ``(offset, timestamp,
+    log_append_time, key, value, headers)``, without building the StoredMessage.
+
+    Raises:
+        RecordError: the bytes are not a well-formed CommitLog record.
+    """
+    try:
+        header = _HEADERS[_INT32.unpack_from(raw, _SYSFLAG_AT)[0] & _V6_BITS]
+        f = header.unpack_from(raw)
+        pos = header.size
+        end = pos + f[_I_BODY_LEN]
+        body = raw[pos:end]
+        pos = end + 1 + raw[end]
+        plen = _PROPS_LEN.unpack_from(raw, pos)[0]
+        pos += 2
+        raw_props = raw[pos:pos + plen]
+    except (struct.error, IndexError) as exc:
+        raise layout.RecordError(f"malformed record: {exc}") from exc
+    if pos + plen != f[_I_TOTAL] or len(raw_props) != plen or len(body) != f[_I_BODY_LEN]:
+        raise layout.RecordError("malformed record: sizes do not add up")
+    key, null_value, headers, log_append = _props_view(raw_props)
+    if null_value:
+        value = None
+    elif f[_I_SYSFLAG] & COMPRESSED_FLAG:
+        try:
+            value = zlib.decompress(body)
+        except zlib.error:
+            value = body
+    else:
+        value = body
+    return (f[_I_QOFF], f[_I_STORE_TS] if log_append else f[_I_BORN_TS], log_append, key, value, headers)

@@ -57,7 +57,8 @@ from gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
 __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CONTROL_ABORT", "CONTROL_COMMIT",
     "BATCH_HEADER_SIZE", "BatchHeader", "Header", "Record", "RecordBatch", "LegacyMessage",
-    "compress", "decompress", "encode_batch", "encode_control_batch", "parse_control_record",
+    "compress", "decompress", "encode_batch", "encode_rows_batch", "encode_control_batch",
+    "parse_control_record",
     "read_batch_header", "read_record_fields", "RecordFields", "split_batches", "decode_legacy_message_set",
 ]
 
@@ -386,6 +387,85 @@ def encode_batch(
     crc = crc32c.crc32c(bytes(tail))
     head = struct.pack(">qiibI", base_offset, len(tail) + 9, partition_leader_epoch, 2, crc)
     return head + bytes(tail)
+
+
+# Zig-zag varint bytes of 0..8191 (offset deltas, small timestamp deltas, value lengths).
+_ZZ_BYTES_LIMIT = 1 << 13
+
+
+def _varlong_bytes(v: int) -> bytes:
+    out = bytearray()
+    p.write_varlong(out, v)
+    return bytes(out)
+
+
+_ZZ_BYTES = tuple(_varlong_bytes(v) for v in range(_ZZ_BYTES_LIMIT))
+_NULL = b"\x01"  # varint -1: null key / value
+_NO_HEADERS = b"\x00"
+_BATCH_TAIL = struct.Struct(">hiqqqhii")
+_BATCH_HEAD = struct.Struct(">qiibI")
+
+
+def _zz(v: int, long: bool) -> bytes:
+    if 0 <= v < _ZZ_BYTES_LIMIT:
+        return _ZZ_BYTES[v]
+    out = bytearray()
+    (p.write_varlong if long else p.write_varint)(out, v)
+    return bytes(out)
+
+
+def _headers_bytes(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    out = bytearray()
+    p.write_varint(out, len(headers))
+    for k, v in headers:
+        _write_varbytes(out, k.encode("utf-8", "surrogateescape"))
+        _write_varbytes(out, v)
+    return bytes(out)
+
+
+def encode_rows_batch(
+    rows: Sequence[tuple[int, int, object, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
+    *, partition_leader_epoch: int = -1, attributes: int = 0,
+) -> bytes:
+    """An uncompressed v2 batch of ``(offset, timestamp, _, key, value, headers)`` rows (absolute
+    offsets/timestamps, the first row is the base; the third item is ignored).  Same bytes as
+    ``encode_batch`` with base_offset/base_timestamp of the first row and max_timestamp the max,
+    built as one join of precomputed varints (the Fetch hot path).
+    """
+    if not rows:
+        raise EncodeError("an empty batch needs an explicit last_offset_delta")
+    base, base_ts = rows[0][0], rows[0][1]
+    zzb, limit, zz = _ZZ_BYTES, _ZZ_BYTES_LIMIT, _zz
+    parts: list[bytes] = []
+    extend = parts.extend
+    max_ts = base_ts
+    for offset, ts, _, key, value, headers in rows:
+        d = offset - base
+        od = zzb[d] if 0 <= d < limit else zz(d, False)
+        d = ts - base_ts
+        td = zzb[d] if 0 <= d < limit else zz(d, True)
+        if ts > max_ts:
+            max_ts = ts
+        if key is None:
+            kb = _NULL
+        else:
+            n = len(key)
+            kb = (zzb[n] if n < limit else zz(n, False)) + key
+        hb = _NO_HEADERS if not headers else _headers_bytes(headers)
+        if value is None:
+            n = 2 + len(td) + len(od) + len(kb) + len(hb)
+            extend((zzb[n] if n < limit else zz(n, False), b"\x00", td, od, kb, _NULL, hb))
+            continue
+        n = len(value)
+        vb = zzb[n] if n < limit else zz(n, False)
+        n += 1 + len(td) + len(od) + len(kb) + len(vb) + len(hb)
+        extend((zzb[n] if n < limit else zz(n, False), b"\x00", td, od, kb, vb, value, hb))
+    payload = b"".join(parts)
+    tail = _BATCH_TAIL.pack(attributes & ~COMPRESSION_MASK, rows[-1][0] - base, base_ts, max_ts, -1, -1, -1,
+                            len(rows))
+    crc = crc32c.crc32c(payload, crc32c.crc32c(tail))
+    head = _BATCH_HEAD.pack(base, len(tail) + len(payload) + 9, partition_leader_epoch, 2, crc)
+    return b"".join((head, tail, payload))
 
 
 def encode_control_batch(

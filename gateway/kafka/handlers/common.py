@@ -20,14 +20,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from compat.kafka_records import KafkaRecord, record_from_message
+from compat.kafka_records import KafkaRow, kafka_row
 from compat.views import ViewRegistry
 from core.broker import Broker
 from core.filter import ExpressionFilter
 from core.kafka_txn import KafkaTxnCoordinator
 from core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_SCHEDULE
 from core.producer_state import ProducerStateManager
-from core.storage.layout import decode_record
 from core.topics import TopicConfig, is_system_topic
 from gateway.kafka.codec import records as R
 
@@ -91,14 +90,15 @@ def has_partition(env: KafkaEnv, topic: str, partition: int) -> bool:
 
 def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_bytes: int,
                  max_msgs: int = 1000, message_filter: ExpressionFilter | None = None,
-                 ) -> tuple[list[KafkaRecord], int]:
-    """Kafka records from ``offset`` (at least one if any exists), about ``max_bytes`` of store data.
+                 ) -> tuple[list[KafkaRow], int]:
+    """Kafka records (``KafkaRow`` tuples) from ``offset`` (at least one if any exists), about
+    ``max_bytes`` of store data.
 
     Returns the records and the next offset to read (past everything scanned, matching or not).
     """
     res = env.broker.store.get_messages(topic, partition, offset, max_msgs, max_bytes=max(max_bytes, 1),
                                         message_filter=message_filter)
-    return [record_from_message(decode_record(raw)) for raw in res.records], res.next_begin_offset
+    return [kafka_row(raw) for raw in res.records], res.next_begin_offset
 
 
 def skip_marker(offset: int) -> bytes:
@@ -107,22 +107,24 @@ def skip_marker(offset: int) -> bytes:
                                   timestamp=0, partition_leader_epoch=LEADER_EPOCH)
 
 
-def build_batches(recs: Sequence[KafkaRecord]) -> bytes:
+def build_batches(recs: Sequence[KafkaRow]) -> bytes:
     """Uncompressed v2 batches for consecutive records; a new batch whenever the timestamp type changes."""
-    out = bytearray()
+    if not recs:
+        return b""
+    first_lat = recs[0][2]
+    if all(r[2] == first_lat for r in recs):  # the usual case: one batch
+        return _batch(recs, first_lat)
+    out = []
     i = 0
     while i < len(recs):
         j = i
-        while j + 1 < len(recs) and recs[j + 1].log_append_time == recs[i].log_append_time:
+        while j + 1 < len(recs) and recs[j + 1][2] == recs[i][2]:
             j += 1
-        run = recs[i : j + 1]
-        base, base_ts = run[0].offset, run[0].timestamp
-        rows = [R.Record(r.offset - base, r.timestamp - base_ts, r.key, r.value,
-                         tuple(R.Header(k, v) for k, v in r.headers)) for r in run]
-        out += R.encode_batch(
-            rows, base_offset=base, partition_leader_epoch=LEADER_EPOCH, base_timestamp=base_ts,
-            max_timestamp=max(r.timestamp for r in run),
-            attributes=R.TIMESTAMP_TYPE_BIT if run[0].log_append_time else 0,
-        )
+        out.append(_batch(recs[i : j + 1], recs[i][2]))
         i = j + 1
-    return bytes(out)
+    return b"".join(out)
+
+
+def _batch(run: Sequence[KafkaRow], log_append_time: bool) -> bytes:
+    return R.encode_rows_batch(run, partition_leader_epoch=LEADER_EPOCH,
+                               attributes=R.TIMESTAMP_TYPE_BIT if log_append_time else 0)

@@ -77,7 +77,7 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
                                      message_filter=message_filter)
     data = build_batches(recs)
     scanned_to = max(next_offset, p.fetch_offset)
-    if message_filter is not None and scanned_to > (recs[-1].offset + 1 if recs else p.fetch_offset):
+    if message_filter is not None and scanned_to > (recs[-1][0] + 1 if recs else p.fetch_offset):
         data += skip_marker(scanned_to - 1)
     out.records = data
     return out, len(data) if recs else 0
