@@ -142,19 +142,16 @@ class Dispatcher:
     def dispatch_batch(self, messages: Sequence[Message], appended: Sequence[Appended]) -> None:
         """``dispatch`` for every record of one append (same effects, in the same order per record).
 
-        The hot path: consecutive units of one queue are written in one go, index entries of the
-        whole batch with one header update; listeners are told after all of it is written (they
-        only wake waiters, which run later anyway).
+        The hot path: the units of each queue (consecutive queue offsets) are written in one go,
+        the index entries of the whole batch with one header update; listeners are told after all
+        of it is written (they only wake waiters, which run later anyway).
         """
         queues = self.queues
         listeners = self.listeners
         index = self.index
         keyed: list[tuple[str, Sequence[str], int, int]] = []
         arrived: list[tuple[str, int, int, int, dict[str, str]]] = []
-        run_q: QueueLike | None = None
-        run_key: tuple[str, int] | None = None
-        run_start = 0
-        run: list[int] = []
+        runs: dict[tuple[str, int], tuple[QueueLike, int, list[int]]] = {}
         for m, a in zip(messages, appended, strict=True):
             props = m.properties
             topic = m.topic
@@ -166,15 +163,15 @@ class Dispatcher:
                     tags = props.get(PROP_TAGS)
                     code = tags_hash(tags) if tags else 0
                 key = (topic, m.queue_id)
-                if key != run_key or a.queue_offset != run_start + len(run) // 3:
-                    if run:
-                        _put_run(run_q, run_start, run)  # type: ignore[arg-type]
-                        run = []
-                    run_q = queues.get(key)
-                    if run_q is None:
-                        run_q = self.create_queue(topic, m.queue_id)
-                    run_key, run_start = key, a.queue_offset
-                run += (a.commitlog_offset, a.size, code)
+                run = runs.get(key)
+                if run is None or a.queue_offset != run[1] + len(run[2]) // 3:
+                    if run is not None:
+                        _put_run(*run)
+                    q = queues.get(key)
+                    if q is None:
+                        q = self.create_queue(topic, m.queue_id)
+                    run = runs[key] = (q, a.queue_offset, [])
+                run[2].extend((a.commitlog_offset, a.size, code))
                 if listeners:
                     arrived.append((topic, m.queue_id, a.queue_offset, code, props))
             if index is not None and t != TRANSACTION_ROLLBACK_TYPE:
@@ -186,8 +183,8 @@ class Dispatcher:
                     uniq = props.get(PROP_UNIQ_KEY)
                     if uniq:
                         keyed.append((topic, (uniq,), a.commitlog_offset, a.store_timestamp))
-        if run:
-            _put_run(run_q, run_start, run)  # type: ignore[arg-type]
+        for run in runs.values():
+            _put_run(*run)
         if keyed:
             index.put_batch(keyed)  # type: ignore[union-attr]
         for arrival in arrived:
