@@ -256,7 +256,7 @@ class DiskStore:
         clog.commit()
         out = []
         pos = start
-        for size, qoff, ts in zip(sizes, qoffs, stamps):
+        for size, qoff, ts in zip(sizes, qoffs, stamps, strict=True):
             out.append(Appended(pos, size, qoff, ts))
             pos += size
         return out

@@ -139,7 +139,9 @@ class IndexFile:
         return True
 
     def put_many(self, items: list[tuple[int, int, int]], start: int) -> int:
-        """``put`` for ``items[start:]`` (hash, phy offset, store ts), one header write; returns how many fit."""
+        """``put`` for ``items[start:]`` (hash, phy offset, store ts), one header write.
+
+        Returns how many fitted (the rest go to a new file)."""
         mm, slots, count, limit = self.mm, self.slots, self.count, self.max_entries
         entries = HEADER_SIZE + slots * 4
         unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
