@@ -37,7 +37,13 @@ from pathlib import Path
 
 import structlog
 
-from core.model import Message, StoredMessage
+from core.model import (
+    TRANSACTION_MASK,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    Message,
+    StoredMessage,
+)
 from core.storage import layout, reader, retention
 from core.storage.api import (
     Appended,
@@ -52,7 +58,7 @@ from core.storage.api import (
 from core.storage.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from core.storage.commitlog import CommitLog
 from core.storage.consumequeue import UNIT_SIZE, ConsumeQueue
-from core.storage.dispatch import Dispatcher, is_dispatched
+from core.storage.dispatch import Dispatcher
 from core.storage.index import IndexService
 from core.storage.metafile import read_json, write_json_atomic
 from core.storage.recovery import StoreCorrupt, cut_tail, scan_and_replay, trim_queues
@@ -267,7 +273,8 @@ class DiskStore:
         next_q: dict[tuple[str, int], int] = {}
         out = []
         for m in messages:
-            if is_dispatched(m.sysflag):
+            t = m.sysflag & TRANSACTION_MASK
+            if t != TRANSACTION_PREPARED_TYPE and t != TRANSACTION_ROLLBACK_TYPE:   # is_dispatched, inlined
                 key = (m.topic, m.queue_id)
                 qoff = next_q.get(key)
                 if qoff is None:

@@ -43,7 +43,7 @@ import zlib
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import mul
+from operator import methodcaller, mul
 
 from core.model import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, HostPort, Message, StoredMessage
 
@@ -175,15 +175,25 @@ def encode_properties(props: Mapping[str, str]) -> bytes:
     """dict -> ``k 0x01 v 0x02 k 0x01 v`` (UTF-8, no trailing 0x02)."""
     if not props:
         return b""
-    return "\x02".join([f"{k}\x01{v}" for k, v in props.items()]).encode("utf-8")
+    return "\x02".join(map("\x01".join, props.items())).encode("utf-8")
+
+
+_split_pair = methodcaller("split", "\x01", 1)
 
 
 def decode_properties(raw: Buffer) -> dict[str, str]:
     """Parse a properties blob; accepts a trailing 0x02, drops empty keys/values (Java)."""
     if not raw:
         return {}
-    out: dict[str, str] = {}
-    for item in bytes(raw).decode("utf-8", "replace").split("\x02"):
+    text = bytes(raw).decode("utf-8", "replace")
+    try:    # fast path: every item is "key 0x01 value" with both non-empty
+        out = dict(map(_split_pair, (text[:-1] if text[-1] == "\x02" else text).split("\x02")))
+        if "" not in out and "" not in out.values():
+            return out
+    except ValueError:
+        pass
+    out = {}
+    for item in text.split("\x02"):
         key, sep, value = item.partition("\x01")
         if sep and key and value:
             out[key] = value
@@ -450,10 +460,15 @@ def iter_records(buf: Buffer) -> list[StoredMessage]:
 
 # -- message ids ------------------------------------------------------------
 
+@functools.lru_cache(maxsize=64)
+def _msg_id_prefix(store_host: HostPort) -> str:
+    ip, _ = host_bytes(store_host[0])
+    return (ip + struct.pack(">i", store_host[1])).hex().upper()
+
+
 def encode_offset_msg_id(store_host: HostPort, commitlog_offset: int) -> str:
     """offsetMsgId: IP + int32 port + int64 offset, uppercase hex (32 or 56 chars)."""
-    ip, _ = host_bytes(store_host[0])
-    return (ip + struct.pack(">iq", store_host[1], commitlog_offset)).hex().upper()
+    return f"{_msg_id_prefix(store_host)}{commitlog_offset & 0xFFFFFFFFFFFFFFFF:016X}"
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:

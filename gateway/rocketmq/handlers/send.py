@@ -22,6 +22,7 @@ or to ``%DLQ%<group>`` once it has been retried ``retryMaxTimes`` times.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import random
 import zlib
@@ -63,6 +64,18 @@ PUT_STATUS_CODE = {
 
 def ipv4_host(peer: tuple[str, int] | Any) -> tuple[str, int]:
     """Born host as the C++ client can decode it: IPv4 (IPv6 loopback/mapped folded to IPv4)."""
+    try:
+        return _ipv4_host_cached(peer)
+    except TypeError:       # unhashable peer
+        return _ipv4_host(peer)
+
+
+@functools.lru_cache(maxsize=1024)
+def _ipv4_host_cached(peer: tuple[str, int] | Any) -> tuple[str, int]:
+    return _ipv4_host(peer)
+
+
+def _ipv4_host(peer: tuple[str, int] | Any) -> tuple[str, int]:
     try:
         host, port = peer[0], int(peer[1])
     except (TypeError, IndexError, ValueError):
@@ -176,7 +189,8 @@ async def handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
         msgs = []
         for el in elements:
             props = decode_properties(el.properties_raw)
-            props.update(batch_props)
+            if batch_props:
+                props.update(batch_props)
             msgs.append(Message(topic, queue_id, el.body, props, el.flag, sysflag, born_ts, born_host, reconsume))
     else:
         topic = _dlq_redirect(ctx, topic, reconsume, max_reconsume, batch_props)
