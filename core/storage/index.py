@@ -57,7 +57,7 @@ def _topic_prefix_hash(topic: str) -> int:
     return java_hash(topic + "#")
 
 
-_TAIL = 12                                   # UNIQ_KEYs share their first 20 of 32 hex digits
+_TAIL = 4    # UNIQ_KEY = client prefix + time + a 4-hex-digit counter: the head repeats
 _TAIL_POWERS = tuple(pow(31, _TAIL - 1 - i, 1 << 32) for i in range(_TAIL))
 _TAIL_SHIFT = pow(31, _TAIL, 1 << 32)
 
@@ -71,9 +71,9 @@ def topic_key_hash(topic: str, key: str) -> int:
     """``key_hash(topic + "#" + key)`` without re-hashing the topic part.
 
     Long ASCII keys (UNIQ_KEY: client IP + pid + class loader + time + counter, in hex) also reuse
-    the hash of all but their last 12 characters, which repeats from message to message.
+    the hash of all but their last 4 characters, which repeats from message to message.
     """
-    if len(key) > 2 * _TAIL and key.isascii():
+    if len(key) >= 16 and key.isascii():
         h = (_head_hash(topic, key[:-_TAIL]) * _TAIL_SHIFT
              + sum(map(mul, key[-_TAIL:].encode("ascii"), _TAIL_POWERS))) & 0xFFFFFFFF
         h = h - 0x100000000 if h & 0x80000000 else h
