@@ -400,6 +400,7 @@ def _varlong_bytes(v: int) -> bytes:
 
 
 _ZZ_BYTES = tuple(_varlong_bytes(v) for v in range(_ZZ_BYTES_LIMIT))
+_ZZ_NEG_BYTES = tuple(_varlong_bytes(-v) for v in range(_ZZ_BYTES_LIMIT))  # [k] = -k
 _NULL = b"\x01"  # varint -1: null key / value
 _NO_HEADERS = b"\x00"
 _BATCH_TAIL = struct.Struct(">hiqqqhii")
@@ -407,8 +408,8 @@ _BATCH_HEAD = struct.Struct(">qiibI")
 
 
 def _zz(v: int, long: bool) -> bytes:
-    if 0 <= v < _ZZ_BYTES_LIMIT:
-        return _ZZ_BYTES[v]
+    if -_ZZ_BYTES_LIMIT < v < _ZZ_BYTES_LIMIT:
+        return _ZZ_BYTES[v] if v >= 0 else _ZZ_NEG_BYTES[-v]
     out = bytearray()
     (p.write_varlong if long else p.write_varint)(out, v)
     return bytes(out)

@@ -44,6 +44,13 @@ from gateway.kafka.server import KafkaRequestContext
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 SCAN_CHUNK = 256
+MIN_READ_RECORDS, MAX_READ_RECORDS = 1000, 32768  # per partition and read
+
+
+def _max_records(limit: int) -> int:
+    """Records to ask the store for: enough that ``limit`` bytes, not a count, ends the read (as in
+    Kafka, which has no record limit); a stored record takes at least ~100 bytes."""
+    return max(MIN_READ_RECORDS, min(limit // 100, MAX_READ_RECORDS))
 
 
 def _epoch_error(current_leader_epoch: int) -> int:
@@ -74,7 +81,7 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
         out.records = b""
         return out, 0
     recs, next_offset = read_records(env, topic, p.partition, p.fetch_offset, max(limit, 1),
-                                     message_filter=message_filter)
+                                     max_msgs=_max_records(limit), message_filter=message_filter)
     data = build_batches(recs)
     scanned_to = max(next_offset, p.fetch_offset)
     if message_filter is not None and scanned_to > (recs[-1][0] + 1 if recs else p.fetch_offset):
