@@ -10,7 +10,9 @@ Roles (``params["role"]``, all take ``bootstrap``):
   over the partitions), ``acks`` 1 | all, default batching (linger.ms 5); timed from the first
   ``produce()`` to the end of ``flush()``.  ``result {messages, seconds, errors}``.
 * ``consume``: ``assign()`` every partition at the beginning (no group join) and count records
-  until ``count`` or ``max_s``; timed from the first record to the last.
+  until ``count`` or ``max_s``; timed from the first record to the last (``consume()`` asks for
+  one record first, then never more than the records still missing, so neither the wait for a
+  full first batch nor the final timeout is in or out of the time by accident).
   ``result {messages, bytes, seconds}``.
 * ``latency``: a consumer assigned at the end of every partition and, in the same process, a
   producer (acks 1, linger.ms 0) sending ``count`` values ``<time_ns>`` padded to ``size`` at
@@ -98,7 +100,10 @@ def consume(p: dict[str, Any]) -> None:
     t_first = t_last = 0.0
     deadline = time.monotonic() + float(p.get("max_s", 120))
     while n < count and time.monotonic() < deadline:
-        for m in cons.consume(10000, 0.5):
+        # consume(k, t) returns only when it has k records or t is over: ask for 1 first (the clock
+        # starts when the first record arrives, not once 10,000 have), then never for more than the
+        # records still missing (the final wait for records that will not come must not count).
+        for m in cons.consume(1 if n == 0 else min(10000, count - n), 0.5):
             if m.error():
                 continue
             if n == 0:
