@@ -128,6 +128,10 @@ def _as_int(value: object, what: str) -> int:
 # JSON header
 # --------------------------------------------------------------------------
 
+# json.dumps with non-default options builds a new encoder per call; one shared instance is cheaper.
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     obj: dict[str, object] = {"code": cmd.code}
     if cmd.ext_fields:
@@ -139,7 +143,7 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
         obj["remark"] = cmd.remark
     obj["serializeTypeCurrentRPC"] = "JSON"
     obj["version"] = cmd.version
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _JSON_ENCODER.encode(obj).encode("utf-8")
 
 
 def decode_json_header(data: bytes) -> RemotingCommand:
@@ -161,10 +165,14 @@ def decode_json_header(data: bytes) -> RemotingCommand:
     if ext_raw is not None and not isinstance(ext_raw, dict):
         raise RemoteProtocolError("extFields is not an object")
     ext: dict[str, str] = {}
-    for key, value in (ext_raw or {}).items():
-        sval = coerce_ext_value(value)
-        if sval is not None:
-            ext[str(key)] = sval
+    if ext_raw:
+        if all(type(v) is str for v in ext_raw.values()):
+            ext = ext_raw      # what every real client sends: nothing to coerce
+        else:
+            for key, value in ext_raw.items():
+                sval = coerce_ext_value(value)
+                if sval is not None:
+                    ext[str(key)] = sval
     return RemotingCommand(
         code=_as_int(obj["code"], "code"),
         language=lang,
