@@ -226,27 +226,43 @@ class DiskStore:
         return PutResult(PutStatus.PUT_OK, tuple(appended))
 
     def _validate(self, messages: Sequence[Message]) -> list[bytes] | PutResult:
+        """Encoded properties of each message, or why the batch is refused (nothing is written)."""
         cfg = self.config
         props_list = []
+        max_body = cfg.max_message_size
+        max_props = layout.MAX_PROPERTIES_BYTES
         room = cfg.commitlog_file_size - layout.BLANK_SIZE - layout.FIXED_SIZE[0x30]
         encode_props = layout.encode_properties
+        topic, tlen = None, 0
         for m in messages:
-            if len(m.body) > cfg.max_message_size:
-                return PutResult(PutStatus.MESSAGE_ILLEGAL,
-                                 remark=f"body {len(m.body)} bytes > maxMessageSize {cfg.max_message_size}")
             props = encode_props(m.properties)
-            if len(props) > layout.MAX_PROPERTIES_BYTES:
-                return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                                 remark=f"properties {len(props)} bytes > {layout.MAX_PROPERTIES_BYTES}")
-            try:
-                tlen = len(layout.topic_blob(m.topic)) - 1
-            except layout.RecordError as exc:
-                return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
-            if m.queue_id < 0 or len(m.body) + tlen + len(props) > room:
-                return PutResult(PutStatus.MESSAGE_ILLEGAL,
-                                 remark="bad queue id or record larger than a segment")
+            if m.topic != topic:
+                topic = m.topic
+                try:
+                    tlen = len(layout.topic_blob(topic)) - 1
+                except layout.RecordError:
+                    tlen = room + 1     # refused below, with the reason
+            body_len = len(m.body)
+            if (body_len > max_body or len(props) > max_props or m.queue_id < 0
+                    or body_len + tlen + len(props) > room):
+                return self._refusal(m, props, room)
             props_list.append(props)
         return props_list
+
+    def _refusal(self, m: Message, props: bytes, room: int) -> PutResult:
+        """Why ``m`` cannot be stored (checks in order: body, properties, topic, queue id / size)."""
+        max_body = self.config.max_message_size
+        if len(m.body) > max_body:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL,
+                             remark=f"body {len(m.body)} bytes > maxMessageSize {max_body}")
+        if len(props) > layout.MAX_PROPERTIES_BYTES:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                             remark=f"properties {len(props)} bytes > {layout.MAX_PROPERTIES_BYTES}")
+        try:
+            layout.topic_blob(m.topic)
+        except layout.RecordError as exc:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
+        return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="bad queue id or record larger than a segment")
 
     def _append(self, messages: Sequence[Message], props_list: list[bytes]) -> list[Appended]:
         """Encode and commit the batch; one join + one ``pwrite`` when it fits the current segment."""
