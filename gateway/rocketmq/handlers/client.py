@@ -226,6 +226,7 @@ async def handle_lock(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
     except (ValueError, KeyError, TypeError) as exc:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad lock body: {exc}")
     granted = try_lock(ctx, group, client_id, mqs, now_ms())
+    log.debug("lock batch mq", group=group, client=client_id, asked=len(mqs), granted=len(granted))
     return req.make_response(ResponseCode.SUCCESS, body=json.dumps({"lockOKMQSet": granted}).encode())
 
 
@@ -237,6 +238,7 @@ async def handle_unlock(ctx: BrokerContext, channel: Any, req: RemotingCommand) 
     except (ValueError, KeyError, TypeError) as exc:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad unlock body: {exc}")
     table = _locks(ctx).get(group, {})
+    log.debug("unlock batch mq", group=group, client=client_id, queues=len(mqs))
     for mq in mqs:
         key = _mq_key(mq)
         if table.get(key, ("",))[0] == client_id:
