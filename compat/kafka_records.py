@@ -52,7 +52,7 @@ from collections.abc import Iterable
 from core.model import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOST_V6_FLAG, Message, StoredMessage
 from core.storage import layout
 
-__all__ = ["KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "message_from_record",
+__all__ = ["KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "kafka_rows", "message_from_record",
            "messages_from_batch", "record_from_message", "SYSTEM_PROPERTIES", "HEADER_PREFIX",
            "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
 
@@ -250,24 +250,25 @@ def _props_view(raw_props: bytes) -> KafkaProps:
     return _kafka_props(layout.decode_properties(raw_props))
 
 
-def _field_index(name: str) -> int:
-    names = []
+_VIEW_FIELDS = ("total_size", "queue_offset", "sysflag", "born_timestamp", "store_timestamp")
+
+
+def _view_struct(v6_bits: int) -> struct.Struct:
+    """layout's header struct for one host variant with every field but ``_VIEW_FIELDS`` and the
+    body length turned into padding (no host bytes objects built per record)."""
+    fmt = ">"
     for fl in layout.FIELDS:
         if fl.fmt == "blob":
-            names.append(fl.name + "_len")
-            break
-        names += [fl.name, fl.name + "_port"] if fl.fmt == "host" else [fl.name]
-    return names.index(name)
+            return struct.Struct(fmt + fl.len_fmt)
+        code = fl.fmt if fl.fmt != "host" else ("16s" if v6_bits & fl.v6_flag else "4s") + "i"
+        fmt += code if fl.name in _VIEW_FIELDS else f"{struct.calcsize('>' + code)}x"
+    raise AssertionError("layout has no blob field")
 
 
-_I_QOFF, _I_SYSFLAG, _I_BORN_TS, _I_STORE_TS, _I_BODY_LEN = (
-    _field_index(n) for n in ("queue_offset", "sysflag", "born_timestamp", "store_timestamp", "body_len"))
-_I_TOTAL = _field_index("total_size")
-_HEADERS = layout.HEADERS
 _V6_BITS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
-_SYSFLAG_AT = layout.OFF_SYSFLAG
-_PROPS_LEN = layout.PROPS_LEN
-_INT32 = layout.INT32
+_VIEW = {bits: _view_struct(bits) for bits in layout.HEADERS}
+assert all(_VIEW[b].size == h.size for b, h in layout.HEADERS.items())
+assert [n for n in (fl.name for fl in layout.FIELDS) if n in _VIEW_FIELDS] == list(_VIEW_FIELDS)
 
 
 def kafka_row(raw: bytes) -> KafkaRow:
@@ -277,28 +278,42 @@ def kafka_row(raw: bytes) -> KafkaRow:
     Raises:
         RecordError: the bytes are not a well-formed CommitLog record.
     """
-    try:
-        header = _HEADERS[_INT32.unpack_from(raw, _SYSFLAG_AT)[0] & _V6_BITS]
-        f = header.unpack_from(raw)
-        pos = header.size
-        end = pos + f[_I_BODY_LEN]
-        body = raw[pos:end]
-        pos = end + 1 + raw[end]
-        plen = _PROPS_LEN.unpack_from(raw, pos)[0]
-        pos += 2
-        raw_props = raw[pos:pos + plen]
-    except (struct.error, IndexError) as exc:
-        raise layout.RecordError(f"malformed record: {exc}") from exc
-    if pos + plen != f[_I_TOTAL] or len(raw_props) != plen or len(body) != f[_I_BODY_LEN]:
-        raise layout.RecordError("malformed record: sizes do not add up")
-    key, null_value, headers, log_append = _props_view(raw_props)
-    if null_value:
-        value = None
-    elif f[_I_SYSFLAG] & COMPRESSED_FLAG:
+    return kafka_rows((raw,))[0]
+
+
+def kafka_rows(raws: Iterable[bytes]) -> list[KafkaRow]:
+    """``kafka_row`` of each record (one loop: the Fetch hot path)."""
+    out: list[KafkaRow] = []
+    append = out.append
+    views, props_view, props_len = _VIEW, _props_view, layout.PROPS_LEN
+    v4 = views[0]
+    for raw in raws:
         try:
-            value = zlib.decompress(body)
-        except zlib.error:
+            view = v4  # IPv4 hosts, almost always; else unpack again with the right struct
+            total, qoff, sysflag, born_ts, store_ts, body_len = view.unpack_from(raw)
+            if sysflag & _V6_BITS:
+                view = views[sysflag & _V6_BITS]
+                total, qoff, sysflag, born_ts, store_ts, body_len = view.unpack_from(raw)
+            pos = view.size
+            end = pos + body_len
+            body = raw[pos:end]
+            pos = end + 1 + raw[end]
+            plen = props_len.unpack_from(raw, pos)[0]
+            pos += 2
+            raw_props = raw[pos:pos + plen]
+        except (struct.error, IndexError) as exc:
+            raise layout.RecordError(f"malformed record: {exc}") from exc
+        if pos + plen != total or len(raw_props) != plen or len(body) != body_len:
+            raise layout.RecordError("malformed record: sizes do not add up")
+        key, null_value, headers, log_append = props_view(raw_props)
+        if null_value:
+            value = None
+        elif sysflag & COMPRESSED_FLAG:
+            try:
+                value = zlib.decompress(body)
+            except zlib.error:
+                value = body
+        else:
             value = body
-    else:
-        value = body
-    return (f[_I_QOFF], f[_I_STORE_TS] if log_append else f[_I_BORN_TS], log_append, key, value, headers)
+        append((qoff, store_ts if log_append else born_ts, log_append, key, value, headers))
+    return out

@@ -12,15 +12,23 @@ resolved to their source topic plus a filter); and RocketMQ's own retry,
 DLQ and schedule topics by their RocketMQ names (``%RETRY%g``, ``%DLQ%g``,
 ``SCHEDULE_TOPIC_XXXX``) when they exist — readable, never auto-created.
 ``topic_config`` and ``resolve`` are the one place that decides this.
+
+In a cluster (``gateway.kafka.cluster``) a topic's partitions are spread
+over the brokers: ``local_queue`` is the one translation from a Kafka
+partition to this broker's queue id (None when another broker owns it:
+``partition_error`` then answers NOT_LEADER_OR_FOLLOWER so the client
+refreshes its metadata).  Without a cluster view, partition = queue id.
+Async handlers call ``ensure_routes`` first so the layout is fresh.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from compat.kafka_records import KafkaRow, kafka_row
+from compat.kafka_records import KafkaRow, kafka_rows
 from compat.views import ViewRegistry
 from core.broker import Broker
 from core.filter import ExpressionFilter
@@ -29,6 +37,10 @@ from core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_SCHEDULE
 from core.producer_state import ProducerStateManager
 from core.topics import TopicConfig, is_system_topic
 from gateway.kafka.codec import records as R
+from gateway.kafka.errors import ErrorCode as E
+
+if TYPE_CHECKING:
+    from gateway.kafka.cluster import ClusterView
 
 LEADER_EPOCH = 0
 _KAFKA_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -44,6 +56,7 @@ class KafkaEnv:
     producers: ProducerStateManager | None = None  # idempotent-producer state (None: not enforced)
     transactions: KafkaTxnCoordinator | None = None  # transactional batches (None: refused with 48)
     views: ViewRegistry = field(default_factory=lambda: ViewRegistry(None))
+    cluster: ClusterView | None = None  # multi-broker layout (None: a single node, partition = queue)
 
 
 def invalid_topic_name(name: str | None) -> bool:
@@ -83,9 +96,35 @@ def topic_config(env: KafkaEnv, name: str) -> TopicConfig | None:
     return tc if not is_system_topic(source) and not invalid_topic_name(source) else None
 
 
-def has_partition(env: KafkaEnv, topic: str, partition: int) -> bool:
+def local_queue(env: KafkaEnv, topic: str, partition: int) -> int | None:
+    """This broker's queue id for Kafka ``partition`` of ``topic`` (views resolved), or None when
+    the partition does not exist or another broker of the cluster owns it."""
     tc = topic_config(env, topic)
-    return tc is not None and 0 <= partition < partition_count(tc)
+    if tc is None:
+        return None
+    if env.cluster is None:
+        return partition if 0 <= partition < partition_count(tc) else None
+    return env.cluster.local_queue(resolve(env, topic)[0], partition)
+
+
+def partition_error(env: KafkaEnv, topic: str, partition: int) -> int:
+    """The error for a partition ``local_queue`` refused: NOT_LEADER_OR_FOLLOWER when another
+    broker owns it, else UNKNOWN_TOPIC_OR_PARTITION."""
+    if env.cluster is not None and partition >= 0:
+        lay = env.cluster.layout(resolve(env, topic)[0])
+        if lay is not None and partition < lay.total:
+            return E.NOT_LEADER_OR_FOLLOWER
+    return E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def has_partition(env: KafkaEnv, topic: str, partition: int) -> bool:
+    return local_queue(env, topic, partition) is not None
+
+
+async def ensure_routes(env: KafkaEnv, topics: Iterable[str]) -> None:
+    """Refresh the cluster layout of these topics if stale (no-op on a single node)."""
+    if env.cluster is not None:
+        await env.cluster.ensure(resolve(env, t)[0] for t in topics)
 
 
 def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_bytes: int,
@@ -98,7 +137,7 @@ def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
     """
     res = env.broker.store.get_messages(topic, partition, offset, max_msgs, max_bytes=max(max_bytes, 1),
                                         message_filter=message_filter)
-    return [kafka_row(raw) for raw in res.records], res.next_begin_offset
+    return kafka_rows(res.records), res.next_begin_offset
 
 
 def skip_marker(offset: int) -> bytes:
