@@ -6,9 +6,9 @@ The same discipline as ``core.storage.metafile`` (RocketMQ's JSON config
 files), for state that is ours alone and is rewritten often enough that
 JSON would be wasteful: Kafka group metadata and idempotent-producer state.
 
-``write_msgpack_atomic`` writes ``<name>.tmp``, fsyncs it, moves the current
-file to ``<name>.bak``, renames the temp file over the target and fsyncs the
-directory.  A crash leaves either the old or the new file in place (plus
+``write_msgpack_atomic`` uses ``metafile.write_bytes_atomic``: the target is
+replaced by an fsynced temp file and the previous version is kept as
+``<name>.bak``.  A crash leaves either the old or the new file in place (plus
 possibly a stale ``.tmp``, which is ignored and overwritten next time).
 ``read_msgpack`` falls back to ``.bak`` when the main file is missing or does
 not decode, and raises ``MetadataCorrupt`` only when a file exists but
@@ -21,14 +21,13 @@ lock): two concurrent writers would share the ``.tmp`` name.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import msgpack
 import structlog
 
-from core.storage.metafile import MetadataCorrupt
+from core.storage.metafile import MetadataCorrupt, write_bytes_atomic
 
 log = structlog.get_logger(__name__)
 
@@ -43,20 +42,7 @@ def pack(obj: Any) -> bytes:
 
 def write_packed_atomic(path: Path, data: bytes) -> None:
     """Durably replace ``path`` with already-packed ``data`` (see the module docstring)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    if path.exists():
-        os.replace(path, path.with_name(path.name + ".bak"))
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_bytes_atomic(path, data)
 
 
 def write_msgpack_atomic(path: Path, obj: Any) -> None:
