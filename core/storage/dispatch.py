@@ -152,6 +152,8 @@ class Dispatcher:
         keyed: list[tuple[str, Sequence[str], int, int]] = []
         arrived: list[tuple[str, int, int, int, dict[str, str]]] = []
         runs: dict[tuple[str, int], tuple[QueueLike, int, list[int]]] = {}
+        run: tuple[QueueLike, int, list[int]] | None = None
+        last_topic, last_qid = None, -1
         for m, a in zip(messages, appended, strict=True):
             props = m.properties
             topic = m.topic
@@ -162,9 +164,12 @@ class Dispatcher:
                 else:
                     tags = props.get(PROP_TAGS)
                     code = tags_hash(tags) if tags else 0
-                key = (topic, m.queue_id)
-                run = runs.get(key)
+                qid = m.queue_id
+                if qid != last_qid or topic != last_topic:
+                    last_topic, last_qid = topic, qid
+                    run = runs.get((topic, qid))
                 if run is None or a.queue_offset != run[1] + len(run[2]) // 3:
+                    key = (topic, qid)
                     if run is not None:
                         _put_run(*run)
                     q = queues.get(key)

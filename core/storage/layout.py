@@ -308,17 +308,25 @@ def encode_batch(msgs: Sequence[Message], props_list: Sequence[bytes], queue_off
     parts: list[bytes] = []
     sizes: list[int] = []
     pos = start
+    topic: str | None = None
+    born: str | None = None
     for m, props, qoff, ts in zip(msgs, props_list, queue_offsets, timestamps, strict=True):
-        tblob = topic_blob(m.topic)
+        if m.topic != topic:            # a batch is usually one topic from one host
+            topic = m.topic
+            tblob = topic_blob(topic)
         bh = m.born_host
-        born_ip, born6 = host_bytes(bh[0])
-        sysflag = (m.sysflag & ~_V6_BITS) | (BORNHOST_V6_FLAG if born6 else 0) | store_bit
-        header = HEADERS[sysflag & _V6_BITS]
+        if bh[0] != born:
+            born = bh[0]
+            born_ip, born6 = host_bytes(born)
+            v6_bits = (BORNHOST_V6_FLAG if born6 else 0) | store_bit
+            header = HEADERS[v6_bits]
         body = m.body
-        total = header.size + len(body) + len(tblob) + 2 + len(props)
-        parts += (header.pack(total, MESSAGE_MAGIC, crc32(body) & 0x7FFFFFFF, m.queue_id, m.flag, qoff, pos,
-                              sysflag, m.born_timestamp, born_ip, bh[1], ts, store_ip, store_port,
-                              m.reconsume_times, m.prepared_transaction_offset, len(body)),
+        body_len = len(body)
+        total = header.size + body_len + len(tblob) + 2 + len(props)
+        parts += (header.pack(total, MESSAGE_MAGIC, crc32(body) & 0x7FFFFFFF, m.queue_id, m.flag, qoff,
+                              pos, (m.sysflag & ~_V6_BITS) | v6_bits, m.born_timestamp, born_ip, bh[1], ts,
+                              store_ip, store_port, m.reconsume_times, m.prepared_transaction_offset,
+                              body_len),
                   body, tblob, plen(len(props)), props)
         sizes.append(total)
         pos += total
@@ -461,14 +469,15 @@ def iter_records(buf: Buffer) -> list[StoredMessage]:
 # -- message ids ------------------------------------------------------------
 
 @functools.lru_cache(maxsize=64)
-def _msg_id_prefix(store_host: HostPort) -> str:
+def msg_id_prefix(store_host: HostPort) -> str:
+    """The first 16 (IPv4) or 40 (IPv6) hex chars of every offsetMsgId of ``store_host``."""
     ip, _ = host_bytes(store_host[0])
     return (ip + struct.pack(">i", store_host[1])).hex().upper()
 
 
 def encode_offset_msg_id(store_host: HostPort, commitlog_offset: int) -> str:
     """offsetMsgId: IP + int32 port + int64 offset, uppercase hex (32 or 56 chars)."""
-    return f"{_msg_id_prefix(store_host)}{commitlog_offset & 0xFFFFFFFFFFFFFFFF:016X}"
+    return f"{msg_id_prefix(store_host)}{commitlog_offset & 0xFFFFFFFFFFFFFFFF:016X}"
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:

@@ -43,7 +43,7 @@ from core.model import (
     Message,
 )
 from core.storage.api import PutResult, PutStatus
-from core.storage.layout import decode_properties, encode_offset_msg_id
+from core.storage.layout import decode_properties, encode_offset_msg_id, msg_id_prefix
 from core.topics import NOT_ALLOWED_SEND, PERM_WRITE, validate_topic_name
 from gateway.rocketmq.codec.batch import BatchFormatError, decode_batch
 from gateway.rocketmq.codec.codes import ResponseCode
@@ -209,8 +209,9 @@ def send_response(ctx: BrokerContext, req: RemotingCommand, result: PutResult, q
     resp = _base_response(req, ctx, code, remark)
     if result.appended:
         host = ctx.broker.store_config.store_host
-        resp.ext_fields["msgId"] = ",".join(encode_offset_msg_id(host, a.commitlog_offset)
-                                            for a in result.appended)
+        prefix = msg_id_prefix(host)      # offsetMsgId = prefix + 16 hex digits of the offset
+        resp.ext_fields["msgId"] = ",".join([f"{prefix}{a[0] & 0xFFFFFFFFFFFFFFFF:016X}"
+                                             for a in result.appended])
         resp.ext_fields["queueId"] = str(queue_id)
         resp.ext_fields["queueOffset"] = str(result.appended[0].queue_offset)
     else:
