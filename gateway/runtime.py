@@ -125,6 +125,7 @@ class BrokerRole:
         self._registrar: Any = None
         self._closers: list[Any] = []
         self._cancel = trio.CancelScope()
+        self.kafka_node: Any = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         from gateway.rocketmq.handlers import build_handlers
@@ -156,15 +157,22 @@ class BrokerRole:
                 self.ctx = ctx
                 for code, handler in build_handlers(ctx).items():
                     rmq.register(code, handler)
-                self.kafka_addr = await self._start_kafka(nursery, ctx)
+                self.kafka_addr = await self._start_kafka(nursery, ctx, rc)
                 self._registrar = await self._start_registration(nursery, ctx, rc)
                 nursery.start_soon(self._expiry_loop, ctx, scan_expired_clients)
                 await nursery.start(run_transaction_checks, ctx)
                 task_status.started()
 
-    async def _start_kafka(self, nursery: trio.Nursery, ctx: Any) -> tuple[str, int]:
-        """Kafka listener: data-plane routes + group coordinator + producer ids, one core broker."""
+    async def _start_kafka(self, nursery: trio.Nursery, ctx: Any, rc: Any) -> tuple[str, int]:
+        """Kafka listener: data-plane routes + group coordinator + producer ids, one core broker.
+
+        In a cluster the Kafka side sees every broker through a ``ClusterView`` fed by the name
+        servers, and group offsets are stored by the broker owning each queue (``RoutedOffsets``);
+        on a single node both reduce to "this broker, partition = queue".
+        """
         from compat.groups import GroupOwnership
+        from gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, derive_node_id
+        from gateway.rocketmq.client import NamesrvClient
         from core.producer_state import ProducerStateManager
         from gateway.kafka.groups.coordinator import GroupCoordinator
         from gateway.kafka.groups.types import GroupConfig
@@ -183,6 +191,11 @@ class BrokerRole:
         cfg.kafka_listen_port = port
         host = cfg.advertised_host
         coord_holder: dict[str, GroupCoordinator] = {}
+        node_id = cfg.kafka_node_id or derive_node_id(cfg.broker_name)   # kafkaNodeId=0: derived, stable
+        view = ClusterView(cfg.broker_name, KafkaNode(node_id, host, port), _fmt(self.broker_addr),
+                           lambda t: (tc.read_queue_nums or None) if (tc := broker.topics.get(t)) else None,
+                           NamesrvClient(rc, cfg.namesrv_addrs) if cfg.namesrv_addrs else None)
+        routed = RoutedOffsets(view, broker.offsets, rc)
 
         def kafka_live(group: str) -> bool:
             coord = coord_holder.get("c")
@@ -192,22 +205,25 @@ class BrokerRole:
         ctx.extra["refuse_rocketmq_group"] = ownership.refuse_rocketmq
         coord = GroupCoordinator(
             GroupConfig(config_dir=config_dir, initial_rebalance_delay_ms=cfg.kafka_group_initial_rebalance_delay_ms,
-                        node_id=cfg.kafka_node_id, host=host, port=port),
-            broker.offsets, admit_group=ownership.refuse_kafka,
-            partition_exists=lambda t, p: (tc := broker.topics.get(t)) is not None and 0 <= p < tc.read_queue_nums)
+                        node_id=node_id, host=host, port=port),
+            routed, admit_group=ownership.refuse_kafka,
+            partition_exists=lambda t, p: (lay := view.layout(t)) is not None and 0 <= p < lay.total)
         coord_holder["c"] = coord
         producers = ProducerStateManager(config_dir)
         producers.recover(broker.store.max_offset)
         views = ViewRegistry(config_dir)
-        env = KafkaEnv(broker=broker, node_id=cfg.kafka_node_id, host=host, port=port, producers=producers,
-                       views=views)
+        env = KafkaEnv(broker=broker, node_id=node_id, host=host, port=port, producers=producers,
+                       views=views, cluster=view)
         txns = KafkaTxnCoordinator(broker, producers, config_dir)   # Kafka transactions on half messages
         env.transactions = txns
         coord.pending_txn_offset = txns.pending_offset
-        routes = build_routes(env) | build_group_routes(coord, producers, lambda t: resolve(env, t)[0])
+        routes = build_routes(env)
+        routes |= build_group_routes(coord, producers, lambda t: resolve(env, t)[0], routed)
         routes |= build_txn_routes(env, txns, coord, producers)
         server = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes)
         await nursery.start(coord.run)
+        nursery.start_soon(view.run)
+        self.kafka_node = view.node
         await nursery.start(producers.run)
         await nursery.start(txns.run)
         nursery.start_soon(trio.serve_listeners, server.handle_stream, listeners)
@@ -219,14 +235,15 @@ class BrokerRole:
         return (host, port)
 
     async def _start_registration(self, nursery: trio.Nursery, ctx: Any, rc: Any) -> Any:
-        from gateway.rocketmq.client import BrokerRegistrar
+        from gateway.kafka.cluster import PublishingRegistrar
 
         cfg = self.cfg
-        registrar = BrokerRegistrar(
+        # Each round also publishes this broker's Kafka endpoint (KV ROKKA_KAFKA/<brokerName>).
+        registrar = PublishingRegistrar(
             rc, cfg.namesrv_addrs, cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
             broker_addr=ctx.broker_addr, topic_configs=ctx.broker.topics.serialize, broker_id=cfg.broker_id,
             ha_addr=f"{cfg.advertised_host}:{cfg.listen_port + 1}",
-            interval_s=cfg.register_name_server_period / 1000)
+            interval_s=cfg.register_name_server_period / 1000, kafka_node=self.kafka_node)
         ctx.topic_changed = registrar.trigger
         # Every topic change, whichever protocol made it (Kafka CreateTopics, auto-create, retry/DLQ
         # topics), is registered with the name servers at once so RocketMQ clients can route to it.

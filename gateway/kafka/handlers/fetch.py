@@ -35,7 +35,9 @@ from gateway.kafka.handlers.common import (
     LEADER_EPOCH,
     KafkaEnv,
     build_batches,
-    has_partition,
+    ensure_routes,
+    local_queue,
+    partition_error,
     read_records,
     resolve,
     skip_marker,
@@ -62,15 +64,16 @@ def _epoch_error(current_leader_epoch: int) -> int:
 def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return: bool) -> tuple[Struct, int]:
     out = Struct(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
                  log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None)
-    if not has_partition(env, name, p.partition):
-        out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+    queue = local_queue(env, name, p.partition)  # this broker's queue (partition - its base in a cluster)
+    if queue is None:
+        out.error_code = partition_error(env, name, p.partition)
         return out, 0
     if err := _epoch_error(p.current_leader_epoch):
         out.error_code = err
         return out, 0
     topic, message_filter = resolve(env, name)
     store = env.broker.store
-    lo, hw = store.min_offset(topic, p.partition), store.max_offset(topic, p.partition)
+    lo, hw = store.min_offset(topic, queue), store.max_offset(topic, queue)
     out.high_watermark = out.last_stable_offset = hw
     out.log_start_offset = lo
     if not lo <= p.fetch_offset <= hw:
@@ -80,7 +83,7 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
     if p.fetch_offset == hw or (limit <= 0 and not must_return):
         out.records = b""
         return out, 0
-    recs, next_offset = read_records(env, topic, p.partition, p.fetch_offset, max(limit, 1),
+    recs, next_offset = read_records(env, topic, queue, p.fetch_offset, max(limit, 1),
                                      max_msgs=_max_records(limit), message_filter=message_filter)
     data = build_batches(recs)
     scanned_to = max(next_offset, p.fetch_offset)
@@ -103,12 +106,13 @@ def _fetch_all(env: KafkaEnv, req: Struct) -> tuple[list[Struct], int]:
 
 
 async def handle_fetch(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    await ensure_routes(env, [t.topic for t in req.topics])
     topics, total = _fetch_all(env, req)
     if total < req.min_bytes and req.max_wait_ms > 0 and not _any_error(topics):
         arrived = trio.Event()
         hub = env.broker.arrivals
-        tokens = [hub.subscribe(resolve(env, t.topic)[0], p.partition, lambda *_: arrived.set())
-                  for t in req.topics for p in t.partitions]
+        tokens = [hub.subscribe(resolve(env, t.topic)[0], local_queue(env, t.topic, p.partition),
+                                lambda *_: arrived.set()) for t in req.topics for p in t.partitions]
         try:
             with trio.move_on_after(req.max_wait_ms / 1000):
                 await arrived.wait()
@@ -144,6 +148,7 @@ def _scan(env: KafkaEnv, topic: str, partition: int, want_ts: int | None) -> tup
 
 
 async def handle_list_offsets(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    await ensure_routes(env, [t.name for t in req.topics])
     store = env.broker.store
     topics = []
     for t in req.topics:
@@ -151,18 +156,19 @@ async def handle_list_offsets(env: KafkaEnv, ctx: KafkaRequestContext, req: Stru
         for p in t.partitions:
             out = Struct(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1,
                          leader_epoch=LEADER_EPOCH)
-            if not has_partition(env, t.name, p.partition_index):
-                out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+            queue = local_queue(env, t.name, p.partition_index)
+            if queue is None:
+                out.error_code = partition_error(env, t.name, p.partition_index)
             elif err := _epoch_error(p.current_leader_epoch):
                 out.error_code = err
             elif p.timestamp == LATEST:
-                out.offset = store.max_offset(resolve(env, t.name)[0], p.partition_index)
+                out.offset = store.max_offset(resolve(env, t.name)[0], queue)
             elif p.timestamp == EARLIEST:
-                out.offset = store.min_offset(resolve(env, t.name)[0], p.partition_index)
+                out.offset = store.min_offset(resolve(env, t.name)[0], queue)
             elif p.timestamp == MAX_TIMESTAMP:
-                out.offset, out.timestamp = _scan(env, resolve(env, t.name)[0], p.partition_index, None)
+                out.offset, out.timestamp = _scan(env, resolve(env, t.name)[0], queue, None)
             elif p.timestamp >= 0:
-                out.offset, out.timestamp = _scan(env, resolve(env, t.name)[0], p.partition_index, p.timestamp)
+                out.offset, out.timestamp = _scan(env, resolve(env, t.name)[0], queue, p.timestamp)
             else:
                 out.error_code = E.INVALID_REQUEST
             parts.append(out)
@@ -171,42 +177,46 @@ async def handle_list_offsets(env: KafkaEnv, ctx: KafkaRequestContext, req: Stru
 
 
 async def handle_offset_for_leader_epoch(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    await ensure_routes(env, [t.topic for t in req.topics])
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             out = Struct(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
-            if not has_partition(env, t.topic, p.partition):
-                out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+            queue = local_queue(env, t.topic, p.partition)
+            if queue is None:
+                out.error_code = partition_error(env, t.topic, p.partition)
             elif err := _epoch_error(p.current_leader_epoch):
                 out.error_code = err
             elif p.leader_epoch == LEADER_EPOCH:
                 out.leader_epoch = LEADER_EPOCH
-                out.end_offset = env.broker.store.max_offset(resolve(env, t.topic)[0], p.partition)
+                out.end_offset = env.broker.store.max_offset(resolve(env, t.topic)[0], queue)
             parts.append(out)
         topics.append(Struct(topic=t.topic, partitions=parts))
     return Struct(throttle_time_ms=0, topics=topics)
 
 
 async def handle_delete_records(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
+    await ensure_routes(env, [t.name for t in req.topics])
     store = env.broker.store
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             out = Struct(partition_index=p.partition_index, low_watermark=-1, error_code=0)
-            if not has_partition(env, t.name, p.partition_index):
-                out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+            queue = local_queue(env, t.name, p.partition_index)
+            if queue is None:
+                out.error_code = partition_error(env, t.name, p.partition_index)
             else:
                 topic = resolve(env, t.name)[0]
-                hw = store.max_offset(topic, p.partition_index)
+                hw = store.max_offset(topic, queue)
                 target = hw if p.offset == -1 else p.offset
                 if not 0 <= target <= hw:
                     out.error_code = E.OFFSET_OUT_OF_RANGE
                 else:
-                    if target > store.min_offset(topic, p.partition_index):
-                        store.set_min_offset(topic, p.partition_index, target)
-                    out.low_watermark = store.min_offset(topic, p.partition_index)
+                    if target > store.min_offset(topic, queue):
+                        store.set_min_offset(topic, queue, target)
+                    out.low_watermark = store.min_offset(topic, queue)
             parts.append(out)
         topics.append(Struct(name=t.name, partitions=parts))
     return Struct(throttle_time_ms=0, topics=topics)

@@ -12,29 +12,53 @@ manager; its outcomes map to Kafka codes here.
 
 Offsets committed for a view (``compat.views``) are stored under the view's
 source topic (``resolve_topic``), and answered under the name the client used.
+
+In a multi-broker cluster (``routed`` = ``gateway.kafka.cluster.RoutedOffsets``):
+FindCoordinator for a group answers the broker ``ClusterView.coordinator_for``
+picks (crc32 of the group over the live brokers), so clients bootstrapped on
+different brokers meet in one coordinator; transactional ids stay on the
+receiving broker.  OffsetCommit stores local partitions at once and then
+forwards the other brokers' partitions to their owners (a failed forward
+answers COORDINATOR_NOT_AVAILABLE for that partition, which clients retry);
+OffsetFetch reads remote partitions from their owners first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.producer_state import InitOutcome, ProducerStateManager
 from gateway.kafka.groups.coordinator import GroupCoordinator
 from gateway.kafka.groups.types import CommitOffset, JoinRequest, LeavingMember, SyncRequest
 from gateway.kafka.server import KafkaRequestContext, Route
 
+if TYPE_CHECKING:
+    from gateway.kafka.cluster import RoutedOffsets
+
+COORDINATOR_NOT_AVAILABLE = 15
+
 INIT_CODES = {InitOutcome.OK: 0, InitOutcome.INVALID_REQUEST: 42, InitOutcome.INVALID_TRANSACTION_TIMEOUT: 50,
               InitOutcome.PRODUCER_FENCED: 90, InitOutcome.CONCURRENT_TRANSACTIONS: 51}
 
 
-async def find_coordinator(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+def _find(coord: GroupCoordinator, routed: RoutedOffsets | None, key: str, key_type: int) -> Any:
+    info = coord.find_coordinator(key, key_type)
+    if routed is None or info.error_code or key_type != 0:
+        return info
+    node = routed.view.coordinator_for(key)
+    return replace(info, node_id=node.node_id, host=node.host, port=node.port)
+
+
+async def find_coordinator(coord: GroupCoordinator, routed: RoutedOffsets | None, ctx: KafkaRequestContext,
+                           req: Any) -> dict[str, Any]:
     if ctx.api_version >= 4:
-        infos = [coord.find_coordinator(k, req.key_type) for k in req.coordinator_keys]
+        infos = [_find(coord, routed, k, req.key_type) for k in req.coordinator_keys]
         return {"coordinators": [{"key": i.key, "node_id": i.node_id, "host": i.host, "port": i.port,
                                   "error_code": i.error_code, "error_message": None} for i in infos]}
-    i = coord.find_coordinator(req.key, req.key_type)
+    i = _find(coord, routed, req.key, req.key_type)
     return {"error_code": i.error_code, "error_message": None, "node_id": i.node_id, "host": i.host,
             "port": i.port}
 
@@ -80,13 +104,19 @@ async def leave_group(coord: GroupCoordinator, ctx: KafkaRequestContext, req: An
                          "error_code": m.error_code} for m in result.members]}
 
 
-async def offset_commit(coord: GroupCoordinator, resolve_topic: Callable[[str], str], ctx: KafkaRequestContext,
-                        req: Any) -> dict[str, Any]:
+async def offset_commit(coord: GroupCoordinator, resolve_topic: Callable[[str], str],
+                        routed: RoutedOffsets | None, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
     names = {resolve_topic(t.name): t.name for t in req.topics}
     offsets = [CommitOffset(resolve_topic(t.name), p.partition_index, p.committed_offset, p.committed_metadata,
                             p.committed_leader_epoch) for t in req.topics for p in t.partitions]
+    if routed is not None:
+        await routed.view.ensure(names)
     errors = coord.offset_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id, offsets,
                                  req.group_instance_id)
+    if routed is not None:  # forward other brokers' partitions to their owners (no await before this)
+        failed = await routed.push(routed.take_outbox())
+        errors = [replace(e, error_code=COORDINATOR_NOT_AVAILABLE) if (e.topic, e.partition) in failed else e
+                  for e in errors]
     by_topic: dict[str, list[dict[str, int]]] = {}
     for e in errors:
         by_topic.setdefault(names.get(e.topic, e.topic), []).append(
@@ -94,13 +124,20 @@ async def offset_commit(coord: GroupCoordinator, resolve_topic: Callable[[str], 
     return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
-def _fetch_one(coord: GroupCoordinator, resolve_topic: Callable[[str], str], group_id: str, topics: Any,
-               require_stable: bool) -> tuple[Any, dict[str, str]]:
-    if topics is None:
-        return coord.offset_fetch(group_id, None, require_stable), {}
-    names = {resolve_topic(t.name): t.name for t in topics}
-    wanted = [(resolve_topic(t.name), p) for t in topics for p in t.partition_indexes]
-    return coord.offset_fetch(group_id, wanted, require_stable), names
+async def _fetch_one(coord: GroupCoordinator, resolve_topic: Callable[[str], str],
+                     routed: RoutedOffsets | None, group_id: str, topics: Any,
+                     require_stable: bool) -> tuple[Any, dict[str, str]]:
+    names: dict[str, str] = {}
+    wanted = None
+    if topics is not None:
+        names = {resolve_topic(t.name): t.name for t in topics}
+        wanted = [(resolve_topic(t.name), p) for t in topics for p in t.partition_indexes]
+    if routed is not None:  # remote partitions' offsets, read for the synchronous call below
+        await routed.prefetch(group_id, wanted)
+    result = coord.offset_fetch(group_id, wanted, require_stable)
+    if routed is not None:
+        routed.forget()
+    return result, names
 
 
 def _fetched_topics(result: Any, names: dict[str, str]) -> list[dict[str, Any]]:
@@ -112,16 +149,18 @@ def _fetched_topics(result: Any, names: dict[str, str]) -> list[dict[str, Any]]:
     return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
-async def offset_fetch(coord: GroupCoordinator, resolve_topic: Callable[[str], str], ctx: KafkaRequestContext,
-                       req: Any) -> dict[str, Any]:
+async def offset_fetch(coord: GroupCoordinator, resolve_topic: Callable[[str], str],
+                       routed: RoutedOffsets | None, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
     if ctx.api_version >= 8:
         groups = []
         for g in req.groups:
-            result, names = _fetch_one(coord, resolve_topic, g.group_id, g.topics, req.require_stable)
+            result, names = await _fetch_one(coord, resolve_topic, routed, g.group_id, g.topics,
+                                             req.require_stable)
             groups.append({"group_id": g.group_id, "topics": _fetched_topics(result, names),
                            "error_code": result.error_code})
         return {"groups": groups}
-    result, names = _fetch_one(coord, resolve_topic, req.group_id, req.topics, req.require_stable)
+    result, names = await _fetch_one(coord, resolve_topic, routed, req.group_id, req.topics,
+                                     req.require_stable)
     return {"topics": _fetched_topics(result, names), "error_code": result.error_code}
 
 
@@ -152,12 +191,16 @@ async def init_producer_id(producers: ProducerStateManager, ctx: KafkaRequestCon
 
 
 def build_group_routes(coord: GroupCoordinator, producers: ProducerStateManager,
-                       resolve_topic: Callable[[str], str] = lambda t: t) -> dict[int, Route]:
-    table = {10: (find_coordinator, 0, 4), 11: (join_group, 0, 7), 14: (sync_group, 0, 5),
+                       resolve_topic: Callable[[str], str] = lambda t: t,
+                       routed: RoutedOffsets | None = None) -> dict[int, Route]:
+    """Routes of the group APIs; ``routed`` (the coordinator's offset store in a cluster) adds
+    FindCoordinator spreading and offset forwarding."""
+    table = {11: (join_group, 0, 7), 14: (sync_group, 0, 5),
              12: (heartbeat, 0, 4), 13: (leave_group, 0, 5),
              15: (describe_groups, 0, 5), 16: (list_groups, 0, 4)}
     routes = {key: Route(partial(fn, coord), lo, hi) for key, (fn, lo, hi) in table.items()}
-    routes[8] = Route(partial(offset_commit, coord, resolve_topic), 2, 8)
-    routes[9] = Route(partial(offset_fetch, coord, resolve_topic), 1, 8)
+    routes[10] = Route(partial(find_coordinator, coord, routed), 0, 4)
+    routes[8] = Route(partial(offset_commit, coord, resolve_topic, routed), 2, 8)
+    routes[9] = Route(partial(offset_fetch, coord, resolve_topic, routed), 1, 8)
     routes[22] = Route(partial(init_producer_id, producers), 0, 4)
     return routes

@@ -13,23 +13,35 @@ retry, DLQ and schedule topics answer when asked for by their RocketMQ names.
 Views (``compat.views``) are listed like topics, with their source's
 partitions; CreateTopics with ``rokka.view.*`` configs creates one,
 DeleteTopics removes it, DescribeConfigs shows its configs.
+
+In a cluster (``env.cluster``, see ``gateway.kafka.cluster``) Metadata and
+DescribeCluster list every live broker that published a Kafka endpoint;
+each partition's leader is the broker owning the queue (partitions of a
+broker that died stay listed with leader -1 and LEADER_NOT_AVAILABLE, so
+numbers never shift).  A full listing adds the topics the name servers
+know.  The controller is the lowest node id.  Auto-creation and
+CreateTopics create the topic on the receiving broker only (a topic that
+exists on any broker is TOPIC_ALREADY_EXISTS); spreading a topic over
+brokers is done with RocketMQ tools (``rokka admin updateTopic -c``).
 """
 
 from __future__ import annotations
 
 import uuid
 
-from core.topics import TopicConfig
+from core.topics import TopicConfig, is_system_topic
 from gateway.kafka.codec import Struct
 from gateway.kafka.errors import ErrorCode as E
 from compat.views import view_from_configs
 from gateway.kafka.handlers.common import (
     LEADER_EPOCH,
     KafkaEnv,
+    ensure_routes,
     invalid_topic_name,
     is_rocketmq_readable,
     kafka_topics,
     partition_count,
+    resolve,
     topic_config,
 )
 from gateway.kafka.server import KafkaRequestContext
@@ -42,32 +54,69 @@ def topic_id(name: str) -> uuid.UUID:
     return uuid.uuid5(_NS, name)
 
 
+def _partition(index: int, leader: int) -> Struct:
+    if leader < 0:
+        return Struct(error_code=E.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1,
+                      leader_epoch=LEADER_EPOCH, replica_nodes=[], isr_nodes=[], offline_replicas=[])
+    return Struct(error_code=0, partition_index=index, leader_id=leader, leader_epoch=LEADER_EPOCH,
+                  replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[])
+
+
+def _leaders(env: KafkaEnv, name: str, tc: TopicConfig | None) -> list[int]:
+    """Leader node id of each partition (-1: its broker is down), in partition order."""
+    view = env.cluster
+    if view is None:
+        return [env.node_id] * partition_count(tc) if tc is not None else []
+    lay = view.layout(resolve(env, name)[0])
+    if lay is None:
+        return []
+    nodes = view.nodes()
+    return [nodes[o.broker].node_id if o.live and o.broker in nodes else -1
+            for o in lay.owners for _ in range(o.queues)]
+
+
 def _topic_entry(env: KafkaEnv, name: str, tc: TopicConfig | None, error: int) -> Struct:
-    parts = []
-    if tc is not None:
-        n = env.node_id
-        parts = [Struct(error_code=0, partition_index=i, leader_id=n, leader_epoch=LEADER_EPOCH,
-                        replica_nodes=[n], isr_nodes=[n], offline_replicas=[])
-                 for i in range(partition_count(tc))]
-    return Struct(error_code=error, name=name, topic_id=topic_id(name) if tc else uuid.UUID(int=0),
-                  is_internal=False, partitions=parts)
+    leaders = _leaders(env, name, tc) if tc is not None or env.cluster is not None else []
+    known = bool(leaders) or tc is not None
+    return Struct(error_code=error, name=name, topic_id=topic_id(name) if known else uuid.UUID(int=0),
+                  is_internal=False, partitions=[_partition(i, n) for i, n in enumerate(leaders)])
 
 
-def _broker(env: KafkaEnv) -> Struct:
-    return Struct(node_id=env.node_id, host=env.host, port=env.port, rack=None)
+def _brokers(env: KafkaEnv) -> list[tuple[int, str, int]]:
+    if env.cluster is None:
+        return [(env.node_id, env.host, env.port)]
+    return [(n.node_id, n.host, n.port) for n in env.cluster.nodes().values()]
+
+
+def _controller(env: KafkaEnv) -> int:
+    return min(b[0] for b in _brokers(env)) if env.cluster is not None else env.node_id
+
+
+async def _cluster_topics(env: KafkaEnv, visible: dict[str, TopicConfig | None]) -> None:
+    """Add the Kafka-visible topics other brokers own to a full listing, and refresh routes."""
+    if env.cluster is None:
+        return
+    for name in await env.cluster.all_topics():
+        if name not in visible and not is_system_topic(name) and not invalid_topic_name(name):
+            visible[name] = None
+    await ensure_routes(env, visible)
+    for name in [n for n, tc in visible.items() if tc is None and env.cluster.layout(n) is None]:
+        del visible[name]
 
 
 async def handle_metadata(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
     cfg = env.broker.cfg
-    visible = kafka_topics(env)
+    visible: dict[str, TopicConfig | None] = dict(kafka_topics(env))
     for view_name in env.views.all():
         if (vtc := topic_config(env, view_name)) is not None:
             visible[view_name] = vtc
     if req.topics is None or (ctx.api_version == 0 and not req.topics):
+        await _cluster_topics(env, visible)
         topics = [_topic_entry(env, n, tc, 0) for n, tc in sorted(visible.items())]
     else:
         auto = (req.allow_auto_topic_creation or ctx.api_version < 4) and cfg.kafka_auto_create_topics_enable
         topics = []
+        await ensure_routes(env, [t.name for t in req.topics if t.name and not invalid_topic_name(t.name)])
         for t in req.topics:
             name = t.name
             if name and is_rocketmq_readable(name):
@@ -78,15 +127,17 @@ async def handle_metadata(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) 
                 topics.append(_topic_entry(env, name or "", None, E.INVALID_TOPIC_EXCEPTION))
                 continue
             tc = visible.get(name)
-            if tc is None and auto and env.views.get(name) is None:
+            remote = tc is None and env.cluster is not None and env.cluster.layout(name) is not None
+            if tc is None and not remote and auto and env.views.get(name) is None:
                 tc = env.broker.topics.ensure(name, cfg.kafka_num_partitions)
-            topics.append(_topic_entry(env, name, tc, 0 if tc else E.UNKNOWN_TOPIC_OR_PARTITION))
-    return Struct(brokers=[_broker(env)], cluster_id=env.cluster_id, controller_id=env.node_id, topics=topics)
+            topics.append(_topic_entry(env, name, tc, 0 if tc or remote else E.UNKNOWN_TOPIC_OR_PARTITION))
+    brokers = [Struct(node_id=n, host=h, port=p, rack=None) for n, h, p in _brokers(env)]
+    return Struct(brokers=brokers, cluster_id=env.cluster_id, controller_id=_controller(env), topics=topics)
 
 
 async def handle_describe_cluster(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
-    return Struct(error_code=0, cluster_id=env.cluster_id, controller_id=env.node_id,
-                  brokers=[Struct(broker_id=env.node_id, host=env.host, port=env.port, rack=None)])
+    return Struct(error_code=0, cluster_id=env.cluster_id, controller_id=_controller(env),
+                  brokers=[Struct(broker_id=n, host=h, port=p, rack=None) for n, h, p in _brokers(env)])
 
 
 async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
@@ -102,7 +153,8 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
             pass
         elif invalid_topic_name(t.name):
             err, msg = E.INVALID_TOPIC_EXCEPTION, "topic names use [a-zA-Z0-9._-], at most 249 chars"
-        elif t.name in env.broker.topics or env.views.get(t.name) is not None:
+        elif (t.name in env.broker.topics or env.views.get(t.name) is not None
+              or (env.cluster is not None and env.cluster.layout(t.name) is not None)):
             err, msg = E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
         elif view is not None:
             source = env.broker.topics.get(view.topic)

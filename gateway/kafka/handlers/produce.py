@@ -48,7 +48,7 @@ from gateway.kafka.codec import Struct
 from gateway.kafka.codec import records as R
 from gateway.kafka.codec.primitives import DecodeError
 from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.handlers.common import KafkaEnv, has_partition, resolve
+from gateway.kafka.handlers.common import KafkaEnv, ensure_routes, local_queue, partition_error, resolve
 from gateway.kafka.server import KafkaRequestContext
 
 log = structlog.get_logger(__name__)
@@ -102,11 +102,12 @@ def _any_delay_header(msgs: list[Message]) -> bool:
 
 async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
     out = Struct(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
-    if not has_partition(env, topic, p.index):
-        out.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+    queue = local_queue(env, topic, p.index)  # this broker's queue (partition - its base in a cluster)
+    if queue is None:
+        out.error_code = partition_error(env, topic, p.index)
         return out
     topic = resolve(env, topic)[0]  # producing to a view writes its source topic
-    err, msgs, header = _messages(topic, p.index, p.records)
+    err, msgs, header = _messages(topic, queue, p.records)
     if err or header is None:
         out.error_code = err
         return out
@@ -123,11 +124,11 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
     idempotent = producers is not None and header.producer_id >= 0 and header.base_sequence >= 0
     if idempotent:
         last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
-        verdict = producers.check_batch(header.producer_id, header.producer_epoch, topic, p.index,
+        verdict = producers.check_batch(header.producer_id, header.producer_epoch, topic, queue,
                                         header.base_sequence, last_seq)
         if verdict.outcome is SequenceOutcome.DUPLICATE:
             out.base_offset = verdict.base_offset if verdict.base_offset is not None else -1
-            out.log_start_offset = env.broker.store.min_offset(topic, p.index)
+            out.log_start_offset = env.broker.store.min_offset(topic, queue)
             return out
         if verdict.outcome is not SequenceOutcome.APPEND:
             out.error_code = (E.OUT_OF_ORDER_SEQUENCE_NUMBER if verdict.outcome is SequenceOutcome.OUT_OF_ORDER
@@ -142,11 +143,11 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
         # A half's queue offset is not a partition offset: a duplicate is answered with -1 too.
         first, last = ((-1, -1) if transactional else
                        (result.appended[0].queue_offset, result.appended[-1].queue_offset))
-        producers.record_batch(header.producer_id, header.producer_epoch, topic, p.index,
+        producers.record_batch(header.producer_id, header.producer_epoch, topic, queue,
                                header.base_sequence, last_seq, first, last)
     result = await env.broker.wait_durable(result)
     if not result.ok:
-        log.warning("kafka.produce_failed", topic=topic, partition=p.index, status=result.status.name,
+        log.warning("kafka.produce_failed", topic=topic, partition=queue, status=result.status.name,
                     remark=result.remark)
         too_large = result.status.name == "MESSAGE_ILLEGAL"
         out.error_code = E.MESSAGE_TOO_LARGE if too_large else E.KAFKA_STORAGE_ERROR
@@ -154,12 +155,13 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
     # A delayed record is parked in SCHEDULE_TOPIC_XXXX, a transactional one in the half topic:
     # neither has an offset in this partition yet.
     out.base_offset = -1 if delayed or transactional else result.appended[0].queue_offset
-    out.log_start_offset = env.broker.store.min_offset(topic, p.index)
+    out.log_start_offset = env.broker.store.min_offset(topic, queue)
     return out
 
 
 async def handle_produce(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct | None:
     bad_acks = req.acks not in (-1, 0, 1)
+    await ensure_routes(env, [t.name for t in req.topic_data])
     responses = []
     for t in req.topic_data:
         if bad_acks:

@@ -1,0 +1,422 @@
+"""The Kafka view of a rokka cluster: brokers, partition numbering, offset routing.
+
+Theory of operation
+-------------------
+A rokka cluster is one or more name servers plus brokers (``rokka broker -n NS``), each broker
+owning its own queues.  Kafka clients must see it as one Kafka cluster, so every broker answers
+Metadata for all of them.  What each broker needs to know comes from the name servers:
+
+* **Endpoints.**  Right after every REGISTER_BROKER round, a broker publishes its Kafka endpoint
+  with PUT_KV_CONFIG to every name server: namespace ``ROKKA_KAFKA``, key = broker name, value =
+  JSON ``{"nodeId": N, "host": H, "port": P}`` (``publish_endpoint``).  The node id is
+  ``kafkaNodeId`` when configured to a non-zero value, else ``derive_node_id(brokerName)`` - a
+  crc32 of the name, stable across restarts and the same on every broker.  The entry is not
+  deleted on shutdown: a stopped broker's partitions stay listed (offline) rather than being
+  renumbered.
+* **Live brokers.**  GET_BROKER_CLUSTER_INFO: brokers with a master address.  A broker is listed
+  in Metadata when it is live *and* has published an endpoint (itself always).
+* **Partition numbering.**  For a topic, the name server route (GET_ROUTEINFO_BY_TOPIC) gives
+  each broker's readQueueNums; brokers with READ permission and a master are sorted by name and
+  their queues concatenated: broker-a's queues 0..n-1 are partitions 0..n-1, broker-b's queues
+  are partitions n.., and so on (``TopicLayout``).  Kafka partition p owned by broker B is queue
+  ``p - base(B)`` on B; Kafka offsets are that queue's ConsumeQueue offsets, unchanged.  This
+  broker's own entry always comes from its local topic table (fresher than the name server's).
+  A broker that drops out of the route because it died (not live any more) keeps its partitions
+  in the numbering, leaderless, as long as this process remembers them, so the other brokers'
+  partition numbers never shift under running clients; a live broker that no longer serves the
+  topic is dropped.
+* **Refresh.**  ``run()`` refreshes the broker list every ``ttl_s`` (3 s); topic routes are
+  fetched on demand by ``ensure(topics)`` when older than ``ttl_s`` - but only when the cluster
+  has another broker: a single node never asks the name server for routes, and a topic this view
+  has never seen is laid out as local-only.  So a lone broker behaves exactly as before (base 0).
+  Name server failures keep the last known state.
+
+``RoutedOffsets`` is the group coordinator's offset store in a cluster: an offset for a Kafka
+partition lives in the offset table of the broker that owns the queue, under the local queue id,
+so RocketMQ consumers of the same group see it.  Local partitions go to the local table;
+commits for remote partitions are collected (``take_outbox``) and forwarded with
+UPDATE_CONSUMER_OFFSET (``push``); fetches of remote partitions are read beforehand with
+QUERY_CONSUMER_OFFSET (``prefetch``) and answered from that per-request snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+import trio
+
+from core.namesrv.routes import RegisterResult
+from gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+from gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient
+from gateway.rocketmq.client.remoting import ClientError, RemotingClient
+from gateway.rocketmq.client.types import PERM_READ, TopicRoute
+from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from gateway.rocketmq.codec.headers import to_ext
+from gateway.rocketmq.codec.remoting import RemotingCommand
+
+log = structlog.get_logger(__name__)
+
+KV_NAMESPACE = "ROKKA_KAFKA"
+TTL_S = 3.0
+REMOTE_TIMEOUT_S = 5.0
+_ERRORS = (ClientError, RequestTimeoutError, ChannelClosedError, OSError, ValueError)
+
+
+def derive_node_id(broker_name: str) -> int:
+    """A stable Kafka node id for a broker name (crc32, 1..2^31-1) when kafkaNodeId is not set."""
+    return zlib.crc32(broker_name.encode("utf-8")) % 0x7FFFFFFF or 1
+
+
+@dataclass(frozen=True)
+class KafkaNode:
+    node_id: int
+    host: str
+    port: int
+
+    def to_json(self) -> str:
+        return json.dumps({"nodeId": self.node_id, "host": self.host, "port": self.port},
+                          separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str) -> KafkaNode | None:
+        try:
+            obj = json.loads(raw)
+            return cls(int(obj["nodeId"]), str(obj["host"]), int(obj["port"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclass(frozen=True)
+class Owner:
+    broker: str
+    queues: int
+    base: int
+    live: bool = True
+
+
+@dataclass(frozen=True)
+class TopicLayout:
+    """A topic's partitions: each owner's queues, concatenated in broker-name order."""
+
+    owners: tuple[Owner, ...]
+
+    @classmethod
+    def of(cls, queues: dict[str, int], offline: Iterable[str] = ()) -> TopicLayout:
+        dead, base, out = set(offline), 0, []
+        for name in sorted(queues):
+            out.append(Owner(name, queues[name], base, name not in dead))
+            base += queues[name]
+        return cls(tuple(out))
+
+    @property
+    def total(self) -> int:
+        return sum(o.queues for o in self.owners)
+
+    def owner_of(self, partition: int) -> tuple[Owner, int] | None:
+        """(owner, its local queue id) of a Kafka partition, or None when out of range."""
+        for o in self.owners:
+            if o.base <= partition < o.base + o.queues:
+                return o, partition - o.base
+        return None
+
+    def owner(self, broker: str) -> Owner | None:
+        return next((o for o in self.owners if o.broker == broker), None)
+
+
+class PublishingRegistrar(BrokerRegistrar):
+    """``BrokerRegistrar`` that publishes the Kafka endpoint after every registration round."""
+
+    def __init__(self, *args: Any, kafka_node: KafkaNode, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kafka_node = kafka_node
+
+    async def register_once(self) -> dict[str, RegisterResult | Exception]:
+        results = await super().register_once()
+        if self.namesrv_addrs:
+            await publish_endpoint(NamesrvClient(self.client, self.namesrv_addrs), self.broker_name,
+                                   self.kafka_node)
+        return results
+
+
+async def publish_endpoint(namesrv: NamesrvClient, broker_name: str, node: KafkaNode) -> None:
+    """PUT_KV_CONFIG ROKKA_KAFKA/<broker name> = endpoint JSON on every name server (errors logged)."""
+    try:
+        await namesrv.put_kv(KV_NAMESPACE, broker_name, node.to_json())
+    except _ERRORS as exc:
+        log.warning("kafka endpoint publish failed", broker=broker_name, error=str(exc))
+
+
+class ClusterView:
+    """This broker's cached picture of the cluster; see the module docstring.
+
+    Args:
+        broker_name / node / broker_addr: this broker (RocketMQ address "host:port").
+        local_queues: topic -> this broker's readQueueNums (None when the topic is not here).
+        namesrv: None = no name server: always a single node.
+    """
+
+    def __init__(self, broker_name: str, node: KafkaNode, broker_addr: str,
+                 local_queues: Callable[[str], int | None], namesrv: NamesrvClient | None = None,
+                 ttl_s: float = TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.broker_name, self.node, self.broker_addr = broker_name, node, broker_addr
+        self._local_queues = local_queues
+        self.namesrv = namesrv
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._endpoints: dict[str, KafkaNode] = {}     # published by name (KV), live or not
+        self._live: dict[str, str] = {}                # live broker name -> master RocketMQ address
+        self._routes: dict[str, tuple[float, dict[str, int]]] = {}  # topic -> (fetched at, broker -> queues)
+        self._locks: dict[str, trio.Lock] = {}
+
+    # ------------------------------------------------------------------ queries (synchronous)
+
+    @property
+    def clustered(self) -> bool:
+        """True once another broker has published a Kafka endpoint (live or not: a dead broker's
+        partitions stay in the numbering)."""
+        return any(n != self.broker_name for n in self._endpoints)
+
+    def nodes(self) -> dict[str, KafkaNode]:
+        """Live brokers with a Kafka endpoint, by broker name (this broker always included)."""
+        out = {n: ep for n, ep in self._endpoints.items() if n in self._live and n != self.broker_name}
+        out[self.broker_name] = self.node
+        return dict(sorted(out.items()))
+
+    def node_of(self, broker: str) -> KafkaNode | None:
+        return self.node if broker == self.broker_name else self._endpoints.get(broker)
+
+    def master_addr(self, broker: str) -> str | None:
+        return self.broker_addr if broker == self.broker_name else self._live.get(broker)
+
+    def layout(self, topic: str) -> TopicLayout | None:
+        """The topic's partitions as this broker knows them now (None: unknown everywhere)."""
+        local = self._local_queues(topic)
+        cached = self._routes.get(topic)
+        queues = dict(cached[1]) if cached is not None and self.clustered else {}
+        queues.pop(self.broker_name, None)
+        if local is not None:
+            queues[self.broker_name] = local
+        if not queues:
+            return None
+        offline = [b for b in queues if b != self.broker_name and b not in self._live]
+        return TopicLayout.of(queues, offline=offline)
+
+    def local_queue(self, topic: str, partition: int) -> int | None:
+        """This broker's queue for Kafka partition ``partition`` (None: not here)."""
+        lay = self.layout(topic)
+        found = lay.owner_of(partition) if lay is not None else None
+        if found is None or found[0].broker != self.broker_name:
+            return None
+        return found[1]
+
+    def partition_of(self, topic: str, queue_id: int) -> int:
+        """Kafka partition of this broker's queue ``queue_id``."""
+        lay = self.layout(topic)
+        own = lay.owner(self.broker_name) if lay is not None else None
+        return queue_id + (own.base if own is not None else 0)
+
+    def coordinator_for(self, key: str) -> KafkaNode:
+        """The broker that coordinates a group: crc32(key) over the live brokers, sorted by name."""
+        nodes = list(self.nodes().values())
+        return nodes[zlib.crc32(key.encode("utf-8")) % len(nodes)]
+
+    # ------------------------------------------------------------------ refresh (async)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Refresh the broker list now and every ``ttl_s`` until cancelled."""
+        await self.refresh_brokers()
+        task_status.started()
+        while True:
+            await trio.sleep(self.ttl_s)
+            await self.refresh_brokers()
+
+    async def refresh_brokers(self) -> None:
+        if self.namesrv is None:
+            return
+        try:
+            kv = await self.namesrv.kv_list(KV_NAMESPACE)
+            info = await self.namesrv.cluster_info()
+        except _ERRORS as exc:
+            log.debug("cluster refresh failed", error=str(exc))
+            return
+        endpoints = {name: ep for name, raw in kv.items() if (ep := KafkaNode.from_json(raw)) is not None}
+        live = {}
+        for name, data in (info.get("brokerAddrTable") or {}).items():
+            master = (data.get("brokerAddrs") or {}).get("0") or (data.get("brokerAddrs") or {}).get(0)
+            if master:
+                live[str(name)] = str(master)
+        self._endpoints, self._live = endpoints, live
+
+    async def ensure(self, topics: Iterable[str], force: bool = False) -> None:
+        """Fetch the routes of ``topics`` older than ``ttl_s`` (only when clustered)."""
+        if self.namesrv is None or not self.clustered:
+            return
+        now = self._clock()
+        for topic in set(topics):
+            cached = self._routes.get(topic)
+            if force or cached is None or now - cached[0] >= self.ttl_s:
+                await self._refresh_topic(topic)
+
+    async def _refresh_topic(self, topic: str) -> None:
+        lock = self._locks.setdefault(topic, trio.Lock())
+        async with lock:
+            cached = self._routes.get(topic)
+            if cached is not None and self._clock() - cached[0] < self.ttl_s / 10:
+                return  # another task just refreshed it
+            assert self.namesrv is not None
+            try:
+                route = await self.namesrv.get_route(topic)
+            except _ERRORS as exc:
+                log.debug("route refresh failed", topic=topic, error=str(exc))
+                return
+            self._routes[topic] = (self._clock(), self._merge(route, cached[1] if cached else {}))
+
+    def _merge(self, route: TopicRoute | None, before: dict[str, int]) -> dict[str, int]:
+        queues: dict[str, int] = {}
+        if route is not None:
+            for qd in route.queue_datas:
+                if qd.perm & PERM_READ and route.master_addr(qd.broker_name) and qd.read_queue_nums > 0:
+                    queues[qd.broker_name] = qd.read_queue_nums
+        for broker, n in before.items():  # a dead broker keeps its partitions (offline)
+            if broker not in queues and broker not in self._live and broker in self._endpoints:
+                queues[broker] = n
+        return queues
+
+    async def all_topics(self) -> list[str]:
+        """Every topic the name servers know (empty when not clustered or unreachable)."""
+        if self.namesrv is None or not self.clustered:
+            return []
+        try:
+            return await self.namesrv.all_topics()
+        except _ERRORS as exc:
+            log.debug("topic list failed", error=str(exc))
+            return []
+
+
+class OffsetStore(Protocol):
+    def commit(self, group: str, topic: str, queue_id: int, offset: int, *,
+               durable: bool = False) -> None: ...
+    def query(self, group: str, topic: str, queue_id: int) -> int | None: ...
+    def offsets(self, group: str, topic: str) -> dict[int, int]: ...
+    def topics_of_group(self, group: str) -> set[str]: ...
+
+
+@dataclass(frozen=True)
+class RemoteCommit:
+    broker: str
+    group: str
+    topic: str
+    partition: int
+    queue_id: int
+    offset: int
+
+
+class RoutedOffsets:
+    """The coordinator's offset store keyed by Kafka partition; see the module docstring.
+
+    ``commit`` / ``query`` / ``offsets`` / ``topics_of_group`` are synchronous (the coordinator
+    calls them without awaiting); the group handlers call ``prefetch`` before an OffsetFetch
+    and ``take_outbox`` + ``push`` after an OffsetCommit, with no await in between, so
+    concurrent requests never see each other's state.
+    """
+
+    def __init__(self, view: ClusterView, local: OffsetStore, client: RemotingClient | None) -> None:
+        self.view, self.local, self.client = view, local, client
+        self._outbox: list[RemoteCommit] = []
+        self._remote: dict[tuple[str, str, int], int] = {}   # (group, topic, partition) -> offset
+
+    def _owner(self, topic: str, partition: int) -> tuple[str, int]:
+        lay = self.view.layout(topic)
+        found = lay.owner_of(partition) if lay is not None else None
+        if found is None:
+            return self.view.broker_name, partition
+        return found[0].broker, found[1]
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int, *, durable: bool = False) -> None:
+        broker, q = self._owner(topic, queue_id)
+        if broker == self.view.broker_name:
+            self.local.commit(group, topic, q, offset, durable=durable)
+        else:
+            self._outbox.append(RemoteCommit(broker, group, topic, queue_id, q, offset))
+
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        broker, q = self._owner(topic, queue_id)
+        if broker == self.view.broker_name:
+            return self.local.query(group, topic, q)
+        return self._remote.get((group, topic, queue_id))
+
+    def offsets(self, group: str, topic: str) -> dict[int, int]:
+        out = {self.view.partition_of(topic, q): off for q, off in self.local.offsets(group, topic).items()}
+        out.update({p: off for (g, t, p), off in self._remote.items() if g == group and t == topic})
+        return out
+
+    def topics_of_group(self, group: str) -> set[str]:
+        return self.local.topics_of_group(group) | {t for (g, t, _) in self._remote if g == group}
+
+    # -- remote side ------------------------------------------------------------------------
+
+    def take_outbox(self) -> list[RemoteCommit]:
+        out, self._outbox = self._outbox, []
+        return out
+
+    async def push(self, commits: list[RemoteCommit]) -> set[tuple[str, int]]:
+        """UPDATE_CONSUMER_OFFSET on each owner; returns the (topic, partition)s that failed."""
+        failed: set[tuple[str, int]] = set()
+        for c in commits:
+            ext = to_ext(consumerGroup=c.group, topic=c.topic, queueId=c.queue_id, commitOffset=c.offset)
+            if await self._call(c.broker, RequestCode.UPDATE_CONSUMER_OFFSET, ext) is None:
+                failed.add((c.topic, c.partition))
+        return failed
+
+    async def prefetch(self, group: str, wanted: list[tuple[str, int]] | None) -> None:
+        """Read the remote partitions' committed offsets for the next synchronous OffsetFetch.
+
+        ``wanted`` None = every partition of every topic the group has committed here.  The
+        snapshot is installed at the end (no await after it), ``forget`` drops it.
+        """
+        fetched: dict[tuple[str, str, int], int] = {}
+        self._remote = {}
+        if not self.view.clustered:
+            return
+        if wanted is None:
+            topics = sorted(self.local.topics_of_group(group))
+            await self.view.ensure(topics)
+            wanted = [(t, p) for t in topics if (lay := self.view.layout(t)) is not None
+                      for p in range(lay.total)]
+        else:
+            await self.view.ensure({t for t, _ in wanted})
+        for topic, partition in wanted:
+            broker, q = self._owner(topic, partition)
+            if broker == self.view.broker_name:
+                continue
+            resp = await self._call(broker, RequestCode.QUERY_CONSUMER_OFFSET,
+                                    to_ext(consumerGroup=group, topic=topic, queueId=q))
+            if resp is not None and resp.code == ResponseCode.SUCCESS:
+                fetched[(group, topic, partition)] = int(resp.ext_fields.get("offset", "-1"))
+        self._remote = fetched
+
+    def forget(self) -> None:
+        self._remote = {}
+
+    async def _call(self, broker: str, code: int, ext: dict[str, str]) -> RemotingCommand | None:
+        addr = self.view.master_addr(broker)
+        if addr is None or self.client is None:
+            log.warning("offset owner unreachable", broker=broker, reason="no master address")
+            return None
+        try:
+            resp = await self.client.invoke(addr, RemotingCommand(code, ext_fields=dict(ext)),
+                                            REMOTE_TIMEOUT_S)
+        except _ERRORS as exc:
+            log.warning("offset forward failed", broker=broker, addr=addr, error=str(exc))
+            return None
+        if resp.code not in (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND):
+            log.warning("offset forward refused", broker=broker, code=resp.code, remark=resp.remark)
+            return None
+        return resp
+
