@@ -111,6 +111,20 @@ def _text(b: bytes) -> str | None:
     return None if any(c in s for c in _SEPARATORS) else s
 
 
+@functools.lru_cache(maxsize=1024)
+def _header_props(headers: tuple[tuple[str, bytes | None], ...]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(KAFKA_HEADERS json, headers to copy in order) for a header list; cached, as producers
+    tend to repeat the same headers.  Copies are rocketmq.* headers and plain-named non-system
+    ones, with non-empty separator-free text values."""
+    exact = [[k, None if v is None else base64.b64encode(v).decode("ascii")] for k, v in headers]
+    copies = []
+    for k, v in headers:
+        text = _text(v) if v is not None else None
+        if text and (k.startswith(HEADER_PREFIX) or (_SAFE_NAME.match(k) and k not in SYSTEM_PROPERTIES)):
+            copies.append((k, text))
+    return json.dumps(exact, separators=(",", ":"), ensure_ascii=True), tuple(copies)
+
+
 def message_from_record(
     topic: str, partition: int, *, key: bytes | None, value: bytes | None,
     headers: tuple[tuple[str, bytes | None], ...], timestamp: int, log_append_time: bool,
@@ -133,19 +147,15 @@ def message_from_record(
     # Always present on Kafka-produced messages ("[]" when there are none): it marks the Kafka origin,
     # so a Kafka reader gets exactly the headers that were sent and no rocketmq.* extras.
     if headers:
-        exact = [[k, None if v is None else base64.b64encode(v).decode("ascii")] for k, v in headers]
-        props[PROP_KAFKA_HEADERS] = json.dumps(exact, separators=(",", ":"), ensure_ascii=True)
-    else:
-        props[PROP_KAFKA_HEADERS] = "[]"
-    if headers:
-        for k, v in headers:
-            text = _text(v) if v is not None else None
-            if text is None or not text:
-                continue
+        exact_json, copies = _header_props(headers)
+        props[PROP_KAFKA_HEADERS] = exact_json
+        for k, text in copies:
             if k.startswith(HEADER_PREFIX):
                 _apply_rocketmq_header(props, k, text)
-            elif _SAFE_NAME.match(k) and k not in SYSTEM_PROPERTIES:
+            else:
                 props.setdefault(k, text)
+    else:
+        props[PROP_KAFKA_HEADERS] = "[]"
     return Message(topic=topic, queue_id=partition, body=value or b"", properties=props,
                    born_timestamp=timestamp)
 
