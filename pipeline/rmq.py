@@ -28,7 +28,6 @@ from typing import TypeVar
 import structlog
 import trio
 
-from core.model import StoredMessage
 from gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
 from gateway.rocketmq.client import (
     ClientError,
@@ -41,7 +40,6 @@ from gateway.rocketmq.client import (
     RemotingClient,
     ResponseError,
     SendResult,
-    decode_messages,
 )
 from gateway.rocketmq.client.tools import first_offset_at_or_after
 from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
@@ -195,10 +193,11 @@ class _Puller:
 
 
 async def pull_range(rc: RemotingClient, spec: PullSpec, mq: MessageQueue, start: int, end: int,
-                     limit: int, sink: Callable[[list[StoredMessage]], None]) -> int:
+                     limit: int, sink: Callable[[bytes, int], None]) -> int:
     """Pull ``[start, min(end, start+limit))`` of ``mq`` (filtered) into ``sink``; returns where it stopped.
 
-    The next request is in flight while the previous body is decoded and handed to ``sink``.
+    ``sink(body, stop)`` gets each PULL body undecoded; only its records with a queue offset below
+    ``stop`` belong to the range.  The next request is in flight while ``sink`` runs.
     """
     puller = _Puller(rc, spec)
     stop = min(end, start + limit)
@@ -228,7 +227,7 @@ async def pull_range(rc: RemotingClient, spec: PullSpec, mq: MessageQueue, start
                                             "set failOnDataLoss=false to skip deleted messages")
                     log.warning("skipping deleted messages", mq=str(mq), offset=pos, next=nxt)
                 if body:
-                    sink([m for m in decode_messages(body) if m.queue_offset < stop])
+                    sink(body, stop)
                 empty_polls = empty_polls + 1 if nxt <= pos else 0
                 if empty_polls > max(20, int(spec.retry_s / 0.05)):
                     raise ClientError(f"{mq}: no progress at offset {pos} (code {code}: {remark})")

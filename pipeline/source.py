@@ -39,7 +39,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from gateway.rocketmq.client import MessageQueue, RemotingClient
+from gateway.rocketmq.client import ClientError, MessageQueue, RemotingClient
+from pipeline.columns import PullBatchBuilder
 from pipeline.options import Offsets, SinkOptions, SourceOptions, check_offsets, queue_key, split_queue_key
 from pipeline.rmq import (
     PullSpec,
@@ -50,7 +51,7 @@ from pipeline.rmq import (
     resolve_offsets,
     run_with_client,
 )
-from pipeline.rows import SCHEMA, SCHEMA_DDL, BatchBuilder
+from pipeline.rows import SCHEMA, SCHEMA_DDL
 
 log = structlog.get_logger(__name__)
 
@@ -94,11 +95,12 @@ def read_partition(spec: PullSpec, part: RokkaPartition) -> Iterator[pa.RecordBa
     """Arrow batches of one partition, pulled chunk by chunk (one ``trio.run`` per chunk)."""
     offset = part.start
     while offset < part.end:
-        builder = BatchBuilder(part.broker_name)
+        builder = PullBatchBuilder(part.broker_name)
         ready: list[pa.RecordBatch] = []
 
-        def sink(msgs: list[Any], builder: BatchBuilder = builder, ready: list[pa.RecordBatch] = ready) -> None:
-            builder.extend(msgs)
+        def sink(body: bytes, stop: int, builder: PullBatchBuilder = builder,
+                 ready: list[pa.RecordBatch] = ready) -> None:
+            builder.add(body, stop)
             if len(builder) >= ROWS_PER_BATCH:
                 ready.append(builder.build())
 
@@ -182,6 +184,17 @@ class RokkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = run_with_client(go)
         return offsets_of(ranges, {r.mq: r.max for r in ranges})
 
+    def _latest_or(self, known: Offsets) -> Offsets:
+        """``_latest()``; while a restarting broker has not re-registered its routes yet, ``known``
+        (no new data this trigger) instead of failing the query."""
+        try:
+            return self._latest()
+        except ClientError as exc:
+            if not known or "no route" not in str(exc):
+                raise
+            log.warning("topic route missing (broker restarting?), no new data this trigger", error=str(exc))
+            return known
+
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.opts.max_per_trigger
         return ReadMaxRows(n) if n else ReadAllAvailable()
@@ -192,7 +205,7 @@ class RokkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         """Next end offset; ``start`` / ``limit`` are None on Spark < 4.2 (then options + own state)."""
         begin = check_offsets(start, "start offset") if start is not None else (self._last_end or {})
-        latest = self._target if self._target is not None else self._latest()
+        latest = self._target if self._target is not None else self._latest_or(begin)
         # never go backwards (a queue whose broker is briefly absent keeps its start)
         latest = {t: {k: max(v, begin.get(t, {}).get(k, 0)) for k, v in qs.items()} for t, qs in latest.items()}
         for t, qs in begin.items():
