@@ -169,7 +169,9 @@ def drain(query: object, *, idle_s: float = 5.0, timeout_s: float = 3600.0) -> N
                 seen = p["timestamp"]
                 if _busy(p):
                     last_busy = time.monotonic()
-        idle = seen and not query.status["isDataAvailable"]  # type: ignore[attr-defined]
+        status = query.status  # type: ignore[attr-defined]
+        # a running trigger (e.g. the no-data batch that writes the closed windows) is not idle
+        idle = seen and not status["isDataAvailable"] and not status["isTriggerActive"]
         if idle and time.monotonic() - last_busy > idle_s:
             break
         time.sleep(0.5)
