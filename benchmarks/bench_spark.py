@@ -7,6 +7,9 @@ messages of 100 B (project's trio client, SEND_BATCH_MESSAGE), then with a ``loc
   length, checked against what was sent);
 * write: ``spark.range(N)`` -> 100 B bodies -> ``df.write.format("rokka")`` (2 partitions).
 
+Each operation runs ``--repeat`` times (default 3, after one warm-up read) and the median is
+reported, with every run listed: the machine is often shared, so single runs are noisy.
+
 ``python -m benchmarks.bench_spark [--quick]``: 1M messages (quick: 100k).  Needs the
 ``[pipeline]`` extra (pyspark, pyarrow) and Java 17.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -70,6 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_spark")
     ap.add_argument("--quick", action="store_true", help="100k messages instead of 1M")
     ap.add_argument("--messages", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each operation (the median is reported)")
     args = ap.parse_args(argv)
     n = args.messages or (100_000 if args.quick else 1_000_000)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
@@ -87,28 +92,36 @@ def main(argv: list[str] | None = None) -> None:
         reader(TOPIC_IN).option("endingOffsets", "earliest").load().count()  # warm-up (workers, routes)
         from pyspark.sql import functions as F  # noqa: N812
 
-        t0 = time.perf_counter()
-        total = reader(TOPIC_IN).load().agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("body")).alias("b")).first()
-        read_s = time.perf_counter() - t0
-        assert total is not None and (total.n, total.b) == (n, n * BODY), total
+        read_runs = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            total = reader(TOPIC_IN).load().agg(F.count(F.lit(1)).alias("n"),
+                                                F.sum(F.length("body")).alias("b")).first()
+            read_runs.append(time.perf_counter() - t0)
+            assert total is not None and (total.n, total.b) == (n, n * BODY), total
 
         out = spark.range(n, numPartitions=2).select(
             F.concat(F.lit("y" * (BODY - 12)), F.lpad(F.col("id").cast("string"), 12, "0")).cast("binary").alias("body"))
-        t0 = time.perf_counter()
-        out.write.format("rokka").option("namesrv", srv.namesrv).option("topic", TOPIC_OUT).option(
-            "batchSize", "512").mode("append").save()
-        write_s = time.perf_counter() - t0
+        write_runs = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            out.write.format("rokka").option("namesrv", srv.namesrv).option("topic", TOPIC_OUT).option(
+                "batchSize", "512").mode("append").save()
+            write_runs.append(time.perf_counter() - t0)
         check = reader(TOPIC_OUT).load().count()
         spark.stop()
     finally:
         srv.stop_clean()
     print(f"spark benchmark: {n:,} messages of {BODY} B, {QUEUES} queues, local[2] "
           f"(fill with the trio client: {n / fill_s:,.0f} msg/s)")
-    print(f"{'operation':<34}{'seconds':>10}{'msg/s':>12}")
-    print(f"{'batch read  (count + sum(len(body)))':<34}{read_s:>10.2f}{n / read_s:>12,.0f}")
-    print(f"{'batch write (range -> format rokka)':<34}{write_s:>10.2f}{n / write_s:>12,.0f}")
-    if check != n:
-        print(f"WARNING: read back {check} of {n} written messages")
+    head = f"operation (median of {args.repeat})"
+    print(f"{head:<38}{'seconds':>9}{'msg/s':>11}   all runs (msg/s)")
+    for name, runs in (("batch read  (count + sum(len(body)))", read_runs),
+                       ("batch write (range -> format rokka)", write_runs)):
+        med = statistics.median(runs)
+        print(f"{name:<38}{med:>9.2f}{n / med:>11,.0f}   {', '.join(f'{n / r:,.0f}' for r in runs)}")
+    if check != n * args.repeat:
+        print(f"WARNING: read back {check} of {n * args.repeat} written messages")
 
 
 if __name__ == "__main__":
