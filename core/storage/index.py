@@ -251,7 +251,10 @@ class IndexService:
             f = self.files[-1] if self.files else None
             if f is None or f.full:
                 f = self._new_file(items[done][2])
-            done += f.put_many(items, done)
+            n = f.put_many(items, done)
+            if n == 0:      # a file that holds no entry at all (max_entries <= 1): drop them, as put does
+                break
+            done += n
 
     def _new_file(self, now_ms: int) -> IndexFile:
         self.directory.mkdir(parents=True, exist_ok=True)
