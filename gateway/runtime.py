@@ -21,6 +21,7 @@ traceback.
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import time
@@ -93,6 +94,10 @@ async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool) -
             await nursery.start(broker_role.run)
             parts.append(f"broker={_fmt(broker_role.broker_addr)}")
             parts.append(f"kafka={_fmt(broker_role.kafka_addr)}")
+        # Everything built at start-up lives for the whole process: move it out of the GC's way so
+        # full collections stay short (they pause the event loop).
+        gc.collect()
+        gc.freeze()
         print("rokka ready " + " ".join(parts), flush=True)
         log.info("ready", roles=parts)
         await stop.wait()
