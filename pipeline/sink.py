@@ -29,10 +29,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyspark.sql.datasource as _ds
 import structlog
 import trio
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, StringType, StructType
 
 from core.model import PROP_UNIQ_KEY
@@ -41,6 +43,10 @@ from pipeline.options import SinkOptions
 from pipeline.rmq import run_with_client, send_all
 
 log = structlog.get_logger(__name__)
+
+# Arrow batches for streaming writes need PySpark >= 4.1 (DataSourceStreamArrowWriter).
+_StreamWriterBase = getattr(_ds, "DataSourceStreamArrowWriter", _ds.DataSourceStreamWriter)
+_STREAM_ARROW = _StreamWriterBase is not _ds.DataSourceStreamWriter
 
 # Spark's local properties naming the running micro-batch (set for every task of that batch).
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
@@ -77,20 +83,42 @@ def check_sink_schema(schema: StructType) -> None:
 
 
 def row_message(row: Any, cols: frozenset[str], uniq: str) -> tuple[int | None, OutMessage]:
-    body = row["body"]
+    """(queue id or None, message) of one Spark Row."""
+    def get(name: str) -> Any:
+        return row[name] if name in cols else None
+
+    return message_of(row["body"], get("tags"), get("keys"), get("properties"), get("queue_id"), uniq)
+
+
+def message_of(body: Any, tags: str | None, keys: Any, properties: Any, queue: int | None,
+               uniq: str) -> tuple[int | None, OutMessage]:
+    """(queue id or None, message) of one row's values; ``properties`` is a dict (Row) or a list of
+    (key, value) pairs (Arrow's ``to_pylist`` of a map)."""
     if body is None:
         body = b""
     elif isinstance(body, str):
         body = body.encode("utf-8")
-    props = {str(k): str(v) for k, v in (row["properties"] or {}).items()
-             if v is not None and k not in BROKER_PROPERTIES} if "properties" in cols else {}
+    pairs = properties.items() if isinstance(properties, dict) else (properties or ())
+    props = {str(k): str(v) for k, v in pairs if v is not None and k not in BROKER_PROPERTIES}
     props.setdefault(PROP_UNIQ_KEY, uniq)
-    keys = row["keys"] if "keys" in cols else None
     if isinstance(keys, list):
         keys = [k for k in keys if k]
-    queue = row["queue_id"] if "queue_id" in cols else None
     return (None if queue is None else int(queue)), OutMessage(
-        bytes(body), tags=(row["tags"] if "tags" in cols else None) or None, keys=keys or None, properties=props)
+        bytes(body), tags=tags or None, keys=keys or None, properties=props)
+
+
+def batch_messages(batch: pa.RecordBatch, scope: str, partition: int, first_row: int,
+                   ) -> list[tuple[int | None, OutMessage]]:
+    """Messages of one Arrow batch (rows ``first_row ..`` of the task), column by column."""
+    n = batch.num_rows
+    names = set(batch.schema.names)
+
+    def col(name: str) -> list[Any]:
+        return batch.column(name).to_pylist() if name in names else [None] * n
+
+    return [message_of(b, t, k, p, q, uniq_key(scope, partition, first_row + i))
+            for i, (b, t, k, p, q) in enumerate(zip(col("body"), col("tags"), col("keys"), col("properties"),
+                                                    col("queue_id"), strict=True))]
 
 
 class _Writer:
@@ -123,6 +151,22 @@ class _Writer:
         sent += self._flush(pending)
         return RokkaCommitMessage(partition, sent)
 
+    def write_batches(self, iterator: Iterator[pa.RecordBatch]) -> RokkaCommitMessage:
+        """The Arrow form of ``write_rows`` (same messages, same UNIQ_KEYs)."""
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx is not None else 0
+        scope = self._scope(ctx)
+        pending: list[tuple[int | None, OutMessage]] = []
+        rows = sent = 0
+        for batch in iterator:
+            pending += batch_messages(batch, scope, partition, rows)
+            rows += batch.num_rows
+            if len(pending) >= FLUSH_ROWS:
+                sent += self._flush(pending)
+                pending = []
+        sent += self._flush(pending)
+        return RokkaCommitMessage(partition, sent)
+
     def _flush(self, pending: list[tuple[int | None, OutMessage]]) -> int:
         """Send ``pending`` in batches of ``batchSize`` per queue, up to SEND_CONCURRENCY in flight."""
         by_queue: dict[int | None, list[OutMessage]] = {}
@@ -143,11 +187,12 @@ class _Writer:
         return len(pending)
 
 
-class RokkaBatchWriter(_Writer, DataSourceWriter):
-    """``df.write.format("rokka")`` (at-least-once, deterministic UNIQ_KEYs)."""
+class RokkaBatchWriter(_Writer, DataSourceArrowWriter):
+    """``df.write.format("rokka")`` (at-least-once, deterministic UNIQ_KEYs); Spark hands it Arrow
+    batches, not Rows."""
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return self.write_rows(iterator)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return self.write_batches(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         pass  # every message is already stored (acknowledged SEND_OK) when its task ends
@@ -156,10 +201,13 @@ class RokkaBatchWriter(_Writer, DataSourceWriter):
         log.warning("rokka write aborted; messages already sent stay in the topic", topic=self.opts.topic)
 
 
-class RokkaStreamWriter(_Writer, DataSourceStreamWriter):
-    """``writeStream.format("rokka")`` (at-least-once, UNIQ_KEY from query id + batch id)."""
+class RokkaStreamWriter(_Writer, _StreamWriterBase):  # type: ignore[misc,valid-type]
+    """``writeStream.format("rokka")`` (at-least-once, UNIQ_KEY from query id + batch id); Arrow
+    batches on PySpark >= 4.1, Rows before."""
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        if _STREAM_ARROW:
+            return self.write_batches(iterator)
         return self.write_rows(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
