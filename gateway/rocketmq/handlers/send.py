@@ -167,8 +167,10 @@ async def handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
     if ctx.cfg.reject_transaction_message and (sysflag & TRANSACTION_MASK):
         return _base_response(req, ctx, ResponseCode.NO_PERMISSION, "the broker rejects transaction messages")
     batch_props = parse_properties(h.str("properties", None))
-    if not req.body:
-        return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
+    # An empty body is accepted, as the Java broker does (only clients refuse it): records with an
+    # empty or null Kafka value are stored that way, and a RocketMQ relay must be able to re-send them.
+    if batch and not req.body:
+        return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, "the batch body is empty")
     born_host = ipv4_host(getattr(channel, "peer", None))
     if batch:
         if batch_props.get(PROP_DELAY) or (sysflag & TRANSACTION_MASK) or batch_props.get(PROP_TRAN_MSG):
