@@ -33,7 +33,7 @@ __all__ = ["KafkaEnv", "build_routes"]
 
 # api_key: (handler, min_version, max_version)
 _TABLE: dict[int, tuple[Any, int, int]] = {
-    0: (handle_produce, 3, 9),
+    0: (handle_produce, 0, 9),
     1: (handle_fetch, 4, 12),
     2: (handle_list_offsets, 1, 7),
     3: (handle_metadata, 0, 12),

@@ -2,8 +2,10 @@
 
 Theory of operation
 -------------------
-Each partition's ``records`` must hold exactly one magic-2 batch (Produce
-v3+; otherwise 87 INVALID_RECORD) with a valid CRC (else 2 CORRUPT_MESSAGE).
+Each partition's ``records`` must hold exactly one magic-2 batch (otherwise
+87 INVALID_RECORD) with a valid CRC (else 2 CORRUPT_MESSAGE), or a legacy
+magic 0/1 message set (Produce v0-v2 from old clients; decompressed and
+stored one message per record, never idempotent).
 Records are mapped by ``compat.kafka_records`` and appended through
 ``Broker.put`` (the shared send pipeline; under SYNC_FLUSH it waits for
 fsync, which is what acks=all means on one node).  base_offset in the reply
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import structlog
 
-from compat.kafka_records import PROP_KAFKA_HEADERS, apply_delay, messages_from_batch
+from compat.kafka_records import PROP_KAFKA_HEADERS, apply_delay, message_from_record, messages_from_batch
 from core.broker import now_ms
 from core.kafka_txn import TxnOutcome
 from core.model import Message
@@ -73,9 +75,30 @@ def _txn_error(env: KafkaEnv, topic: str, partition: int, header: R.BatchHeader)
     return _TXN_CODES.get(outcome, E.INVALID_TXN_STATE)
 
 
+def _legacy_messages(topic: str, partition: int, data: bytes) -> tuple[int, list, R.BatchHeader | None]:  # type: ignore[type-arg]
+    """Produce v0-v2 (and old clients): a magic 0/1 message set, decompressed and flattened."""
+    try:
+        legacy = R.decode_legacy_message_set(data)
+    except DecodeError:
+        return E.CORRUPT_MESSAGE, [], None
+    if not legacy:
+        return E.INVALID_RECORD, [], None
+    now = now_ms()
+    msgs = [message_from_record(topic, partition, key=m.key, value=m.value, headers=(),
+                                timestamp=now if m.attributes & 0x08 else m.timestamp,
+                                log_append_time=bool(m.attributes & 0x08)) for m in legacy]
+    stamps = [m.timestamp for m in legacy]
+    # A header with no producer id / sequence: legacy sets are never idempotent or transactional.
+    header = R.BatchHeader(0, len(data), -1, legacy[0].magic, 0, 0, len(legacy) - 1, stamps[0], max(stamps),
+                           -1, -1, -1, len(legacy))
+    return 0, msgs, header
+
+
 def _messages(topic: str, partition: int, data: bytes | None) -> tuple[int, list, R.BatchHeader | None]:  # type: ignore[type-arg]
     if not data:
         return E.INVALID_RECORD, [], None
+    if len(data) > 16 and data[16] in (0, 1):  # the magic byte sits at offset 16 in both formats
+        return _legacy_messages(topic, partition, data)
     try:
         batches, trailing = R.split_batches(data)
     except DecodeError:
