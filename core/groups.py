@@ -153,7 +153,7 @@ class ConsumerRegistry:
         new_keys = {t: (s.sub_string, s.expression_type) for t, s in new_subs.items()}
         if old_keys != new_keys:
             changed = True
-            for topic, sub in new_subs.items():
+            for topic in new_subs:
                 prev = info.subscriptions.get(topic)
                 if prev is not None and (prev.sub_string, prev.expression_type) == new_keys[topic]:
                     new_subs[topic] = prev

@@ -112,7 +112,8 @@ class TxnOutcome(enum.Enum):
 
 
 S, E, Out = TxnState, TxnEvent, TxnOutcome
-_ABORTABLE_AGAIN: dict[TxnState, TxnState | TxnOutcome] = {S.EMPTY: Out.INVALID_TXN_STATE, S.PREPARE_COMMIT: Out.INVALID_TXN_STATE,
+_ABORTABLE_AGAIN: dict[TxnState, TxnState | TxnOutcome] = {
+                    S.EMPTY: Out.INVALID_TXN_STATE, S.PREPARE_COMMIT: Out.INVALID_TXN_STATE,
                     S.PREPARE_ABORT: Out.CONCURRENT_TRANSACTIONS, S.COMPLETE_ABORT: S.COMPLETE_ABORT,
                     S.COMPLETE_COMMIT: Out.INVALID_TXN_STATE}
 TRANSITIONS: dict[tuple[TxnState, TxnEvent], TxnState | TxnOutcome] = {

@@ -133,13 +133,12 @@ class BrokerRole:
         self.kafka_node: Any = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        from gateway.rocketmq.client import RemotingClient
         from gateway.rocketmq.handlers import build_handlers
         from gateway.rocketmq.handlers.client import on_channel_closed, scan_expired_clients
         from gateway.rocketmq.handlers.context import BrokerContext
         from gateway.rocketmq.handlers.txn import run_transaction_checks
         from gateway.rocketmq.server import RemotingServer
-
-        from gateway.rocketmq.client import RemotingClient
 
         cfg = self.cfg
         with self._cancel:
@@ -176,18 +175,18 @@ class BrokerRole:
         on a single node both reduce to "this broker, partition = queue".
         """
         from compat.groups import GroupOwnership
-        from gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, derive_node_id
-        from gateway.rocketmq.client import NamesrvClient
+        from compat.views import ViewRegistry
+        from core.kafka_txn import KafkaTxnCoordinator
         from core.producer_state import ProducerStateManager
+        from gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, derive_node_id
         from gateway.kafka.groups.coordinator import GroupCoordinator
         from gateway.kafka.groups.types import GroupConfig
-        from compat.views import ViewRegistry
         from gateway.kafka.handlers import KafkaEnv, build_routes
         from gateway.kafka.handlers.common import resolve
-        from core.kafka_txn import KafkaTxnCoordinator
         from gateway.kafka.handlers.group_api import build_group_routes
         from gateway.kafka.handlers.txn import build_txn_routes
         from gateway.kafka.server import KafkaServer
+        from gateway.rocketmq.client import NamesrvClient
 
         cfg, broker = self.cfg, ctx.broker
         config_dir = Path(cfg.store_path_root_dir) / "config"

@@ -16,7 +16,8 @@ CHECK_TRANSACTION_STATE) and client->broker requests share one code path.
   nursery (so a long-polling pull never blocks the connection).  At most
   ``max_inflight`` requests run at once; above that the reader answers
   SYSTEM_BUSY itself to a two-way request, and stops reading (backpressure)
-  for a oneway one, which could not be told and must not be dropped.  Unknown code -> REQUEST_CODE_NOT_SUPPORTED; handler
+  for a oneway one, which could not be told and must not be dropped.
+  Unknown code -> REQUEST_CODE_NOT_SUPPORTED; handler
   exception -> SYSTEM_ERROR with the exception text; a oneway request is
   never answered.
 

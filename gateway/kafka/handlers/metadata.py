@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import uuid
 
+from compat.views import view_from_configs
 from core.topics import TopicConfig, is_system_topic
 from gateway.kafka.codec import Struct
 from gateway.kafka.errors import ErrorCode as E
-from compat.views import view_from_configs
 from gateway.kafka.handlers.common import (
     LEADER_EPOCH,
     KafkaEnv,
