@@ -96,6 +96,8 @@ async def _rocketmq_round_trip(namesrv: str, topic: str, value: bytes) -> None:
         async with RemotingClient() as rc:
             ns = NamesrvClient(rc, [namesrv])
             sent = await Producer(rc, ns, "bad-input-pg").send(topic, value, queue=0)
+            while await ns.get_route(topic) is None:  # an auto-created topic reaches the name server async
+                await trio.sleep(0.05)
             pulled = await PullConsumer(rc, ns, "bad-input-cg").pull(sent.queue, sent.queue_offset)
             assert pulled.messages[0].body == value
 
