@@ -34,6 +34,7 @@ from gateway.rocketmq.client import (
     ConnectError,
     MessageQueue,
     NamesrvClient,
+    NoRouteError,
     OutMessage,
     Producer,
     PullConsumer,
@@ -50,7 +51,8 @@ from pipeline.options import EARLIEST, LATEST, OffsetSpec, queue_key
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
-RETRYABLE = (ConnectError, RequestTimeoutError, ChannelClosedError, trio.TooSlowError)
+# NoRouteError: after a broker restart its route is back once it re-registers (seconds).
+RETRYABLE = (ConnectError, RequestTimeoutError, ChannelClosedError, trio.TooSlowError, NoRouteError)
 _PULL_OK = (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
             ResponseCode.PULL_OFFSET_MOVED)
 FLAG_SUBSCRIPTION = 0x4

@@ -15,13 +15,21 @@ from gateway.rocketmq.client.admin import TRANSACTION_COMMIT, TRANSACTION_ROLLBA
 from gateway.rocketmq.client.consumer import PullConsumer, decode_messages
 from gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient, register_broker, unregister_broker
 from gateway.rocketmq.client.producer import Producer, new_uniq_key
-from gateway.rocketmq.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError, split_addr
+from gateway.rocketmq.client.remoting import (
+    ClientError,
+    ConnectError,
+    NoRouteError,
+    RemotingClient,
+    ResponseError,
+    split_addr,
+)
 from gateway.rocketmq.client.types import MessageQueue, OutMessage, PullResult, SendResult, TopicRoute
 from gateway.rocketmq.codec.lenient_json import loads_lenient
 
 __all__ = [
     "TRANSACTION_COMMIT", "TRANSACTION_ROLLBACK", "Admin", "BrokerRegistrar", "ChannelClosedError", "ClientError",
-    "ConnectError", "MessageQueue", "NamesrvClient", "OutMessage", "Producer", "PullConsumer", "PullResult",
+    "ConnectError", "MessageQueue", "NamesrvClient", "NoRouteError", "OutMessage", "Producer", "PullConsumer",
+    "PullResult",
     "RemotingClient", "RequestTimeoutError", "ResponseError", "SendResult", "TopicRoute", "decode_messages",
     "loads_lenient", "new_uniq_key", "register_broker", "split_addr", "unregister_broker",
 ]

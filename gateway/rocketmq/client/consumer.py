@@ -24,7 +24,7 @@ import zlib
 from core.model import COMPRESSED_FLAG, StoredMessage
 from core.storage.layout import iter_records
 from gateway.rocketmq.client.namesrv import NamesrvClient
-from gateway.rocketmq.client.remoting import ClientError, RemotingClient, ResponseError
+from gateway.rocketmq.client.remoting import ClientError, NoRouteError, RemotingClient, ResponseError
 from gateway.rocketmq.client.types import MessageQueue, PullResult, TopicRoute
 from gateway.rocketmq.codec.bodies import dumps, loads_body
 from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
@@ -81,7 +81,7 @@ class PullConsumer:
         if route is None:
             route = await self.namesrv.get_route(topic)
             if route is None:
-                raise ClientError(f"no route for topic {topic}")
+                raise NoRouteError(f"no route for topic {topic}")
             self._routes[topic] = route
         return route
 

@@ -31,12 +31,16 @@ from gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCom
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["ChannelClosedError", "ClientError", "ConnectError", "RemotingClient", "RequestTimeoutError",
+__all__ = ["ChannelClosedError", "ClientError", "ConnectError", "NoRouteError", "RemotingClient", "RequestTimeoutError",
            "ResponseError", "split_addr"]
 
 
 class ClientError(Exception):
     """Base of errors raised by the client library (besides timeouts/closed channels)."""
+
+
+class NoRouteError(ClientError):
+    """The name servers know no route for a topic (yet: a restarting broker re-registers within seconds)."""
 
 
 class ConnectError(ClientError):
