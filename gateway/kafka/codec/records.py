@@ -1,4 +1,4 @@
-"""Kafka record batches (magic 2), control records, legacy MessageSets, compression.
+"""Kafka record batches (magic 2), control records and compression (legacy sets: ``legacy.py``).
 
 Theory of operation
 -------------------
@@ -44,8 +44,7 @@ old clients); we never advertise Fetch versions that would need them.
 from __future__ import annotations
 
 import struct
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import cramjam
@@ -56,10 +55,10 @@ from gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
 
 __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CONTROL_ABORT", "CONTROL_COMMIT",
-    "BATCH_HEADER_SIZE", "BatchHeader", "Header", "Record", "RecordBatch", "LegacyMessage",
+    "BATCH_HEADER_SIZE", "BatchHeader", "Header", "Record", "RecordBatch",
     "compress", "decompress", "encode_batch", "encode_rows_batch", "encode_control_batch",
     "parse_control_record",
-    "read_batch_header", "read_record_fields", "RecordFields", "split_batches", "decode_legacy_message_set",
+    "read_batch_header", "read_record_fields", "RecordFields", "split_batches",
 ]
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
@@ -551,61 +550,3 @@ def _snappy_decompress(data: bytes) -> bytes:
     while r.remaining():
         out += cramjam.snappy.decompress_raw(r.read_raw(r.int32()))
     return bytes(out)
-
-
-# ------------------------------------------------------------------ legacy (magic 0/1)
-
-
-@dataclass(frozen=True)
-class LegacyMessage:
-    """One inner message of a legacy set; ``offset`` as written by the producer."""
-
-    offset: int
-    magic: int
-    attributes: int
-    timestamp: int  # -1 for magic 0
-    key: bytes | None
-    value: bytes | None
-
-
-def decode_legacy_message_set(data: bytes, *, _depth: int = 0) -> list[LegacyMessage]:
-    """Flatten a magic 0/1 message set, decompressing wrapper messages.
-
-    Inner offsets of a v1 wrapper are relative (0..n-1); they are returned as-is
-    (producers write 0..n-1 anyway; the broker assigns real offsets).
-    Raises:
-        DecodeError: bad CRC, truncated message, unknown codec or nesting > 1.
-    """
-    r = Reader(data)
-    out: list[LegacyMessage] = []
-    while r.remaining() >= 12:
-        offset, size = r.int64(), r.int32()
-        if size < 14 or size > r.remaining():
-            if size > r.remaining():
-                break  # trailing partial message
-            raise DecodeError(f"legacy message size {size} too small")
-        msg = Reader(r.read_raw(size))
-        crc = msg.uint32()
-        if zlib.crc32(msg.buf[4:]) != crc:
-            raise DecodeError("legacy message CRC mismatch")
-        magic, attrs = msg.int8(), msg.int8()
-        if magic not in (0, 1):
-            raise DecodeError(f"legacy message magic {magic}")
-        ts = msg.int64() if magic == 1 else -1
-        key, value = msg.bytes_(False), msg.bytes_(False)
-        codec = attrs & COMPRESSION_MASK
-        if codec == NONE:
-            out.append(LegacyMessage(offset, magic, attrs, ts, key, value))
-            continue
-        if _depth or value is None:
-            raise DecodeError("nested or empty compressed legacy message")
-        out.extend(decode_legacy_message_set(decompress(codec, value), _depth=1))
-    return out
-
-
-def iter_records_with_offsets(batch: RecordBatch) -> Iterator[tuple[int, int, Record]]:
-    """(absolute offset, absolute timestamp, record) for each record of a batch."""
-    h = batch.header
-    for rec in batch.records():
-        ts = h.max_timestamp if h.log_append_time else h.base_timestamp + rec.timestamp_delta
-        yield h.base_offset + rec.offset_delta, ts, rec

@@ -48,6 +48,7 @@ from core.model import Message
 from core.producer_state import SequenceOutcome, last_sequence
 from gateway.kafka.codec import Struct
 from gateway.kafka.codec import records as R
+from gateway.kafka.codec.legacy import decode_legacy_message_set
 from gateway.kafka.codec.primitives import DecodeError
 from gateway.kafka.errors import ErrorCode as E
 from gateway.kafka.handlers.common import KafkaEnv, ensure_routes, local_queue, partition_error, resolve
@@ -78,7 +79,7 @@ def _txn_error(env: KafkaEnv, topic: str, partition: int, header: R.BatchHeader)
 def _legacy_messages(topic: str, partition: int, data: bytes) -> tuple[int, list, R.BatchHeader | None]:  # type: ignore[type-arg]
     """Produce v0-v2 (and old clients): a magic 0/1 message set, decompressed and flattened."""
     try:
-        legacy = R.decode_legacy_message_set(data)
+        legacy = decode_legacy_message_set(data)
     except DecodeError:
         return E.CORRUPT_MESSAGE, [], None
     if not legacy:

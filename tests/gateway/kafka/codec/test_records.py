@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.kafka.codec import records as R
+from gateway.kafka.codec.legacy import decode_legacy_message_set
 from gateway.kafka.codec.primitives import DecodeError
 
 CODECS = [R.NONE, R.GZIP, R.SNAPPY, R.LZ4, R.ZSTD]
@@ -136,11 +137,11 @@ def test_legacy_message_sets() -> None:
     inner = _legacy(0, 1, 0, b"a", b"1", ts=5) + _legacy(1, 1, 0, None, b"2", ts=6)
     wrapper = _legacy(1, 1, R.GZIP, None, R.compress(R.GZIP, inner), ts=6)
     plain = _legacy(0, 0, 0, b"k", None)
-    msgs = R.decode_legacy_message_set(wrapper + plain)
+    msgs = decode_legacy_message_set(wrapper + plain)
     assert [(m.offset, m.timestamp, m.key, m.value) for m in msgs] == [
         (0, 5, b"a", b"1"), (1, 6, None, b"2"), (0, -1, b"k", None),
     ]
     bad = bytearray(plain)
     bad[-1] ^= 1
     with pytest.raises(DecodeError):
-        R.decode_legacy_message_set(bytes(bad))
+        decode_legacy_message_set(bytes(bad))
