@@ -72,7 +72,7 @@ class StoreLocked(Exception):
     """Another process has this store directory open."""
 
 
-class DiskStore:
+class DiskStore(reader.TimeQueries):
     def __init__(self, config: StoreConfig, *, repair: bool = False) -> None:
         self.config = config
         self.root = Path(config.root_dir)
@@ -365,15 +365,6 @@ class DiskStore:
             return None
         u = q.unit(queue_offset)
         return self.clog.store_timestamp(u[0]) if u is not None else None
-
-    def earliest_store_time(self, topic: str, queue_id: int) -> int:
-        t = self.store_time_at(topic, queue_id, self.min_offset(topic, queue_id))
-        return -1 if t is None else t
-
-    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        return reader.offset_by_time(lambda o: self.store_time_at(topic, queue_id, o),
-                                     self.min_offset(topic, queue_id), self.max_offset(topic, queue_id),
-                                     timestamp_ms)
 
     def set_min_offset(self, topic: str, queue_id: int, queue_offset: int) -> None:
         key = (topic, queue_id)

@@ -67,7 +67,7 @@ class _Index:
             self.entries.setdefault(f"{topic}#{k}", []).append((phy_offset, store_ts))
 
 
-class MemoryStore:
+class MemoryStore(reader.TimeQueries):
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
         self._records: dict[int, bytes] = {}
@@ -171,15 +171,6 @@ class MemoryStore:
         u = q.units(queue_offset, 1)
         rec = self.read(u[0][0]) if u else None
         return layout.store_timestamp_of(rec) if rec is not None else None
-
-    def earliest_store_time(self, topic: str, queue_id: int) -> int:
-        t = self.store_time_at(topic, queue_id, self.min_offset(topic, queue_id))
-        return -1 if t is None else t
-
-    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        return reader.offset_by_time(lambda o: self.store_time_at(topic, queue_id, o),
-                                     self.min_offset(topic, queue_id), self.max_offset(topic, queue_id),
-                                     timestamp_ms)
 
     def set_min_offset(self, topic: str, queue_id: int, queue_offset: int) -> None:
         key = (topic, queue_id)

@@ -132,3 +132,24 @@ def record_has_key(rec: bytes, topic: str, key: str) -> bool:
         return False
     props = layout.properties_of(rec)
     return props.get(PROP_UNIQ_KEY) == key or key in props.get(PROP_KEYS, "").split(" ")
+
+
+class TimeQueries:
+    """Time lookups derived from ``store_time_at`` / ``min_offset`` / ``max_offset``; shared by both engines."""
+
+    def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int | None:
+        raise NotImplementedError
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        raise NotImplementedError
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        raise NotImplementedError
+
+    def earliest_store_time(self, topic: str, queue_id: int) -> int:
+        t = self.store_time_at(topic, queue_id, self.min_offset(topic, queue_id))
+        return -1 if t is None else t
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        return offset_by_time(lambda o: self.store_time_at(topic, queue_id, o),
+                              self.min_offset(topic, queue_id), self.max_offset(topic, queue_id), timestamp_ms)
