@@ -3,6 +3,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp-install
+# C helpers for the hot paths (setup.py); editing one re-runs the install, which rebuilds them.
+NATIVE_SRC := setup.py $(wildcard core/storage/*.c gateway/kafka/codec/*.c compat/*.c)
 TEST_STAMP := $(VENV)/.stamp-install-test
 
 .PHONY: serve test bench interop install install-test lint clean
@@ -11,7 +13,7 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(STAMP): $(BIN)/python pyproject.toml $(NATIVE_SRC)
 	$(BIN)/pip install -q -e .
 	touch $(STAMP)
 
@@ -46,3 +48,4 @@ lint: $(TEST_STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+	find core gateway compat -name "*.so" -delete

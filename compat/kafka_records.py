@@ -47,13 +47,13 @@ import json
 import re
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from core.model import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOST_V6_FLAG, Message, StoredMessage
+from core.model import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOST_V6_FLAG, Message, StoredMessage, UniformBatch
 from core.storage import layout
 
 __all__ = ["KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "kafka_rows", "message_from_record",
-           "messages_from_batch", "record_from_message", "SYSTEM_PROPERTIES", "HEADER_PREFIX",
+           "messages_from_batch", "plain_run", "record_from_message", "SYSTEM_PROPERTIES", "HEADER_PREFIX",
            "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
 
 PROP_KAFKA_KEY = "KAFKA_KEY"
@@ -183,6 +183,12 @@ def messages_from_batch(
                 timestamp=now if log_append_time else base_timestamp + ts_delta,
                 log_append_time=log_append_time))
     return out
+
+
+def plain_run(topic: str, partition: int, values: Sequence[bytes], timestamps: Sequence[int]) -> UniformBatch:
+    """``messages_from_batch`` for a batch of plain records (no key, no headers, a value,
+    CreateTime) as one ``UniformBatch``: the same stored bytes, properties encoded once."""
+    return UniformBatch(topic, partition, values, timestamps, {PROP_KAFKA_HEADERS: "[]"})
 
 
 def _apply_rocketmq_header(props: dict[str, str], name: str, text: str) -> None:

@@ -49,6 +49,7 @@ from core.model import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     Message,
+    UniformBatch,
 )
 from core.offsets import ConsumerOffsetManager
 from core.storage.api import FlushDiskType, MessageStore, PutResult, PutStatus
@@ -131,6 +132,26 @@ class Broker:
                                  remark=f"message body size {len(m.body)} exceeds maxMessageSize "
                                         f"{self.cfg.max_message_size}")
         return self.store.put_messages(msgs)
+
+    def append_uniform(self, batch: UniformBatch) -> PutResult:
+        """``append(batch.messages())`` for a run sharing its properties, prepared once.
+
+        A run whose properties ask for a transaction half or a delay takes the general path (its
+        destination changes per the rules in ``prepare``)."""
+        if self._closed:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
+        props = batch.properties
+        if PROP_TRAN_MSG in props or PROP_DELAY in props:
+            return self.append(batch.messages())
+        props = dict(props)
+        props.pop(PROP_WAIT, None)
+        props[PROP_CLUSTER] = self.cfg.broker_cluster_name
+        longest = max(map(len, batch.bodies), default=0)
+        if longest > self.cfg.max_message_size:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL,
+                             remark=f"message body size {longest} exceeds maxMessageSize "
+                                    f"{self.cfg.max_message_size}")
+        return self.store.put_uniform(dataclasses.replace(batch, properties=props))
 
     async def wait_durable(self, result: PutResult) -> PutResult:
         """Under SYNC_FLUSH, wait until ``result``'s bytes are fsynced (FLUSH_DISK_TIMEOUT otherwise)."""

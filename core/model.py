@@ -15,6 +15,7 @@ form (name 0x01 value 0x02 ...) lives in ``core.storage.layout``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # Message sysflag bits (RocketMQ MessageSysFlag).
@@ -87,6 +88,36 @@ class Message:
     def keys(self) -> list[str]:
         raw = self.properties.get(PROP_KEYS, "")
         return [k for k in raw.split(" ") if k]
+
+
+@dataclass(frozen=True, slots=True)
+class UniformBatch:
+    """Messages to one queue that share everything but body and born timestamp.
+
+    The shape of a Kafka batch of plain records (no key, no headers): the store encodes its
+    properties, ConsumeQueue tags code and index keys once for the whole run
+    (``MessageStore.put_uniform``).  ``born_timestamps`` is one int for all or one per body.
+    """
+
+    topic: str
+    queue_id: int
+    bodies: Sequence[bytes]
+    born_timestamps: Sequence[int] | int
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    sysflag: int = 0
+    born_host: HostPort = ("127.0.0.1", 0)
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    def messages(self) -> list[Message]:
+        """The same run as ordinary Messages (each with its own copy of the properties)."""
+        stamps = self.born_timestamps
+        if isinstance(stamps, int):
+            stamps = [stamps] * len(self.bodies)
+        return [Message(self.topic, self.queue_id, body, dict(self.properties), self.flag, self.sysflag, ts,
+                        self.born_host) for body, ts in zip(self.bodies, stamps, strict=True)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,6 +155,21 @@ class ConsumeQueue:
         for i in range(n):
             self.put(queue_offset + i, flat[3 * i], flat[3 * i + 1], flat[3 * i + 2])
 
+    def put_units(self, queue_offset: int, units: bytes) -> None:
+        """Write consecutive raw 20-byte units (as ``layout.encode_uniform`` makes them) from ``queue_offset``."""
+        n = len(units) // UNIT_SIZE
+        if not n:
+            return
+        if (self._tail_mm is None or not self._tail_lo <= queue_offset < self._tail_hi):
+            self._ensure_file(queue_offset)
+        fit = min(n, self._tail_hi - queue_offset)
+        at = (queue_offset - self._tail_lo) * UNIT_SIZE
+        self._tail_mm[at:at + fit * UNIT_SIZE] = units[:fit * UNIT_SIZE]  # type: ignore[index]
+        self.max_offset = queue_offset + fit
+        self.dirty = True
+        for i, (off, size, code) in enumerate(UNIT.iter_unpack(units[fit * UNIT_SIZE:]), queue_offset + fit):
+            self.put(i, off, size, code)
+
     def _ensure_file(self, queue_offset: int) -> None:
         byte = queue_offset * UNIT_SIZE
         base = byte - byte % self.file_size

@@ -24,6 +24,7 @@ max) is skipped; index entries are only added for records at or beyond
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
 
 import structlog
@@ -43,6 +44,8 @@ from core.storage.api import Appended, ArrivalListener
 from core.storage.layout import tags_hash
 
 log = structlog.get_logger(__name__)
+
+_UNIT = struct.Struct(">qiq")   # a raw ConsumeQueue unit: commitlog offset, size, tags code
 
 
 class ReplayGap(Exception):
@@ -194,6 +197,31 @@ class Dispatcher:
             index.put_batch(keyed)  # type: ignore[union-attr]
         for arrival in arrived:
             self._notify(*arrival)
+
+    def tags_code(self, topic: str, props: dict[str, str], store_ts: int) -> int:
+        return compute_tags_code(topic, props, store_ts, self.delay_levels_ms)
+
+    def dispatch_run(self, topic: str, queue_id: int, queue_offset: int, units: bytes, code: int,
+                     props: dict[str, str], store_ts: int) -> None:
+        """``dispatch`` for a ``put_uniform`` run: its raw CQ ``units`` (consecutive from
+        ``queue_offset``) in one write, index entries only if the shared properties carry keys,
+        one arrival notification for the last record (every record shares its tags and
+        properties, so a waiter woken by any of them is woken by it)."""
+        q = self.queues.get((topic, queue_id))
+        if q is None:
+            q = self.create_queue(topic, queue_id)
+        put_units = getattr(q, "put_units", None)
+        if put_units is not None:
+            put_units(queue_offset, units)
+        else:
+            for i, (off, size, c) in enumerate(_UNIT.iter_unpack(units), queue_offset):
+                q.put(i, off, size, c)
+        if self.index is not None and (PROP_KEYS in props or PROP_UNIQ_KEY in props):
+            keys = index_keys(props)
+            if keys:
+                self.index.put_batch([(topic, keys, off, store_ts) for off, _, _ in _UNIT.iter_unpack(units)])
+        if self.listeners:
+            self._notify(topic, queue_id, queue_offset + len(units) // _UNIT.size - 1, code, props)
 
     def _notify(self, topic: str, queue_id: int, queue_offset: int, code: int, props: dict[str, str]) -> None:
         for listener in self.listeners:

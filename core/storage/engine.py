@@ -43,10 +43,12 @@ from core.model import (
     TRANSACTION_ROLLBACK_TYPE,
     Message,
     StoredMessage,
+    UniformBatch,
 )
 from core.storage import layout, reader, retention
 from core.storage.api import (
     Appended,
+    AppendedRun,
     ArrivalListener,
     CqUnit,
     GetResult,
@@ -216,14 +218,63 @@ class DiskStore(reader.TimeQueries):
         try:
             appended = self._append(messages, problem)
         except OSError as exc:
-            self.clog.discard()
-            self._writable = False
-            log.error("commitlog write failed; store is read-only until restart", error=str(exc),
-                      offset=self.clog.write_offset, path=str(self.clog.files.directory))
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"write failed: {exc}")
+            return self._write_failed(exc)
         self.dispatcher.dispatch_batch(messages, appended)
         self._last_store_ts = appended[-1].store_timestamp
         return PutResult(PutStatus.PUT_OK, tuple(appended))
+
+    def _write_failed(self, exc: OSError) -> PutResult:
+        self.clog.discard()
+        self._writable = False
+        log.error("commitlog write failed; store is read-only until restart", error=str(exc),
+                  offset=self.clog.write_offset, path=str(self.clog.files.directory))
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"write failed: {exc}")
+
+    def put_uniform(self, batch: UniformBatch) -> PutResult:
+        """One run of records that differ only in body and born timestamp (see ``UniformBatch``).
+
+        Validated as a whole (the largest body stands for all), encoded by ``layout.encode_uniform``
+        (native when built) with its ConsumeQueue units, committed with one ``pwrite`` and
+        dispatched as one run.  Runs that are not dispatched (prepared/rollback) or cross a
+        segment end take the general path.
+        """
+        if not self._writable:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
+        bodies = batch.bodies
+        if not bodies:
+            return PutResult(PutStatus.PUT_OK)
+        t = batch.sysflag & TRANSACTION_MASK
+        if t == TRANSACTION_PREPARED_TYPE or t == TRANSACTION_ROLLBACK_TYPE:
+            return self.put_messages(batch.messages())
+        biggest = max(bodies, key=len)
+        probe = Message(batch.topic, batch.queue_id, biggest, batch.properties, batch.flag, batch.sysflag, 0,
+                        batch.born_host)
+        problem = self._validate((probe,))
+        if isinstance(problem, PutResult):
+            return problem
+        props = problem[0]
+        clog = self.clog
+        now = int(time.time() * 1000)
+        key = (batch.topic, batch.queue_id)
+        q = self.cqs.get(key)
+        qoff = q.max_offset if q is not None else 0
+        start = clog.stage_end
+        code = self.dispatcher.tags_code(batch.topic, batch.properties, now)
+        data, units = layout.encode_uniform(
+            batch.topic, batch.queue_id, bodies, batch.born_timestamps, props, flag=batch.flag,
+            sysflag=batch.sysflag, born_host=batch.born_host, store_timestamp=now, store_host=self._host,
+            queue_offset=qoff, commitlog_offset=start, tags_code=code)
+        if not clog.fits(len(data)):
+            return self.put_messages(batch.messages())
+        try:
+            clog.stage(data)
+            clog.commit()
+        except OSError as exc:
+            return self._write_failed(exc)
+        self.dispatcher.dispatch_run(batch.topic, batch.queue_id, qoff, units, code, batch.properties, now)
+        self._last_store_ts = now
+        fixed = (len(data) - sum(map(len, bodies))) // len(bodies)
+        return PutResult(PutStatus.PUT_OK, AppendedRun(start, start + len(data), qoff, now, fixed, bodies))
 
     def _validate(self, messages: Sequence[Message]) -> list[bytes] | PutResult:
         """Encoded properties of each message, or why the batch is refused (nothing is written)."""

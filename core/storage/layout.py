@@ -333,6 +333,55 @@ def encode_batch(msgs: Sequence[Message], props_list: Sequence[bytes], queue_off
     return b"".join(parts), sizes
 
 
+try:    # the same encoder in C (core/storage/_cstore.c); absent when the extension was not built
+    from core.storage import _cstore
+except ImportError:     # pragma: no cover - depends on the build
+    _cstore = None  # type: ignore[assignment]
+NATIVE = _cstore is not None
+OFF_BORN_TIMESTAMP = _field_offset("born_timestamp")
+_UNIT = "qiq"   # ConsumeQueue unit: commitlog offset, size, tags code
+
+
+def encode_uniform(topic: str, queue_id: int, bodies: Sequence[bytes], born_timestamps: Sequence[int] | int,
+                   props: bytes, *, flag: int, sysflag: int, born_host: HostPort, store_timestamp: int,
+                   store_host: HostPort, queue_offset: int, commitlog_offset: int, tags_code: int,
+                   native: bool = NATIVE) -> tuple[bytes, bytes]:
+    """Records sharing all but body and born timestamp, from ``commitlog_offset`` with consecutive
+    queue offsets: ``(record bytes, ConsumeQueue units)``, the same bytes as ``encode_record`` per
+    message (``props`` encoded and checked, topic validated by the caller).  ``born_timestamps`` is
+    one int for all or one per body.  ``native`` picks the C encoder when it was built.
+    """
+    tblob = topic_blob(topic)
+    born_ip, born6 = host_bytes(born_host[0])
+    store_ip, store6 = host_bytes(store_host[0])
+    v6_bits = (BORNHOST_V6_FLAG if born6 else 0) | (STOREHOST_V6_FLAG if store6 else 0)
+    sysflag = (sysflag & ~_V6_BITS) | v6_bits
+    header = HEADERS[v6_bits]
+    tail = tblob + PROPS_LEN.pack(len(props)) + props
+    if native and _cstore is not None:
+        template = header.pack(0, MESSAGE_MAGIC, 0, queue_id, flag, 0, 0, sysflag, 0, born_ip, born_host[1],
+                               store_timestamp, store_ip, store_host[1], 0, 0, 0)
+        return _cstore.encode_uniform(template, OFF_BODY_CRC, OFF_QUEUE_OFFSET, OFF_PHYSICAL_OFFSET,
+                                      OFF_BORN_TIMESTAMP, bodies, born_timestamps, tail, queue_offset,
+                                      commitlog_offset, tags_code)
+    stamps = [born_timestamps] * len(bodies) if isinstance(born_timestamps, int) else born_timestamps
+    if len(stamps) != len(bodies):
+        raise ValueError("bodies and born_timestamps differ in length")
+    crc32, pack, fixed = zlib.crc32, header.pack, header.size + len(tail)
+    parts: list[bytes] = []
+    flat: list[int] = []
+    pos, qoff = commitlog_offset, queue_offset
+    for body, born in zip(bodies, stamps, strict=True):
+        size = fixed + len(body)
+        parts += (pack(size, MESSAGE_MAGIC, crc32(body) & 0x7FFFFFFF, queue_id, flag, qoff, pos, sysflag, born,
+                       born_ip, born_host[1], store_timestamp, store_ip, store_host[1], 0, 0, len(body)),
+                  body, tail)
+        flat += (pos, size, tags_code)
+        pos += size
+        qoff += 1
+    return b"".join(parts), struct.pack(">" + _UNIT * len(bodies), *flat)
+
+
 def encode_blank(size: int) -> bytes:
     """End-of-segment filler: TOTALSIZE = ``size``, BLANK magic, zeros."""
     return _BLANK.pack(size, BLANK_MAGIC) + bytes(size - BLANK_SIZE)

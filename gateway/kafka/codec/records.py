@@ -56,7 +56,7 @@ from gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
 __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CONTROL_ABORT", "CONTROL_COMMIT",
     "BATCH_HEADER_SIZE", "BatchHeader", "Header", "Record", "RecordBatch",
-    "compress", "decompress", "encode_batch", "encode_rows_batch", "encode_control_batch",
+    "compress", "decompress", "plain_values", "encode_batch", "encode_rows_batch", "encode_control_batch",
     "parse_control_record",
     "read_batch_header", "read_record_fields", "RecordFields", "split_batches",
 ]
@@ -161,13 +161,17 @@ class RecordBatch:
         return [Record(off, ts, key, value, tuple(Header(k, v) for k, v in headers), attrs)
                 for attrs, ts, off, key, value, headers in self.record_fields()]
 
-    def record_fields(self) -> list[RecordFields]:
+    def record_fields(self, payload: bytes | None = None) -> list[RecordFields]:
         """Like ``records`` but plain tuples ``(attributes, timestamp_delta, offset_delta, key,
-        value, headers)`` with headers as ``((key, value), ...)``: the produce hot path."""
-        body = self.raw[BATCH_HEADER_SIZE:]
-        if self.header.compression != NONE:
-            body = decompress(self.header.compression, body)
+        value, headers)`` with headers as ``((key, value), ...)``: the produce hot path.
+        ``payload``: the already decompressed records, if the caller has them."""
+        body = self.payload() if payload is None else payload
         return read_record_fields(body, _checked_count(self.header.record_count, len(body)))
+
+    def payload(self) -> bytes:
+        """The records' bytes, decompressed.  Raises DecodeError."""
+        body = self.raw[BATCH_HEADER_SIZE:]
+        return body if self.header.compression == NONE else decompress(self.header.compression, body)
 
     def with_base_offset(self, base_offset: int, leader_epoch: int | None = None) -> RecordBatch:
         """The same batch with base_offset (and leader epoch) rewritten; the CRC stays valid."""
@@ -177,6 +181,28 @@ class RecordBatch:
         struct.pack_into(">i", head, 12, epoch)
         header = replace(self.header, base_offset=base_offset, partition_leader_epoch=epoch)
         return RecordBatch(header, bytes(head) + self.raw[16:])
+
+
+def plain_values(payload: bytes, header: BatchHeader, *, native: bool = True) -> tuple[list[bytes], list[int]] | None:
+    """``(values, CreateTimes)`` of a batch's records (``payload`` decompressed) when every record
+    is plain -- attributes 0, null key, a value, no headers -- else None (also for a malformed
+    payload: ``read_record_fields`` reports that).  ``native`` picks the C walker
+    (``_crecords.c``) when it was built."""
+    if native and _crecords is not None:
+        return _crecords.plain_values(payload, header.record_count, header.base_timestamp)  # type: ignore[no-any-return]
+    try:
+        rows = read_record_fields(payload, _checked_count(header.record_count, len(payload)))
+    except DecodeError:
+        return None
+    base = header.base_timestamp
+    values: list[bytes] = []
+    stamps: list[int] = []
+    for attrs, ts_delta, _, key, value, headers in rows:
+        if attrs or key is not None or value is None or headers:
+            return None
+        values.append(value)
+        stamps.append(base + ts_delta)
+    return values, stamps
 
 
 def _checked_count(n: int, available: int) -> int:
@@ -204,6 +230,12 @@ def split_batches(data: bytes) -> tuple[list[RecordBatch], int]:
         pos += header.size
     return batches, len(data) - pos
 
+
+try:    # the plain-record walker in C (gateway/kafka/codec/_crecords.c); absent when not built
+    from gateway.kafka.codec import _crecords
+except ImportError:     # pragma: no cover - depends on the build
+    _crecords = None  # type: ignore[assignment]
+NATIVE = _crecords is not None
 
 RecordFields = tuple[int, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 

@@ -41,10 +41,16 @@ from __future__ import annotations
 
 import structlog
 
-from compat.kafka_records import PROP_KAFKA_HEADERS, apply_delay, message_from_record, messages_from_batch
+from compat.kafka_records import (
+    PROP_KAFKA_HEADERS,
+    apply_delay,
+    message_from_record,
+    messages_from_batch,
+    plain_run,
+)
 from core.broker import now_ms
 from core.kafka_txn import TxnOutcome
-from core.model import Message
+from core.model import Message, UniformBatch
 from core.producer_state import SequenceOutcome, last_sequence
 from gateway.kafka.codec import Struct
 from gateway.kafka.codec import records as R
@@ -95,7 +101,8 @@ def _legacy_messages(topic: str, partition: int, data: bytes) -> tuple[int, list
     return 0, msgs, header
 
 
-def _messages(topic: str, partition: int, data: bytes | None) -> tuple[int, list, R.BatchHeader | None]:  # type: ignore[type-arg]
+def _messages(topic: str, partition: int,
+              data: bytes | None) -> tuple[int, list[Message] | UniformBatch, R.BatchHeader | None]:
     if not data:
         return E.INVALID_RECORD, [], None
     if len(data) > 16 and data[16] in (0, 1):  # the magic byte sits at offset 16 in both formats
@@ -109,11 +116,16 @@ def _messages(topic: str, partition: int, data: bytes | None) -> tuple[int, list
     batch = batches[0]
     if not batch.crc_ok():
         return E.CORRUPT_MESSAGE, [], None
+    h = batch.header
     try:
-        rows = batch.record_fields()
+        payload = batch.payload()
+        if not h.log_append_time and not h.is_transactional:
+            plain = R.plain_values(payload, h)
+            if plain is not None:   # the common case: stored as one run (Broker.append_uniform)
+                return 0, plain_run(topic, partition, *plain), h
+        rows = batch.record_fields(payload)
     except DecodeError:
         return E.CORRUPT_MESSAGE, [], None
-    h = batch.header
     msgs = messages_from_batch(topic, partition, rows, base_timestamp=h.base_timestamp,
                                log_append_time=h.log_append_time, now=now_ms())
     return 0, msgs, h
@@ -136,7 +148,7 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
         out.error_code = err
         return out
     delayed = False
-    if _any_delay_header(msgs):
+    if not isinstance(msgs, UniformBatch) and _any_delay_header(msgs):
         now = now_ms()
         msgs = [apply_delay(m, env.broker.delay_levels_ms, now) for m in msgs]
         delayed = any(m.properties.get("DELAY") for m in msgs)
@@ -158,7 +170,9 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
             out.error_code = (E.OUT_OF_ORDER_SEQUENCE_NUMBER if verdict.outcome is SequenceOutcome.OUT_OF_ORDER
                               else E.INVALID_PRODUCER_EPOCH)
             return out
-    if transactional:
+    if isinstance(msgs, UniformBatch):
+        result = env.broker.append_uniform(msgs)
+    elif transactional:
         assert env.transactions is not None
         result = env.transactions.append_halves(header.producer_id, header.producer_epoch, msgs)
     else:

@@ -1,0 +1,97 @@
+/* Native helper for the Produce hot path (optional: records.py has the same in Python).
+ *
+ * Theory of operation
+ * -------------------
+ * ``plain_values(payload, count, base_timestamp)`` walks the ``count`` uncompressed v2 records of
+ * a batch (length varint, attributes int8, timestamp delta varlong, offset delta varint, key,
+ * value, header count; varints zig-zag encoded) and returns ``(values, timestamps)`` -- the value
+ * bytes and the absolute CreateTime of each record -- when every record is *plain*: attributes 0,
+ * null key, non-null value, no headers.  Anything else, including any malformation, returns
+ * None: the caller then takes the general Python parser, which handles every record shape and
+ * reports malformed input with a precise error.  Reads never go past the payload.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* Zig-zag varint at *pos (at most max_bytes bytes, not past end) into *out; 0 on malformation. */
+static int read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int max_bytes, int64_t *out) {
+    uint64_t v = 0;
+    int shift = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (*pos >= end)
+            return 0;
+        unsigned char b = buf[(*pos)++];
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            if (max_bytes == 5 && v > 0xFFFFFFFFu)
+                return 0;
+            *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+            return 1;
+        }
+        shift += 7;
+    }
+    return 0;
+}
+
+static PyObject *plain_values(PyObject *self, PyObject *args) {
+    Py_buffer payload;
+    Py_ssize_t count;
+    long long base_ts;
+    if (!PyArg_ParseTuple(args, "y*nL", &payload, &count, &base_ts))
+        return NULL;
+    PyObject *values = NULL, *stamps = NULL, *result = NULL;
+    const unsigned char *buf = (const unsigned char *)payload.buf;
+    Py_ssize_t size = payload.len, pos = 0;
+    if (count < 0 || count > size)
+        goto plain_no;
+    values = PyList_New(count);
+    stamps = PyList_New(count);
+    if (values == NULL || stamps == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, ts_delta, off_delta, key_len, value_len, headers;
+        if (!read_varint(buf, size, &pos, 5, &length) || length < 0 || length > size - pos)
+            goto plain_no;
+        Py_ssize_t end = pos + (Py_ssize_t)length;
+        if (pos >= end || buf[pos++] != 0)  /* attributes: none are defined for plain records */
+            goto plain_no;
+        if (!read_varint(buf, end, &pos, 10, &ts_delta) || !read_varint(buf, end, &pos, 5, &off_delta)
+            || !read_varint(buf, end, &pos, 5, &key_len) || key_len != -1
+            || !read_varint(buf, end, &pos, 5, &value_len) || value_len < 0 || value_len > end - pos)
+            goto plain_no;
+        PyObject *value = PyBytes_FromStringAndSize((const char *)buf + pos, (Py_ssize_t)value_len);
+        if (value == NULL)
+            goto done;
+        PyList_SET_ITEM(values, i, value);
+        pos += (Py_ssize_t)value_len;
+        if (!read_varint(buf, end, &pos, 5, &headers) || headers != 0 || pos != end)
+            goto plain_no;
+        PyObject *ts = PyLong_FromLongLong(base_ts + ts_delta);
+        if (ts == NULL)
+            goto done;
+        PyList_SET_ITEM(stamps, i, ts);
+    }
+    if (pos != size)
+        goto plain_no;
+    result = PyTuple_Pack(2, values, stamps);
+    goto done;
+plain_no:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(values);
+    Py_XDECREF(stamps);
+    PyBuffer_Release(&payload);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"plain_values", plain_values, METH_VARARGS,
+     "plain_values(payload, count, base_timestamp) -> (values, timestamps) | None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_crecords", "Kafka record batch hot path (native).",
+                                    -1, methods};
+
+PyMODINIT_FUNC PyInit__crecords(void) { return PyModule_Create(&module); }
