@@ -48,12 +48,15 @@ import re
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from core.model import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOST_V6_FLAG, Message, StoredMessage, UniformBatch
 from core.storage import layout
+from core.storage.api import RecordRun
 
 __all__ = ["KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "kafka_rows", "message_from_record",
-           "messages_from_batch", "plain_run", "record_from_message", "SYSTEM_PROPERTIES", "HEADER_PREFIX",
+           "messages_from_batch", "plain_run", "record_from_message",
+           "kafka_pieces", "PlainPiece", "SYSTEM_PROPERTIES", "HEADER_PREFIX",
            "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
 
 PROP_KAFKA_KEY = "KAFKA_KEY"
@@ -332,4 +335,138 @@ def kafka_rows(raws: Iterable[bytes]) -> list[KafkaRow]:
         else:
             value = body
         append((qoff, store_ts if log_append else born_ts, log_append, key, value, headers))
+    return out
+
+
+# -- runs of stored records -> Kafka record payloads (the Fetch hot path) ------------------------
+#
+# A run (``MessageStore.get_runs``) is walked by ``_cfetch.plain_records`` (C, when built) or its
+# Python twin: the leading *plain* records -- properties blob known to mean "no key, no headers, a
+# value, CreateTime", body not compressed -- become one Kafka records payload; the first record
+# that is not plain is mapped by ``kafka_rows`` and the walk resumes after it.  A blob seen to be
+# plain is remembered (``_PLAIN_PROPS``, bounded), so a producer's records are recognised by a
+# byte comparison from then on.
+
+try:
+    from compat import _cfetch
+except ImportError:     # pragma: no cover - depends on the build
+    _cfetch = None  # type: ignore[assignment]
+NATIVE = _cfetch is not None
+
+_FETCH_LAYOUT = (layout.MESSAGE_MAGIC, layout.OFF_SYSFLAG, layout.OFF_BORN_TIMESTAMP,
+                 tuple(layout.HEADERS[bits].size for bits in (0, BORNHOST_V6_FLAG, STOREHOST_V6_FLAG,
+                                                                _V6_BITS)), COMPRESSED_FLAG)
+assert BORNHOST_V6_FLAG >> 4 == 1 and STOREHOST_V6_FLAG >> 4 == 2  # _cfetch picks HEADERS by sysflag >> 4
+_MAX_PLAIN_PROPS = 32
+_PLAIN_PROPS: tuple[bytes, ...] = ()
+
+
+class PlainPiece(NamedTuple):
+    """Consecutive plain records as a Kafka v2 records payload (offset deltas from 0)."""
+
+    offset: int             # of the first record
+    payload: bytes
+    count: int
+    first_timestamp: int
+    max_timestamp: int
+
+
+def _zz_varint(v: int) -> bytes:
+    z = (v << 1) ^ (v >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _plain_records_py(data: bytes, start: int, count: int,
+                      accepted: tuple[bytes, ...]) -> tuple[bytes, int, int, int, int]:
+    """Python twin of ``_cfetch.plain_records`` (same result, see its header comment)."""
+    magic, off_sysflag, off_born, sizes, compressed = _FETCH_LAYOUT
+    parts: list[bytes] = []
+    pos, n, first_ts, max_ts = start, 0, 0, 0
+    while n < count and len(data) - pos >= 8:
+        total, got_magic = layout.SIZE_MAGIC.unpack_from(data, pos)
+        if got_magic != magic or not off_born + 8 <= total <= len(data) - pos:
+            break
+        sysflag = layout.INT32.unpack_from(data, pos + off_sysflag)[0]
+        h = sizes[(sysflag >> 4) & 3]
+        if sysflag & compressed or total < h + 1:
+            break
+        body_len = layout.UINT32.unpack_from(data, pos + h - 4)[0]
+        if body_len > total - h - 1:
+            break
+        q = h + body_len
+        q += 1 + data[pos + q]
+        if q + 2 > total:
+            break
+        plen = layout.PROPS_LEN.unpack_from(data, pos + q)[0] & 0xFFFF
+        q += 2
+        if q + plen != total or bytes(data[pos + q:pos + total]) not in accepted:
+            break
+        ts = layout.INT64.unpack_from(data, pos + off_born)[0]
+        if n == 0:
+            first_ts = max_ts = ts
+        max_ts = max(max_ts, ts)
+        head = b"\x00" + _zz_varint(ts - first_ts) + _zz_varint(n) + b"\x01" + _zz_varint(body_len)
+        parts += (_zz_varint(len(head) + body_len + 1), head, data[pos + h:pos + h + body_len], b"\x00")
+        pos += total
+        n += 1
+    return b"".join(parts), n, pos - start, first_ts, max_ts
+
+
+def _plain_records(data: bytes, start: int, count: int, native: bool) -> tuple[bytes, int, int, int, int]:
+    if native and _cfetch is not None:
+        return _cfetch.plain_records(data, start, count, _PLAIN_PROPS, _FETCH_LAYOUT)  # type: ignore[no-any-return]
+    return _plain_records_py(data, start, count, _PLAIN_PROPS)
+
+
+def _learn_plain(raw: bytes) -> bool:
+    """Remember ``raw``'s properties blob if it is plain (see above); True if it is now known."""
+    global _PLAIN_PROPS
+    try:
+        total, _ = layout.SIZE_MAGIC.unpack_from(raw)
+        sysflag = layout.INT32.unpack_from(raw, layout.OFF_SYSFLAG)[0]
+        h = _FETCH_LAYOUT[3][(sysflag >> 4) & 3]
+        body_len = layout.INT32.unpack_from(raw, h - 4)[0]
+        q = h + body_len
+        q += 1 + raw[q]
+        plen = layout.PROPS_LEN.unpack_from(raw, q)[0]
+        props = bytes(raw[q + 2:q + 2 + plen])
+    except (struct.error, IndexError):
+        return False
+    if sysflag & COMPRESSED_FLAG or q + 2 + plen != total or len(_PLAIN_PROPS) >= _MAX_PLAIN_PROPS:
+        return False
+    key, null_value, headers, log_append = _props_view(props)
+    if key is not None or null_value or headers or log_append:
+        return False
+    _PLAIN_PROPS = (*_PLAIN_PROPS, props)
+    return True
+
+
+def kafka_pieces(run: RecordRun, *, native: bool = True) -> list[PlainPiece | list[KafkaRow]]:
+    """The Kafka view of a run, in order: ``PlainPiece`` s for plain stretches, ``kafka_rows`` lists
+    for the other records.  Raises RecordError for malformed record bytes (as ``kafka_rows``)."""
+    out: list[PlainPiece | list[KafkaRow]] = []
+    data, sizes = run.data, run.sizes
+    i, pos, n = 0, 0, len(sizes)
+    while i < n:
+        payload, count, used, first_ts, max_ts = _plain_records(data, pos, n - i, native)
+        if count:
+            out.append(PlainPiece(run.queue_offset + i, payload, count, first_ts, max_ts))
+            i += count
+            pos += used
+            continue
+        raw = data[pos:pos + sizes[i]]
+        if _learn_plain(raw):
+            continue        # walk again: the record is plain after all
+        row = kafka_row(raw)
+        if out and isinstance(out[-1], list):
+            out[-1].append(row)
+        else:
+            out.append([row])
+        i += 1
+        pos += sizes[i - 1]
     return out

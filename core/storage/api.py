@@ -179,6 +179,15 @@ class MessageFilter(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class RecordRun:
+    """Records of one queue lying back to back in the CommitLog, as stored (``get_runs``)."""
+
+    queue_offset: int               # of the first record
+    data: bytes                     # the records' bytes, one after the other
+    sizes: tuple[int, ...]          # size of each record (from its ConsumeQueue unit)
+
+
+@dataclass(frozen=True, slots=True)
 class GetResult:
     status: GetStatus
     records: tuple[bytes, ...]      # raw CommitLog records, exactly as stored
@@ -231,6 +240,12 @@ class MessageStore(Protocol):
     def get_messages(self, topic: str, queue_id: int, offset: int, max_msgs: int,
                      max_bytes: int = 256 * 1024,
                      message_filter: MessageFilter | None = None) -> GetResult: ...
+
+    def get_runs(self, topic: str, queue_id: int, offset: int, max_msgs: int,
+                 max_bytes: int = 256 * 1024) -> tuple[list[RecordRun], int]:
+        """What ``get_messages`` (no filter) finds, grouped in runs of adjacent records copied out
+        with one read each: ``(runs, next_begin_offset)``.  Empty when nothing is readable."""
+        ...
 
     def read_record(self, commitlog_offset: int, size: int | None = None) -> bytes | None:
         """Raw record at a CommitLog offset (size read from TOTALSIZE if None); None if absent."""

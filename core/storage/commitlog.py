@@ -122,6 +122,15 @@ class CommitLog:
             return None
         return mm[pos:pos + size]
 
+    def read_span(self, start: int, end: int) -> bytes | None:
+        """Bytes ``[start, end)`` (whole records within one segment, below the write offset) or None."""
+        if start < self.min_offset or end > self.write_offset or end <= start:
+            return None
+        seg = self.files.find(start)
+        if seg is None or end > seg.end:
+            return None
+        return seg.mm[start - seg.base:end - seg.base]
+
     def store_timestamp(self, offset: int) -> int | None:
         if offset < self.min_offset or offset + layout.HEADER_V4.size > self.write_offset:
             return None

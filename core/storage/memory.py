@@ -29,6 +29,7 @@ from core.storage.api import (
     MessageFilter,
     PutResult,
     PutStatus,
+    RecordRun,
     StoreConfig,
 )
 from core.storage.dispatch import Dispatcher, is_dispatched
@@ -141,6 +142,17 @@ class MemoryStore(reader.TimeQueries):
                      max_bytes: int = 256 * 1024, message_filter: MessageFilter | None = None) -> GetResult:
         return reader.get_messages(self._queues.get((topic, queue_id)), self.min_offset(topic, queue_id),
                                    _LogView(self), offset, max_msgs, max_bytes, message_filter)
+
+    def get_runs(self, topic: str, queue_id: int, offset: int, max_msgs: int,
+                 max_bytes: int = 256 * 1024) -> tuple[list[RecordRun], int]:
+        res = self.get_messages(topic, queue_id, offset, max_msgs, max_bytes)
+        runs: list[tuple[int, list[bytes]]] = []
+        for q, rec in zip(res.queue_offsets, res.records, strict=True):
+            if runs and runs[-1][0] + len(runs[-1][1]) == q:     # consecutive offsets: one run
+                runs[-1][1].append(rec)
+            else:
+                runs.append((q, [rec]))
+        return [RecordRun(q, b"".join(recs), tuple(map(len, recs))) for q, recs in runs], res.next_begin_offset
 
     def read_record(self, commitlog_offset: int, size: int | None = None) -> bytes | None:
         return self.read(commitlog_offset, size)

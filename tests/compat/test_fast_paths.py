@@ -71,3 +71,83 @@ def test_kafka_rows_match_record_from_message(kafka: bool, key: bytes | None, va
     (fast,) = kafka_rows([raw])
     assert tuple(fast[:3]) == (ref.offset, ref.timestamp, ref.log_append_time)
     assert (fast[3], fast[4], tuple(fast[5])) == (ref.key, ref.value, tuple(ref.headers))
+
+
+# -- runs -> Kafka pieces (Fetch): native walker, Python twin and the per-record reference agree --------
+
+_kinds = st.sampled_from(["plain", "plain_v6", "keyed", "headers", "null", "lat", "rocketmq", "compressed", "bare"])
+
+
+def _stored(kind: str, i: int, body: bytes) -> Message:
+    born = ("::1", 5) if kind == "plain_v6" else ("10.0.0.1", 5)
+    if kind in ("plain", "plain_v6"):
+        m = message_from_record("T", 0, key=None, value=body, headers=(), timestamp=1000 + i, log_append_time=False)
+        return Message(m.topic, m.queue_id, m.body, {**m.properties, "CLUSTER": "c"}, born_timestamp=1000 + i,
+                       born_host=born)
+    if kind in ("keyed", "headers", "null", "lat"):
+        return message_from_record("T", 0, key=b"k%d" % i if kind == "keyed" else None,
+                                   value=None if kind == "null" else body,
+                                   headers=(("h", b"v"),) if kind == "headers" else (), timestamp=1000 - i,
+                                   log_append_time=kind == "lat")
+    if kind == "compressed":
+        import zlib
+        return Message("T", 0, zlib.compress(body), {"UNIQ_KEY": f"U{i}"}, sysflag=COMPRESSED_FLAG,
+                       born_timestamp=7)
+    if kind == "bare":
+        return Message("T", 0, body, {}, born_timestamp=1 << 41)
+    return Message("T", 0, body, {"TAGS": "a", "UNIQ_KEY": f"U{i}", "user": "x"}, born_timestamp=5 + i)
+
+
+def _rows_of(pieces: list) -> list:  # type: ignore[type-arg]
+    from compat.kafka_records import PlainPiece
+    rows = []
+    for p in pieces:
+        if isinstance(p, PlainPiece):
+            raw = R.wrap_records(p.payload, base_offset=p.offset, last_offset_delta=p.count - 1, count=p.count,
+                                 base_timestamp=p.first_timestamp, max_timestamp=p.max_timestamp)
+            (batch,), _ = R.split_batches(raw)
+            assert batch.crc_ok() and batch.header.max_timestamp == max(
+                p.first_timestamp + r.timestamp_delta for r in batch.records())
+            rows += [(p.offset + r.offset_delta, p.first_timestamp + r.timestamp_delta, False, r.key, r.value, ())
+                     for r in batch.records()]
+        else:
+            rows += p
+    return rows
+
+
+@settings(max_examples=120, deadline=None)
+@given(kinds=st.lists(_kinds, min_size=1, max_size=25), body=st.binary(max_size=200))
+def test_kafka_pieces_match_kafka_rows(kinds: list[str], body: bytes) -> None:
+    import compat.kafka_records as K
+    from core.storage.api import RecordRun
+
+    recs, pos = [], 0
+    for i, kind in enumerate(kinds):
+        rec = encode_record(_stored(kind, i, body), queue_offset=10 + i, commitlog_offset=pos, store_timestamp=99,
+                            store_host=("127.0.0.1", 10911))
+        recs.append(rec)
+        pos += len(rec)
+    run = RecordRun(10, b"".join(recs), tuple(map(len, recs)))
+    expect = kafka_rows(recs)
+    saved = K._PLAIN_PROPS
+    try:
+        for native in (True, False):
+            K._PLAIN_PROPS = ()         # each walker learns the plain blobs itself
+            assert _rows_of(K.kafka_pieces(run, native=native)) == expect
+    finally:
+        K._PLAIN_PROPS = saved
+
+
+def test_native_fetch_walker_is_built() -> None:
+    import compat.kafka_records as K
+    assert K.NATIVE
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=300), start=st.integers(0, 300), count=st.integers(0, 10))
+def test_walkers_agree_on_garbage(data: bytes, start: int, count: int) -> None:
+    import compat.kafka_records as K
+    start = min(start, len(data))
+    accepted = (b"", b"KAFKA_HEADERS\x01[]")
+    native = K._cfetch.plain_records(data, start, count, accepted, K._FETCH_LAYOUT)
+    assert native == K._plain_records_py(data, start, count, accepted)

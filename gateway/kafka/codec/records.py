@@ -56,7 +56,8 @@ from gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
 __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CONTROL_ABORT", "CONTROL_COMMIT",
     "BATCH_HEADER_SIZE", "BatchHeader", "Header", "Record", "RecordBatch",
-    "compress", "decompress", "plain_values", "encode_batch", "encode_rows_batch", "encode_control_batch",
+    "compress", "decompress", "plain_values", "wrap_records", "encode_batch", "encode_rows_batch",
+    "encode_control_batch",
     "parse_control_record",
     "read_batch_header", "read_record_fields", "RecordFields", "split_batches",
 ]
@@ -492,11 +493,18 @@ def encode_rows_batch(
         vb = zzb[n] if n < limit else zz(n, False)
         n += 1 + len(td) + len(od) + len(kb) + len(vb) + len(hb)
         extend((zzb[n] if n < limit else zz(n, False), b"\x00", td, od, kb, vb, value, hb))
-    payload = b"".join(parts)
-    tail = _BATCH_TAIL.pack(attributes & ~COMPRESSION_MASK, rows[-1][0] - base, base_ts, max_ts, -1, -1, -1,
-                            len(rows))
+    return wrap_records(b"".join(parts), base_offset=base, last_offset_delta=rows[-1][0] - base, count=len(rows),
+                        base_timestamp=base_ts, max_timestamp=max_ts, partition_leader_epoch=partition_leader_epoch,
+                        attributes=attributes)
+
+
+def wrap_records(payload: bytes, *, base_offset: int, last_offset_delta: int, count: int, base_timestamp: int,
+                 max_timestamp: int, partition_leader_epoch: int = -1, attributes: int = 0) -> bytes:
+    """An uncompressed v2 batch around ``count`` already encoded records (no producer id/sequence)."""
+    tail = _BATCH_TAIL.pack(attributes & ~COMPRESSION_MASK, last_offset_delta, base_timestamp, max_timestamp,
+                            -1, -1, -1, count)
     crc = crc32c.crc32c(payload, crc32c.crc32c(tail))
-    head = _BATCH_HEAD.pack(base, len(tail) + len(payload) + 9, partition_leader_epoch, 2, crc)
+    head = _BATCH_HEAD.pack(base_offset, len(tail) + len(payload) + 9, partition_leader_epoch, 2, crc)
     return b"".join((head, tail, payload))
 
 

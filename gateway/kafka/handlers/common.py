@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from compat.kafka_records import KafkaRow, kafka_rows
+from compat.kafka_records import KafkaRow, PlainPiece, kafka_pieces, kafka_rows
 from compat.views import ViewRegistry
 from core.broker import Broker
 from core.filter import ExpressionFilter
@@ -138,6 +138,29 @@ def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
     res = env.broker.store.get_messages(topic, partition, offset, max_msgs, max_bytes=max(max_bytes, 1),
                                         message_filter=message_filter)
     return kafka_rows(res.records), res.next_begin_offset
+
+
+def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_bytes: int,
+                 max_msgs: int = 1000) -> tuple[bytes, int, int]:
+    """``build_batches(read_records(...))`` without a filter, from the store's runs: plain stretches
+    become one batch each straight from the CommitLog bytes (``compat.kafka_pieces``).
+
+    Returns the batches, how many records they hold and the next offset to read.
+    """
+    runs, next_offset = env.broker.store.get_runs(topic, partition, offset, max_msgs, max(max_bytes, 1))
+    out: list[bytes] = []
+    count = 0
+    for run in runs:
+        for piece in kafka_pieces(run):
+            if isinstance(piece, PlainPiece):
+                out.append(R.wrap_records(piece.payload, base_offset=piece.offset, last_offset_delta=piece.count - 1,
+                                          count=piece.count, base_timestamp=piece.first_timestamp,
+                                          max_timestamp=piece.max_timestamp, partition_leader_epoch=LEADER_EPOCH))
+                count += piece.count
+            else:
+                out.append(build_batches(piece))
+                count += len(piece)
+    return b"".join(out), count, next_offset
 
 
 def skip_marker(offset: int) -> bytes:

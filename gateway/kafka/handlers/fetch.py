@@ -38,6 +38,7 @@ from gateway.kafka.handlers.common import (
     ensure_routes,
     local_queue,
     partition_error,
+    read_batches,
     read_records,
     resolve,
     skip_marker,
@@ -83,14 +84,17 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
     if p.fetch_offset == hw or (limit <= 0 and not must_return):
         out.records = b""
         return out, 0
-    recs, next_offset = read_records(env, topic, queue, p.fetch_offset, max(limit, 1),
-                                     max_msgs=_max_records(limit), message_filter=message_filter)
-    data = build_batches(recs)
-    scanned_to = max(next_offset, p.fetch_offset)
-    if message_filter is not None and scanned_to > (recs[-1][0] + 1 if recs else p.fetch_offset):
-        data += skip_marker(scanned_to - 1)
+    if message_filter is None:
+        data, count, _ = read_batches(env, topic, queue, p.fetch_offset, max(limit, 1), max_msgs=_max_records(limit))
+    else:
+        recs, next_offset = read_records(env, topic, queue, p.fetch_offset, max(limit, 1),
+                                         max_msgs=_max_records(limit), message_filter=message_filter)
+        data, count = build_batches(recs), len(recs)
+        scanned_to = max(next_offset, p.fetch_offset)
+        if scanned_to > (recs[-1][0] + 1 if recs else p.fetch_offset):
+            data += skip_marker(scanned_to - 1)
     out.records = data
-    return out, len(data) if recs else 0
+    return out, len(data) if count else 0
 
 
 def _fetch_all(env: KafkaEnv, req: Struct) -> tuple[list[Struct], int]:
