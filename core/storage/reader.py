@@ -29,6 +29,7 @@ and ``units_per_file`` works (DiskStore's ConsumeQueue, MemoryStore's list).
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any, Protocol
 
 from core.model import PROP_KEYS, PROP_UNIQ_KEY
@@ -101,6 +102,9 @@ def get_messages(q: Any, lo: int, clog: _Log, offset: int, max_msgs: int, max_by
     return GetResult(status, tuple(records), tuple(qoffs), next_offset, lo, hi)
 
 
+_SIZE = itemgetter(1)     # of a ConsumeQueue unit (commitlog offset, size, tags code)
+
+
 def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: int) -> tuple[list[RecordRun], int]:
     """``get_messages`` without a filter, as runs of adjacent records (``clog.read_span`` copies each
     run out in one go): same records, same limits, same next offset."""
@@ -115,14 +119,13 @@ def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: 
         return [], (offset // upf + 1) * upf
     # Take more units only while the byte budget may need them (a big max_msgs is a ceiling,
     # not an estimate: reading all its units would cost more than the records themselves).
-    while len(units) < want:
-        used = sum(u[1] for u in units)
-        if used >= max_bytes or len(units) >= max_msgs:
-            break
+    used = sum(map(_SIZE, units))
+    while len(units) < want and used < max_bytes and len(units) < max_msgs:
         more = q.units(offset + len(units), min(want - len(units), max(64, len(units))))
         if not more:
             break
         units += more
+        used += sum(map(_SIZE, more))
     clog_min = clog.min_offset
     spans: list[tuple[int, int, int, list[int]]] = []   # (queue offset, start, end, sizes)
     taken = total = 0
