@@ -8,6 +8,8 @@ RocketMQ client sends, so the index is exercised) it measures:
 * ASYNC_FLUSH, ``put_messages`` batches of 64, and single-message puts;
 * SYNC_FLUSH, 8 concurrent trio producers putting batches of 64 and
   awaiting ``FlushService.wait_durable`` (group commit);
+* ASYNC_FLUSH, ``put_uniform`` runs of 64 and 1024 records sharing one properties
+  blob (no per-record keys): the shape of a Kafka batch of plain records;
 
 each timed to durability (a final ``flush()`` for ASYNC), and side by side
 with a raw sequential write (1 MiB ``os.write`` chunks + ``fsync``) of the
@@ -31,7 +33,7 @@ from pathlib import Path
 import structlog
 import trio
 
-from core.model import Message
+from core.model import Message, UniformBatch
 from core.storage.api import FlushDiskType, StoreConfig
 from core.storage.engine import DiskStore
 from core.storage.flush import FlushService
@@ -59,6 +61,24 @@ def raw_write(directory: Path, nbytes: int) -> float:
     os.close(fd)
     path.unlink()
     return dt
+
+
+def bench_uniform(directory: Path, msgs: list[Message], run: int) -> tuple[float, int]:
+    """ASYNC ``put_uniform`` runs of ``run`` bodies per queue (the shape of a Kafka batch of plain
+    records: one properties blob for the run, no per-record keys; queues round-robin per run)."""
+    store = DiskStore(StoreConfig(root_dir=directory / "uniform")).open()
+    runs = [UniformBatch("BenchTopic", (i // run) % 8, [m.body for m in msgs[i:i + run]], 1_700_000_000_000,
+                         {"KAFKA_HEADERS": "[]", "CLUSTER": "DefaultCluster"})
+            for i in range(0, len(msgs), run)]
+    t0 = time.perf_counter()
+    for batch in runs:
+        store.put_uniform(batch)
+    store.flush()
+    dt = time.perf_counter() - t0
+    nbytes = store.commitlog_max_offset
+    store.close()
+    shutil.rmtree(directory / "uniform")
+    return dt, nbytes
 
 
 def bench_async(directory: Path, msgs: list[Message], batch: int) -> tuple[float, int]:
@@ -156,7 +176,9 @@ def main(argv: list[str] | None = None) -> None:
             msgs = _messages(n, size)
             for name, fn in ((f"ASYNC {size} B, batch 64", lambda m: bench_async(base, m, 64)),
                              (f"ASYNC {size} B, single put", lambda m: bench_async(base, m[: n // 4], 1)),
-                             (f"SYNC  {size} B, 8 x batch 64", lambda m: bench_sync(base, m, 64))):
+                             (f"SYNC  {size} B, 8 x batch 64", lambda m: bench_sync(base, m, 64)),
+                             (f"ASYNC {size} B, uniform run 64", lambda m: bench_uniform(base, m, 64)),
+                             (f"ASYNC {size} B, uniform run 1024", lambda m: bench_uniform(base, m, 1024))):
                 dt, nbytes = fn(msgs)
                 count = n // 4 if "single" in name else n
                 print(_row(name, count, dt, nbytes, raw_write(base, nbytes)), flush=True)

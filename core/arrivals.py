@@ -20,7 +20,8 @@ import structlog
 
 log = structlog.get_logger(__name__)
 
-Callback = Callable[[int, int, dict[str, str]], None]  # (queue_offset, tags_code, properties)
+# (queue_offset, tags_code, properties); code and properties None: a run whose records may match.
+Callback = Callable[[int, int | None, dict[str, str] | None], None]
 
 
 class ArrivalHub:
@@ -41,8 +42,8 @@ class ArrivalHub:
             if not waiters:
                 del self._waiters[(topic, queue_id)]
 
-    def notify(self, topic: str, queue_id: int, queue_offset: int, tags_code: int,
-               properties: dict[str, str]) -> None:
+    def notify(self, topic: str, queue_id: int, queue_offset: int, tags_code: int | None,
+               properties: dict[str, str] | None) -> None:
         waiters = self._waiters.get((topic, queue_id))
         if not waiters:
             return

@@ -48,6 +48,7 @@ from core.model import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
+    BatchBody,
     Message,
     UniformBatch,
 )
@@ -152,6 +153,18 @@ class Broker:
                              remark=f"message body size {longest} exceeds maxMessageSize "
                                     f"{self.cfg.max_message_size}")
         return self.store.put_uniform(dataclasses.replace(batch, properties=props))
+
+    def append_batch_body(self, batch: BatchBody) -> PutResult | None:
+        """A RocketMQ batch in wire form (``MessageStore.put_batch_body``), or None: decode it and use
+        ``append``.  The batch-level properties get the send rules: CLUSTER stamped, WAIT dropped
+        (elements keep their own, as in Java).  Delayed or transactional batches are refused by the
+        gateway before this point, as Java refuses them."""
+        if self._closed:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
+        props = dict(batch.properties)
+        props.pop(PROP_WAIT, None)
+        props[PROP_CLUSTER] = self.cfg.broker_cluster_name
+        return self.store.put_batch_body(dataclasses.replace(batch, properties=props))
 
     async def wait_durable(self, result: PutResult) -> PutResult:
         """Under SYNC_FLUSH, wait until ``result``'s bytes are fsynced (FLUSH_DISK_TIMEOUT otherwise)."""

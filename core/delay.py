@@ -184,8 +184,8 @@ class ScheduleService:
         self._write(dict(self.offsets))
 
     # -- the level loop --------------------------------------------------------------
-    def _waker(self, level: int) -> Callable[[int, int, dict[str, str]], None]:
-        def wake(queue_offset: int, tags_code: int, props: dict[str, str]) -> None:
+    def _waker(self, level: int) -> Callable[[int, int | None, dict[str, str] | None], None]:
+        def wake(queue_offset: int, tags_code: int | None, props: dict[str, str] | None) -> None:
             self._wakeups[level].set()
         return wake
 

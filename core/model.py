@@ -121,6 +121,25 @@ class UniformBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchBody:
+    """A RocketMQ batch (SEND_BATCH_MESSAGE) still in its wire form, for the store to encode directly.
+
+    ``body`` holds the elements back to back (TOTALSIZE MAGIC BODYCRC FLAG BODYLEN BODY PROPLEN PROPS);
+    ``properties`` are the batch-level ones, appended to every element's own (as the Java broker's
+    ``MessageExtBatchEncoder`` does).  See ``MessageStore.put_batch_body``.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str]
+    sysflag: int = 0
+    born_timestamp: int = 0
+    born_host: HostPort = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class StoredMessage:
     """A message decoded from its CommitLog record (RocketMQ MessageExt)."""
 

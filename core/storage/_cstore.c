@@ -11,8 +11,14 @@
  * body and the shared tail (TOPICLENGTH TOPIC PROPERTIESLENGTH PROPERTIES), and writes the
  * record's 20-byte ConsumeQueue unit (commitlog offset int64, size int32, tags code int64).
  *
- * Returns ``(records: bytes, units: bytes)``.  Raises TypeError/ValueError on bad arguments; it
- * never writes outside the buffers it allocated.
+ * ``encode_elements`` does the same for a RocketMQ batch body still in its wire form (elements
+ * TOTALSIZE MAGIC BODYCRC FLAG BODYLEN BODY PROPLEN PROPS): per element it also patches FLAG, appends
+ * the batch-level properties to the element's own (as the Java broker does), computes the CQ tags
+ * code (Java hashCode of the last TAGS item) and reports UNIQ_KEY/KEYS for the index.  The whole body
+ * is validated before anything is built.
+ *
+ * Both return fresh bytes objects; bad arguments raise TypeError/ValueError; nothing is written
+ * outside the buffers they allocate.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,6 +33,10 @@ static inline void put_be32(unsigned char *p, uint32_t v) {
 
 static inline void put_be64(unsigned char *p, uint64_t v) {
     put_be32(p, (uint32_t)(v >> 32)); put_be32(p + 4, (uint32_t)v);
+}
+
+static inline uint32_t be32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
 }
 
 static int check_field(Py_ssize_t off, Py_ssize_t width, Py_ssize_t header_len, const char *name) {
@@ -132,10 +142,222 @@ done:
     return result;
 }
 
+/* Value of the last "name 0x01 value" item of a properties blob whose name is `name` (non-empty
+ * names and values only, as layout.decode_properties keeps them); NULL if none. */
+static const unsigned char *prop_value(const unsigned char *p, Py_ssize_t n, const char *name, Py_ssize_t *vlen) {
+    Py_ssize_t nlen = (Py_ssize_t)strlen(name), i = 0;
+    const unsigned char *found = NULL;
+    while (i < n) {
+        Py_ssize_t j = i;
+        while (j < n && p[j] != 0x02)
+            j++;
+        /* item [i, j) */
+        const unsigned char *sep = memchr(p + i, 0x01, (size_t)(j - i));
+        if (sep != NULL) {
+            Py_ssize_t klen = sep - (p + i), v0 = klen + 1 + i;
+            if (klen == nlen && memcmp(p + i, name, (size_t)nlen) == 0 && j > v0) {
+                found = p + v0;
+                *vlen = j - v0;
+            }
+        }
+        i = j + 1;
+    }
+    return found;
+}
+
+/* Java String.hashCode of a str (UTF-16 code units; astral code points count as two). */
+static int32_t java_hash_str(PyObject *s) {
+    uint32_t h = 0;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c > 0xFFFF) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            h = 31 * h + (0xDC00 + (c & 0x3FF));
+        } else {
+            h = 31 * h + c;
+        }
+    }
+    return (int32_t)h;
+}
+
+static PyObject *decoded(const unsigned char *v, Py_ssize_t n) {
+    if (v == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8((const char *)v, n, "replace");
+}
+
+static PyObject *refuse(const char *kind, const char *fmt, Py_ssize_t at) {
+    PyObject *msg = PyUnicode_FromFormat(fmt, at);
+    if (msg != NULL) {
+        PyObject *args = Py_BuildValue("(sN)", kind, msg);
+        if (args != NULL) {
+            PyErr_SetObject(PyExc_ValueError, args);
+            Py_DECREF(args);
+        }
+    }
+    return NULL;
+}
+
+/* encode_elements(body, template, off_crc, off_flag, off_qoff, off_phys, topic_blob, extra, queue_offset0,
+ *                 commitlog_offset0, max_body, max_props) -> (records, units, keyed)
+ * ``body``: a RocketMQ batch body (elements TOTALSIZE MAGIC BODYCRC FLAG BODYLEN BODY PROPLEN PROPS, back
+ * to back).  Each element becomes one record: the template with TOTALSIZE, BODYCRC, FLAG, QUEUEOFFSET,
+ * PHYSICALOFFSET and BODYLENGTH patched, then BODY, ``topic_blob`` (TOPICLENGTH TOPIC), PROPERTIESLENGTH
+ * and the element's properties followed by ``extra`` (the batch-level properties: appended, as the Java
+ * broker does; a 0x02 is put between them when the element's own blob does not end with one).  Units
+ * carry Java hashCode(TAGS) (the last TAGS item; 0 without).  ``keyed`` lists (index, UNIQ_KEY, KEYS) of
+ * the elements that have either (str or None each).
+ * Raises ValueError((kind, message)) with kind "malformed", "body" or "properties". */
+static PyObject *encode_elements(PyObject *self, PyObject *args) {
+    Py_buffer body, tmpl, tblob, extra;
+    Py_ssize_t off_crc, off_flag, off_qoff, off_phys, max_body, max_props;
+    long long qoff0, pos0;
+    if (!PyArg_ParseTuple(args, "y*y*nnnny*y*LLnn", &body, &tmpl, &off_crc, &off_flag, &off_qoff, &off_phys,
+                          &tblob, &extra, &qoff0, &pos0, &max_body, &max_props))
+        return NULL;
+    PyObject *records = NULL, *units = NULL, *keyed = NULL, *result = NULL, *last_tags = NULL;
+    int32_t last_code = 0;
+    const unsigned char *b = (const unsigned char *)body.buf, *t = (const unsigned char *)tmpl.buf;
+    const unsigned char *ex = (const unsigned char *)extra.buf;
+    Py_ssize_t blen = body.len, hlen = tmpl.len;
+    if (hlen < 8 || check_field(off_crc, 4, hlen, "crc") || check_field(off_flag, 4, hlen, "flag")
+        || check_field(off_qoff, 8, hlen, "queue offset") || check_field(off_phys, 8, hlen, "commitlog offset"))
+        goto done;
+    /* Pass 1: validate, count, size. */
+    Py_ssize_t n = 0, total = 0;
+    for (Py_ssize_t p = 0; p < blen;) {
+        if (blen - p < 22) {
+            refuse("malformed", "batch element at %zd is truncated", p);
+            goto done;
+        }
+        int32_t size = (int32_t)be32(b + p), bl = (int32_t)be32(b + p + 16);
+        if (size < 22 || size > blen - p) {
+            refuse("malformed", "batch element at %zd has a bad total size", p);
+            goto done;
+        }
+        if (bl < 0 || 20 + (Py_ssize_t)bl + 2 > size) {
+            refuse("malformed", "batch element at %zd has a bad body length", p);
+            goto done;
+        }
+        int16_t pl = (int16_t)((b[p + 20 + bl] << 8) | b[p + 21 + bl]);
+        if (pl < 0 || 22 + (Py_ssize_t)bl + pl != size) {
+            refuse("malformed", "batch element at %zd has a bad properties length", p);
+            goto done;
+        }
+        if (bl > max_body) {
+            refuse("body", "batch element at %zd: body larger than maxMessageSize", p);
+            goto done;
+        }
+        Py_ssize_t props = pl + (pl && extra.len && b[p + 21 + bl + pl] != 0x02 ? 1 : 0) + extra.len;
+        if (props > max_props) {
+            refuse("properties", "batch element at %zd: properties larger than 32767 bytes", p);
+            goto done;
+        }
+        total += hlen + bl + tblob.len + 2 + props;
+        n++;
+        p += size;
+    }
+    if (n == 0) {
+        refuse("malformed", "the batch body holds no element (%zd bytes)", blen);
+        goto done;
+    }
+    records = PyBytes_FromStringAndSize(NULL, total);
+    units = PyBytes_FromStringAndSize(NULL, n * 20);
+    keyed = PyList_New(0);
+    if (records == NULL || units == NULL || keyed == NULL)
+        goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(records), *u = (unsigned char *)PyBytes_AS_STRING(units);
+    long long pos = pos0;
+    Py_ssize_t i = 0;
+    unsigned char *props_buf = NULL;
+    for (Py_ssize_t p = 0; p < blen; i++) {
+        int32_t size = (int32_t)be32(b + p), bl = (int32_t)be32(b + p + 16);
+        const unsigned char *eb = b + p + 20, *ep = eb + bl + 2;
+        Py_ssize_t pl = (Py_ssize_t)((eb[bl] << 8) | eb[bl + 1]);
+        int sep = pl && extra.len && ep[pl - 1] != 0x02;
+        Py_ssize_t props = pl + sep + extra.len;
+        uint32_t rsize = (uint32_t)(hlen + bl + tblob.len + 2 + props);
+        memcpy(out, t, (size_t)hlen);
+        put_be32(out, rsize);
+        put_be32(out + off_crc, (uint32_t)crc32(0L, eb, (uInt)bl) & 0x7FFFFFFFu);
+        memcpy(out + off_flag, b + p + 12, 4);
+        put_be64(out + off_qoff, (uint64_t)(qoff0 + i));
+        put_be64(out + off_phys, (uint64_t)pos);
+        put_be32(out + hlen - 4, (uint32_t)bl);
+        unsigned char *q = out + hlen;
+        memcpy(q, eb, (size_t)bl);
+        q += bl;
+        memcpy(q, tblob.buf, (size_t)tblob.len);
+        q += tblob.len;
+        q[0] = (unsigned char)(props >> 8);
+        q[1] = (unsigned char)props;
+        props_buf = q + 2;
+        memcpy(props_buf, ep, (size_t)pl);
+        if (sep)
+            props_buf[pl] = 0x02;
+        memcpy(props_buf + pl + sep, ex, (size_t)extra.len);
+        /* tags code, index keys: from the stored properties */
+        Py_ssize_t tl = 0, ul = 0, kl = 0;
+        const unsigned char *tv = prop_value(props_buf, props, "TAGS", &tl);
+        int32_t code = 0;
+        if (tv != NULL) {
+            if (last_tags != NULL && PyBytes_GET_SIZE(last_tags) == tl && memcmp(PyBytes_AS_STRING(last_tags), tv, (size_t)tl) == 0) {
+                code = last_code;
+            } else {
+                PyObject *s = decoded(tv, tl);
+                if (s == NULL)
+                    goto done;
+                code = java_hash_str(s);
+                Py_DECREF(s);
+                Py_XDECREF(last_tags);
+                last_tags = PyBytes_FromStringAndSize((const char *)tv, tl);
+                if (last_tags == NULL)
+                    goto done;
+                last_code = code;
+            }
+        }
+        const unsigned char *uv = prop_value(props_buf, props, "UNIQ_KEY", &ul);
+        const unsigned char *kv = prop_value(props_buf, props, "KEYS", &kl);
+        if (uv != NULL || kv != NULL) {
+            PyObject *entry = Py_BuildValue("(nNN)", i, decoded(uv, ul), decoded(kv, kl));
+            if (entry == NULL || PyList_Append(keyed, entry) < 0) {
+                Py_XDECREF(entry);
+                goto done;
+            }
+            Py_DECREF(entry);
+        }
+        put_be64(u, (uint64_t)pos);
+        put_be32(u + 8, rsize);
+        put_be64(u + 12, (uint64_t)(int64_t)code);
+        u += 20;
+        out += rsize;
+        pos += rsize;
+        p += size;
+    }
+    result = PyTuple_Pack(3, records, units, keyed);
+done:
+    Py_XDECREF(records);
+    Py_XDECREF(units);
+    Py_XDECREF(keyed);
+    Py_XDECREF(last_tags);
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&tmpl);
+    PyBuffer_Release(&tblob);
+    PyBuffer_Release(&extra);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_uniform", encode_uniform, METH_VARARGS,
      "encode_uniform(template, off_crc, off_qoff, off_phys, off_born_ts, bodies, born_timestamps, tail, "
      "queue_offset0, commitlog_offset0, tags_code) -> (records, units)"},
+    {"encode_elements", encode_elements, METH_VARARGS,
+     "encode_elements(body, template, off_crc, off_flag, off_qoff, off_phys, topic_blob, extra, queue_offset0, "
+     "commitlog_offset0, max_body, max_props) -> (records, units, keyed)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol, overload
 
-from core.model import HostPort, Message, StoredMessage, UniformBatch
+from core.model import BatchBody, HostPort, Message, StoredMessage, UniformBatch
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
@@ -213,8 +213,11 @@ class CqUnit:
 
 # Called after each message is dispatched to a ConsumeQueue:
 # (topic, queue_id, queue_offset, tags_code, properties) -> None.  Used to
-# wake long-polling pulls and Kafka fetches.  Must not raise.
-ArrivalListener = Callable[[str, int, int, int, dict[str, str]], None]
+# wake long-polling pulls and Kafka fetches.  Must not raise.  tags_code and
+# properties are None for a run of records up to queue_offset whose tags and
+# properties are not given one by one (``put_batch_body``): a waiter treats
+# that as a possible match and re-reads.
+ArrivalListener = Callable[[str, int, int, "int | None", "dict[str, str] | None"], None]
 
 
 class MessageStore(Protocol):
@@ -234,6 +237,14 @@ class MessageStore(Protocol):
     def put_uniform(self, batch: UniformBatch) -> PutResult:
         """``put_messages(batch.messages())`` with the same outcome and bytes, encoded as one run
         (properties, tags code and index keys once; ``appended`` is an ``AppendedRun``)."""
+        ...
+
+    def put_batch_body(self, batch: BatchBody) -> PutResult | None:
+        """Store a RocketMQ batch straight from its wire form (one record per element, the batch's
+        properties appended to each element's), or None when this store cannot (no native encoder,
+        a system topic, a run that would cross a segment end): the caller then decodes the batch
+        and uses ``put_messages``.  Refusals (malformed body, body or properties too large) are
+        PutResults, and nothing is written."""
         ...
 
     # -- reading -------------------------------------------------------------

@@ -223,7 +223,35 @@ class Dispatcher:
         if self.listeners:
             self._notify(topic, queue_id, queue_offset + len(units) // _UNIT.size - 1, code, props)
 
-    def _notify(self, topic: str, queue_id: int, queue_offset: int, code: int, props: dict[str, str]) -> None:
+    def dispatch_elements(self, topic: str, queue_id: int, queue_offset: int, units: bytes,
+                          keyed: Sequence[tuple[int, str | None, str | None]], store_ts: int) -> None:
+        """``dispatch`` for a ``put_batch_body`` run: raw CQ ``units`` in one write, index entries for
+        the ``keyed`` elements ((index, UNIQ_KEY, KEYS)), one arrival notification for the run with
+        tags code and properties None (waiters re-read: see ``ArrivalListener``)."""
+        q = self.queues.get((topic, queue_id))
+        if q is None:
+            q = self.create_queue(topic, queue_id)
+        put_units = getattr(q, "put_units", None)
+        if put_units is not None:
+            put_units(queue_offset, units)
+        else:
+            for i, (off, size, c) in enumerate(_UNIT.iter_unpack(units), queue_offset):
+                q.put(i, off, size, c)
+        if self.index is not None and keyed:
+            entries = []
+            for i, uniq, keys in keyed:
+                found = [k for k in keys.split(" ") if k] if keys else []
+                if uniq:
+                    found.append(uniq)
+                if found:
+                    entries.append((topic, found, _UNIT.unpack_from(units, i * _UNIT.size)[0], store_ts))
+            if entries:
+                self.index.put_batch(entries)
+        if self.listeners:
+            self._notify(topic, queue_id, queue_offset + len(units) // _UNIT.size - 1, None, None)
+
+    def _notify(self, topic: str, queue_id: int, queue_offset: int, code: int | None,
+                props: dict[str, str] | None) -> None:
         for listener in self.listeners:
             try:
                 listener(topic, queue_id, queue_offset, code, props)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import struct
 import threading
 import time
 from collections.abc import Sequence
@@ -38,9 +39,12 @@ from pathlib import Path
 import structlog
 
 from core.model import (
+    TOPIC_SCHEDULE,
+    TOPIC_TRANS_HALF,
     TRANSACTION_MASK,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
+    BatchBody,
     Message,
     StoredMessage,
     UniformBatch,
@@ -69,6 +73,11 @@ from core.storage.recovery import StoreCorrupt, cut_tail, scan_and_replay, trim_
 log = structlog.get_logger(__name__)
 
 __all__ = ["DiskStore", "StoreCorrupt", "StoreLocked"]
+
+
+_UNIT = struct.Struct(">qiq")   # a raw ConsumeQueue unit: commitlog offset, size, tags code
+# Topics whose dispatch has its own rules (delivery time as tags code, halves): never a raw batch.
+_SYSTEM_RUN_TOPICS = frozenset({TOPIC_SCHEDULE, TOPIC_TRANS_HALF})
 
 
 class StoreLocked(Exception):
@@ -223,6 +232,48 @@ class DiskStore(reader.TimeQueries):
         self.dispatcher.dispatch_batch(messages, appended)
         self._last_store_ts = appended[-1].store_timestamp
         return PutResult(PutStatus.PUT_OK, tuple(appended))
+
+    def put_batch_body(self, batch: BatchBody) -> PutResult | None:
+        """See ``MessageStore.put_batch_body``: ``layout.encode_elements`` (native) encodes every
+        element with its ConsumeQueue unit in one pass; committed with one ``pwrite``; dispatched
+        as one run (``Dispatcher.dispatch_elements``)."""
+        t = batch.sysflag & TRANSACTION_MASK
+        if not layout.NATIVE or batch.topic in _SYSTEM_RUN_TOPICS or t == TRANSACTION_PREPARED_TYPE \
+                or t == TRANSACTION_ROLLBACK_TYPE:
+            return None
+        if not self._writable:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
+        if batch.queue_id < 0:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {batch.queue_id}")
+        extra = layout.encode_properties(batch.properties)
+        clog = self.clog
+        now = int(time.time() * 1000)
+        q = self.cqs.get((batch.topic, batch.queue_id))
+        qoff = q.max_offset if q is not None else 0
+        start = clog.stage_end
+        try:
+            data, units, keyed = layout.encode_elements(
+                batch.topic, batch.queue_id, batch.body, extra, sysflag=batch.sysflag,
+                born_timestamp=batch.born_timestamp, born_host=batch.born_host,
+                reconsume_times=batch.reconsume_times, store_timestamp=now, store_host=self._host,
+                queue_offset=qoff, commitlog_offset=start, max_body=self.config.max_message_size)
+        except layout.RecordError as exc:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
+        except ValueError as exc:
+            kind, remark = exc.args if len(exc.args) == 2 else ("malformed", str(exc))
+            status = PutStatus.PROPERTIES_SIZE_EXCEEDED if kind == "properties" else PutStatus.MESSAGE_ILLEGAL
+            return PutResult(status, remark=remark)
+        if not clog.fits(len(data)):
+            return None
+        try:
+            clog.stage(data)
+            clog.commit()
+        except OSError as exc:
+            return self._write_failed(exc)
+        self.dispatcher.dispatch_elements(batch.topic, batch.queue_id, qoff, units, keyed, now)
+        self._last_store_ts = now
+        return PutResult(PutStatus.PUT_OK, tuple(Appended(pos, size, i, now) for i, (pos, size, _) in
+                                                  enumerate(_UNIT.iter_unpack(units), qoff)))
 
     def _write_failed(self, exc: OSError) -> PutResult:
         self.clog.discard()

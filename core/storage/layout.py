@@ -382,6 +382,32 @@ def encode_uniform(topic: str, queue_id: int, bodies: Sequence[bytes], born_time
     return b"".join(parts), struct.pack(">" + _UNIT * len(bodies), *flat)
 
 
+OFF_FLAG = _field_offset("flag")
+
+
+def encode_elements(topic: str, queue_id: int, body: bytes, extra_props: bytes, *, sysflag: int,
+                    born_timestamp: int, born_host: HostPort, reconsume_times: int, store_timestamp: int,
+                    store_host: HostPort, queue_offset: int, commitlog_offset: int, max_body: int,
+                    ) -> tuple[bytes, bytes, list[tuple[int, str | None, str | None]]]:
+    """A RocketMQ batch body as records (C only: callers check ``NATIVE``): ``(records, ConsumeQueue
+    units, [(element index, UNIQ_KEY, KEYS), ...])``; see ``_cstore.c`` ``encode_elements``.
+
+    Raises:
+        ValueError: with args ``(kind, message)``, kind "malformed", "body" (> ``max_body``) or
+            "properties".
+    """
+    assert _cstore is not None
+    born_ip, born6 = host_bytes(born_host[0])
+    store_ip, store6 = host_bytes(store_host[0])
+    v6_bits = (BORNHOST_V6_FLAG if born6 else 0) | (STOREHOST_V6_FLAG if store6 else 0)
+    template = HEADERS[v6_bits].pack(0, MESSAGE_MAGIC, 0, queue_id, 0, 0, 0, (sysflag & ~_V6_BITS) | v6_bits,
+                                     born_timestamp, born_ip, born_host[1], store_timestamp, store_ip,
+                                     store_host[1], reconsume_times, 0, 0)
+    return _cstore.encode_elements(body, template, OFF_BODY_CRC, OFF_FLAG, OFF_QUEUE_OFFSET,  # type: ignore[no-any-return]
+                                   OFF_PHYSICAL_OFFSET, topic_blob(topic), extra_props, queue_offset,
+                                   commitlog_offset, max_body, MAX_PROPERTIES_BYTES)
+
+
 def encode_blank(size: int) -> bytes:
     """End-of-segment filler: TOTALSIZE = ``size``, BLANK magic, zeros."""
     return _BLANK.pack(size, BLANK_MAGIC) + bytes(size - BLANK_SIZE)

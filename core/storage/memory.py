@@ -19,7 +19,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from core.model import Message, StoredMessage, UniformBatch
+from core.model import BatchBody, Message, StoredMessage, UniformBatch
 from core.storage import layout, reader
 from core.storage.api import (
     Appended,
@@ -123,6 +123,9 @@ class MemoryStore(reader.TimeQueries):
                                       m.sysflag, m.properties, a.store_timestamp)
         self._end = pos
         return PutResult(PutStatus.PUT_OK, tuple(a for _, _, a in encoded))
+
+    def put_batch_body(self, batch: BatchBody) -> PutResult | None:
+        return None     # the caller decodes the batch and uses put_messages
 
     def put_uniform(self, batch: UniformBatch) -> PutResult:
         return self.put_messages(batch.messages())

@@ -158,8 +158,10 @@ async def wait_for_arrival(ctx: BrokerContext, topic: str, queue_id: int, offset
     """Park until a matching message at or after ``offset`` is dispatched; False on timeout."""
     event = trio.Event()
 
-    def on_arrival(queue_offset: int, code: int, props: dict[str, str]) -> None:
-        if queue_offset >= offset and msg_filter.match_tags_code(code) and msg_filter.match_properties(props):
+    def on_arrival(queue_offset: int, code: int | None, props: dict[str, str] | None) -> None:
+        # code/props None: a run of records that may match (core.arrivals); the pull re-reads.
+        if queue_offset >= offset and (code is None or msg_filter.match_tags_code(code)) and (
+                props is None or msg_filter.match_properties(props)):
             event.set()
 
     token = ctx.broker.arrivals.subscribe(topic, queue_id, on_arrival)

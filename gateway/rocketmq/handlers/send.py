@@ -40,6 +40,7 @@ from core.model import (
     PROP_TRAN_MSG,
     RETRY_PREFIX,
     TRANSACTION_MASK,
+    BatchBody,
     Message,
 )
 from core.storage.api import PutResult, PutStatus
@@ -184,6 +185,13 @@ async def handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
             except zlib.error as exc:
                 return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, f"bad compressed batch body: {exc}")
             sysflag &= ~COMPRESSED_FLAG
+        raw = ctx.broker.append_batch_body(BatchBody(topic, queue_id, body, batch_props, sysflag, born_ts, born_host,
+                                                     reconsume))
+        if raw is not None:     # stored straight from the wire form (native encoder)
+            result = await ctx.broker.wait_durable(raw)
+            if result.ok:
+                ctx.extra["put_total"] = ctx.extra.get("put_total", 0) + len(result.appended)
+            return send_response(ctx, req, result, queue_id)
         try:
             elements = decode_batch(body)
         except (BatchFormatError, ValueError) as exc:
