@@ -101,6 +101,11 @@ class ExpressionFilter:
     def needs_properties(self) -> bool:
         return self._sql is not None
 
+    @property
+    def matches_all(self) -> bool:
+        """True for the subscription "*": every message matches (reads need no filtering)."""
+        return self._match_all
+
     def match_tags_code(self, code: int) -> bool:
         if self._match_all or self._sql is not None:
             return True

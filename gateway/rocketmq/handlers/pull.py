@@ -23,7 +23,7 @@ then it is run once more without suspending.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 import trio
@@ -97,14 +97,38 @@ def status_to_code(result: GetResult, offset: int) -> int:
     return ResponseCode.PULL_OFFSET_MOVED  # OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY
 
 
-def _response(req: RemotingCommand, code: int, result: GetResult | None, remark: str | None = None,
+class _Found(NamedTuple):
+    """What a PULL of the subscription "*" found, read as runs (``MessageStore.get_runs``)."""
+
+    body: bytes
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+def _read(ctx: BrokerContext, topic: str, queue_id: int, offset: int, max_msgs: int,
+          msg_filter: ExpressionFilter) -> tuple[int, GetResult | _Found]:
+    """(response code, result).  Without filtering, records are copied out run by run (one slice
+    per run of adjacent records); every other case, and every miss, goes through ``get_messages``."""
+    store = ctx.broker.store
+    if msg_filter.matches_all:
+        runs, next_offset = store.get_runs(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES)
+        if runs:
+            body = runs[0].data if len(runs) == 1 else b"".join(r.data for r in runs)
+            return ResponseCode.SUCCESS, _Found(body, next_offset, store.min_offset(topic, queue_id),
+                                                store.max_offset(topic, queue_id))
+    result = store.get_messages(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES, msg_filter)
+    return status_to_code(result, offset), result
+
+
+def _response(req: RemotingCommand, code: int, result: GetResult | _Found | None, remark: str | None = None,
               next_begin: int = 0) -> RemotingCommand:
     ext = {"suggestWhichBrokerId": "0",
            "nextBeginOffset": str(result.next_begin_offset if result else next_begin),
            "minOffset": str(result.min_offset if result else 0),
            "maxOffset": str(result.max_offset if result else 0)}
     body = result.body if (result is not None and code == ResponseCode.SUCCESS) else b""
-    if result is not None and remark is None and code != ResponseCode.SUCCESS:
+    if isinstance(result, GetResult) and remark is None and code != ResponseCode.SUCCESS:
         remark = result.status.value
     return req.make_response(code, remark, ext, body)
 
@@ -143,13 +167,11 @@ async def handle_pull(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
         return _response(req, ResponseCode.SUBSCRIPTION_PARSE_FAILED, None, str(exc))
     if sysflag & FLAG_COMMIT_OFFSET:
         broker.offsets.commit(group, topic, queue_id, commit_offset)
-    result = broker.store.get_messages(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES, msg_filter)
-    code = status_to_code(result, offset)
+    code, result = _read(ctx, topic, queue_id, offset, max_msgs, msg_filter)
     if (code == ResponseCode.PULL_NOT_FOUND and sysflag & FLAG_SUSPEND and suspend_ms > 0
             and ctx.cfg.long_polling_enable):
         await wait_for_arrival(ctx, topic, queue_id, offset, msg_filter, min(suspend_ms / 1000, MAX_SUSPEND_S))
-        result = broker.store.get_messages(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES, msg_filter)
-        code = status_to_code(result, offset)
+        code, result = _read(ctx, topic, queue_id, offset, max_msgs, msg_filter)
     return _response(req, code, result)
 
 
