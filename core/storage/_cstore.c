@@ -190,6 +190,14 @@ static PyObject *decoded(const unsigned char *v, Py_ssize_t n) {
     return PyUnicode_DecodeUTF8((const char *)v, n, "replace");
 }
 
+static int add_key(PyObject *keys, PyObject *phys, const unsigned char *v, Py_ssize_t n, long long pos) {
+    PyObject *k = decoded(v, n), *p = k ? PyLong_FromLongLong(pos) : NULL;
+    int rc = (k && p && PyList_Append(keys, k) == 0 && PyList_Append(phys, p) == 0) ? 0 : -1;
+    Py_XDECREF(k);
+    Py_XDECREF(p);
+    return rc;
+}
+
 static PyObject *refuse(const char *kind, const char *fmt, Py_ssize_t at) {
     PyObject *msg = PyUnicode_FromFormat(fmt, at);
     if (msg != NULL) {
@@ -203,14 +211,14 @@ static PyObject *refuse(const char *kind, const char *fmt, Py_ssize_t at) {
 }
 
 /* encode_elements(body, template, off_crc, off_flag, off_qoff, off_phys, topic_blob, extra, queue_offset0,
- *                 commitlog_offset0, max_body, max_props) -> (records, units, keyed)
+ *                 commitlog_offset0, max_body, max_props) -> (records, units, keys, phys)
  * ``body``: a RocketMQ batch body (elements TOTALSIZE MAGIC BODYCRC FLAG BODYLEN BODY PROPLEN PROPS, back
  * to back).  Each element becomes one record: the template with TOTALSIZE, BODYCRC, FLAG, QUEUEOFFSET,
  * PHYSICALOFFSET and BODYLENGTH patched, then BODY, ``topic_blob`` (TOPICLENGTH TOPIC), PROPERTIESLENGTH
  * and the element's properties followed by ``extra`` (the batch-level properties: appended, as the Java
  * broker does; a 0x02 is put between them when the element's own blob does not end with one).  Units
- * carry Java hashCode(TAGS) (the last TAGS item; 0 without).  ``keyed`` lists (index, UNIQ_KEY, KEYS) of
- * the elements that have either (str or None each).
+ * carry Java hashCode(TAGS) (the last TAGS item; 0 without).  ``keys``/``phys``: every index key (each
+ * KEYS word, then UNIQ_KEY, per element in order) and the commitlog offset of its record.
  * Raises ValueError((kind, message)) with kind "malformed", "body" or "properties". */
 static PyObject *encode_elements(PyObject *self, PyObject *args) {
     Py_buffer body, tmpl, tblob, extra;
@@ -219,7 +227,7 @@ static PyObject *encode_elements(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*nnnny*y*LLnn", &body, &tmpl, &off_crc, &off_flag, &off_qoff, &off_phys,
                           &tblob, &extra, &qoff0, &pos0, &max_body, &max_props))
         return NULL;
-    PyObject *records = NULL, *units = NULL, *keyed = NULL, *result = NULL, *last_tags = NULL;
+    PyObject *records = NULL, *units = NULL, *keyed = NULL, *phys = NULL, *result = NULL, *last_tags = NULL;
     int32_t last_code = 0;
     const unsigned char *b = (const unsigned char *)body.buf, *t = (const unsigned char *)tmpl.buf;
     const unsigned char *ex = (const unsigned char *)extra.buf;
@@ -268,7 +276,8 @@ static PyObject *encode_elements(PyObject *self, PyObject *args) {
     records = PyBytes_FromStringAndSize(NULL, total);
     units = PyBytes_FromStringAndSize(NULL, n * 20);
     keyed = PyList_New(0);
-    if (records == NULL || units == NULL || keyed == NULL)
+    phys = PyList_New(0);
+    if (records == NULL || units == NULL || keyed == NULL || phys == NULL)
         goto done;
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(records), *u = (unsigned char *)PyBytes_AS_STRING(units);
     long long pos = pos0;
@@ -320,16 +329,19 @@ static PyObject *encode_elements(PyObject *self, PyObject *args) {
                 last_code = code;
             }
         }
-        const unsigned char *uv = prop_value(props_buf, props, "UNIQ_KEY", &ul);
+        /* index keys, in dispatch.index_keys order: each KEYS word, then UNIQ_KEY */
         const unsigned char *kv = prop_value(props_buf, props, "KEYS", &kl);
-        if (uv != NULL || kv != NULL) {
-            PyObject *entry = Py_BuildValue("(nNN)", i, decoded(uv, ul), decoded(kv, kl));
-            if (entry == NULL || PyList_Append(keyed, entry) < 0) {
-                Py_XDECREF(entry);
+        const unsigned char *uv = prop_value(props_buf, props, "UNIQ_KEY", &ul);
+        for (Py_ssize_t a = 0; kv != NULL && a < kl;) {
+            Py_ssize_t z = a;
+            while (z < kl && kv[z] != ' ')
+                z++;
+            if (z > a && add_key(keyed, phys, kv + a, z - a, pos) < 0)
                 goto done;
-            }
-            Py_DECREF(entry);
+            a = z + 1;
         }
+        if (uv != NULL && add_key(keyed, phys, uv, ul, pos) < 0)
+            goto done;
         put_be64(u, (uint64_t)pos);
         put_be32(u + 8, rsize);
         put_be64(u + 12, (uint64_t)(int64_t)code);
@@ -338,16 +350,113 @@ static PyObject *encode_elements(PyObject *self, PyObject *args) {
         pos += rsize;
         p += size;
     }
-    result = PyTuple_Pack(3, records, units, keyed);
+    result = PyTuple_Pack(4, records, units, keyed, phys);
 done:
     Py_XDECREF(records);
     Py_XDECREF(units);
     Py_XDECREF(keyed);
+    Py_XDECREF(phys);
     Py_XDECREF(last_tags);
     PyBuffer_Release(&body);
     PyBuffer_Release(&tmpl);
     PyBuffer_Release(&tblob);
     PyBuffer_Release(&extra);
+    return result;
+}
+
+/* index_insert(mm, slots, max_entries, state, prefix_hash, keys, phys, store_ts, start) -> (done, state)
+ * IndexFile entries for keys[start:] (str; the index key is "topic#" + key, whose Java hashCode is
+ * continued from prefix_hash = hashCode("topic#")), each pointing at the commitlog offset phys[i], all
+ * stamped store_ts, until the file is full.  state = (count, used_slots, begin_ts, begin_phy, end_ts,
+ * end_phy) as in index.py's IndexFile; the header is rewritten at the end.  Layout constants as index.py:
+ * 40-byte header, int32 slots, 20-byte entries (hash i32, phy i64, time diff i32, prev i32). */
+static PyObject *index_insert(PyObject *self, PyObject *args) {
+    Py_buffer mm;
+    Py_ssize_t slots, max_entries, start;
+    long long count, used, begin_ts, begin_phy, end_ts, end_phy, store_ts;
+    unsigned long prefix;
+    PyObject *keys_obj, *phys_obj;
+    if (!PyArg_ParseTuple(args, "w*nn(LLLLLL)kOOLn", &mm, &slots, &max_entries, &count, &used, &begin_ts,
+                          &begin_phy, &end_ts, &end_phy, &prefix, &keys_obj, &phys_obj, &store_ts, &start))
+        return NULL;
+    PyObject *keys = NULL, *phys = NULL, *result = NULL;
+    unsigned char *m = (unsigned char *)mm.buf;
+    if (slots <= 0 || max_entries <= 0 || 40 + slots * 4 + max_entries * 20 > mm.len) {
+        PyErr_SetString(PyExc_ValueError, "index file smaller than its slots and entries");
+        goto done;
+    }
+    keys = PySequence_Fast(keys_obj, "keys must be a sequence");
+    phys = keys ? PySequence_Fast(phys_obj, "phys must be a sequence") : NULL;
+    if (keys == NULL || phys == NULL)
+        goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(keys);
+    if (PySequence_Fast_GET_SIZE(phys) != n || start < 0 || start > n) {
+        PyErr_SetString(PyExc_ValueError, "keys and phys differ in length, or start is out of range");
+        goto done;
+    }
+    Py_ssize_t entries = 40 + slots * 4, i = start;
+    for (; i < n && count < max_entries; i++) {
+        PyObject *key = PySequence_Fast_GET_ITEM(keys, i);
+        if (!PyUnicode_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "index keys must be str");
+            goto done;
+        }
+        long long phy = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(phys, i));
+        if (phy == -1 && PyErr_Occurred())
+            goto done;
+        uint32_t h = (uint32_t)prefix;
+        int kind = PyUnicode_KIND(key);
+        const void *data = PyUnicode_DATA(key);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(key);
+        for (Py_ssize_t j = 0; j < len; j++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, j);
+            if (c > 0xFFFF) {
+                c -= 0x10000;
+                h = 31 * h + (0xD800 + (c >> 10));
+                h = 31 * h + (0xDC00 + (c & 0x3FF));
+            } else {
+                h = 31 * h + c;
+            }
+        }
+        int32_t sh = (int32_t)h;
+        uint32_t kh = sh == INT32_MIN ? 0 : (uint32_t)(sh < 0 ? -sh : sh);
+        unsigned char *slot = m + 40 + (kh % (uint32_t)slots) * 4;
+        long long prev = (int32_t)be32(slot);
+        if (prev <= 0 || prev > count) {
+            prev = 0;
+            used++;
+        }
+        if (count <= 1) {
+            begin_ts = store_ts;
+            begin_phy = phy;
+        }
+        long long diff = store_ts - begin_ts;
+        diff = diff < 0 ? 0 : diff / 1000;
+        if (diff > 0x7FFFFFFF)
+            diff = 0x7FFFFFFF;
+        unsigned char *e = m + entries + count * 20;
+        put_be32(e, kh);
+        put_be64(e + 4, (uint64_t)phy);
+        put_be32(e + 12, (uint32_t)diff);
+        put_be32(e + 16, (uint32_t)prev);
+        put_be32(slot, (uint32_t)count);
+        count++;
+        end_ts = store_ts;
+        end_phy = phy;
+    }
+    if (i > start) {
+        put_be64(m, (uint64_t)begin_ts);
+        put_be64(m + 8, (uint64_t)end_ts);
+        put_be64(m + 16, (uint64_t)begin_phy);
+        put_be64(m + 24, (uint64_t)end_phy);
+        put_be32(m + 32, (uint32_t)used);
+        put_be32(m + 36, (uint32_t)count);
+    }
+    result = Py_BuildValue("(n(LLLLLL))", i - start, count, used, begin_ts, begin_phy, end_ts, end_phy);
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(phys);
+    PyBuffer_Release(&mm);
     return result;
 }
 
@@ -357,7 +466,9 @@ static PyMethodDef methods[] = {
      "queue_offset0, commitlog_offset0, tags_code) -> (records, units)"},
     {"encode_elements", encode_elements, METH_VARARGS,
      "encode_elements(body, template, off_crc, off_flag, off_qoff, off_phys, topic_blob, extra, queue_offset0, "
-     "commitlog_offset0, max_body, max_props) -> (records, units, keyed)"},
+     "commitlog_offset0, max_body, max_props) -> (records, units, keys, phys)"},
+    {"index_insert", index_insert, METH_VARARGS,
+     "index_insert(mm, slots, max_entries, state, prefix_hash, keys, phys, store_ts, start) -> (done, state)"},
     {NULL, NULL, 0, NULL},
 };
 

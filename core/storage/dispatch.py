@@ -93,6 +93,8 @@ class IndexLike:
 
     def put_batch(self, entries: Sequence[tuple[str, Sequence[str], int, int]]) -> None: ...
 
+    def put_keys(self, topic: str, keys: Sequence[str], phys: Sequence[int], store_ts: int) -> None: ...
+
 
 def _put_run(q: QueueLike, queue_offset: int, flat: list[int]) -> None:
     """Write consecutive units (``flat`` = offset, size, code, ...) from ``queue_offset``."""
@@ -223,11 +225,11 @@ class Dispatcher:
         if self.listeners:
             self._notify(topic, queue_id, queue_offset + len(units) // _UNIT.size - 1, code, props)
 
-    def dispatch_elements(self, topic: str, queue_id: int, queue_offset: int, units: bytes,
-                          keyed: Sequence[tuple[int, str | None, str | None]], store_ts: int) -> None:
-        """``dispatch`` for a ``put_batch_body`` run: raw CQ ``units`` in one write, index entries for
-        the ``keyed`` elements ((index, UNIQ_KEY, KEYS)), one arrival notification for the run with
-        tags code and properties None (waiters re-read: see ``ArrivalListener``)."""
+    def dispatch_elements(self, topic: str, queue_id: int, queue_offset: int, units: bytes, keys: list[str],
+                          phys: list[int], store_ts: int) -> None:
+        """``dispatch`` for a ``put_batch_body`` run: raw CQ ``units`` in one write, an index entry for
+        each of ``keys`` (pointing at ``phys``), one arrival notification for the run with tags code
+        and properties None (waiters re-read: see ``ArrivalListener``)."""
         q = self.queues.get((topic, queue_id))
         if q is None:
             q = self.create_queue(topic, queue_id)
@@ -237,16 +239,8 @@ class Dispatcher:
         else:
             for i, (off, size, c) in enumerate(_UNIT.iter_unpack(units), queue_offset):
                 q.put(i, off, size, c)
-        if self.index is not None and keyed:
-            entries = []
-            for i, uniq, keys in keyed:
-                found = [k for k in keys.split(" ") if k] if keys else []
-                if uniq:
-                    found.append(uniq)
-                if found:
-                    entries.append((topic, found, _UNIT.unpack_from(units, i * _UNIT.size)[0], store_ts))
-            if entries:
-                self.index.put_batch(entries)
+        if self.index is not None and keys:
+            self.index.put_keys(topic, keys, phys, store_ts)
         if self.listeners:
             self._notify(topic, queue_id, queue_offset + len(units) // _UNIT.size - 1, None, None)
 

@@ -252,7 +252,7 @@ class DiskStore(reader.TimeQueries):
         qoff = q.max_offset if q is not None else 0
         start = clog.stage_end
         try:
-            data, units, keyed = layout.encode_elements(
+            data, units, keys, phys = layout.encode_elements(
                 batch.topic, batch.queue_id, batch.body, extra, sysflag=batch.sysflag,
                 born_timestamp=batch.born_timestamp, born_host=batch.born_host,
                 reconsume_times=batch.reconsume_times, store_timestamp=now, store_host=self._host,
@@ -270,7 +270,7 @@ class DiskStore(reader.TimeQueries):
             clog.commit()
         except OSError as exc:
             return self._write_failed(exc)
-        self.dispatcher.dispatch_elements(batch.topic, batch.queue_id, qoff, units, keyed, now)
+        self.dispatcher.dispatch_elements(batch.topic, batch.queue_id, qoff, units, keys, phys, now)
         self._last_store_ts = now
         return PutResult(PutStatus.PUT_OK, tuple(Appended(pos, size, i, now) for i, (pos, size, _) in
                                                   enumerate(_UNIT.iter_unpack(units), qoff)))

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import structlog
 
-from core.storage.layout import java_hash, java_hash_suffix
+from core.storage.layout import _cstore, java_hash, java_hash_suffix
 from core.storage.segment import Segment
 
 log = structlog.get_logger(__name__)
@@ -170,6 +170,18 @@ class IndexFile:
             self.dirty = True
         return i - start
 
+    def insert_native(self, prefix_hash: int, keys: Sequence[str], phys: Sequence[int], store_ts: int,
+                      start: int) -> int:
+        """``put_many`` for keys[start:] hashed from ``prefix_hash`` in C (``_cstore.index_insert``)."""
+        assert _cstore is not None
+        state = (self.count, self.used_slots, self.begin_ts, self.begin_phy, self.end_ts, self.end_phy)
+        n, state = _cstore.index_insert(self.mm, self.slots, self.max_entries, state, prefix_hash, keys, phys,
+                                        store_ts, start)
+        if n:
+            self.count, self.used_slots, self.begin_ts, self.begin_phy, self.end_ts, self.end_phy = state
+            self.dirty = True
+        return int(n)
+
     def lookup(self, h: int, begin_ms: int, end_ms: int, limit: int) -> list[int]:
         out: list[int] = []
         n = SLOT.unpack_from(self.mm, HEADER_SIZE + (h % self.slots) * 4)[0]
@@ -245,6 +257,21 @@ class IndexService:
 
     def put_batch(self, entries: Sequence[tuple[str, Sequence[str], int, int]]) -> None:
         """``put`` for each (topic, keys, phy offset, store ts), in order."""
+        if _cstore is not None:     # consecutive entries of one topic and time go to put_keys together
+            i = 0
+            while i < len(entries):
+                topic, _, _, ts = entries[i]
+                keys: list[str] = []
+                phys: list[int] = []
+                while i < len(entries) and entries[i][0] == topic and entries[i][3] == ts:
+                    keys += entries[i][1]
+                    phys += [entries[i][2]] * len(entries[i][1])
+                    i += 1
+                self.put_keys(topic, keys, phys, ts)
+            return
+        self._put_batch_py(entries)
+
+    def _put_batch_py(self, entries: Sequence[tuple[str, Sequence[str], int, int]]) -> None:
         items = [(topic_key_hash(topic, k), phy, ts) for topic, keys, phy, ts in entries for k in keys]
         done = 0
         while done < len(items):
@@ -252,6 +279,23 @@ class IndexService:
             if f is None or f.full:
                 f = self._new_file(items[done][2])
             n = f.put_many(items, done)
+            if n == 0:      # a file that holds no entry at all (max_entries <= 1): drop them, as put does
+                break
+            done += n
+
+    def put_keys(self, topic: str, keys: Sequence[str], phys: Sequence[int], store_ts: int) -> None:
+        """An entry for each key (``topic#key``) pointing at ``phys[i]``, all at ``store_ts``: the same
+        as ``put_batch`` of those entries; hashed and written by ``_cstore.index_insert`` when built."""
+        if _cstore is None:
+            self._put_batch_py([(topic, (k,), p, store_ts) for k, p in zip(keys, phys, strict=True)])
+            return
+        prefix = _topic_prefix_hash(topic) & 0xFFFFFFFF
+        done = 0
+        while done < len(keys):
+            f = self.files[-1] if self.files else None
+            if f is None or f.full:
+                f = self._new_file(store_ts)
+            n = f.insert_native(prefix, keys, phys, store_ts, done)
             if n == 0:      # a file that holds no entry at all (max_entries <= 1): drop them, as put does
                 break
             done += n

@@ -388,9 +388,9 @@ OFF_FLAG = _field_offset("flag")
 def encode_elements(topic: str, queue_id: int, body: bytes, extra_props: bytes, *, sysflag: int,
                     born_timestamp: int, born_host: HostPort, reconsume_times: int, store_timestamp: int,
                     store_host: HostPort, queue_offset: int, commitlog_offset: int, max_body: int,
-                    ) -> tuple[bytes, bytes, list[tuple[int, str | None, str | None]]]:
+                    ) -> tuple[bytes, bytes, list[str], list[int]]:
     """A RocketMQ batch body as records (C only: callers check ``NATIVE``): ``(records, ConsumeQueue
-    units, [(element index, UNIQ_KEY, KEYS), ...])``; see ``_cstore.c`` ``encode_elements``.
+    units, index keys, commitlog offset of each key's record)``; see ``_cstore.c`` ``encode_elements``.
 
     Raises:
         ValueError: with args ``(kind, message)``, kind "malformed", "body" (> ``max_body``) or
