@@ -15,7 +15,7 @@ RocketMQ client sends, so the index is exercised) it measures:
 
 each timed to durability (a final ``flush()`` for ASYNC), and side by side
 with a raw sequential write (1 MiB ``os.write`` chunks + ``fsync``) of the
-same number of bytes into the same directory, in the same run.  Then it
+same number of bytes into the same directory, in the same run (best of 3).  Then it
 fills a CommitLog (1 GiB; 128 MiB with ``--quick``) in a subprocess,
 SIGKILLs it, and times ``DiskStore.open()`` (recovery).
 """
@@ -51,8 +51,14 @@ def _messages(n: int, body_size: int) -> list[Message]:
             for i in range(n)]
 
 
-def raw_write(directory: Path, nbytes: int) -> float:
-    """Seconds to write ``nbytes`` sequentially in 1 MiB chunks and fsync."""
+def raw_write(directory: Path, nbytes: int, tries: int = 3) -> float:
+    """Seconds to write ``nbytes`` sequentially in 1 MiB chunks and fsync: the best of ``tries``
+    (the shared disk's speed varies several-fold from one second to the next; the best run is the
+    disk's bandwidth, and the ratio against it the conservative one)."""
+    return min(_raw_write_once(directory, nbytes) for _ in range(tries))
+
+
+def _raw_write_once(directory: Path, nbytes: int) -> float:
     chunk = os.urandom(1 << 20)
     path = directory / "raw.bin"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
