@@ -23,6 +23,7 @@ SIGKILLs it, and times ``DiskStore.open()`` (recovery).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import signal
@@ -31,14 +32,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import structlog
 import trio
 
 from core.model import BatchBody, Message, UniformBatch
 from core.storage import layout
-from core.storage.api import FlushDiskType, StoreConfig
+from core.storage.api import FlushDiskType, PutResult, StoreConfig
 from core.storage.engine import DiskStore
 from core.storage.flush import FlushService
 
@@ -73,60 +76,53 @@ def _raw_write_once(directory: Path, nbytes: int) -> float:
     return dt
 
 
-def bench_uniform(directory: Path, msgs: list[Message], run: int) -> tuple[float, int]:
-    """ASYNC ``put_uniform`` runs of ``run`` bodies per queue (the shape of a Kafka batch of plain
-    records: one properties blob for the run, no per-record keys; queues round-robin per run)."""
-    store = DiskStore(StoreConfig(root_dir=directory / "uniform")).open()
-    runs = [UniformBatch("BenchTopic", (i // run) % 8, [m.body for m in msgs[i:i + run]], 1_700_000_000_000,
-                         {"KAFKA_HEADERS": "[]", "CLUSTER": "DefaultCluster"})
-            for i in range(0, len(msgs), run)]
-    t0 = time.perf_counter()
-    for batch in runs:
-        store.put_uniform(batch)
-    store.flush()
-    dt = time.perf_counter() - t0
-    nbytes = store.commitlog_max_offset
-    store.close()
-    shutil.rmtree(directory / "uniform")
-    return dt, nbytes
-
-
-def bench_batch_body(directory: Path, msgs: list[Message], batch: int) -> tuple[float, int]:
-    """ASYNC ``put_batch_body``: the same messages (TAGS + UNIQ_KEY each, indexed) as RocketMQ batch
-    bodies of ``batch`` elements, as a producer's SEND_BATCH_MESSAGE carries them (encoded before
-    the clock starts)."""
-    store = DiskStore(StoreConfig(root_dir=directory / "batchbody")).open()
-    bodies = [BatchBody("BenchTopic", (i // batch) % 8, b"".join(_element(m) for m in msgs[i:i + batch]), {})
-              for i in range(0, len(msgs), batch)]
-    t0 = time.perf_counter()
-    for b in bodies:
-        res = store.put_batch_body(b)
-        assert res is not None and res.ok, res
-    store.flush()
-    dt = time.perf_counter() - t0
-    nbytes = store.commitlog_max_offset
-    store.close()
-    shutil.rmtree(directory / "batchbody")
-    return dt, nbytes
-
-
-def _element(m: Message) -> bytes:
-    props = layout.encode_properties(m.properties)
-    return struct.pack(">iiiii", 22 + len(m.body) + len(props), 0, 0, m.flag, len(m.body)) + m.body + \
-        struct.pack(">h", len(props)) + props
-
-
-def bench_async(directory: Path, msgs: list[Message], batch: int) -> tuple[float, int]:
+def _timed_puts(directory: Path, puts: list[Callable[[DiskStore], object]]) -> tuple[float, int]:
+    """Seconds to run ``puts`` on a fresh ASYNC store and flush it, and the bytes written."""
     store = DiskStore(StoreConfig(root_dir=directory / "async")).open()
     t0 = time.perf_counter()
-    for i in range(0, len(msgs), batch):
-        store.put_messages(msgs[i:i + batch])
+    for put in puts:
+        put(store)
     store.flush()
     dt = time.perf_counter() - t0
     nbytes = store.commitlog_max_offset
     store.close()
     shutil.rmtree(directory / "async")
     return dt, nbytes
+
+
+def bench_uniform(directory: Path, msgs: list[Message], run: int) -> tuple[float, int]:
+    """ASYNC ``put_uniform`` runs of ``run`` bodies per queue (the shape of a Kafka batch of plain
+    records: one properties blob for the run, no per-record keys; queues round-robin per run)."""
+    runs = [UniformBatch("BenchTopic", (i // run) % 8, [m.body for m in msgs[i:i + run]], 1_700_000_000_000,
+                         {"KAFKA_HEADERS": "[]", "CLUSTER": "DefaultCluster"})
+            for i in range(0, len(msgs), run)]
+    return _timed_puts(directory, [functools.partial(_checked, DiskStore.put_uniform, r) for r in runs])
+
+
+def bench_batch_body(directory: Path, msgs: list[Message], batch: int) -> tuple[float, int]:
+    """ASYNC ``put_batch_body``: the same messages (TAGS + UNIQ_KEY each, indexed) as RocketMQ batch
+    bodies of ``batch`` elements, as a producer's SEND_BATCH_MESSAGE carries them (encoded before
+    the clock starts)."""
+    bodies = [BatchBody("BenchTopic", (i // batch) % 8, b"".join(_element(m) for m in msgs[i:i + batch]), {})
+              for i in range(0, len(msgs), batch)]
+    return _timed_puts(directory, [functools.partial(_checked, DiskStore.put_batch_body, b) for b in bodies])
+
+
+def bench_async(directory: Path, msgs: list[Message], batch: int) -> tuple[float, int]:
+    chunks = [msgs[i:i + batch] for i in range(0, len(msgs), batch)]
+    return _timed_puts(directory, [functools.partial(_checked, DiskStore.put_messages, c) for c in chunks])
+
+
+def _checked(put: Callable[[DiskStore, Any], PutResult | None], arg: Any, store: DiskStore) -> None:
+    res = put(store, arg)
+    if res is None or not res.ok:
+        raise RuntimeError(f"benchmark put failed: {res}")
+
+
+def _element(m: Message) -> bytes:
+    props = layout.encode_properties(m.properties)
+    return struct.pack(">iiiii", 22 + len(m.body) + len(props), 0, 0, m.flag, len(m.body)) + m.body + \
+        struct.pack(">h", len(props)) + props
 
 
 async def _sync_run(store: DiskStore, msgs: list[Message], batch: int, producers: int) -> None:

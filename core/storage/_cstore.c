@@ -165,9 +165,9 @@ static const unsigned char *prop_value(const unsigned char *p, Py_ssize_t n, con
     return found;
 }
 
-/* Java String.hashCode of a str (UTF-16 code units; astral code points count as two). */
-static int32_t java_hash_str(PyObject *s) {
-    uint32_t h = 0;
+/* Java String.hashCode continued from h over a str (UTF-16 code units; astral code points count as
+ * two): java_hash_from(hashCode(a), b) == hashCode(a + b); from 0 it is hashCode(s). */
+static uint32_t java_hash_from(uint32_t h, PyObject *s) {
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
@@ -181,7 +181,7 @@ static int32_t java_hash_str(PyObject *s) {
             h = 31 * h + c;
         }
     }
-    return (int32_t)h;
+    return h;
 }
 
 static PyObject *decoded(const unsigned char *v, Py_ssize_t n) {
@@ -320,7 +320,7 @@ static PyObject *encode_elements(PyObject *self, PyObject *args) {
                 PyObject *s = decoded(tv, tl);
                 if (s == NULL)
                     goto done;
-                code = java_hash_str(s);
+                code = (int32_t)java_hash_from(0, s);
                 Py_DECREF(s);
                 Py_XDECREF(last_tags);
                 last_tags = PyBytes_FromStringAndSize((const char *)tv, tl);
@@ -404,21 +404,7 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
         long long phy = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(phys, i));
         if (phy == -1 && PyErr_Occurred())
             goto done;
-        uint32_t h = (uint32_t)prefix;
-        int kind = PyUnicode_KIND(key);
-        const void *data = PyUnicode_DATA(key);
-        Py_ssize_t len = PyUnicode_GET_LENGTH(key);
-        for (Py_ssize_t j = 0; j < len; j++) {
-            Py_UCS4 c = PyUnicode_READ(kind, data, j);
-            if (c > 0xFFFF) {
-                c -= 0x10000;
-                h = 31 * h + (0xD800 + (c >> 10));
-                h = 31 * h + (0xDC00 + (c & 0x3FF));
-            } else {
-                h = 31 * h + c;
-            }
-        }
-        int32_t sh = (int32_t)h;
+        int32_t sh = (int32_t)java_hash_from((uint32_t)prefix, key);
         uint32_t kh = sh == INT32_MIN ? 0 : (uint32_t)(sh < 0 ? -sh : sh);
         unsigned char *slot = m + 40 + (kh % (uint32_t)slots) * 4;
         long long prev = (int32_t)be32(slot);

@@ -209,15 +209,7 @@ class Dispatcher:
         ``queue_offset``) in one write, index entries only if the shared properties carry keys,
         one arrival notification for the last record (every record shares its tags and
         properties, so a waiter woken by any of them is woken by it)."""
-        q = self.queues.get((topic, queue_id))
-        if q is None:
-            q = self.create_queue(topic, queue_id)
-        put_units = getattr(q, "put_units", None)
-        if put_units is not None:
-            put_units(queue_offset, units)
-        else:
-            for i, (off, size, c) in enumerate(_UNIT.iter_unpack(units), queue_offset):
-                q.put(i, off, size, c)
+        self._put_units(topic, queue_id, queue_offset, units)
         if self.index is not None and (PROP_KEYS in props or PROP_UNIQ_KEY in props):
             keys = index_keys(props)
             if keys:
@@ -230,6 +222,14 @@ class Dispatcher:
         """``dispatch`` for a ``put_batch_body`` run: raw CQ ``units`` in one write, an index entry for
         each of ``keys`` (pointing at ``phys``), one arrival notification for the run with tags code
         and properties None (waiters re-read: see ``ArrivalListener``)."""
+        self._put_units(topic, queue_id, queue_offset, units)
+        if self.index is not None and keys:
+            self.index.put_keys(topic, keys, phys, store_ts)
+        if self.listeners:
+            self._notify(topic, queue_id, queue_offset + len(units) // _UNIT.size - 1, None, None)
+
+    def _put_units(self, topic: str, queue_id: int, queue_offset: int, units: bytes) -> None:
+        """Raw consecutive CQ units from ``queue_offset`` (one write when the queue can take them so)."""
         q = self.queues.get((topic, queue_id))
         if q is None:
             q = self.create_queue(topic, queue_id)
@@ -239,10 +239,6 @@ class Dispatcher:
         else:
             for i, (off, size, c) in enumerate(_UNIT.iter_unpack(units), queue_offset):
                 q.put(i, off, size, c)
-        if self.index is not None and keys:
-            self.index.put_keys(topic, keys, phys, store_ts)
-        if self.listeners:
-            self._notify(topic, queue_id, queue_offset + len(units) // _UNIT.size - 1, None, None)
 
     def _notify(self, topic: str, queue_id: int, queue_offset: int, code: int | None,
                 props: dict[str, str] | None) -> None:
