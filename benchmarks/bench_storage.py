@@ -8,8 +8,8 @@ RocketMQ client sends, so the index is exercised) it measures:
 * ASYNC_FLUSH, ``put_messages`` batches of 64, and single-message puts;
 * SYNC_FLUSH, 8 concurrent trio producers putting batches of 64 and
   awaiting ``FlushService.wait_durable`` (group commit);
-* ASYNC_FLUSH, ``put_batch_body``: the same messages as RocketMQ batch bodies of 64
-  (SEND_BATCH_MESSAGE's wire form, encoded natively);
+* ASYNC_FLUSH, ``put_batch_body``: the same messages as RocketMQ batch bodies of 64 and
+  1024 (SEND_BATCH_MESSAGE's wire form, encoded natively);
 * ASYNC_FLUSH, ``put_uniform`` runs of 64 and 1024 records sharing one properties
   blob (no per-record keys): the shape of a Kafka batch of plain records;
 
@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
                              (f"ASYNC {size} B, single put", lambda m: bench_async(base, m[: n // 4], 1)),
                              (f"SYNC  {size} B, 8 x batch 64", lambda m: bench_sync(base, m, 64)),
                              (f"ASYNC {size} B, batch body 64", lambda m: bench_batch_body(base, m, 64)),
+                             (f"ASYNC {size} B, batch body 1024", lambda m: bench_batch_body(base, m, 1024)),
                              (f"ASYNC {size} B, uniform run 64", lambda m: bench_uniform(base, m, 64)),
                              (f"ASYNC {size} B, uniform run 1024", lambda m: bench_uniform(base, m, 1024))):
                 dt, nbytes = fn(msgs)

@@ -21,6 +21,7 @@ contract suite in tests runs on both.
 from __future__ import annotations
 
 import enum
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +136,42 @@ class AppendedRun(Sequence[Appended]):
             yield Appended(pos, size, qoff, ts)
             pos += size
             qoff += 1
+
+
+class UnitsAppended(Sequence[Appended]):
+    """``Appended`` of each record of a ``put_batch_body`` run, read from its raw ConsumeQueue units
+    (commitlog offset int64, size int32, tags code int64) on demand."""
+
+    __slots__ = ("units", "queue_offset", "store_timestamp")
+    _UNIT = struct.Struct(">qiq")
+
+    def __init__(self, units: bytes, queue_offset: int, store_timestamp: int) -> None:
+        self.units, self.queue_offset, self.store_timestamp = units, queue_offset, store_timestamp
+
+    def __len__(self) -> int:
+        return len(self.units) // self._UNIT.size
+
+    @overload
+    def __getitem__(self, i: int) -> Appended: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Appended]: ...
+
+    def __getitem__(self, i: int | slice) -> Appended | Sequence[Appended]:
+        if isinstance(i, slice):
+            return list(self)[i]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        pos, size, _ = self._UNIT.unpack_from(self.units, i * self._UNIT.size)
+        return Appended(pos, size, self.queue_offset + i, self.store_timestamp)
+
+    def __iter__(self) -> Iterator[Appended]:
+        ts = self.store_timestamp
+        for i, (pos, size, _) in enumerate(self._UNIT.iter_unpack(self.units), self.queue_offset):
+            yield Appended(pos, size, i, ts)
 
 
 @dataclass(frozen=True, slots=True)

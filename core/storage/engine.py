@@ -30,7 +30,6 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import struct
 import threading
 import time
 from collections.abc import Sequence
@@ -61,6 +60,7 @@ from core.storage.api import (
     PutStatus,
     RecordRun,
     StoreConfig,
+    UnitsAppended,
 )
 from core.storage.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from core.storage.commitlog import CommitLog
@@ -75,7 +75,6 @@ log = structlog.get_logger(__name__)
 __all__ = ["DiskStore", "StoreCorrupt", "StoreLocked"]
 
 
-_UNIT = struct.Struct(">qiq")   # a raw ConsumeQueue unit: commitlog offset, size, tags code
 # Topics whose dispatch has its own rules (delivery time as tags code, halves): never a raw batch.
 _SYSTEM_RUN_TOPICS = frozenset({TOPIC_SCHEDULE, TOPIC_TRANS_HALF})
 
@@ -272,8 +271,7 @@ class DiskStore(reader.TimeQueries):
             return self._write_failed(exc)
         self.dispatcher.dispatch_elements(batch.topic, batch.queue_id, qoff, units, keys, phys, now)
         self._last_store_ts = now
-        return PutResult(PutStatus.PUT_OK, tuple(Appended(pos, size, i, now) for i, (pos, size, _) in
-                                                  enumerate(_UNIT.iter_unpack(units), qoff)))
+        return PutResult(PutStatus.PUT_OK, UnitsAppended(units, qoff, now))
 
     def _write_failed(self, exc: OSError) -> PutResult:
         self.clog.discard()
