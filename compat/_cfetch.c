@@ -7,7 +7,8 @@
  * PROPERTIES blob is one of ``accepted`` (blobs the caller has found to mean "no key, no headers,
  * a value, CreateTime") and their body is not compressed -- as Kafka v2 records: offset delta = i,
  * timestamp delta = BORNTIMESTAMP - the first record's, null key, the body as value, no headers.
- * It stops at the first record that is not plain, is malformed, or after ``count`` records.
+ * A record whose blob is "KEYS 0x01 key 0x02" followed by an accepted blob is plain too, with that
+ * (UTF-8) key.  It stops at the first record that is not plain, is malformed, or after ``count``.
  *
  * ``layout`` = (magic, offset of SYSFLAG, offset of BORNTIMESTAMP, header sizes of the four host
  * variants (sysflag bits 0x10/0x20), compressed flag): the record layout stays defined once, in
@@ -39,6 +40,15 @@ static inline int put_varlong(unsigned char *out, int64_t v) {
     return n;
 }
 
+static int is_accepted(PyObject *accepted, const unsigned char *p, Py_ssize_t n) {
+    for (Py_ssize_t a = 0; a < PyTuple_GET_SIZE(accepted); a++) {
+        PyObject *acc = PyTuple_GET_ITEM(accepted, a);
+        if (PyBytes_GET_SIZE(acc) == n && memcmp(PyBytes_AS_STRING(acc), p, (size_t)n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static PyObject *plain_records(PyObject *self, PyObject *args) {
     Py_buffer data;
     Py_ssize_t start, count;
@@ -65,7 +75,7 @@ static PyObject *plain_records(PyObject *self, PyObject *args) {
     }
     /* Worst case per record: body + 5 (length) + 1 (attributes) + 10 (ts) + 5 (offset) + 1 (key)
      * + 5 (value length) + 1 (headers); the body is at most the record. */
-    Py_ssize_t cap = (len - start) + 28 * (count < (len - start) ? count : (len - start)) + 1;
+    Py_ssize_t cap = (len - start) + 32 * (count < (len - start) ? count : (len - start)) + 1;
     out = PyBytes_FromStringAndSize(NULL, cap);
     if (out == NULL)
         goto done;
@@ -97,10 +107,21 @@ static PyObject *plain_records(PyObject *self, PyObject *args) {
         q += 2;
         if (q + plen != (Py_ssize_t)total)
             break;
-        int plain = 0;
-        for (Py_ssize_t a = 0; a < n_acc && !plain; a++) {
-            PyObject *acc = PyTuple_GET_ITEM(accepted, a);
-            plain = PyBytes_GET_SIZE(acc) == plen && memcmp(PyBytes_AS_STRING(acc), r + q, (size_t)plen) == 0;
+        const unsigned char *key = NULL;
+        Py_ssize_t klen = 0;
+        int plain = is_accepted(accepted, r + q, plen);
+        if (!plain && plen > 6 && memcmp(r + q, "KEYS\x01", 5) == 0) {
+            /* "KEYS 0x01 key 0x02" + an accepted blob: a record with a key of its own */
+            const unsigned char *sep = memchr(r + q + 5, 0x02, (size_t)(plen - 5));
+            if (sep != NULL && sep > r + q + 5 && is_accepted(accepted, sep + 1, plen - (sep + 1 - (r + q)))) {
+                key = r + q + 5;
+                klen = sep - key;
+                PyObject *text = PyUnicode_DecodeUTF8((const char *)key, klen, "strict");
+                if (text == NULL)
+                    PyErr_Clear();      /* not UTF-8: the per-record path maps it */
+                Py_XDECREF(text);
+                plain = text != NULL;
+            }
         }
         if (!plain)
             break;
@@ -109,17 +130,24 @@ static PyObject *plain_records(PyObject *self, PyObject *args) {
             first_ts = max_ts = ts;
         else if (ts > max_ts)
             max_ts = ts;
-        unsigned char head[40];
+        /* head: attributes, timestamp delta, offset delta, key length (-1: null); then the key; then
+         * tail: value length.  The record length prefix counts all of it, value and header count. */
+        unsigned char head[32], tail[10];
         int hn = 0;
-        head[hn++] = 0;                                         /* attributes */
-        hn += put_varlong(head + hn, ts - first_ts);            /* timestamp delta */
-        hn += put_varlong(head + hn, (int64_t)i);               /* offset delta */
-        head[hn++] = 1;                                         /* key: null (varint -1) */
-        hn += put_varlong(head + hn, (int64_t)body_len);        /* value length */
-        int64_t rec_len = hn + (int64_t)body_len + 1;           /* + header count */
-        o += put_varlong(o, rec_len);
+        head[hn++] = 0;
+        hn += put_varlong(head + hn, ts - first_ts);
+        hn += put_varlong(head + hn, (int64_t)i);
+        hn += put_varlong(head + hn, key == NULL ? -1 : (int64_t)klen);
+        int tn = put_varlong(tail, (int64_t)body_len);
+        o += put_varlong(o, (int64_t)hn + klen + tn + (int64_t)body_len + 1);
         memcpy(o, head, (size_t)hn);
         o += hn;
+        if (klen) {
+            memcpy(o, key, (size_t)klen);
+            o += klen;
+        }
+        memcpy(o, tail, (size_t)tn);
+        o += tn;
         memcpy(o, r + h, body_len);
         o += body_len;
         *o++ = 0;                                               /* no headers */

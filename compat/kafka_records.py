@@ -188,10 +188,22 @@ def messages_from_batch(
     return out
 
 
-def plain_run(topic: str, partition: int, values: Sequence[bytes], timestamps: Sequence[int]) -> UniformBatch:
-    """``messages_from_batch`` for a batch of plain records (no key, no headers, a value,
-    CreateTime) as one ``UniformBatch``: the same stored bytes, properties encoded once."""
-    return UniformBatch(topic, partition, values, timestamps, {PROP_KAFKA_HEADERS: "[]"})
+def plain_run(topic: str, partition: int, values: Sequence[bytes], timestamps: Sequence[int],
+              keys: Sequence[bytes] | None = None) -> UniformBatch | None:
+    """``messages_from_batch`` for a batch of plain records (no headers, a value, CreateTime; no
+    key, or every key text that maps to ``KEYS``) as one ``UniformBatch``: the same stored bytes,
+    shared properties encoded once.  None when a key needs the general mapping (``KAFKA_KEY``)."""
+    texts: list[str] | None = None
+    if keys is not None:
+        texts = []
+        for key in keys:
+            if not key or b" " in key or b"\x01" in key or b"\x02" in key:
+                return None
+            try:
+                texts.append(key.decode("utf-8"))
+            except UnicodeDecodeError:
+                return None
+    return UniformBatch(topic, partition, values, timestamps, {PROP_KAFKA_HEADERS: "[]"}, keys=texts)
 
 
 def _apply_rocketmq_header(props: dict[str, str], name: str, text: str) -> None:
@@ -404,17 +416,41 @@ def _plain_records_py(data: bytes, start: int, count: int,
             break
         plen = layout.PROPS_LEN.unpack_from(data, pos + q)[0] & 0xFFFF
         q += 2
-        if q + plen != total or bytes(data[pos + q:pos + total]) not in accepted:
+        if q + plen != total:
+            break
+        key = _plain_key(bytes(data[pos + q:pos + total]), accepted)
+        if key is None:
             break
         ts = layout.INT64.unpack_from(data, pos + off_born)[0]
         if n == 0:
             first_ts = max_ts = ts
         max_ts = max(max_ts, ts)
-        head = b"\x00" + _zz_varint(ts - first_ts) + _zz_varint(n) + b"\x01" + _zz_varint(body_len)
+        kb = b"\x01" if key is _NO_KEY else _zz_varint(len(key)) + key
+        head = b"\x00" + _zz_varint(ts - first_ts) + _zz_varint(n) + kb + _zz_varint(body_len)
         parts += (_zz_varint(len(head) + body_len + 1), head, data[pos + h:pos + h + body_len], b"\x00")
         pos += total
         n += 1
     return b"".join(parts), n, pos - start, first_ts, max_ts
+
+
+_NO_KEY = b""   # marker: a plain record without a key (compared by identity)
+
+
+def _plain_key(props: bytes, accepted: tuple[bytes, ...]) -> bytes | None:
+    """For a plain record's properties blob: ``_NO_KEY``, or its key (``KEYS 0x01 key 0x02`` + an
+    accepted blob, the key UTF-8); None if the record is not plain."""
+    if props in accepted:
+        return _NO_KEY
+    if props.startswith(b"KEYS\x01"):
+        sep = props.find(b"\x02", 5)
+        if sep > 5 and props[sep + 1:] in accepted:
+            key = props[5:sep]
+            try:
+                key.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            return key
+    return None
 
 
 def _plain_records(data: bytes, start: int, count: int, native: bool) -> tuple[bytes, int, int, int, int]:
@@ -439,6 +475,10 @@ def _learn_plain(raw: bytes) -> bool:
         return False
     if sysflag & COMPRESSED_FLAG or q + 2 + plen != total or len(_PLAIN_PROPS) >= _MAX_PLAIN_PROPS:
         return False
+    if props.startswith(b"KEYS\x01") and b"\x02" in props:   # a key of its own: learn the rest
+        props = props[props.index(b"\x02") + 1:]
+    if props in _PLAIN_PROPS:
+        return False        # known already: this record is not plain for another reason
     key, null_value, headers, log_append = _props_view(props)
     if key is not None or null_value or headers or log_append:
         return False

@@ -107,6 +107,7 @@ class UniformBatch:
     flag: int = 0
     sysflag: int = 0
     born_host: HostPort = ("127.0.0.1", 0)
+    keys: Sequence[str] | None = None   # per record: its KEYS (one key, no spaces), before the shared properties
 
     def __len__(self) -> int:
         return len(self.bodies)
@@ -116,8 +117,11 @@ class UniformBatch:
         stamps = self.born_timestamps
         if isinstance(stamps, int):
             stamps = [stamps] * len(self.bodies)
-        return [Message(self.topic, self.queue_id, body, dict(self.properties), self.flag, self.sysflag, ts,
-                        self.born_host) for body, ts in zip(self.bodies, stamps, strict=True)]
+        keys: Sequence[str | None] = [None] * len(self.bodies) if self.keys is None else self.keys
+        return [Message(self.topic, self.queue_id, body,
+                        dict(self.properties) if key is None else {PROP_KEYS: key, **self.properties},
+                        self.flag, self.sysflag, ts, self.born_host)
+                for body, ts, key in zip(self.bodies, stamps, keys, strict=True)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,9 @@
  * fixed header of the first record, packed by the layout's own struct -- and the byte offsets of
  * the fields that change per record.  Per record it copies the template, patches TOTALSIZE,
  * BODYCRC, QUEUEOFFSET, PHYSICALOFFSET, BORNTIMESTAMP and BODYLENGTH (big-endian), appends the
- * body and the shared tail (TOPICLENGTH TOPIC PROPERTIESLENGTH PROPERTIES), and writes the
- * record's 20-byte ConsumeQueue unit (commitlog offset int64, size int32, tags code int64).
+ * body, TOPICLENGTH TOPIC, PROPERTIESLENGTH and the properties (an optional per-record prefix, such
+ * as the record's own KEYS, then the shared blob), and writes the record's 20-byte ConsumeQueue
+ * unit (commitlog offset int64, size int32, tags code int64).
  *
  * ``encode_elements`` does the same for a RocketMQ batch body still in its wire form (elements
  * TOTALSIZE MAGIC BODYCRC FLAG BODYLEN BODY PROPLEN PROPS): per element it also patches FLAG, appends
@@ -47,19 +48,20 @@ static int check_field(Py_ssize_t off, Py_ssize_t width, Py_ssize_t header_len, 
     return 0;
 }
 
-/* encode_uniform(template, off_crc, off_qoff, off_phys, off_born_ts, bodies, born_timestamps, tail,
- *                queue_offset0, commitlog_offset0, tags_code) -> (records, units)
+/* encode_uniform(template, off_crc, off_qoff, off_phys, off_born_ts, bodies, born_timestamps, topic_blob,
+ *                props, prefixes, queue_offset0, commitlog_offset0, tags_code) -> (records, units)
  * TOTALSIZE is at 0 and BODYLENGTH in the template's last 4 bytes.  born_timestamps: a sequence of
- * ints as long as bodies, or one int for all. */
+ * ints as long as bodies, or one int for all.  prefixes: None, or bytes per record put before the
+ * shared ``props`` (a record's own properties, e.g. "KEYS\x01k\x02"). */
 static PyObject *encode_uniform(PyObject *self, PyObject *args) {
-    Py_buffer tmpl, tail;
+    Py_buffer tmpl, tblob, props;
     Py_ssize_t off_crc, off_qoff, off_phys, off_born;
-    PyObject *bodies_obj, *stamps_obj;
+    PyObject *bodies_obj, *stamps_obj, *prefixes_obj;
     long long qoff0, pos0, tags_code;
-    if (!PyArg_ParseTuple(args, "y*nnnnOOy*LLL", &tmpl, &off_crc, &off_qoff, &off_phys, &off_born,
-                          &bodies_obj, &stamps_obj, &tail, &qoff0, &pos0, &tags_code))
+    if (!PyArg_ParseTuple(args, "y*nnnnOOy*y*OLLL", &tmpl, &off_crc, &off_qoff, &off_phys, &off_born,
+                          &bodies_obj, &stamps_obj, &tblob, &props, &prefixes_obj, &qoff0, &pos0, &tags_code))
         return NULL;
-    PyObject *result = NULL, *bodies = NULL, *stamps = NULL, *records = NULL, *units = NULL;
+    PyObject *result = NULL, *bodies = NULL, *stamps = NULL, *prefixes = NULL, *records = NULL, *units = NULL;
     long long one_stamp = 0;
     Py_ssize_t hlen = tmpl.len;
     if (hlen < 8 || check_field(off_crc, 4, hlen, "crc") || check_field(off_qoff, 8, hlen, "queue offset")
@@ -83,13 +85,28 @@ static PyObject *encode_uniform(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyBytes_Check(items[i])) {
-            PyErr_SetString(PyExc_TypeError, "bodies must be bytes");
+    if (prefixes_obj != Py_None) {
+        prefixes = PySequence_Fast(prefixes_obj, "prefixes must be None or a sequence");
+        if (prefixes == NULL)
+            goto done;
+        if (PySequence_Fast_GET_SIZE(prefixes) != n) {
+            PyErr_SetString(PyExc_ValueError, "bodies and prefixes differ in length");
             goto done;
         }
-        Py_ssize_t size = hlen + PyBytes_GET_SIZE(items[i]) + tail.len;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pre = prefixes ? PySequence_Fast_GET_ITEM(prefixes, i) : NULL;
+        if (!PyBytes_Check(items[i]) || (pre != NULL && !PyBytes_Check(pre))) {
+            PyErr_SetString(PyExc_TypeError, "bodies and prefixes must be bytes");
+            goto done;
+        }
+        Py_ssize_t plen = props.len + (pre ? PyBytes_GET_SIZE(pre) : 0);
+        if (plen > 0x7FFF) {
+            PyErr_SetString(PyExc_ValueError, "properties longer than 32767 bytes");
+            goto done;
+        }
+        Py_ssize_t size = hlen + PyBytes_GET_SIZE(items[i]) + tblob.len + 2 + plen;
         if (size > INT32_MAX) {
             PyErr_SetString(PyExc_ValueError, "record larger than 2 GiB");
             goto done;
@@ -107,13 +124,15 @@ static PyObject *encode_uniform(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *body = (const unsigned char *)PyBytes_AS_STRING(items[i]);
         Py_ssize_t blen = PyBytes_GET_SIZE(items[i]);
+        PyObject *pre = prefixes ? PySequence_Fast_GET_ITEM(prefixes, i) : NULL;
+        Py_ssize_t prelen = pre ? PyBytes_GET_SIZE(pre) : 0, plen = prelen + props.len;
         long long born = one_stamp;
         if (stamps != NULL) {
             born = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(stamps, i));
             if (born == -1 && PyErr_Occurred())
                 goto done;
         }
-        uint32_t size = (uint32_t)(hlen + blen + tail.len);
+        uint32_t size = (uint32_t)(hlen + blen + tblob.len + 2 + plen);
         uint32_t crc = (uint32_t)crc32(0L, body, (uInt)blen) & 0x7FFFFFFFu;
         memcpy(out, t, (size_t)hlen);
         put_be32(out, size);
@@ -122,8 +141,17 @@ static PyObject *encode_uniform(PyObject *self, PyObject *args) {
         put_be64(out + off_phys, (uint64_t)pos);
         put_be64(out + off_born, (uint64_t)born);
         put_be32(out + hlen - 4, (uint32_t)blen);
-        memcpy(out + hlen, body, (size_t)blen);
-        memcpy(out + hlen + blen, tail.buf, (size_t)tail.len);
+        unsigned char *q = out + hlen;
+        memcpy(q, body, (size_t)blen);
+        q += blen;
+        memcpy(q, tblob.buf, (size_t)tblob.len);
+        q += tblob.len;
+        q[0] = (unsigned char)(plen >> 8);
+        q[1] = (unsigned char)plen;
+        q += 2;
+        if (prelen)
+            memcpy(q, PyBytes_AS_STRING(pre), (size_t)prelen);
+        memcpy(q + prelen, props.buf, (size_t)props.len);
         put_be64(u, (uint64_t)pos);
         put_be32(u + 8, size);
         put_be64(u + 12, (uint64_t)tags_code);
@@ -137,8 +165,10 @@ done:
     Py_XDECREF(units);
     Py_XDECREF(bodies);
     Py_XDECREF(stamps);
+    Py_XDECREF(prefixes);
     PyBuffer_Release(&tmpl);
-    PyBuffer_Release(&tail);
+    PyBuffer_Release(&tblob);
+    PyBuffer_Release(&props);
     return result;
 }
 
@@ -448,8 +478,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"encode_uniform", encode_uniform, METH_VARARGS,
-     "encode_uniform(template, off_crc, off_qoff, off_phys, off_born_ts, bodies, born_timestamps, tail, "
-     "queue_offset0, commitlog_offset0, tags_code) -> (records, units)"},
+     "encode_uniform(template, off_crc, off_qoff, off_phys, off_born_ts, bodies, born_timestamps, topic_blob, "
+     "props, prefixes, queue_offset0, commitlog_offset0, tags_code) -> (records, units)"},
     {"encode_elements", encode_elements, METH_VARARGS,
      "encode_elements(body, template, off_crc, off_flag, off_qoff, off_phys, topic_blob, extra, queue_offset0, "
      "commitlog_offset0, max_body, max_props) -> (records, units, keys, phys)"},

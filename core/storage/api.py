@@ -92,54 +92,8 @@ class Appended(NamedTuple):
     store_timestamp: int
 
 
-class AppendedRun(Sequence[Appended]):
-    """``Appended`` of each record of one ``put_uniform`` run, computed on demand (a run may hold
-    thousands of records, and callers mostly look at the first and the last)."""
-
-    __slots__ = ("start", "end", "queue_offset", "store_timestamp", "fixed", "bodies")
-
-    def __init__(self, start: int, end: int, queue_offset: int, store_timestamp: int, fixed: int,
-                 bodies: Sequence[bytes]) -> None:
-        self.start, self.end = start, end      # commitlog offsets of the run
-        self.queue_offset = queue_offset       # of the first record
-        self.store_timestamp = store_timestamp
-        self.fixed = fixed                     # record size - body size
-        self.bodies = bodies
-
-    def __len__(self) -> int:
-        return len(self.bodies)
-
-    @overload
-    def __getitem__(self, i: int) -> Appended: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Appended]: ...
-
-    def __getitem__(self, i: int | slice) -> Appended | Sequence[Appended]:
-        if isinstance(i, slice):
-            return list(self)[i]
-        n = len(self.bodies)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(i)
-        if i == n - 1:
-            size = self.fixed + len(self.bodies[i])
-            return Appended(self.end - size, size, self.queue_offset + i, self.store_timestamp)
-        pos = self.start + self.fixed * i + sum(map(len, self.bodies[:i]))
-        return Appended(pos, self.fixed + len(self.bodies[i]), self.queue_offset + i, self.store_timestamp)
-
-    def __iter__(self) -> Iterator[Appended]:
-        pos, qoff, fixed, ts = self.start, self.queue_offset, self.fixed, self.store_timestamp
-        for body in self.bodies:
-            size = fixed + len(body)
-            yield Appended(pos, size, qoff, ts)
-            pos += size
-            qoff += 1
-
-
 class UnitsAppended(Sequence[Appended]):
-    """``Appended`` of each record of a ``put_batch_body`` run, read from its raw ConsumeQueue units
+    """``Appended`` of each record of a ``put_uniform`` / ``put_batch_body`` run, read from its raw ConsumeQueue units
     (commitlog offset int64, size int32, tags code int64) on demand."""
 
     __slots__ = ("units", "queue_offset", "store_timestamp")
@@ -273,7 +227,7 @@ class MessageStore(Protocol):
 
     def put_uniform(self, batch: UniformBatch) -> PutResult:
         """``put_messages(batch.messages())`` with the same outcome and bytes, encoded as one run
-        (properties, tags code and index keys once; ``appended`` is an ``AppendedRun``)."""
+        (properties, tags code and index keys once; ``appended`` is an ``UnitsAppended``)."""
         ...
 
     def put_batch_body(self, batch: BatchBody) -> PutResult | None:

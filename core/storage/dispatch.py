@@ -204,12 +204,19 @@ class Dispatcher:
         return compute_tags_code(topic, props, store_ts, self.delay_levels_ms)
 
     def dispatch_run(self, topic: str, queue_id: int, queue_offset: int, units: bytes, code: int,
-                     props: dict[str, str], store_ts: int) -> None:
+                     props: dict[str, str], store_ts: int, keys: Sequence[str] | None = None) -> None:
         """``dispatch`` for a ``put_uniform`` run: its raw CQ ``units`` (consecutive from
-        ``queue_offset``) in one write, index entries only if the shared properties carry keys,
-        one arrival notification for the last record (every record shares its tags and
-        properties, so a waiter woken by any of them is woken by it)."""
+        ``queue_offset``) in one write, index entries for each record's own key (``keys``) or the
+        shared properties' keys, one arrival notification for the last record (every record
+        shares its tags, and a waiter matching on properties re-reads: props None when records
+        have keys of their own)."""
         self._put_units(topic, queue_id, queue_offset, units)
+        if keys is not None:
+            if self.index is not None:
+                self.index.put_keys(topic, keys, [u[0] for u in _UNIT.iter_unpack(units)], store_ts)
+            if self.listeners:
+                self._notify(topic, queue_id, queue_offset + len(units) // _UNIT.size - 1, code, None)
+            return
         if self.index is not None and (PROP_KEYS in props or PROP_UNIQ_KEY in props):
             keys = index_keys(props)
             if keys:

@@ -38,6 +38,8 @@ from pathlib import Path
 import structlog
 
 from core.model import (
+    PROP_KEYS,
+    PROP_UNIQ_KEY,
     TOPIC_SCHEDULE,
     TOPIC_TRANS_HALF,
     TRANSACTION_MASK,
@@ -51,7 +53,6 @@ from core.model import (
 from core.storage import layout, reader, retention
 from core.storage.api import (
     Appended,
-    AppendedRun,
     ArrivalListener,
     CqUnit,
     GetResult,
@@ -294,15 +295,22 @@ class DiskStore(reader.TimeQueries):
         if not bodies:
             return PutResult(PutStatus.PUT_OK)
         t = batch.sysflag & TRANSACTION_MASK
-        if t == TRANSACTION_PREPARED_TYPE or t == TRANSACTION_ROLLBACK_TYPE:
+        keys = batch.keys
+        if t == TRANSACTION_PREPARED_TYPE or t == TRANSACTION_ROLLBACK_TYPE or (
+                keys is not None and (PROP_KEYS in batch.properties or PROP_UNIQ_KEY in batch.properties)):
             return self.put_messages(batch.messages())
         biggest = max(bodies, key=len)
-        probe = Message(batch.topic, batch.queue_id, biggest, batch.properties, batch.flag, batch.sysflag, 0,
+        probe_props = batch.properties if keys is None else {PROP_KEYS: max(keys, key=len), **batch.properties}
+        probe = Message(batch.topic, batch.queue_id, biggest, probe_props, batch.flag, batch.sysflag, 0,
                         batch.born_host)
         problem = self._validate((probe,))
         if isinstance(problem, PutResult):
             return problem
-        props = problem[0]
+        props = layout.encode_properties(batch.properties)
+        prefixes = None
+        if keys is not None:    # "KEYS 0x01 key", then 0x02 before the shared properties (none after the last)
+            head, sep = b"KEYS\x01", b"\x02" if props else b""
+            prefixes = [head + k.encode("utf-8") + sep for k in keys]
         clog = self.clog
         now = int(time.time() * 1000)
         key = (batch.topic, batch.queue_id)
@@ -313,7 +321,7 @@ class DiskStore(reader.TimeQueries):
         data, units = layout.encode_uniform(
             batch.topic, batch.queue_id, bodies, batch.born_timestamps, props, flag=batch.flag,
             sysflag=batch.sysflag, born_host=batch.born_host, store_timestamp=now, store_host=self._host,
-            queue_offset=qoff, commitlog_offset=start, tags_code=code)
+            queue_offset=qoff, commitlog_offset=start, tags_code=code, prefixes=prefixes)
         if not clog.fits(len(data)):
             return self.put_messages(batch.messages())
         try:
@@ -321,10 +329,9 @@ class DiskStore(reader.TimeQueries):
             clog.commit()
         except OSError as exc:
             return self._write_failed(exc)
-        self.dispatcher.dispatch_run(batch.topic, batch.queue_id, qoff, units, code, batch.properties, now)
+        self.dispatcher.dispatch_run(batch.topic, batch.queue_id, qoff, units, code, batch.properties, now, keys)
         self._last_store_ts = now
-        fixed = (len(data) - sum(map(len, bodies))) // len(bodies)
-        return PutResult(PutStatus.PUT_OK, AppendedRun(start, start + len(data), qoff, now, fixed, bodies))
+        return PutResult(PutStatus.PUT_OK, UnitsAppended(units, qoff, now))
 
     def _validate(self, messages: Sequence[Message]) -> list[bytes] | PutResult:
         """Encoded properties of each message, or why the batch is refused (nothing is written)."""

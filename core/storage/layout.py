@@ -345,11 +345,15 @@ _UNIT = "qiq"   # ConsumeQueue unit: commitlog offset, size, tags code
 def encode_uniform(topic: str, queue_id: int, bodies: Sequence[bytes], born_timestamps: Sequence[int] | int,
                    props: bytes, *, flag: int, sysflag: int, born_host: HostPort, store_timestamp: int,
                    store_host: HostPort, queue_offset: int, commitlog_offset: int, tags_code: int,
-                   native: bool = NATIVE) -> tuple[bytes, bytes]:
+                   prefixes: Sequence[bytes] | None = None, native: bool = NATIVE) -> tuple[bytes, bytes]:
     """Records sharing all but body and born timestamp, from ``commitlog_offset`` with consecutive
     queue offsets: ``(record bytes, ConsumeQueue units)``, the same bytes as ``encode_record`` per
     message (``props`` encoded and checked, topic validated by the caller).  ``born_timestamps`` is
-    one int for all or one per body.  ``native`` picks the C encoder when it was built.
+    one int for all or one per body; ``prefixes`` (optional) are per-record property bytes put
+    before ``props`` (a record's own ``KEYS\x01k\x02``).  ``native`` picks the C encoder when built.
+
+    Raises:
+        ValueError: a record's properties would exceed 32767 bytes (or mismatched lengths).
     """
     tblob = topic_blob(topic)
     born_ip, born6 = host_bytes(born_host[0])
@@ -357,25 +361,28 @@ def encode_uniform(topic: str, queue_id: int, bodies: Sequence[bytes], born_time
     v6_bits = (BORNHOST_V6_FLAG if born6 else 0) | (STOREHOST_V6_FLAG if store6 else 0)
     sysflag = (sysflag & ~_V6_BITS) | v6_bits
     header = HEADERS[v6_bits]
-    tail = tblob + PROPS_LEN.pack(len(props)) + props
     if native and _cstore is not None:
         template = header.pack(0, MESSAGE_MAGIC, 0, queue_id, flag, 0, 0, sysflag, 0, born_ip, born_host[1],
                                store_timestamp, store_ip, store_host[1], 0, 0, 0)
-        return _cstore.encode_uniform(template, OFF_BODY_CRC, OFF_QUEUE_OFFSET, OFF_PHYSICAL_OFFSET,
-                                      OFF_BORN_TIMESTAMP, bodies, born_timestamps, tail, queue_offset,
-                                      commitlog_offset, tags_code)
+        return _cstore.encode_uniform(template, OFF_BODY_CRC, OFF_QUEUE_OFFSET, OFF_PHYSICAL_OFFSET,  # type: ignore[no-any-return]
+                                      OFF_BORN_TIMESTAMP, bodies, born_timestamps, tblob, props, prefixes,
+                                      queue_offset, commitlog_offset, tags_code)
     stamps = [born_timestamps] * len(bodies) if isinstance(born_timestamps, int) else born_timestamps
-    if len(stamps) != len(bodies):
-        raise ValueError("bodies and born_timestamps differ in length")
-    crc32, pack, fixed = zlib.crc32, header.pack, header.size + len(tail)
+    pres = [b""] * len(bodies) if prefixes is None else prefixes
+    if len(stamps) != len(bodies) or len(pres) != len(bodies):
+        raise ValueError("bodies, born_timestamps and prefixes differ in length")
+    if pres and len(props) + max(map(len, pres)) > MAX_PROPERTIES_BYTES:
+        raise ValueError(f"properties longer than {MAX_PROPERTIES_BYTES} bytes")
+    crc32, pack, fixed = zlib.crc32, header.pack, header.size + len(tblob) + PROPS_LEN.size
+    plen = PROPS_LEN.pack
     parts: list[bytes] = []
     flat: list[int] = []
     pos, qoff = commitlog_offset, queue_offset
-    for body, born in zip(bodies, stamps, strict=True):
-        size = fixed + len(body)
+    for body, born, pre in zip(bodies, stamps, pres, strict=True):
+        size = fixed + len(body) + len(pre) + len(props)
         parts += (pack(size, MESSAGE_MAGIC, crc32(body) & 0x7FFFFFFF, queue_id, flag, qoff, pos, sysflag, born,
                        born_ip, born_host[1], store_timestamp, store_ip, store_host[1], 0, 0, len(body)),
-                  body, tail)
+                  body, tblob, plen(len(pre) + len(props)), pre, props)
         flat += (pos, size, tags_code)
         pos += size
         qoff += 1

@@ -2,13 +2,14 @@
  *
  * Theory of operation
  * -------------------
- * ``plain_values(payload, count, base_timestamp)`` walks the ``count`` uncompressed v2 records of
- * a batch (length varint, attributes int8, timestamp delta varlong, offset delta varint, key,
- * value, header count; varints zig-zag encoded) and returns ``(values, timestamps)`` -- the value
- * bytes and the absolute CreateTime of each record -- when every record is *plain*: attributes 0,
- * null key, non-null value, no headers.  Anything else, including any malformation, returns
- * None: the caller then takes the general Python parser, which handles every record shape and
- * reports malformed input with a precise error.  Reads never go past the payload.
+ * ``plain_values(payload, count, base_timestamp, keyed)`` walks the ``count`` uncompressed v2
+ * records of a batch (length varint, attributes int8, timestamp delta varlong, offset delta varint,
+ * key, value, header count; varints zig-zag encoded) and returns ``(values, timestamps, keys)`` --
+ * the value bytes, the absolute CreateTime of each record and (``keyed``) the key bytes, else None
+ * -- when every record is *plain*: attributes 0, a null key (or, ``keyed``, a non-null key),
+ * non-null value, no headers.  Anything else, including any malformation, returns None: the
+ * caller then takes the general Python parser, which handles every record shape and reports
+ * malformed input with a precise error.  Reads never go past the payload.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,16 +39,18 @@ static PyObject *plain_values(PyObject *self, PyObject *args) {
     Py_buffer payload;
     Py_ssize_t count;
     long long base_ts;
-    if (!PyArg_ParseTuple(args, "y*nL", &payload, &count, &base_ts))
+    int keyed = 0;
+    if (!PyArg_ParseTuple(args, "y*nL|p", &payload, &count, &base_ts, &keyed))
         return NULL;
-    PyObject *values = NULL, *stamps = NULL, *result = NULL;
+    PyObject *values = NULL, *stamps = NULL, *keys = NULL, *result = NULL;
     const unsigned char *buf = (const unsigned char *)payload.buf;
     Py_ssize_t size = payload.len, pos = 0;
     if (count < 0 || count > size)
         goto plain_no;
     values = PyList_New(count);
     stamps = PyList_New(count);
-    if (values == NULL || stamps == NULL)
+    keys = keyed ? PyList_New(count) : Py_NewRef(Py_None);
+    if (values == NULL || stamps == NULL || keys == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t length, ts_delta, off_delta, key_len, value_len, headers;
@@ -57,8 +60,16 @@ static PyObject *plain_values(PyObject *self, PyObject *args) {
         if (pos >= end || buf[pos++] != 0)  /* attributes: none are defined for plain records */
             goto plain_no;
         if (!read_varint(buf, end, &pos, 10, &ts_delta) || !read_varint(buf, end, &pos, 5, &off_delta)
-            || !read_varint(buf, end, &pos, 5, &key_len) || key_len != -1
-            || !read_varint(buf, end, &pos, 5, &value_len) || value_len < 0 || value_len > end - pos)
+            || !read_varint(buf, end, &pos, 5, &key_len) || (keyed ? (key_len < 0 || key_len > end - pos) : key_len != -1))
+            goto plain_no;
+        if (keyed) {
+            PyObject *key = PyBytes_FromStringAndSize((const char *)buf + pos, (Py_ssize_t)key_len);
+            if (key == NULL)
+                goto done;
+            PyList_SET_ITEM(keys, i, key);
+            pos += (Py_ssize_t)key_len;
+        }
+        if (!read_varint(buf, end, &pos, 5, &value_len) || value_len < 0 || value_len > end - pos)
             goto plain_no;
         PyObject *value = PyBytes_FromStringAndSize((const char *)buf + pos, (Py_ssize_t)value_len);
         if (value == NULL)
@@ -74,20 +85,21 @@ static PyObject *plain_values(PyObject *self, PyObject *args) {
     }
     if (pos != size)
         goto plain_no;
-    result = PyTuple_Pack(2, values, stamps);
+    result = PyTuple_Pack(3, values, stamps, keys);
     goto done;
 plain_no:
     result = Py_NewRef(Py_None);
 done:
     Py_XDECREF(values);
     Py_XDECREF(stamps);
+    Py_XDECREF(keys);
     PyBuffer_Release(&payload);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"plain_values", plain_values, METH_VARARGS,
-     "plain_values(payload, count, base_timestamp) -> (values, timestamps) | None"},
+     "plain_values(payload, count, base_timestamp, keyed=False) -> (values, timestamps, keys) | None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -184,13 +184,18 @@ class RecordBatch:
         return RecordBatch(header, bytes(head) + self.raw[16:])
 
 
-def plain_values(payload: bytes, header: BatchHeader, *, native: bool = True) -> tuple[list[bytes], list[int]] | None:
-    """``(values, CreateTimes)`` of a batch's records (``payload`` decompressed) when every record
-    is plain -- attributes 0, null key, a value, no headers -- else None (also for a malformed
-    payload: ``read_record_fields`` reports that).  ``native`` picks the C walker
-    (``_crecords.c``) when it was built."""
+PlainValues = tuple[list[bytes], list[int], list[bytes] | None]
+
+
+def plain_values(payload: bytes, header: BatchHeader, *, keyed: bool = False,
+                 native: bool = True) -> PlainValues | None:
+    """``(values, CreateTimes, keys)`` of a batch's records (``payload`` decompressed) when every
+    record is plain -- attributes 0, a null key (``keyed``: a non-null key, returned in ``keys``;
+    else ``keys`` is None), a value, no headers -- else None (also for a malformed payload:
+    ``read_record_fields`` reports that).  ``native`` picks the C walker (``_crecords.c``)."""
     if native and _crecords is not None:
-        return _crecords.plain_values(payload, header.record_count, header.base_timestamp)  # type: ignore[no-any-return]
+        return _crecords.plain_values(payload, header.record_count, header.base_timestamp,  # type: ignore[no-any-return]
+                                      keyed)
     try:
         rows = read_record_fields(payload, _checked_count(header.record_count, len(payload)))
     except DecodeError:
@@ -198,12 +203,15 @@ def plain_values(payload: bytes, header: BatchHeader, *, native: bool = True) ->
     base = header.base_timestamp
     values: list[bytes] = []
     stamps: list[int] = []
+    keys: list[bytes] = []
     for attrs, ts_delta, _, key, value, headers in rows:
-        if attrs or key is not None or value is None or headers:
+        if attrs or (key is None) is keyed or value is None or headers:
             return None
         values.append(value)
         stamps.append(base + ts_delta)
-    return values, stamps
+        if key is not None:
+            keys.append(key)
+    return values, stamps, keys if keyed else None
 
 
 def _checked_count(n: int, available: int) -> int:

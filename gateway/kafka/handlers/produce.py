@@ -120,9 +120,11 @@ def _messages(topic: str, partition: int,
     try:
         payload = batch.payload()
         if not h.log_append_time and not h.is_transactional:
-            plain = R.plain_values(payload, h)
-            if plain is not None:   # the common case: stored as one run (Broker.append_uniform)
-                return 0, plain_run(topic, partition, *plain), h
+            # The common cases (no key, or text keys; no headers): stored as one run (Broker.append_uniform).
+            plain = R.plain_values(payload, h) or R.plain_values(payload, h, keyed=True)
+            run = plain_run(topic, partition, *plain) if plain is not None else None
+            if run is not None:
+                return 0, run, h
         rows = batch.record_fields(payload)
     except DecodeError:
         return E.CORRUPT_MESSAGE, [], None

@@ -132,3 +132,43 @@ def test_native_and_python_encoders_agree(bodies: list[bytes], stamps: int, born
     one = layout.encode_uniform("T", 3, bodies, stamps, props, native=True, **args)  # type: ignore[arg-type]
     assert one == layout.encode_uniform("T", 3, bodies, [stamps] * len(bodies), props, native=False,
                                         **args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("props", [{}, {"KAFKA_HEADERS": "[]", "CLUSTER": "c"}])
+def test_keyed_run_equals_put_messages(store: MessageStore, tmp_path: Path, props: dict[str, str]) -> None:
+    keys = ["k0", "ключ", "k\U0001F600", "k0"] + [f"key-{i}" for i in range(20)]
+    bodies = [f"v{i}".encode() for i in range(len(keys))]
+    batch = UniformBatch("T", 0, bodies, [5 + i for i in range(len(keys))], dict(props), keys=keys)
+    res = store.put_uniform(batch)
+    assert res.ok and [a.queue_offset for a in res.appended] == list(range(len(keys)))
+    assert res.end_offset == store.commitlog_max_offset
+    ref = DiskStore(small_config(tmp_path / "ref")).open()
+    try:
+        ref.put_messages(batch.messages())
+        assert _records(store, "T", 0) == _records(ref, "T", 0)
+        assert store.cq_units("T", 0, 0, 100) == ref.cq_units("T", 0, 0, 100)
+        for k in set(keys):
+            assert sorted(store.query_by_key("T", k, 100, 0, 1 << 62)) == sorted(
+                ref.query_by_key("T", k, 100, 0, 1 << 62)) != []
+    finally:
+        ref.close()
+
+
+def test_keyed_run_with_shared_keys_takes_the_general_path(store: MessageStore) -> None:
+    res = store.put_uniform(UniformBatch("T", 0, [b"a", b"b"], 1, {"KEYS": "shared"}, keys=["x", "y"]))
+    assert res.ok
+    msgs = [layout.decode_record(r) for r in store.get_messages("T", 0, 0, 10).records]
+    assert [m.properties["KEYS"] for m in msgs] == ["shared", "shared"]   # the dict merge, as messages() builds
+
+
+@settings(max_examples=40, deadline=None)
+@given(bodies=st.lists(st.binary(max_size=50), min_size=1, max_size=10), data=st.data())
+def test_native_and_python_agree_with_prefixes(bodies: list[bytes], data: st.DataObject) -> None:
+    prefixes = data.draw(st.lists(st.binary(max_size=30), min_size=len(bodies), max_size=len(bodies)))
+    args = dict(flag=0, sysflag=0, born_host=("127.0.0.1", 1), store_timestamp=1, store_host=("127.0.0.1", 2),
+                queue_offset=0, commitlog_offset=0, tags_code=0, prefixes=prefixes)
+    assert layout.encode_uniform("T", 0, bodies, 7, b"A\x01b", native=True, **args) == \
+        layout.encode_uniform("T", 0, bodies, 7, b"A\x01b", native=False, **args)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        layout.encode_uniform("T", 0, [b"x"], 7, b"A" * 32760, native=True,
+                              **{**args, "prefixes": [b"B" * 10]})  # type: ignore[arg-type]

@@ -33,21 +33,24 @@ def test_native_and_python_agree(recs: list[tuple[int, bytes | None, bytes | Non
     batch = R.encode_batch([R.Record(i, ts, k, v, tuple(R.Header(hk, hv) for hk, hv in h))
                             for i, (ts, k, v, h) in enumerate(recs)], base_timestamp=base_ts, compression=codec)
     payload, header = _split(batch)
-    native = R.plain_values(payload, header, native=True)
-    assert native == R.plain_values(payload, header, native=False)
-    plain = all(k is None and v is not None and not h for _, k, v, h in recs)
-    if plain:
-        assert native == ([v for _, _, v, _ in recs], [base_ts + ts for ts, _, _, _ in recs])
-    else:
-        assert native is None
+    values, stamps = [v for _, _, v, _ in recs], [base_ts + ts for ts, _, _, _ in recs]
+    for keyed in (False, True):
+        native = R.plain_values(payload, header, keyed=keyed, native=True)
+        assert native == R.plain_values(payload, header, keyed=keyed, native=False)
+        plain = all((k is not None) is keyed and v is not None and not h for _, k, v, h in recs)
+        if plain:
+            assert native == (values, stamps, [k for _, k, _, _ in recs] if keyed else None)
+        else:
+            assert native is None
 
 
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=200), count=st.integers(-2, 50))
 def test_garbage_never_crashes(data: bytes, count: int) -> None:
     header = R.BatchHeader(0, 0, -1, 2, 0, 0, 0, 0, 0, -1, -1, -1, count)
-    native = R.plain_values(data, header, native=True)
-    assert native is None or native == R.plain_values(data, header, native=False)
+    for keyed in (False, True):
+        native = R.plain_values(data, header, keyed=keyed, native=True)
+        assert native is None or native == R.plain_values(data, header, keyed=keyed, native=False)
 
 
 def test_truncated_plain_batch_is_not_plain() -> None:
