@@ -40,6 +40,30 @@ static inline uint32_t be32(const unsigned char *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
 }
 
+/* One record up to its properties: the template with TOTALSIZE, BODYCRC, QUEUEOFFSET, PHYSICALOFFSET
+ * and BODYLENGTH patched, then BODY, TOPICLENGTH TOPIC and PROPERTIESLENGTH.  Returns where the
+ * properties go.  The caller patches anything else (FLAG, BORNTIMESTAMP). */
+static unsigned char *put_record_head(unsigned char *out, const Py_buffer *tmpl, Py_ssize_t off_crc,
+                                      Py_ssize_t off_qoff, Py_ssize_t off_phys, uint32_t size,
+                                      const unsigned char *body, Py_ssize_t blen, long long qoff, long long pos,
+                                      const Py_buffer *tblob, Py_ssize_t plen) {
+    Py_ssize_t hlen = tmpl->len;
+    memcpy(out, tmpl->buf, (size_t)hlen);
+    put_be32(out, size);
+    put_be32(out + off_crc, (uint32_t)crc32(0L, body, (uInt)blen) & 0x7FFFFFFFu);
+    put_be64(out + off_qoff, (uint64_t)qoff);
+    put_be64(out + off_phys, (uint64_t)pos);
+    put_be32(out + hlen - 4, (uint32_t)blen);
+    unsigned char *q = out + hlen;
+    memcpy(q, body, (size_t)blen);
+    q += blen;
+    memcpy(q, tblob->buf, (size_t)tblob->len);
+    q += tblob->len;
+    q[0] = (unsigned char)(plen >> 8);
+    q[1] = (unsigned char)plen;
+    return q + 2;
+}
+
 static int check_field(Py_ssize_t off, Py_ssize_t width, Py_ssize_t header_len, const char *name) {
     if (off < 0 || off + width > header_len) {
         PyErr_Format(PyExc_ValueError, "field %s at %zd outside the %zd-byte template", name, off, header_len);
@@ -119,7 +143,6 @@ static PyObject *encode_uniform(PyObject *self, PyObject *args) {
         goto done;
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(records);
     unsigned char *u = (unsigned char *)PyBytes_AS_STRING(units);
-    const unsigned char *t = (const unsigned char *)tmpl.buf;
     long long pos = pos0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *body = (const unsigned char *)PyBytes_AS_STRING(items[i]);
@@ -133,22 +156,9 @@ static PyObject *encode_uniform(PyObject *self, PyObject *args) {
                 goto done;
         }
         uint32_t size = (uint32_t)(hlen + blen + tblob.len + 2 + plen);
-        uint32_t crc = (uint32_t)crc32(0L, body, (uInt)blen) & 0x7FFFFFFFu;
-        memcpy(out, t, (size_t)hlen);
-        put_be32(out, size);
-        put_be32(out + off_crc, crc);
-        put_be64(out + off_qoff, (uint64_t)(qoff0 + i));
-        put_be64(out + off_phys, (uint64_t)pos);
+        unsigned char *q = put_record_head(out, &tmpl, off_crc, off_qoff, off_phys, size, body, blen, qoff0 + i,
+                                           pos, &tblob, plen);
         put_be64(out + off_born, (uint64_t)born);
-        put_be32(out + hlen - 4, (uint32_t)blen);
-        unsigned char *q = out + hlen;
-        memcpy(q, body, (size_t)blen);
-        q += blen;
-        memcpy(q, tblob.buf, (size_t)tblob.len);
-        q += tblob.len;
-        q[0] = (unsigned char)(plen >> 8);
-        q[1] = (unsigned char)plen;
-        q += 2;
         if (prelen)
             memcpy(q, PyBytes_AS_STRING(pre), (size_t)prelen);
         memcpy(q + prelen, props.buf, (size_t)props.len);
@@ -259,7 +269,7 @@ static PyObject *encode_elements(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *records = NULL, *units = NULL, *keyed = NULL, *phys = NULL, *result = NULL, *last_tags = NULL;
     int32_t last_code = 0;
-    const unsigned char *b = (const unsigned char *)body.buf, *t = (const unsigned char *)tmpl.buf;
+    const unsigned char *b = (const unsigned char *)body.buf;
     const unsigned char *ex = (const unsigned char *)extra.buf;
     Py_ssize_t blen = body.len, hlen = tmpl.len;
     if (hlen < 8 || check_field(off_crc, 4, hlen, "crc") || check_field(off_flag, 4, hlen, "flag")
@@ -320,21 +330,9 @@ static PyObject *encode_elements(PyObject *self, PyObject *args) {
         int sep = pl && extra.len && ep[pl - 1] != 0x02;
         Py_ssize_t props = pl + sep + extra.len;
         uint32_t rsize = (uint32_t)(hlen + bl + tblob.len + 2 + props);
-        memcpy(out, t, (size_t)hlen);
-        put_be32(out, rsize);
-        put_be32(out + off_crc, (uint32_t)crc32(0L, eb, (uInt)bl) & 0x7FFFFFFFu);
+        props_buf = put_record_head(out, &tmpl, off_crc, off_qoff, off_phys, rsize, eb, bl, qoff0 + i, pos, &tblob,
+                                    props);
         memcpy(out + off_flag, b + p + 12, 4);
-        put_be64(out + off_qoff, (uint64_t)(qoff0 + i));
-        put_be64(out + off_phys, (uint64_t)pos);
-        put_be32(out + hlen - 4, (uint32_t)bl);
-        unsigned char *q = out + hlen;
-        memcpy(q, eb, (size_t)bl);
-        q += bl;
-        memcpy(q, tblob.buf, (size_t)tblob.len);
-        q += tblob.len;
-        q[0] = (unsigned char)(props >> 8);
-        q[1] = (unsigned char)props;
-        props_buf = q + 2;
         memcpy(props_buf, ep, (size_t)pl);
         if (sep)
             props_buf[pl] = 0x02;
