@@ -144,15 +144,12 @@ class Broker:
         props = batch.properties
         if PROP_TRAN_MSG in props or PROP_DELAY in props:
             return self.append(batch.messages())
-        props = dict(props)
-        props.pop(PROP_WAIT, None)
-        props[PROP_CLUSTER] = self.cfg.broker_cluster_name
         longest = max(map(len, batch.bodies), default=0)
         if longest > self.cfg.max_message_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL,
                              remark=f"message body size {longest} exceeds maxMessageSize "
                                     f"{self.cfg.max_message_size}")
-        return self.store.put_uniform(dataclasses.replace(batch, properties=props))
+        return self.store.put_uniform(dataclasses.replace(batch, properties=self._stamped(props)))
 
     def append_batch_body(self, batch: BatchBody) -> PutResult | None:
         """A RocketMQ batch in wire form (``MessageStore.put_batch_body``), or None: decode it and use
@@ -161,10 +158,13 @@ class Broker:
         gateway before this point, as Java refuses them."""
         if self._closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
-        props = dict(batch.properties)
-        props.pop(PROP_WAIT, None)
-        props[PROP_CLUSTER] = self.cfg.broker_cluster_name
-        return self.store.put_batch_body(dataclasses.replace(batch, properties=props))
+        return self.store.put_batch_body(dataclasses.replace(batch, properties=self._stamped(batch.properties)))
+
+    def _stamped(self, props: dict[str, str]) -> dict[str, str]:
+        """A copy of run-level properties with ``prepare``'s stamping: WAIT dropped, CLUSTER set."""
+        out = {k: v for k, v in props.items() if k != PROP_WAIT}
+        out[PROP_CLUSTER] = self.cfg.broker_cluster_name
+        return out
 
     async def wait_durable(self, result: PutResult) -> PutResult:
         """Under SYNC_FLUSH, wait until ``result``'s bytes are fsynced (FLUSH_DISK_TIMEOUT otherwise)."""

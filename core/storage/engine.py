@@ -265,14 +265,20 @@ class DiskStore(reader.TimeQueries):
             return PutResult(status, remark=remark)
         if not clog.fits(len(data)):
             return None
-        try:
-            clog.stage(data)
-            clog.commit()
-        except OSError as exc:
-            return self._write_failed(exc)
+        if failed := self._commit_run(data):
+            return failed
         self.dispatcher.dispatch_elements(batch.topic, batch.queue_id, qoff, units, keys, phys, now)
         self._last_store_ts = now
         return PutResult(PutStatus.PUT_OK, UnitsAppended(units, qoff, now))
+
+    def _commit_run(self, data: bytes) -> PutResult | None:
+        """Write one encoded run (it fits the current segment); a PutResult only if the write failed."""
+        try:
+            self.clog.stage(data)
+            self.clog.commit()
+        except OSError as exc:
+            return self._write_failed(exc)
+        return None
 
     def _write_failed(self, exc: OSError) -> PutResult:
         self.clog.discard()
@@ -324,11 +330,8 @@ class DiskStore(reader.TimeQueries):
             queue_offset=qoff, commitlog_offset=start, tags_code=code, prefixes=prefixes)
         if not clog.fits(len(data)):
             return self.put_messages(batch.messages())
-        try:
-            clog.stage(data)
-            clog.commit()
-        except OSError as exc:
-            return self._write_failed(exc)
+        if failed := self._commit_run(data):
+            return failed
         self.dispatcher.dispatch_run(batch.topic, batch.queue_id, qoff, units, code, batch.properties, now, keys)
         self._last_store_ts = now
         return PutResult(PutStatus.PUT_OK, UnitsAppended(units, qoff, now))

@@ -140,7 +140,7 @@ def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: 
         if off < clog_min:
             end = -1        # a run holds consecutive queue offsets only
             continue
-        if off != end or not sizes:
+        if off != end:      # not adjacent to the run so far (or no run yet: end is -1)
             if sizes:
                 spans.append((first, start, end, sizes))
             first, start, sizes = offset + i, off, []

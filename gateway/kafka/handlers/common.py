@@ -141,13 +141,13 @@ def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
 
 
 def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_bytes: int,
-                 max_msgs: int = 1000) -> tuple[bytes, int, int]:
+                 max_msgs: int = 1000) -> tuple[bytes, int]:
     """``build_batches(read_records(...))`` without a filter, from the store's runs: plain stretches
     become one batch each straight from the CommitLog bytes (``compat.kafka_pieces``).
 
-    Returns the batches, how many records they hold and the next offset to read.
+    Returns the batches and how many records they hold.
     """
-    runs, next_offset = env.broker.store.get_runs(topic, partition, offset, max_msgs, max(max_bytes, 1))
+    runs, _ = env.broker.store.get_runs(topic, partition, offset, max_msgs, max(max_bytes, 1))
     out: list[bytes] = []
     count = 0
     for run in runs:
@@ -160,7 +160,7 @@ def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
             else:
                 out.append(build_batches(piece))
                 count += len(piece)
-    return b"".join(out), count, next_offset
+    return b"".join(out), count
 
 
 def skip_marker(offset: int) -> bytes:

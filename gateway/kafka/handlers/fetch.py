@@ -85,7 +85,7 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
         out.records = b""
         return out, 0
     if message_filter is None:
-        data, count, _ = read_batches(env, topic, queue, p.fetch_offset, max(limit, 1), max_msgs=_max_records(limit))
+        data, count = read_batches(env, topic, queue, p.fetch_offset, max(limit, 1), max_msgs=_max_records(limit))
     else:
         recs, next_offset = read_records(env, topic, queue, p.fetch_offset, max(limit, 1),
                                          max_msgs=_max_records(limit), message_filter=message_filter)

@@ -6,9 +6,11 @@ Each partition's ``records`` must hold exactly one magic-2 batch (otherwise
 87 INVALID_RECORD) with a valid CRC (else 2 CORRUPT_MESSAGE), or a legacy
 magic 0/1 message set (Produce v0-v2 from old clients; decompressed and
 stored one message per record, never idempotent).
-Records are mapped by ``compat.kafka_records`` and appended through
-``Broker.put`` (the shared send pipeline; under SYNC_FLUSH it waits for
-fsync, which is what acks=all means on one node).  base_offset in the reply
+Records are mapped by ``compat.kafka_records`` and appended through the
+broker's send pipeline (``Broker.append``, then ``wait_durable``: under
+SYNC_FLUSH it waits for fsync, which is what acks=all means on one node).
+A batch whose records all lack headers and have no key or text keys is
+walked natively and stored as one run (``Broker.append_uniform``).  base_offset in the reply
 is the ConsumeQueue offset of the first record.  Produce never auto-creates
 topics (3 UNKNOWN_TOPIC_OR_PARTITION).  acks=0: the server sends no reply.
 

@@ -17,8 +17,6 @@ from core.storage.engine import DiskStore
 from core.storage.memory import MemoryStore
 from gateway.rocketmq.codec.batch import decode_batch, encode_batch
 
-pytestmark = pytest.mark.skipif(not layout.NATIVE, reason="the native encoder was not built")  # see test_uniform
-
 
 def _body(elements: list[tuple[int, bytes, dict[str, str]]], trailing_sep: bool = True) -> bytes:
     return encode_batch([(flag, body, layout.encode_properties(props) + (b"\x02" if trailing_sep and props else b""))
