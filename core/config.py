@@ -61,6 +61,7 @@ class BrokerConfig:
     mapped_file_size_consume_queue: int = 300_000 * 20
     flush_disk_type: str = "ASYNC_FLUSH"
     flush_interval_commit_log: int = 500
+    commit_log_cache_window: int = 512 << 20   # rokka: CommitLog bytes kept in page cache below the flushed tail
     sync_flush_timeout: int = 5000
     file_reserved_time: int = 72
     delete_when: str = "04"
@@ -126,6 +127,7 @@ class BrokerConfig:
             index_max_entries=self.max_index_num,
             flush_disk_type=FlushDiskType(self.flush_disk_type),
             flush_interval_ms=self.flush_interval_commit_log,
+            cache_window_bytes=self.commit_log_cache_window,
             sync_flush_timeout_ms=self.sync_flush_timeout,
             file_reserved_time_hours=self.file_reserved_time,
             delete_when=self.delete_when,
@@ -143,6 +145,8 @@ class BrokerConfig:
             raise ValueError("mapedFileSizeConsumeQueue must be a multiple of 20")
         if self.mapped_file_size_commit_log < 64 * 1024:
             raise ValueError("mapedFileSizeCommitLog must be at least 64 KiB")
+        if self.commit_log_cache_window < 0:
+            raise ValueError("commitLogCacheWindow must be >= 0 (0 leaves page-cache use to the kernel)")
         if not 1 <= self.disk_max_used_space_ratio <= 95:
             raise ValueError("diskMaxUsedSpaceRatio must be within 1..95")
 

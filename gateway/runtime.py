@@ -33,6 +33,7 @@ import trio
 
 from core.broker import Broker
 from core.config import BrokerConfig
+from gateway import allocator
 
 log = structlog.get_logger("rokka")
 
@@ -41,6 +42,8 @@ GRACE_S = 5.0
 
 
 def run_roles(cfg: BrokerConfig, *, namesrv_port: int | None, run_broker: bool) -> int:
+    if run_broker:
+        allocator.tune()
     try:
         return trio.run(_main, cfg, namesrv_port, run_broker)
     except KeyboardInterrupt:  # pragma: no cover - SIGINT before handlers were installed

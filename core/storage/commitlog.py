@@ -18,10 +18,26 @@ only in ``flush()``, which may run on a worker thread: it snapshots
 
 Invariants: ``min_offset <= flushed_offset <= write_offset``; bytes in
 ``[write_offset, segment end)`` of the active segment are zero.
+
+Cache window: after each flush, ``release_cold()`` (same worker thread) asks
+the kernel to drop the cached pages of bytes more than ``cache_window``
+below ``flushed_offset`` (``MADV_DONTNEED`` on our read mapping, then
+``POSIX_FADV_DONTNEED``; those pages are clean, so nothing is lost: a later
+read faults them back from disk).  The freed pages are what the next appends
+get, so a long write stream recycles a bounded set of page-cache pages
+instead of taking fresh ones.  Fresh pages are not free: the kernel zeroes
+and accounts each one, and on a VM whose host reclaims guest memory (free
+page reporting, ballooning) every first touch is a host fault, several times
+the cost of the copy itself.  The cost of the window: consumers more than
+``cache_window`` behind the tail read from disk, as a Kafka or RocketMQ
+consumer does once its data has left the page cache.  0 = leave it all to
+the kernel.
 """
 
 from __future__ import annotations
 
+import mmap
+import os
 from pathlib import Path
 
 from core.storage import layout
@@ -37,6 +53,8 @@ class CommitLog:
         self._staged: list[bytes] = []
         self._stage_start = 0       # commitlog offset of the first staged byte
         self._stage_end = 0         # offset just past the staged bytes
+        self.cache_window = 0       # bytes kept cached below flushed_offset (0: no release); see release_cold
+        self._released_to = 0       # pages below this offset were released (worker thread writes it)
 
     # -- opening --------------------------------------------------------------
     def load(self) -> list[Segment]:
@@ -148,5 +166,31 @@ class CommitLog:
             self.flushed_offset = max(self.flushed_offset, target)
         return self.flushed_offset
 
+    RELEASE_CHUNK = 16 << 20
+
+    def release_cold(self) -> int:
+        """Drop cached pages more than ``cache_window`` below ``flushed_offset`` (blocking; call after
+        ``flush()`` on its thread).  Returns the bytes released."""
+        if not self.cache_window or not _FADVISE:
+            return 0
+        page = mmap.PAGESIZE
+        limit = (self.flushed_offset - self.cache_window) // page * page
+        start = max(self._released_to, self.min_offset)
+        if limit - start < min(self.RELEASE_CHUNK, self.segment_size):
+            return 0
+        with self.files.lock:           # segments cannot be closed or deleted under us
+            for seg in self.files.segments:
+                lo, hi = max(start, seg.base), min(limit, seg.end)
+                if lo >= hi:
+                    continue
+                lo -= (lo - seg.base) % page
+                seg.mm.madvise(mmap.MADV_DONTNEED, lo - seg.base, hi - lo)
+                os.posix_fadvise(seg.fd, lo - seg.base, hi - lo, os.POSIX_FADV_DONTNEED)
+        self._released_to = limit
+        return limit - start
+
     def close(self) -> None:
         self.files.close()
+
+
+_FADVISE = hasattr(os, "posix_fadvise") and hasattr(mmap, "MADV_DONTNEED")

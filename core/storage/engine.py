@@ -90,6 +90,7 @@ class DiskStore(reader.TimeQueries):
         self.root = Path(config.root_dir)
         self.repair = repair
         self.clog = CommitLog(config.commitlog_path, config.commitlog_file_size)
+        self.clog.cache_window = config.cache_window_bytes
         self.cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self.index = IndexService(self.root / "index", config.index_hash_slots, config.index_max_entries)
         self.dispatcher = Dispatcher(self.cqs, self._new_queue, self.index,  # type: ignore[arg-type]
@@ -550,7 +551,9 @@ class DiskStore(reader.TimeQueries):
         return self.clog.flushed_offset
 
     def flush(self) -> int:
-        return self.clog.flush()
+        flushed = self.clog.flush()
+        self.clog.release_cold()
+        return flushed
 
     def checkpoint(self) -> None:
         # Called from worker threads (the flush service) and from close(): one writer at a time,
