@@ -61,7 +61,7 @@ class BrokerConfig:
     mapped_file_size_consume_queue: int = 300_000 * 20
     flush_disk_type: str = "ASYNC_FLUSH"
     flush_interval_commit_log: int = 500
-    commit_log_cache_window: int = 512 << 20   # rokka: CommitLog bytes kept in page cache below the flushed tail
+    commit_log_cache_window: int = 0   # rokka: CommitLog bytes kept in page cache below the flushed tail (0 = no limit)
     sync_flush_timeout: int = 5000
     file_reserved_time: int = 72
     delete_when: str = "04"

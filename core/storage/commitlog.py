@@ -30,8 +30,10 @@ and accounts each one, and on a VM whose host reclaims guest memory (free
 page reporting, ballooning) every first touch is a host fault, several times
 the cost of the copy itself.  The cost of the window: consumers more than
 ``cache_window`` behind the tail read from disk, as a Kafka or RocketMQ
-consumer does once its data has left the page cache.  0 = leave it all to
-the kernel.
+consumer does once its data has left the page cache; ``read_span`` below the
+window starts readahead for the next 16 MiB (``POSIX_FADV_WILLNEED``) so a
+catching-up consumer mostly finds its pages already read.  0 = leave it all
+to the kernel.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class CommitLog:
         self._stage_end = 0         # offset just past the staged bytes
         self.cache_window = 0       # bytes kept cached below flushed_offset (0: no release); see release_cold
         self._released_to = 0       # pages below this offset were released (worker thread writes it)
+        self._prefetch_lo = self._prefetch_hi = 0   # the range last handed to readahead by _prefetch
 
     # -- opening --------------------------------------------------------------
     def load(self) -> list[Segment]:
@@ -131,6 +134,8 @@ class CommitLog:
             return None
         pos = offset - seg.base
         mm = seg.mm
+        if offset < self._released_to:
+            self._prefetch(seg, offset)
         total, magic = layout.SIZE_MAGIC.unpack_from(mm, pos)
         if magic != layout.MESSAGE_MAGIC:
             return None
@@ -147,6 +152,8 @@ class CommitLog:
         seg = self.files.find(start)
         if seg is None or end > seg.end:
             return None
+        if start < self._released_to:
+            self._prefetch(seg, start)
         return seg.mm[start - seg.base:end - seg.base]
 
     def store_timestamp(self, offset: int) -> int | None:
@@ -167,6 +174,17 @@ class CommitLog:
         return self.flushed_offset
 
     RELEASE_CHUNK = 16 << 20
+    PREFETCH = 16 << 20
+
+    def _prefetch(self, seg: Segment, offset: int) -> None:
+        """A read below the cache window: start the disk reads for what follows it (asynchronous
+        readahead), so a catching-up consumer finds the pages in the cache instead of stalling the
+        event loop on one page fault after another."""
+        if self._prefetch_lo <= offset < self._prefetch_hi - self.PREFETCH // 2:
+            return
+        n = min(self.PREFETCH, seg.end - offset)
+        os.posix_fadvise(seg.fd, offset - seg.base, n, os.POSIX_FADV_WILLNEED)
+        self._prefetch_lo, self._prefetch_hi = offset, offset + n
 
     def release_cold(self) -> int:
         """Drop cached pages more than ``cache_window`` below ``flushed_offset`` (blocking; call after

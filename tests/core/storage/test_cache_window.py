@@ -98,7 +98,9 @@ def test_window_zero_leaves_the_page_cache_alone(tmp_path: Path) -> None:
 
 def test_cache_window_setting() -> None:
     cfg = BrokerConfig()
-    assert cfg.store_config().cache_window_bytes == 512 << 20
+    assert cfg.store_config().cache_window_bytes == 0          # off unless the operator bounds it
+    cfg.commit_log_cache_window = 256 << 20
+    assert cfg.store_config().cache_window_bytes == 256 << 20
     cfg.commit_log_cache_window = -1
     with pytest.raises(ValueError, match="commitLogCacheWindow"):
         cfg.validate()
