@@ -183,7 +183,10 @@ class CommitLog:
         if self._prefetch_lo <= offset < self._prefetch_hi - self.PREFETCH // 2:
             return
         n = min(self.PREFETCH, seg.end - offset)
-        os.posix_fadvise(seg.fd, offset - seg.base, n, os.POSIX_FADV_WILLNEED)
+        try:
+            os.posix_fadvise(seg.fd, offset - seg.base, n, os.POSIX_FADV_WILLNEED)
+        except OSError:         # a hint only: the read itself goes on through the mapping
+            return
         self._prefetch_lo, self._prefetch_hi = offset, offset + n
 
     def release_cold(self) -> int:
