@@ -19,7 +19,6 @@ operator's ``MALLOC_*_`` environment variables win.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 import structlog
@@ -36,11 +35,9 @@ def tune() -> bool:
     """Apply the settings above; True if glibc accepted them."""
     if any(k in os.environ for k in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")):
         return False
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError, TypeError):
+        mallopt = ctypes.CDLL(None).mallopt     # the process's own symbols: no library search at start-up
+    except (OSError, AttributeError):
         return False
     ok = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     if not ok:

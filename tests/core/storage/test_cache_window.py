@@ -6,7 +6,6 @@ Residency is read with mincore(2) (through ctypes) on a private read-only mappin
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import mmap
 import os
 from pathlib import Path
@@ -19,7 +18,7 @@ from core.storage.engine import DiskStore
 
 SEGMENT = 64 * 1024
 BODY = 4000
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
