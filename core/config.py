@@ -62,6 +62,7 @@ class BrokerConfig:
     flush_disk_type: str = "ASYNC_FLUSH"
     flush_interval_commit_log: int = 500
     commit_log_cache_window: int = 0   # rokka: CommitLog bytes kept in page cache below the flushed tail (0 = no limit)
+    commit_log_warm_ahead: int = 256 << 20   # rokka: CommitLog bytes past the tail pre-cached on idle CPU (0 = off)
     sync_flush_timeout: int = 5000
     file_reserved_time: int = 72
     delete_when: str = "04"
@@ -128,6 +129,7 @@ class BrokerConfig:
             flush_disk_type=FlushDiskType(self.flush_disk_type),
             flush_interval_ms=self.flush_interval_commit_log,
             cache_window_bytes=self.commit_log_cache_window,
+            warm_ahead_bytes=self.commit_log_warm_ahead,
             sync_flush_timeout_ms=self.sync_flush_timeout,
             file_reserved_time_hours=self.file_reserved_time,
             delete_when=self.delete_when,
@@ -147,6 +149,8 @@ class BrokerConfig:
             raise ValueError("mapedFileSizeCommitLog must be at least 64 KiB")
         if self.commit_log_cache_window < 0:
             raise ValueError("commitLogCacheWindow must be >= 0 (0 leaves page-cache use to the kernel)")
+        if self.commit_log_warm_ahead < 0:
+            raise ValueError("commitLogWarmAhead must be >= 0 (0 turns the warm-ahead off)")
         if not 1 <= self.disk_max_used_space_ratio <= 95:
             raise ValueError("diskMaxUsedSpaceRatio must be within 1..95")
 

@@ -62,6 +62,7 @@ class StoreConfig:
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     flush_interval_ms: int = 500               # flushIntervalCommitLog
     cache_window_bytes: int = 0                # commitLogCacheWindow (rokka): see CommitLog.release_cold
+    warm_ahead_bytes: int = 0                  # commitLogWarmAhead (rokka): see warmer.py
     sync_flush_timeout_ms: int = 5000          # syncFlushTimeout
     file_reserved_time_hours: int = 72         # fileReservedTime
     delete_when: str = "04"                    # deleteWhen (hours, ";" separated)

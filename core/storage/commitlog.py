@@ -19,6 +19,12 @@ only in ``flush()``, which may run on a worker thread: it snapshots
 Invariants: ``min_offset <= flushed_offset <= write_offset``; bytes in
 ``[write_offset, segment end)`` of the active segment are zero.
 
+Warm-ahead: ``start_warmer(ahead)`` starts a ``TailWarmer`` (warmer.py): a
+native idle-priority thread reads the sparse range just past the write
+offset, so appends find their page-cache pages already there;
+``_write_staged`` kicks it when the writer has used half of the requested
+range.
+
 Cache window: after each flush, ``release_cold()`` (same worker thread) asks
 the kernel to drop the cached pages of bytes more than ``cache_window``
 below ``flushed_offset`` (``MADV_DONTNEED`` on our read mapping, then
@@ -44,6 +50,8 @@ from pathlib import Path
 
 from core.storage import layout
 from core.storage.segment import Segment, SegmentFiles
+from core.storage.warmer import TailWarmer
+from core.storage.warmer import available as warmer_available
 
 
 class CommitLog:
@@ -58,6 +66,7 @@ class CommitLog:
         self.cache_window = 0       # bytes kept cached below flushed_offset (0: no release); see release_cold
         self._released_to = 0       # pages below this offset were released (worker thread writes it)
         self._prefetch_lo = self._prefetch_hi = 0   # the range last handed to readahead by _prefetch
+        self.warmer: TailWarmer | None = None       # see start_warmer
 
     # -- opening --------------------------------------------------------------
     def load(self) -> list[Segment]:
@@ -123,6 +132,11 @@ class CommitLog:
             raise
         self.write_offset = end
         self._stage_start = end
+        warmer = self.warmer
+        if warmer is not None:
+            warmer.touch()
+            if end >= warmer.kick_at:
+                warmer.kick()
 
     # -- reading --------------------------------------------------------------
     def read(self, offset: int, size: int | None = None) -> bytes | None:
@@ -134,6 +148,8 @@ class CommitLog:
             return None
         pos = offset - seg.base
         mm = seg.mm
+        if self.warmer is not None:
+            self.warmer.touch()
         if offset < self._released_to:
             self._prefetch(seg, offset)
         total, magic = layout.SIZE_MAGIC.unpack_from(mm, pos)
@@ -154,6 +170,8 @@ class CommitLog:
             return None
         if start < self._released_to:
             self._prefetch(seg, start)
+        if self.warmer is not None:
+            self.warmer.touch()
         return seg.mm[start - seg.base:end - seg.base]
 
     def store_timestamp(self, offset: int) -> int | None:
@@ -210,7 +228,15 @@ class CommitLog:
         self._released_to = limit
         return limit - start
 
+    def start_warmer(self, ahead: int) -> None:
+        """Keep ``ahead`` bytes past the write offset in the page cache (see warmer.py); 0 = off."""
+        if ahead > 0 and self.warmer is None and warmer_available:
+            self.warmer = TailWarmer(self, ahead)
+
     def close(self) -> None:
+        if self.warmer is not None:
+            self.warmer.stop()
+            self.warmer = None
         self.files.close()
 
 

@@ -51,7 +51,7 @@ class ConsumeQueue:
             raise ValueError(f"consumequeue_file_size {file_size} is not a multiple of 20")
         self.topic = topic
         self.queue_id = queue_id
-        self.files = SegmentFiles(directory, file_size)
+        self.files = SegmentFiles(directory, file_size, random_access=True)
         self.file_size = file_size
         self.units_per_file = file_size // UNIT_SIZE
         self.max_offset = 0

@@ -126,6 +126,7 @@ class DiskStore(reader.TimeQueries):
         self._writable = True
         self.flush()
         self.checkpoint()
+        self.clog.start_warmer(self.config.warm_ahead_bytes)
         return self
 
     def _recover(self, unclean: bool) -> None:

@@ -91,7 +91,7 @@ class IndexFile:
         self.path = path
         self.slots = slots
         self.max_entries = max_entries
-        self.seg = Segment(path, 0, file_size(slots, max_entries), existing=path.exists())
+        self.seg = Segment(path, 0, file_size(slots, max_entries), existing=path.exists(), random_access=True)
         self.mm = self.seg.mm
         (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.used_slots,
          self.count) = HEADER.unpack_from(self.mm, 0)

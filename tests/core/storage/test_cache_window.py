@@ -1,60 +1,21 @@
 """The CommitLog cache window: flushed bytes far enough below the tail leave the page cache, and stay readable.
 
-Residency is read with mincore(2) (through ctypes) on a private read-only mapping of the segment file.
+Residency is read with mincore(2) (storage_helpers.cached_pages).
 """
 
 from __future__ import annotations
 
-import ctypes
 import mmap
-import os
 from pathlib import Path
 
 import pytest
-from storage_helpers import msg, small_config
+from storage_helpers import cached_pages, fs_type, msg, page_cache_is_droppable, small_config
 
 from core.config import BrokerConfig
 from core.storage.engine import DiskStore
 
 SEGMENT = 64 * 1024
 BODY = 4000
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-
-
-def _cached_pages(path: Path) -> int:
-    size = path.stat().st_size
-    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if addr in (None, ctypes.c_void_p(-1).value):
-            raise OSError(ctypes.get_errno(), "mmap")
-        try:
-            vec = (ctypes.c_ubyte * pages)()
-            if _libc.mincore(addr, size, vec) != 0:
-                raise OSError(ctypes.get_errno(), "mincore")
-            return sum(v & 1 for v in vec)
-        finally:
-            _libc.munmap(addr, size)
-    finally:
-        os.close(fd)
-
-
-def _page_cache_is_droppable(path: Path) -> bool:
-    return _fs_type(path) not in ("tmpfs", "ramfs")
-
-
-def _fs_type(path: Path) -> str:
-    best, kind = "", ""
-    for line in Path("/proc/mounts").read_text().splitlines():
-        _dev, mnt, fs, *_ = line.split()
-        if str(path.resolve()).startswith(mnt) and len(mnt) >= len(best):
-            best, kind = mnt, fs
-    return kind
 
 
 def _fill(tmp_path: Path, window: int) -> tuple[DiskStore, list[bytes]]:
@@ -65,22 +26,22 @@ def _fill(tmp_path: Path, window: int) -> tuple[DiskStore, list[bytes]]:
 
 
 def test_flush_releases_pages_beyond_the_window_and_reads_fault_them_back(tmp_path: Path) -> None:
-    if not _page_cache_is_droppable(tmp_path):
-        pytest.skip(f"{tmp_path} is on {_fs_type(tmp_path)}: its pages are the file and cannot be dropped")
+    if not page_cache_is_droppable(tmp_path):
+        pytest.skip(f"{tmp_path} is on {fs_type(tmp_path)}: its pages are the file and cannot be dropped")
     s, bodies = _fill(tmp_path, SEGMENT)
     first = tmp_path / "commitlog" / "00000000000000000000"
     before = s.get_messages("T", 0, 0, 60).records    # also maps every page through the store's own mmap
     assert len(before) == 60 and all(b in r for b, r in zip(bodies, before, strict=True))
-    assert _cached_pages(first) == SEGMENT // mmap.PAGESIZE
+    assert cached_pages(first) == SEGMENT // mmap.PAGESIZE
     s.flush()
     tail = s.flushed_offset
     assert tail - SEGMENT >= 2 * SEGMENT              # the first two segments are wholly outside the window
-    assert _cached_pages(first) == 0
-    assert _cached_pages(tmp_path / "commitlog" / f"{SEGMENT:020d}") == 0
+    assert cached_pages(first) == 0
+    assert cached_pages(tmp_path / "commitlog" / f"{SEGMENT:020d}") == 0
     last = tmp_path / "commitlog" / f"{tail - tail % SEGMENT:020d}"
-    assert _cached_pages(last) > 0                    # inside the window: untouched
+    assert cached_pages(last) > 0                    # inside the window: untouched
     assert s.get_messages("T", 0, 0, 60).records == before   # read back from disk, byte for byte
-    assert _cached_pages(first) > 0
+    assert cached_pages(first) > 0
     s.close()
     s = DiskStore(small_config(tmp_path, commitlog_file_size=SEGMENT)).open()
     assert s.get_messages("T", 0, 0, 60).records == before
@@ -91,7 +52,7 @@ def test_window_zero_leaves_the_page_cache_alone(tmp_path: Path) -> None:
     s, _ = _fill(tmp_path, 0)
     s.flush()
     assert s.clog.release_cold() == 0
-    assert _cached_pages(tmp_path / "commitlog" / "00000000000000000000") == SEGMENT // mmap.PAGESIZE
+    assert cached_pages(tmp_path / "commitlog" / "00000000000000000000") == SEGMENT // mmap.PAGESIZE
     s.close()
 
 
