@@ -105,10 +105,17 @@ class KafkaServerConnection:
                 raise self._fail(f"frame size {size} outside [{_MIN_PAYLOAD}, {self.max_frame_bytes}]")
             if len(self._buf) < 4 + size:
                 break
-            payload = bytes(self._buf[4 : 4 + size])
+            with memoryview(self._buf) as view:     # one copy of the frame, not two (slice, then bytes)
+                payload = bytes(view[4 : 4 + size])
             del self._buf[: 4 + size]
             out.append(self._parse(payload))
         return out
+
+    def bytes_wanted(self) -> int:
+        """Bytes still missing from the frame being received (0 if its size is not known yet)."""
+        if len(self._buf) < 4:
+            return 0
+        return max(0, 4 + int.from_bytes(self._buf[:4], "big", signed=True) - len(self._buf))
 
     def _parse(self, payload: bytes) -> KafkaRequest:
         api_key, version, correlation_id = framing.peek_api(payload)

@@ -45,6 +45,7 @@ __all__ = ["Handler", "KafkaRequestContext", "KafkaServer", "Route"]
 log = structlog.get_logger(__name__)
 
 RECEIVE_SIZE = 65536
+RECEIVE_MAX = 4 << 20      # one receive call for up to this much of a frame already announced
 
 
 @dataclass
@@ -157,7 +158,8 @@ class KafkaServer:
     ) -> None:
         while True:
             with trio.move_on_after(self.idle_timeout_s) as idle:
-                data = await stream.receive_some(RECEIVE_SIZE)
+                # a large frame (a produce batch) is read in as few calls as the socket allows
+                data = await stream.receive_some(min(max(RECEIVE_SIZE, conn.bytes_wanted()), RECEIVE_MAX))
             if idle.cancelled_caught:
                 log.info("kafka.idle_timeout", peer=peer)
                 return

@@ -42,6 +42,16 @@ def test_pipelined_requests_in_chunks(chunk: int) -> None:
     assert c.receive_data(b"") == [] and c.state is ConnectionState.CLOSED
 
 
+def test_bytes_wanted_tracks_the_frame_being_received() -> None:
+    c = conn()
+    frame = meta_frame(1)
+    assert c.bytes_wanted() == 0                        # nothing yet: size unknown
+    assert c.receive_data(frame[:3]) == [] and c.bytes_wanted() == 0
+    assert c.receive_data(frame[3:10]) == [] and c.bytes_wanted() == len(frame) - 10
+    got = c.receive_data(frame[10:] + frame[:6])        # one done, the next one started
+    assert [r.correlation_id for r in got] == [1] and c.bytes_wanted() == len(frame) - 6
+
+
 def test_response_encoding_and_ordering_is_callers() -> None:
     c = conn()
     (req,) = c.receive_data(meta_frame(42))
