@@ -215,8 +215,9 @@ def run_tansu(plan: Plan, wd: Path, files: dict[int, Path]) -> Results:
         tansu.stop()
 
 
-def run_rokka(plan: Plan, wd: Path, files: dict[int, Path], prof: Path | None) -> Results:
-    rokka = procs.start_rokka(wd / "rokka", prof)
+def run_rokka(plan: Plan, wd: Path, files: dict[int, Path], prof: Path | None,
+              config: Path | None = None) -> Results:
+    rokka = procs.start_rokka(wd / "rokka", prof, config)
     try:
         print(f"rokka kafka {rokka.kafka} (ASYNC_FLUSH, data in {rokka.data_dir})", flush=True)
         return workload("rokka", rokka.kafka, plan, wd, files)
@@ -254,6 +255,8 @@ def main(argv: list[str] | None = None) -> None:
                          "(default 3 for the full run, 1 with --quick)")
     ap.add_argument("--profile", action="store_true",
                     help="run rokka under cProfile (last round) and print the top functions")
+    ap.add_argument("--rokka-config", type=Path, default=None,
+                    help="a broker.conf for rokka (default: none, every setting at its default)")
     args = ap.parse_args(argv)
     if harness.kcat_path() is None:
         print("skipped: kcat is not installed (run interop/install.sh)")
@@ -274,7 +277,8 @@ def main(argv: list[str] | None = None) -> None:
             if broker == "tansu":
                 ts_runs.append(run_tansu(plan, wd, files))
             else:
-                rk_runs.append(run_rokka(plan, wd, files, prof if i == rounds - 1 else None))
+                rk_runs.append(run_rokka(plan, wd, files, prof if i == rounds - 1 else None,
+                                          args.rokka_config))
                 shutil.rmtree(wd / "rokka", ignore_errors=True)
     print()
     print(report(median_results(rk_runs), median_results(ts_runs)))

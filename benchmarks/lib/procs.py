@@ -29,14 +29,17 @@ import harness  # noqa: E402  (interop/harness.py)
 HOST = "127.0.0.1"
 
 
-def start_rokka(workdir: Path, profile: Path | None = None) -> harness.ServerProcess:
-    """``rokka serve`` on port 0 with a fresh data dir under ``workdir``; under cProfile if ``profile``."""
+def start_rokka(workdir: Path, profile: Path | None = None, config: Path | None = None) -> harness.ServerProcess:
+    """``rokka serve`` on port 0 with a fresh data dir under ``workdir``; under cProfile if ``profile``;
+    with ``-c config`` (a broker.conf) if given."""
     data_dir = workdir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     base = harness.serve_argv(data_dir, "json")
 
     def build(ports: dict[str, int]) -> list[str]:
         argv = base(ports)
+        if config is not None:
+            argv += ["-c", str(config)]
         if profile is not None:
             argv = [sys.executable, "-m", "cProfile", "-o", str(profile), *argv]
         return argv

@@ -45,6 +45,11 @@ def _until(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
     return cond()
 
 
+def _mostly(cached: int, pages: int) -> bool:
+    """Nearly every page of a warmed range is cached (the kernel may already have reclaimed a few clean ones)."""
+    return pages * 0.9 <= cached <= pages
+
+
 def _seg_path(tmp_path: Path, offset: int) -> Path:
     return tmp_path / "commitlog" / f"{offset - offset % SEGMENT:020d}"
 
@@ -67,7 +72,7 @@ def test_pages_past_the_tail_are_cached_within_the_window(tmp_path: Path) -> Non
     assert _until(lambda: w.progress() >= tail + warmer.START_WINDOW - PAGE)
     lo = (tail + PAGE - 1) // PAGE * PAGE
     hi = (tail + warmer.START_WINDOW - PAGE) // PAGE * PAGE
-    assert cached_pages(first, lo, hi) == (hi - lo) // PAGE
+    assert _mostly(cached_pages(first, lo, hi), (hi - lo) // PAGE)
     assert cached_pages(first, tail + 8 * MIB, SEGMENT) == 0      # nothing beyond what was asked for
     # writing past half the window asks for more, twice as far
     while s.clog.write_offset < tail + warmer.START_WINDOW // 2 + MIB:
@@ -76,7 +81,7 @@ def test_pages_past_the_tail_are_cached_within_the_window(tmp_path: Path) -> Non
     assert w.window == 2 * warmer.START_WINDOW
     assert tail2 + MIB < w.requested_to <= tail2 + w.window
     assert _until(lambda: w.progress() >= w.requested_to)
-    assert cached_pages(first, tail2, w.requested_to) == -(-w.requested_to // PAGE) - tail2 // PAGE
+    assert _mostly(cached_pages(first, tail2, w.requested_to), -(-w.requested_to // PAGE) - tail2 // PAGE)
     assert cached_pages(first, w.requested_to + PAGE, SEGMENT) == 0
     # stored bytes are what was written, and past the tail the file is still zeros
     recs = s.get_messages("T", 0, 0, 100).records
@@ -105,7 +110,7 @@ def test_the_warmer_follows_the_writer_into_the_next_segment(tmp_path: Path) -> 
     assert second.name != "00000000000000000000"
     assert _until(lambda: w.progress() >= tail + 2 * MIB)
     lo = (tail + PAGE - 1) // PAGE * PAGE
-    assert cached_pages(second, lo - SEGMENT, lo - SEGMENT + 2 * MIB) == 2 * MIB // PAGE
+    assert _mostly(cached_pages(second, lo - SEGMENT, lo - SEGMENT + 2 * MIB), 2 * MIB // PAGE)
     s.close()
 
 
@@ -126,8 +131,8 @@ def test_the_native_thread_waits_for_quiet_and_reads_only_what_was_asked(tmp_pat
         idle = Warmer(0.0)
         assert idle.request(fd, 0, 1 * MIB, 3 * MIB)
         assert _until(lambda: idle.progress() == (0, 3 * MIB))
-        assert cached_pages(path, 1 * MIB, 3 * MIB) == 2 * MIB // PAGE
-        assert cached_pages(path) == 2 * MIB // PAGE                 # no readahead past the range
+        assert _mostly(cached_pages(path, 1 * MIB, 3 * MIB), 2 * MIB // PAGE)
+        assert cached_pages(path) <= 2 * MIB // PAGE                 # no readahead past the range
         assert idle.request(fd, 0, 2 * MIB, 5 * MIB)                 # same key: extended
         assert _until(lambda: idle.progress() == (0, 5 * MIB))
         os.close(fd)                      # the thread reads through its own descriptor
@@ -143,9 +148,9 @@ def test_the_native_thread_waits_for_quiet_and_reads_only_what_was_asked(tmp_pat
 
 def test_warm_ahead_setting() -> None:
     cfg = BrokerConfig()
+    assert cfg.store_config().warm_ahead_bytes == 0            # off unless the operator asks for it
+    cfg.commit_log_warm_ahead = 256 * MIB
     assert cfg.store_config().warm_ahead_bytes == 256 * MIB
-    cfg.commit_log_warm_ahead = 0
-    assert cfg.store_config().warm_ahead_bytes == 0
     cfg.commit_log_warm_ahead = -1
     with pytest.raises(ValueError, match="commitLogWarmAhead"):
         cfg.validate()
