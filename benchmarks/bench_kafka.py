@@ -21,10 +21,11 @@ For each broker, with 100 B and 1 KiB values on topics of 4 partitions:
   consumer assigned at the end of each partition, p50/p99.
 
 The whole workload runs in rounds (3 for the full run), each broker fresh, in ABBA order (Tansu
-then rokka, rokka then Tansu, ...), so both see the same machine weather; the table shows each row's median over the rounds, and a second
-table each round's ratio.  On a 2-core VM one run of a row swings +-35 % for either broker (the
-clients, a Python loop around librdkafka, share the two cores with the broker), so one run is no
-verdict.
+then rokka, rokka then Tansu, ...), so both see the same machine weather; the table shows each
+row's median over the rounds, and a second table each round's ratio.  On a 2-core VM one run
+of a row swings +-35 % for either broker (the clients, a Python loop around librdkafka, share the
+two cores with the broker; fresh guest memory costs more or less depending on what ran just
+before), so one run is no verdict.  ``--rokka-config FILE`` starts rokka with a broker.conf.
 
 Goals (issue 4): rokka produce >= 1.0x and consume >= 1.0x Tansu's msg/s.  Every client runs in
 its own process; every wait is bounded.  ``--profile`` runs rokka under cProfile.

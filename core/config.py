@@ -62,7 +62,7 @@ class BrokerConfig:
     flush_disk_type: str = "ASYNC_FLUSH"
     flush_interval_commit_log: int = 500
     commit_log_cache_window: int = 0   # rokka: CommitLog bytes kept in page cache below the flushed tail (0 = no limit)
-    commit_log_warm_ahead: int = 0     # rokka: CommitLog bytes past the tail pre-cached while the store is idle (0 = off)
+    commit_log_warm_ahead: int = 0     # rokka: CommitLog bytes past the tail cached while the store idles (0 = off)
     sync_flush_timeout: int = 5000
     file_reserved_time: int = 72
     delete_when: str = "04"

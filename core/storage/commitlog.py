@@ -48,10 +48,14 @@ import mmap
 import os
 from pathlib import Path
 
+import structlog
+
 from core.storage import layout
 from core.storage.segment import Segment, SegmentFiles
 from core.storage.warmer import TailWarmer
 from core.storage.warmer import available as warmer_available
+
+log = structlog.get_logger(__name__)
 
 
 class CommitLog:
@@ -230,8 +234,15 @@ class CommitLog:
 
     def start_warmer(self, ahead: int) -> None:
         """Keep ``ahead`` bytes past the write offset in the page cache (see warmer.py); 0 = off."""
-        if ahead > 0 and self.warmer is None and warmer_available:
+        if ahead <= 0 or self.warmer is not None:
+            return
+        if not warmer_available:
+            log.warning("commitLogWarmAhead is set but the native warmer was not built; no warm-ahead")
+            return
+        try:
             self.warmer = TailWarmer(self, ahead)
+        except OSError as exc:          # no thread to be had: a hint, never a reason not to start
+            log.warning("commitlog warm-ahead not started", error=str(exc))
 
     def close(self) -> None:
         if self.warmer is not None:
