@@ -39,11 +39,9 @@ pages, as before).
 Off by default (``commitLogWarmAhead=0``).  Measured with the Kafka benchmark
 (3 rounds, BENCHMARKS.md): a burst that starts with a warmed lead is faster
 (1 KiB produce 470k vs 330k msg/s), but the burst after it, which finds the
-lead used up, is slower than with no warmer at all (207k vs 327k msg/s): the
-pages it warms are order-0 page-cache pages (readahead is off on its
-descriptor), and appends and writeback over them cost more per byte than
-over the large folios a plain append allocates.  Worth turning on for a
-broker whose writes come in bursts with idle time between them.
+lead used up, is slower than with no warmer at all (207k vs 327k msg/s; the
+cause is not established -- see BENCHMARKS.md).  Worth trying for a broker
+whose writes come in bursts with idle time between them.
 """
 
 from __future__ import annotations
