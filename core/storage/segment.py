@@ -15,8 +15,8 @@ Files written through the map (ConsumeQueue, IndexFile) are opened with
 sparse file faults in that page only.  By default a fault reads around it --
 up to ``read_ahead_kb`` (8 MiB on a virtio disk) of holes, each page zeroed
 and, on a VM, faulted in from the host: a new 6 MB ConsumeQueue file was
-wholly allocated on its first unit, an IndexFile (~420 MB, hashed slots)
-within a few dozen puts.  The CommitLog map is only read, sequentially by
+wholly allocated on its first unit (measured), and an IndexFile (~420 MB of
+hashed slots) 8 MiB per first touch of a region.  The CommitLog map is only read, sequentially by
 consumers, and keeps the kernel's readahead.
 
 ``SegmentFiles`` lists/creates the segments of one directory.  A file whose
