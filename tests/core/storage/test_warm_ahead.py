@@ -9,7 +9,6 @@ from __future__ import annotations
 import mmap
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from storage_helpers import cached_pages, fs_type, msg, page_cache_is_droppable,
 from core.config import BrokerConfig
 from core.storage import warmer
 from core.storage.engine import DiskStore
+from interop.harness import wait_until
 
 MIB = 1 << 20
 SEGMENT = 32 * MIB
@@ -34,15 +34,6 @@ def _needs_real_page_cache(path: Path) -> None:
 def _open(tmp_path: Path, ahead: int) -> DiskStore:
     return DiskStore(small_config(tmp_path, commitlog_file_size=SEGMENT, warm_ahead_bytes=ahead,
                                   consumequeue_file_size=20 * 100_000)).open()
-
-
-def _until(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
 
 
 def _mostly(cached: int, pages: int) -> bool:
@@ -69,7 +60,7 @@ def test_pages_past_the_tail_are_cached_within_the_window(tmp_path: Path) -> Non
     tail = s.clog.write_offset
     first = _seg_path(tmp_path, 0)
     # the first request covers the starting window (4 MiB) past the tail
-    assert _until(lambda: w.progress() >= tail + warmer.START_WINDOW - PAGE)
+    wait_until(lambda: w.progress() >= tail + warmer.START_WINDOW - PAGE, 10, "the warmer's reads", 0.02)
     lo = (tail + PAGE - 1) // PAGE * PAGE
     hi = (tail + warmer.START_WINDOW - PAGE) // PAGE * PAGE
     assert _mostly(cached_pages(first, lo, hi), (hi - lo) // PAGE)
@@ -80,7 +71,7 @@ def test_pages_past_the_tail_are_cached_within_the_window(tmp_path: Path) -> Non
     tail2 = s.clog.write_offset
     assert w.window == 2 * warmer.START_WINDOW
     assert tail2 + MIB < w.requested_to <= tail2 + w.window
-    assert _until(lambda: w.progress() >= w.requested_to)
+    wait_until(lambda: w.progress() >= w.requested_to, 10, "the warmer's reads", 0.02)
     assert _mostly(cached_pages(first, tail2, w.requested_to), -(-w.requested_to // PAGE) - tail2 // PAGE)
     assert cached_pages(first, w.requested_to + PAGE, SEGMENT) == 0
     # stored bytes are what was written, and past the tail the file is still zeros
@@ -108,7 +99,7 @@ def test_the_warmer_follows_the_writer_into_the_next_segment(tmp_path: Path) -> 
     assert w is not None
     second = _seg_path(tmp_path, tail)
     assert second.name != "00000000000000000000"
-    assert _until(lambda: w.progress() >= tail + 2 * MIB)
+    wait_until(lambda: w.progress() >= tail + 2 * MIB, 10, "the warmer's reads", 0.02)
     lo = (tail + PAGE - 1) // PAGE * PAGE
     assert _mostly(cached_pages(second, lo - SEGMENT, lo - SEGMENT + 2 * MIB), 2 * MIB // PAGE)
     s.close()
@@ -130,15 +121,15 @@ def test_the_native_thread_waits_for_quiet_and_reads_only_what_was_asked(tmp_pat
         busy.close()
         idle = Warmer(0.0)
         assert idle.request(fd, 0, 1 * MIB, 3 * MIB)
-        assert _until(lambda: idle.progress() == (0, 3 * MIB))
+        wait_until(lambda: idle.progress() == (0, 3 * MIB), 10, "the warmer's reads", 0.02)
         assert _mostly(cached_pages(path, 1 * MIB, 3 * MIB), 2 * MIB // PAGE)
         assert cached_pages(path) <= 2 * MIB // PAGE                 # no readahead past the range
         assert idle.request(fd, 0, 2 * MIB, 5 * MIB)                 # same key: extended
-        assert _until(lambda: idle.progress() == (0, 5 * MIB))
+        wait_until(lambda: idle.progress() == (0, 5 * MIB), 10, "the warmer's reads", 0.02)
         os.close(fd)                      # the thread reads through its own descriptor
         fd = -1
         assert idle.request(os.open(path, os.O_RDONLY), 7, 0, MIB) is True
-        assert _until(lambda: idle.progress() == (7, MIB))
+        wait_until(lambda: idle.progress() == (7, MIB), 10, "the warmer's reads", 0.02)
         idle.close()
         assert open(path, "rb").read() == bytes(16 * MIB)            # nothing was written
     finally:
