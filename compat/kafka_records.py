@@ -42,6 +42,7 @@ per message here; the idempotence and transaction layers own that.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import json
 import re
@@ -50,12 +51,20 @@ import zlib
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from core.model import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOST_V6_FLAG, Message, StoredMessage, UniformBatch
+from core.model import (
+    BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    STOREHOST_V6_FLAG,
+    Message,
+    PackedBodies,
+    StoredMessage,
+    UniformBatch,
+)
 from core.storage import layout
 from core.storage.api import RecordRun
 
 __all__ = ["KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "kafka_rows", "message_from_record",
-           "messages_from_batch", "plain_run", "record_from_message",
+           "messages_from_batch", "plain_run", "plain_span_run", "record_from_message",
            "kafka_pieces", "PlainPiece", "SYSTEM_PROPERTIES", "HEADER_PREFIX",
            "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
 
@@ -204,6 +213,18 @@ def plain_run(topic: str, partition: int, values: Sequence[bytes], timestamps: S
             except UnicodeDecodeError:
                 return None
     return UniformBatch(topic, partition, values, timestamps, {PROP_KAFKA_HEADERS: "[]"}, keys=texts)
+
+
+def plain_span_run(topic: str, partition: int, payload: bytes | memoryview, spans: bytes, timestamps: bytes,
+                   keys: Sequence[bytes] | None, longest: int) -> UniformBatch | None:
+    """``plain_run`` for a batch walked by ``records.plain_spans``: the values stay in ``payload``
+    (``PackedBodies``) and the CreateTimes in their int64 array, so the store encodes the run with
+    no Python object per record."""
+    run = plain_run(topic, partition, (), (), keys)
+    if run is None:
+        return None
+    return dataclasses.replace(run, bodies=PackedBodies(payload, spans, longest),
+                               born_timestamps=memoryview(timestamps).cast("q"))
 
 
 def _apply_rocketmq_header(props: dict[str, str], name: str, text: str) -> None:

@@ -144,7 +144,7 @@ class Broker:
         props = batch.properties
         if PROP_TRAN_MSG in props or PROP_DELAY in props:
             return self.append(batch.messages())
-        longest = max(map(len, batch.bodies), default=0)
+        longest = batch.longest()
         if longest > self.cfg.max_message_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL,
                              remark=f"message body size {longest} exceeds maxMessageSize "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 # Message sysflag bits (RocketMQ MessageSysFlag).
 COMPRESSED_FLAG = 0x1
@@ -90,13 +91,51 @@ class Message:
         return [k for k in raw.split(" ") if k]
 
 
+class PackedBodies(Sequence[bytes]):
+    """Message bodies as (offset, length) spans of one buffer, e.g. the values of a Kafka batch
+    in its payload: a run of thousands of records with no bytes object per record on the append
+    path (``layout.encode_uniform`` hands buffer and spans to the native encoder as they are).
+    ``spans`` holds native int32 pairs; ``longest`` is the longest body's length.  Indexing copies
+    a body out, so the rest of the core can treat it as any ``Sequence[bytes]``."""
+
+    __slots__ = ("buffer", "spans", "longest")
+
+    def __init__(self, buffer: bytes | memoryview, spans: bytes, longest: int) -> None:
+        pairs = memoryview(spans).cast("i")
+        if len(pairs) % 2:
+            raise ValueError("spans must be (offset, length) pairs")
+        self.buffer = buffer
+        self.spans = pairs
+        self.longest = longest
+
+    def __len__(self) -> int:
+        return len(self.spans) // 2
+
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[bytes]: ...
+
+    def __getitem__(self, i: int | slice) -> bytes | list[bytes]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("body index out of range")
+        i %= n
+        off, size = self.spans[2 * i], self.spans[2 * i + 1]
+        return bytes(self.buffer[off:off + size])
+
+
 @dataclass(frozen=True, slots=True)
 class UniformBatch:
     """Messages to one queue that share everything but body and born timestamp.
 
     The shape of a Kafka batch of plain records (no key, no headers): the store encodes its
     properties, ConsumeQueue tags code and index keys once for the whole run
-    (``MessageStore.put_uniform``).  ``born_timestamps`` is one int for all or one per body.
+    (``MessageStore.put_uniform``).  ``born_timestamps`` is one int for all or one per body;
+    ``bodies`` a list of bytes or ``PackedBodies`` (then ``born_timestamps`` may be a memoryview
+    of native int64s, as the Kafka produce path makes them).
     """
 
     topic: str
@@ -111,6 +150,11 @@ class UniformBatch:
 
     def __len__(self) -> int:
         return len(self.bodies)
+
+    def longest(self) -> int:
+        """Length of the longest body (0 for none)."""
+        bodies = self.bodies
+        return bodies.longest if isinstance(bodies, PackedBodies) else max(map(len, bodies), default=0)
 
     def messages(self) -> list[Message]:
         """The same run as ordinary Messages (each with its own copy of the properties)."""

@@ -12,6 +12,10 @@
  * as the record's own KEYS, then the shared blob), and writes the record's 20-byte ConsumeQueue
  * unit (commitlog offset int64, size int32, tags code int64).
  *
+ * ``encode_spans`` is the same with the bodies given as (offset, length) spans of one buffer and the
+ * born timestamps as an int64 array -- a Kafka batch's payload as the produce path walked it, with no
+ * Python object per record.
+ *
  * ``encode_elements`` does the same for a RocketMQ batch body still in its wire form (elements
  * TOTALSIZE MAGIC BODYCRC FLAG BODYLEN BODY PROPLEN PROPS): per element it also patches FLAG, appends
  * the batch-level properties to the element's own (as the Java broker does), computes the CQ tags
@@ -20,12 +24,36 @@
  *
  * Both return fresh bytes objects; bad arguments raise TypeError/ValueError; nothing is written
  * outside the buffers they allocate.
+ *
+ * BODYCRC is zlib's CRC-32 (java.util.zip.CRC32).  When setup.py finds libdeflate it defines
+ * ROKKA_LIBDEFLATE and links it: libdeflate_crc32 is the same function, folded with carry-less
+ * multiplication (~0.06 ns/byte here against zlib 1.2.13's ~0.27, and ~10x faster on a 100-byte
+ * body, where zlib works bytewise).  ``crc32(data)`` exposes whichever is linked to Python.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef ROKKA_LIBDEFLATE
+/* libdeflate's public API (libdeflate.h; the runtime package ships no header): CRC-32 as zlib's crc32(). */
+uint32_t libdeflate_crc32(uint32_t crc, const void *buffer, size_t len);
+#define BODY_CRC32(p, n) libdeflate_crc32(0, (p), (size_t)(n))
+#define CRC32_BACKEND "libdeflate"
+#else
 #include <zlib.h>
+static inline uint32_t zlib_crc32_all(const unsigned char *p, size_t n) {
+    uLong c = crc32(0L, Z_NULL, 0);
+    while (n > 0) {   /* uInt lengths: chunks below 4 GiB */
+        uInt step = n > 0x40000000u ? 0x40000000u : (uInt)n;
+        c = crc32(c, p, step);
+        p += step;
+        n -= step;
+    }
+    return (uint32_t)c;
+}
+#define BODY_CRC32(p, n) zlib_crc32_all((p), (size_t)(n))
+#define CRC32_BACKEND "zlib"
+#endif
 
 static inline void put_be32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
@@ -50,7 +78,7 @@ static unsigned char *put_record_head(unsigned char *out, const Py_buffer *tmpl,
     Py_ssize_t hlen = tmpl->len;
     memcpy(out, tmpl->buf, (size_t)hlen);
     put_be32(out, size);
-    put_be32(out + off_crc, (uint32_t)crc32(0L, body, (uInt)blen) & 0x7FFFFFFFu);
+    put_be32(out + off_crc, BODY_CRC32(body, blen) & 0x7FFFFFFFu);
     put_be64(out + off_qoff, (uint64_t)qoff);
     put_be64(out + off_phys, (uint64_t)pos);
     put_be32(out + hlen - 4, (uint32_t)blen);
@@ -72,6 +100,119 @@ static int check_field(Py_ssize_t off, Py_ssize_t width, Py_ssize_t header_len, 
     return 0;
 }
 
+/* Where a run's bodies and born timestamps come from: bytes objects / ints of Python sequences
+ * (encode_uniform), or (offset, length) int32 spans of one buffer and an int64 array (encode_spans:
+ * a Kafka batch's payload, no Python object per record).  One stamp for all when both are NULL. */
+typedef struct {
+    PyObject **items;              /* bytes per record, or NULL */
+    const unsigned char *buf;      /* with spans: the buffer they point into */
+    const int32_t *spans;          /* offset, length per record */
+    PyObject **stamp_items;        /* int per record, or NULL */
+    const int64_t *stamp_array;    /* int64 per record, or NULL */
+    long long one_stamp;
+} RunSource;
+
+static inline const unsigned char *run_body(const RunSource *src, Py_ssize_t i, Py_ssize_t *len) {
+    if (src->items != NULL) {
+        *len = PyBytes_GET_SIZE(src->items[i]);
+        return (const unsigned char *)PyBytes_AS_STRING(src->items[i]);
+    }
+    int32_t span[2];
+    memcpy(span, src->spans + 2 * i, sizeof span);   /* the buffer need not be aligned */
+    *len = span[1];
+    return src->buf + span[0];
+}
+
+/* The records and CQ units of a run of n records (see encode_uniform); NULL with an exception set. */
+static PyObject *encode_run(const Py_buffer *tmpl, Py_ssize_t off_crc, Py_ssize_t off_qoff, Py_ssize_t off_phys,
+                            Py_ssize_t off_born, const RunSource *src, Py_ssize_t n, const Py_buffer *tblob,
+                            const Py_buffer *props, PyObject *prefixes, long long qoff0, long long pos0,
+                            long long tags_code) {
+    Py_ssize_t hlen = tmpl->len;
+    if (hlen < 8 || check_field(off_crc, 4, hlen, "crc") || check_field(off_qoff, 8, hlen, "queue offset")
+        || check_field(off_phys, 8, hlen, "commitlog offset") || check_field(off_born, 8, hlen, "born timestamp"))
+        return NULL;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pre = prefixes ? PySequence_Fast_GET_ITEM(prefixes, i) : NULL;
+        if ((src->items != NULL && !PyBytes_Check(src->items[i])) || (pre != NULL && !PyBytes_Check(pre))) {
+            PyErr_SetString(PyExc_TypeError, "bodies and prefixes must be bytes");
+            return NULL;
+        }
+        Py_ssize_t plen = props->len + (pre ? PyBytes_GET_SIZE(pre) : 0), blen;
+        if (plen > 0x7FFF) {
+            PyErr_SetString(PyExc_ValueError, "properties longer than 32767 bytes");
+            return NULL;
+        }
+        run_body(src, i, &blen);
+        Py_ssize_t size = hlen + blen + tblob->len + 2 + plen;
+        if (size > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "record larger than 2 GiB");
+            return NULL;
+        }
+        total += size;
+    }
+    PyObject *records = PyBytes_FromStringAndSize(NULL, total), *units = PyBytes_FromStringAndSize(NULL, n * 20);
+    if (records == NULL || units == NULL)
+        goto fail;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(records);
+    unsigned char *u = (unsigned char *)PyBytes_AS_STRING(units);
+    long long pos = pos0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t blen;
+        const unsigned char *body = run_body(src, i, &blen);
+        PyObject *pre = prefixes ? PySequence_Fast_GET_ITEM(prefixes, i) : NULL;
+        Py_ssize_t prelen = pre ? PyBytes_GET_SIZE(pre) : 0, plen = prelen + props->len;
+        long long born = src->one_stamp;
+        if (src->stamp_array != NULL) {
+            int64_t v;
+            memcpy(&v, src->stamp_array + i, sizeof v);
+            born = v;
+        } else if (src->stamp_items != NULL) {
+            born = PyLong_AsLongLong(src->stamp_items[i]);
+            if (born == -1 && PyErr_Occurred())
+                goto fail;
+        }
+        uint32_t size = (uint32_t)(hlen + blen + tblob->len + 2 + plen);
+        unsigned char *q = put_record_head(out, tmpl, off_crc, off_qoff, off_phys, size, body, blen, qoff0 + i,
+                                           pos, tblob, plen);
+        put_be64(out + off_born, (uint64_t)born);
+        if (prelen)
+            memcpy(q, PyBytes_AS_STRING(pre), (size_t)prelen);
+        memcpy(q + prelen, props->buf, (size_t)props->len);
+        put_be64(u, (uint64_t)pos);
+        put_be32(u + 8, size);
+        put_be64(u + 12, (uint64_t)tags_code);
+        out += size;
+        u += 20;
+        pos += size;
+    }
+    PyObject *result = PyTuple_Pack(2, records, units);
+    Py_DECREF(records);
+    Py_DECREF(units);
+    return result;
+fail:
+    Py_XDECREF(records);
+    Py_XDECREF(units);
+    return NULL;
+}
+
+/* prefixes: None, or a sequence of n bytes (new reference in *out, NULL for None); -1 on error. */
+static int run_prefixes(PyObject *obj, Py_ssize_t n, PyObject **out) {
+    *out = NULL;
+    if (obj == Py_None)
+        return 0;
+    *out = PySequence_Fast(obj, "prefixes must be None or a sequence");
+    if (*out == NULL)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(*out) != n) {
+        PyErr_SetString(PyExc_ValueError, "bodies and prefixes differ in length");
+        Py_CLEAR(*out);
+        return -1;
+    }
+    return 0;
+}
+
 /* encode_uniform(template, off_crc, off_qoff, off_phys, off_born_ts, bodies, born_timestamps, topic_blob,
  *                props, prefixes, queue_offset0, commitlog_offset0, tags_code) -> (records, units)
  * TOTALSIZE is at 0 and BODYLENGTH in the template's last 4 bytes.  born_timestamps: a sequence of
@@ -85,20 +226,16 @@ static PyObject *encode_uniform(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnnnOOy*y*OLLL", &tmpl, &off_crc, &off_qoff, &off_phys, &off_born,
                           &bodies_obj, &stamps_obj, &tblob, &props, &prefixes_obj, &qoff0, &pos0, &tags_code))
         return NULL;
-    PyObject *result = NULL, *bodies = NULL, *stamps = NULL, *prefixes = NULL, *records = NULL, *units = NULL;
-    long long one_stamp = 0;
-    Py_ssize_t hlen = tmpl.len;
-    if (hlen < 8 || check_field(off_crc, 4, hlen, "crc") || check_field(off_qoff, 8, hlen, "queue offset")
-        || check_field(off_phys, 8, hlen, "commitlog offset") || check_field(off_born, 8, hlen, "born timestamp"))
-        goto done;
+    PyObject *result = NULL, *bodies = NULL, *stamps = NULL, *prefixes = NULL;
+    RunSource src = {0};
     bodies = PySequence_Fast(bodies_obj, "bodies must be a sequence");
     if (bodies == NULL)
         goto done;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(bodies);
-    PyObject **items = PySequence_Fast_ITEMS(bodies);
+    src.items = PySequence_Fast_ITEMS(bodies);
     if (PyLong_Check(stamps_obj)) {
-        one_stamp = PyLong_AsLongLong(stamps_obj);
-        if (one_stamp == -1 && PyErr_Occurred())
+        src.one_stamp = PyLong_AsLongLong(stamps_obj);
+        if (src.one_stamp == -1 && PyErr_Occurred())
             goto done;
     } else {
         stamps = PySequence_Fast(stamps_obj, "born_timestamps must be an int or a sequence");
@@ -108,75 +245,76 @@ static PyObject *encode_uniform(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "bodies and born_timestamps differ in length");
             goto done;
         }
+        src.stamp_items = PySequence_Fast_ITEMS(stamps);
     }
-    if (prefixes_obj != Py_None) {
-        prefixes = PySequence_Fast(prefixes_obj, "prefixes must be None or a sequence");
-        if (prefixes == NULL)
-            goto done;
-        if (PySequence_Fast_GET_SIZE(prefixes) != n) {
-            PyErr_SetString(PyExc_ValueError, "bodies and prefixes differ in length");
-            goto done;
-        }
-    }
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pre = prefixes ? PySequence_Fast_GET_ITEM(prefixes, i) : NULL;
-        if (!PyBytes_Check(items[i]) || (pre != NULL && !PyBytes_Check(pre))) {
-            PyErr_SetString(PyExc_TypeError, "bodies and prefixes must be bytes");
-            goto done;
-        }
-        Py_ssize_t plen = props.len + (pre ? PyBytes_GET_SIZE(pre) : 0);
-        if (plen > 0x7FFF) {
-            PyErr_SetString(PyExc_ValueError, "properties longer than 32767 bytes");
-            goto done;
-        }
-        Py_ssize_t size = hlen + PyBytes_GET_SIZE(items[i]) + tblob.len + 2 + plen;
-        if (size > INT32_MAX) {
-            PyErr_SetString(PyExc_ValueError, "record larger than 2 GiB");
-            goto done;
-        }
-        total += size;
-    }
-    records = PyBytes_FromStringAndSize(NULL, total);
-    units = PyBytes_FromStringAndSize(NULL, n * 20);
-    if (records == NULL || units == NULL)
+    if (run_prefixes(prefixes_obj, n, &prefixes) < 0)
         goto done;
-    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(records);
-    unsigned char *u = (unsigned char *)PyBytes_AS_STRING(units);
-    long long pos = pos0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const unsigned char *body = (const unsigned char *)PyBytes_AS_STRING(items[i]);
-        Py_ssize_t blen = PyBytes_GET_SIZE(items[i]);
-        PyObject *pre = prefixes ? PySequence_Fast_GET_ITEM(prefixes, i) : NULL;
-        Py_ssize_t prelen = pre ? PyBytes_GET_SIZE(pre) : 0, plen = prelen + props.len;
-        long long born = one_stamp;
-        if (stamps != NULL) {
-            born = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(stamps, i));
-            if (born == -1 && PyErr_Occurred())
-                goto done;
-        }
-        uint32_t size = (uint32_t)(hlen + blen + tblob.len + 2 + plen);
-        unsigned char *q = put_record_head(out, &tmpl, off_crc, off_qoff, off_phys, size, body, blen, qoff0 + i,
-                                           pos, &tblob, plen);
-        put_be64(out + off_born, (uint64_t)born);
-        if (prelen)
-            memcpy(q, PyBytes_AS_STRING(pre), (size_t)prelen);
-        memcpy(q + prelen, props.buf, (size_t)props.len);
-        put_be64(u, (uint64_t)pos);
-        put_be32(u + 8, size);
-        put_be64(u + 12, (uint64_t)tags_code);
-        out += size;
-        u += 20;
-        pos += size;
-    }
-    result = PyTuple_Pack(2, records, units);
+    result = encode_run(&tmpl, off_crc, off_qoff, off_phys, off_born, &src, n, &tblob, &props, prefixes,
+                        qoff0, pos0, tags_code);
 done:
-    Py_XDECREF(records);
-    Py_XDECREF(units);
     Py_XDECREF(bodies);
     Py_XDECREF(stamps);
     Py_XDECREF(prefixes);
     PyBuffer_Release(&tmpl);
+    PyBuffer_Release(&tblob);
+    PyBuffer_Release(&props);
+    return result;
+}
+
+/* encode_spans(template, off_crc, off_qoff, off_phys, off_born_ts, buffer, spans, born_timestamps, topic_blob,
+ *              props, prefixes, queue_offset0, commitlog_offset0, tags_code) -> (records, units)
+ * encode_uniform with bodies given as ``spans`` (native int32 offset, length pairs) into ``buffer``
+ * and born_timestamps one int or a buffer of native int64, one per span.  Every span is checked
+ * against the buffer before anything is built. */
+static PyObject *encode_spans(PyObject *self, PyObject *args) {
+    Py_buffer tmpl, buf, spans, tblob, props, stamps = {0};
+    Py_ssize_t off_crc, off_qoff, off_phys, off_born;
+    PyObject *stamps_obj, *prefixes_obj, *prefixes = NULL, *result = NULL;
+    long long qoff0, pos0, tags_code;
+    if (!PyArg_ParseTuple(args, "y*nnnny*y*Oy*y*OLLL", &tmpl, &off_crc, &off_qoff, &off_phys, &off_born, &buf,
+                          &spans, &stamps_obj, &tblob, &props, &prefixes_obj, &qoff0, &pos0, &tags_code))
+        return NULL;
+    RunSource src = {0};
+    Py_ssize_t n = spans.len / 8;
+    if (spans.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "spans must be (offset, length) int32 pairs");
+        goto done;
+    }
+    src.buf = (const unsigned char *)buf.buf;
+    src.spans = (const int32_t *)spans.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t span[2];
+        memcpy(span, src.spans + 2 * i, sizeof span);
+        int32_t off = span[0], len = span[1];
+        if (off < 0 || len < 0 || (Py_ssize_t)off + len > buf.len) {
+            PyErr_Format(PyExc_ValueError, "span %zd (%d, %d) outside the %zd-byte buffer", i, off, len, buf.len);
+            goto done;
+        }
+    }
+    if (PyLong_Check(stamps_obj)) {
+        src.one_stamp = PyLong_AsLongLong(stamps_obj);
+        if (src.one_stamp == -1 && PyErr_Occurred())
+            goto done;
+    } else {
+        if (PyObject_GetBuffer(stamps_obj, &stamps, PyBUF_SIMPLE) < 0)
+            goto done;
+        if (stamps.len != n * 8) {
+            PyErr_SetString(PyExc_ValueError, "born_timestamps: one int64 per span");
+            goto done;
+        }
+        src.stamp_array = (const int64_t *)stamps.buf;
+    }
+    if (run_prefixes(prefixes_obj, n, &prefixes) < 0)
+        goto done;
+    result = encode_run(&tmpl, off_crc, off_qoff, off_phys, off_born, &src, n, &tblob, &props, prefixes,
+                        qoff0, pos0, tags_code);
+done:
+    Py_XDECREF(prefixes);
+    if (stamps.obj != NULL)
+        PyBuffer_Release(&stamps);
+    PyBuffer_Release(&tmpl);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&spans);
     PyBuffer_Release(&tblob);
     PyBuffer_Release(&props);
     return result;
@@ -474,9 +612,30 @@ done:
     return result;
 }
 
+/* crc32(data) -> int: zlib.crc32(data) computed by the linked backend (CRC32_BACKEND). */
+static PyObject *crc32_py(PyObject *self, PyObject *arg) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t c;
+    if (b.len > 65536) {
+        Py_BEGIN_ALLOW_THREADS
+        c = BODY_CRC32((const unsigned char *)b.buf, b.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        c = BODY_CRC32((const unsigned char *)b.buf, b.len);
+    }
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(c);
+}
+
 static PyMethodDef methods[] = {
+    {"crc32", crc32_py, METH_O, "crc32(data) -> int: the same value as zlib.crc32(data)"},
     {"encode_uniform", encode_uniform, METH_VARARGS,
      "encode_uniform(template, off_crc, off_qoff, off_phys, off_born_ts, bodies, born_timestamps, topic_blob, "
+     "props, prefixes, queue_offset0, commitlog_offset0, tags_code) -> (records, units)"},
+    {"encode_spans", encode_spans, METH_VARARGS,
+     "encode_spans(template, off_crc, off_qoff, off_phys, off_born_ts, buffer, spans, born_timestamps, topic_blob, "
      "props, prefixes, queue_offset0, commitlog_offset0, tags_code) -> (records, units)"},
     {"encode_elements", encode_elements, METH_VARARGS,
      "encode_elements(body, template, off_crc, off_flag, off_qoff, off_phys, topic_blob, extra, queue_offset0, "
@@ -489,4 +648,9 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cstore", "CommitLog append hot path (native).", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__cstore(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__cstore(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddStringConstant(m, "CRC32_BACKEND", CRC32_BACKEND) < 0)
+        Py_CLEAR(m);
+    return m;
+}

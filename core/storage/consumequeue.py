@@ -11,9 +11,14 @@ their base byte offset (``consumequeue/<topic>/<queueId>/<20 digits>``)::
     +----------------------+-------------+-------------------+
 
 (upstream: rocketmq ``ConsumeQueue.java``, ``CQ_STORE_UNIT_SIZE = 20``).
-Units are written into the mmap with ``pack_into``; a unit with size 0 is
-"never written", so the end of a queue is the first zero unit after the last
-file's start (binary search, units are written in order).
+Single units are written into the mmap with ``pack_into``; a run of units
+(``put_units``, one per stored batch) with one ``pwrite`` on the file: on
+this kind of VM a write fault on a fresh page of a shared file map costs
+~4x what ``pwrite`` pays to add the same page to the page cache (measured:
+4.7 vs 1.2 us per 4 KiB page), and the map sees the written bytes either
+way (one page cache).  A unit with size 0 is "never written", so the end
+of a queue is the first zero unit after the last file's start (binary
+search, units are written in order).
 
 ``max_offset`` is the next unit to write.  ``min_offset`` is the first unit
 whose record is still in the CommitLog (``correct_min``), never below the
@@ -31,7 +36,7 @@ from pathlib import Path
 import structlog
 
 from core.storage.api import CqUnit
-from core.storage.segment import SegmentFiles
+from core.storage.segment import Segment, SegmentFiles
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +63,7 @@ class ConsumeQueue:
         self.min_offset = 0
         self.dirty = False
         self._tail_mm: mmap.mmap | None = None
+        self._tail_seg: Segment | None = None
         self._tail_lo = 0   # first queue offset of the tail file
         self._tail_hi = 0   # one past its last unit
 
@@ -127,9 +133,9 @@ class ConsumeQueue:
     def _set_tail(self) -> None:
         seg = self.files.last
         if seg is None:
-            self._tail_mm, self._tail_lo, self._tail_hi = None, 0, 0
+            self._tail_mm, self._tail_seg, self._tail_lo, self._tail_hi = None, None, 0, 0
         else:
-            self._tail_mm = seg.mm
+            self._tail_mm, self._tail_seg = seg.mm, seg
             self._tail_lo = seg.base // UNIT_SIZE
             self._tail_hi = self._tail_lo + self.units_per_file
 
@@ -146,9 +152,9 @@ class ConsumeQueue:
     def put_many(self, queue_offset: int, flat: list[int]) -> None:
         """Write consecutive units from ``queue_offset``; ``flat`` = commitlog offset, size, tags code, ..."""
         n = len(flat) // 3
-        if (self._tail_mm is not None and self._tail_lo <= queue_offset
+        if (self._tail_seg is not None and self._tail_lo <= queue_offset
                 and queue_offset + n <= self._tail_hi):
-            _units_struct(n).pack_into(self._tail_mm, (queue_offset - self._tail_lo) * UNIT_SIZE, *flat)
+            self._tail_seg.pwrite((queue_offset - self._tail_lo) * UNIT_SIZE, _units_struct(n).pack(*flat))
             self.max_offset = queue_offset + n
             self.dirty = True
             return
@@ -164,7 +170,8 @@ class ConsumeQueue:
             self._ensure_file(queue_offset)
         fit = min(n, self._tail_hi - queue_offset)
         at = (queue_offset - self._tail_lo) * UNIT_SIZE
-        self._tail_mm[at:at + fit * UNIT_SIZE] = units[:fit * UNIT_SIZE]  # type: ignore[index]
+        assert self._tail_seg is not None
+        self._tail_seg.pwrite(at, units if fit == n else units[:fit * UNIT_SIZE])
         self.max_offset = queue_offset + fit
         self.dirty = True
         for i, (off, size, code) in enumerate(UNIT.iter_unpack(units[fit * UNIT_SIZE:]), queue_offset + fit):
@@ -253,7 +260,7 @@ class ConsumeQueue:
             self.files.sync_range(0, 1 << 62)
 
     def close(self) -> None:
-        self._tail_mm = None
+        self._tail_mm = self._tail_seg = None
         self.files.close()
 
     def destroy(self) -> None:

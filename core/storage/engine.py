@@ -307,10 +307,10 @@ class DiskStore(reader.TimeQueries):
         if t == TRANSACTION_PREPARED_TYPE or t == TRANSACTION_ROLLBACK_TYPE or (
                 keys is not None and (PROP_KEYS in batch.properties or PROP_UNIQ_KEY in batch.properties)):
             return self.put_messages(batch.messages())
-        biggest = max(bodies, key=len)
+        # The longest body stands for all (only lengths are checked).
         probe_props = batch.properties if keys is None else {PROP_KEYS: max(keys, key=len), **batch.properties}
-        probe = Message(batch.topic, batch.queue_id, biggest, probe_props, batch.flag, batch.sysflag, 0,
-                        batch.born_host)
+        probe = Message(batch.topic, batch.queue_id, bytes(batch.longest()), probe_props, batch.flag,
+                        batch.sysflag, 0, batch.born_host)
         problem = self._validate((probe,))
         if isinstance(problem, PutResult):
             return problem

@@ -39,7 +39,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -93,7 +92,7 @@ def _scan_segment(seg: Segment, pos: int, dispatcher: Dispatcher | None) -> tupl
     v4_size = layout.HEADER_V4.size
     size_magic = layout.SIZE_MAGIC.unpack_from
     props_len = layout.PROPS_LEN.unpack_from
-    crc32 = zlib.crc32
+    crc32 = layout.crc32
     magic_ok = layout.MESSAGE_MAGIC
     view = memoryview(mm)
     try:

@@ -214,6 +214,20 @@ def plain_values(payload: bytes, header: BatchHeader, *, keyed: bool = False,
     return values, stamps, keys if keyed else None
 
 
+#: ``(spans, timestamps, keys, longest)``: native int32 (offset, length) pairs of the values in the
+#: payload, native int64 CreateTimes (both bytes), the keys (``keyed``) or None, the longest value.
+PlainSpans = tuple[bytes, bytes, list[bytes] | None, int]
+
+
+def plain_spans(payload: bytes, header: BatchHeader, *, keyed: bool = False) -> PlainSpans | None:
+    """``plain_values`` without a Python object per value or timestamp (the produce hot path; see
+    ``_crecords.c``); None when the batch is not plain or the native walker is not built."""
+    if _crecords is None:
+        return None
+    return _crecords.plain_spans(payload, header.record_count, header.base_timestamp,  # type: ignore[no-any-return]
+                                 keyed)
+
+
 def _checked_count(n: int, available: int) -> int:
     if n < 0 or n > available:  # every record takes at least one byte
         raise DecodeError(f"record count {n} impossible for {available} bytes")

@@ -49,6 +49,7 @@ from compat.kafka_records import (
     message_from_record,
     messages_from_batch,
     plain_run,
+    plain_span_run,
 )
 from core.broker import now_ms
 from core.kafka_txn import TxnOutcome
@@ -122,9 +123,14 @@ def _messages(topic: str, partition: int,
     try:
         payload = batch.payload()
         if not h.log_append_time and not h.is_transactional:
-            # The common cases (no key, or text keys; no headers): stored as one run (Broker.append_uniform).
-            plain = R.plain_values(payload, h) or R.plain_values(payload, h, keyed=True)
-            run = plain_run(topic, partition, *plain) if plain is not None else None
+            # The common cases (no key, or text keys; no headers): stored as one run (Broker.append_uniform),
+            # the values left in the payload when the native walker is built.
+            spans = R.plain_spans(payload, h) or R.plain_spans(payload, h, keyed=True)
+            if spans is not None:
+                run = plain_span_run(topic, partition, payload, *spans)
+            else:
+                plain = R.plain_values(payload, h) or R.plain_values(payload, h, keyed=True)
+                run = plain_run(topic, partition, *plain) if plain is not None else None
             if run is not None:
                 return 0, run, h
         rows = batch.record_fields(payload)

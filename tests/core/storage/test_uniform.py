@@ -5,6 +5,8 @@ Both engines; the native encoder (``_cstore.c``) and its Python twin give the sa
 
 from __future__ import annotations
 
+import zlib
+from array import array
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from storage_helpers import small_config
 
-from core.model import Message, UniformBatch
+from core.model import Message, PackedBodies, UniformBatch
 from core.storage import layout
 from core.storage.api import MessageStore, PutStatus
 from core.storage.engine import DiskStore
@@ -21,6 +23,15 @@ from core.storage.engine import DiskStore
 def test_native_encoder_is_built() -> None:
     # `make test` builds the extension; a silent fallback to Python would hide a broken build.
     assert layout.NATIVE
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=5000), st.integers(0, 64))
+def test_native_crc32_is_zlibs(data: bytes, skip: int) -> None:
+    # BODYCRC is java.util.zip.CRC32 = zlib.crc32, whichever backend _cstore linked (libdeflate or zlib);
+    # memoryview slices (recovery's input) at every alignment.
+    assert layout.crc32(data) == zlib.crc32(data)
+    assert layout.crc32(memoryview(data)[skip:]) == zlib.crc32(data[skip:])
 
 
 def _strip_store_ts(rec: bytes) -> tuple[object, ...]:
@@ -172,3 +183,64 @@ def test_native_and_python_agree_with_prefixes(bodies: list[bytes], data: st.Dat
     with pytest.raises(ValueError):
         layout.encode_uniform("T", 0, [b"x"], 7, b"A" * 32760, native=True,
                               **{**args, "prefixes": [b"B" * 10]})  # type: ignore[arg-type]
+
+
+def _packed(bodies: list[bytes], lead: bytes = b"") -> PackedBodies:
+    """``bodies`` as spans of one buffer (with ``lead`` bytes before the first, as in a Kafka payload)."""
+    buf, spans = bytearray(lead), array("i")
+    for b in bodies:
+        spans += array("i", [len(buf), len(b)])
+        buf += b + b"|"
+    return PackedBodies(bytes(buf), spans.tobytes(), max(map(len, bodies), default=0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(bodies=st.lists(st.binary(max_size=300), max_size=20), lead=st.binary(max_size=9), data=st.data())
+def test_packed_bodies_encode_as_their_list(bodies: list[bytes], lead: bytes, data: st.DataObject) -> None:
+    # encode_spans (bodies left in one buffer, stamps an int64 array) == encode_uniform over the same bytes.
+    packed = _packed(bodies, lead)
+    assert list(packed) == bodies and len(packed) == len(bodies) and packed[-1:] == bodies[-1:]
+    stamps = data.draw(st.lists(st.integers(-(1 << 63), (1 << 63) - 1), min_size=len(bodies), max_size=len(bodies)))
+    prefixes = data.draw(st.none() | st.lists(st.binary(max_size=9), min_size=len(bodies), max_size=len(bodies)))
+    args = dict(flag=1, sysflag=0, born_host=("::1", 3), store_timestamp=9, store_host=("127.0.0.1", 2),
+                queue_offset=4, commitlog_offset=1 << 33, tags_code=-7, prefixes=prefixes)
+    ref = layout.encode_uniform("T", 2, bodies, stamps, b"A\x01b", native=False, **args)  # type: ignore[arg-type]
+    q = memoryview(array("q", stamps).tobytes()).cast("q")
+    assert layout.encode_uniform("T", 2, packed, q, b"A\x01b", native=True, **args) == ref  # type: ignore[arg-type]
+    assert layout.encode_uniform("T", 2, packed, q, b"A\x01b", native=False, **args) == ref  # type: ignore[arg-type]
+    if bodies:
+        one = layout.encode_uniform("T", 2, packed, 5, b"", native=True, **args)  # type: ignore[arg-type]
+        assert one == layout.encode_uniform("T", 2, bodies, 5, b"", native=False, **args)  # type: ignore[arg-type]
+
+
+def test_spans_outside_the_buffer_are_refused() -> None:
+    args = dict(flag=0, sysflag=0, born_host=("127.0.0.1", 1), store_timestamp=1, store_host=("127.0.0.1", 2),
+                queue_offset=0, commitlog_offset=0, tags_code=0)
+    for spans in ([0, 11], [-1, 2], [5, -1], [2**31 - 1, 1]):
+        bad = PackedBodies(b"0123456789", array("i", spans).tobytes(), 10)
+        with pytest.raises(ValueError, match="outside"):
+            layout.encode_uniform("T", 0, bad, 1, b"", native=True, **args)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        PackedBodies(b"x", array("i", [0]).tobytes(), 1)
+    ok = PackedBodies(b"0123456789", array("i", [0, 2, 8, 2]).tobytes(), 2)
+    with pytest.raises(ValueError, match="int64"):
+        layout.encode_uniform("T", 0, ok, memoryview(array("q", [1]).tobytes()).cast("q"), b"", native=True,
+                              **args)  # type: ignore[arg-type]
+    assert ok[1] == b"89" and ok[-2] == b"01"
+    with pytest.raises(IndexError):
+        ok[2]
+
+
+def test_packed_run_equals_put_messages(store: MessageStore, tmp_path: Path) -> None:
+    bodies = [b"", b"x" * 700, *(f"b{i}".encode() for i in range(30))]
+    stamps = memoryview(array("q", range(100, 100 + len(bodies))).tobytes()).cast("q")
+    batch = UniformBatch("T", 1, _packed(bodies, b"hdr"), stamps, {"KAFKA_HEADERS": "[]"})
+    assert batch.longest() == 700
+    res = store.put_uniform(batch)
+    assert res.ok and [a.queue_offset for a in res.appended] == list(range(len(bodies)))
+    ref = DiskStore(small_config(tmp_path / "ref")).open()
+    try:
+        ref.put_messages(batch.messages())
+        assert _records(store, "T", 1) == _records(ref, "T", 1)
+    finally:
+        ref.close()
