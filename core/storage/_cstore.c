@@ -25,6 +25,9 @@
  * Both return fresh bytes objects; bad arguments raise TypeError/ValueError; nothing is written
  * outside the buffers they allocate.
  *
+ * ``cq_runs`` is the read side: it walks raw ConsumeQueue units into runs of records lying back to
+ * back in the CommitLog (see core/storage/reader.py get_runs), with no Python object per unit.
+ *
  * BODYCRC is zlib's CRC-32 (java.util.zip.CRC32).  When setup.py finds libdeflate it defines
  * ROKKA_LIBDEFLATE and links it: libdeflate_crc32 is the same function, folded with carry-less
  * multiplication (~0.06 ns/byte here against zlib 1.2.13's ~0.27, and ~10x faster on a 100-byte
@@ -629,7 +632,79 @@ static PyObject *crc32_py(PyObject *self, PyObject *arg) {
     return PyLong_FromUnsignedLong(c);
 }
 
+/* cq_runs(units, clog_min, max_msgs, max_bytes, taken=0, total=0) -> (runs, used, taken, total)
+ * Walks consecutive ConsumeQueue units (20 bytes each: commitlog offset int64, size int32, tags code
+ * int64, big-endian) the way core/storage/reader.py get_runs does in Python: units pointing below
+ * clog_min are skipped (their records are gone), at least one record is taken (counting ``taken``
+ * records of ``total`` bytes already taken by the caller), then no more than max_msgs records or
+ * max_bytes bytes.  Records lying back to back in the CommitLog form one run: runs = [(first unit
+ * index, start, end, sizes)] with sizes native int32s (bytes); used = units walked (the caller's
+ * next queue offset is its offset + used; used < len(units) only when a limit stopped the walk). */
+static PyObject *cq_runs(PyObject *self, PyObject *args) {
+    Py_buffer units;
+    long long clog_min, max_msgs, max_bytes, taken = 0, total = 0;
+    if (!PyArg_ParseTuple(args, "y*LLL|LL", &units, &clog_min, &max_msgs, &max_bytes, &taken, &total))
+        return NULL;
+    PyObject *runs = PyList_New(0), *result = NULL;
+    int32_t *sizes = NULL;
+    Py_ssize_t n = units.len / 20, used = n, first = 0, nsizes = 0;
+    const unsigned char *u = (const unsigned char *)units.buf;
+    if (runs == NULL)
+        goto done;
+    sizes = PyMem_Malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (sizes == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    long long start = -1, end = -1;
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        long long off = 0, size = 0;
+        int stop = i == n;
+        if (!stop) {
+            off = (long long)(((uint64_t)be32(u + 20 * i) << 32) | be32(u + 20 * i + 4));
+            size = (int32_t)be32(u + 20 * i + 8);
+            if (taken && (taken >= max_msgs || total + size > max_bytes)) {
+                used = i;
+                stop = 1;
+            }
+        }
+        if (!stop && off < clog_min) {
+            end = -1;       /* a run holds consecutive queue offsets only */
+            continue;
+        }
+        if (stop || off != end) {   /* close the run so far */
+            if (nsizes) {
+                PyObject *sz = PyBytes_FromStringAndSize((const char *)sizes, (Py_ssize_t)sizeof(int32_t) * nsizes);
+                PyObject *run = sz ? Py_BuildValue("nLLN", first, start, end, sz) : NULL;
+                if (run == NULL || PyList_Append(runs, run) < 0) {
+                    Py_XDECREF(run);
+                    goto done;
+                }
+                Py_DECREF(run);
+            }
+            if (stop)
+                break;
+            first = i;
+            start = off;
+            nsizes = 0;
+        }
+        sizes[nsizes++] = (int32_t)size;
+        end = off + size;
+        taken++;
+        total += size;
+    }
+    result = Py_BuildValue("OnLL", runs, used, taken, total);
+done:
+    PyMem_Free(sizes);
+    Py_XDECREF(runs);
+    PyBuffer_Release(&units);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"cq_runs", cq_runs, METH_VARARGS,
+     "cq_runs(units, clog_min, max_msgs, max_bytes, taken=0, total=0) -> ([(first, start, end, sizes)], used, "
+     "taken, total)"},
     {"crc32", crc32_py, METH_O, "crc32(data) -> int: the same value as zlib.crc32(data)"},
     {"encode_uniform", encode_uniform, METH_VARARGS,
      "encode_uniform(template, off_crc, off_qoff, off_phys, off_born_ts, bodies, born_timestamps, topic_blob, "

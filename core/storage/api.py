@@ -177,7 +177,7 @@ class RecordRun:
 
     queue_offset: int               # of the first record
     data: bytes                     # the records' bytes, one after the other
-    sizes: tuple[int, ...]          # size of each record (from its ConsumeQueue unit)
+    sizes: Sequence[int]            # size of each record (from its ConsumeQueue unit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from pathlib import Path
 import structlog
 
 from core.storage.api import CqUnit
+from core.storage.layout import _cstore
 from core.storage.segment import Segment, SegmentFiles
 
 log = structlog.get_logger(__name__)
@@ -212,6 +213,26 @@ class ConsumeQueue:
         n = min(count, self.max_offset - queue_offset, (seg.end - byte) // UNIT_SIZE)
         pos = byte - seg.base
         return list(UNIT.iter_unpack(seg.mm[pos:pos + n * UNIT_SIZE]))
+
+    def walk_runs(self, queue_offset: int, count: int, clog_min: int, max_msgs: int, max_bytes: int,
+                  taken: int = 0, total: int = 0) -> tuple[list[tuple[int, int, int, bytes]], int, int, int] | None:
+        """``_cstore.cq_runs`` over up to ``count`` units from ``queue_offset`` (stopping at a file end
+        or max_offset), read in place from the map; None when there is no unit there (or no native
+        module)."""
+        if _cstore is None or not (self.min_offset <= queue_offset < self.max_offset) or count <= 0:
+            return None
+        byte = queue_offset * UNIT_SIZE
+        seg = self.files.find(byte)
+        if seg is None:
+            return None
+        n = min(count, self.max_offset - queue_offset, (seg.end - byte) // UNIT_SIZE)
+        pos = byte - seg.base
+        whole = memoryview(seg.mm)
+        try:
+            with whole[pos:pos + n * UNIT_SIZE] as view:
+                return _cstore.cq_runs(view, clog_min, max_msgs, max_bytes, taken, total)  # type: ignore[no-any-return]
+        finally:
+            whole.release()     # no export may outlive this call: the map is closed at a file drop
 
     def cq_units(self, queue_offset: int, count: int) -> list[CqUnit]:
         out: list[CqUnit] = []

@@ -113,6 +113,9 @@ def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: 
         return [], offset
     max_msgs = max(1, max_msgs)
     want = max(16000, 20 * max_msgs) // 20
+    walk = getattr(q, "walk_runs", None)
+    if walk is not None and (native := _walk_native(walk, clog, offset, want, hi, max_msgs, max_bytes)) is not None:
+        return native
     units = q.units(offset, min(want, 64))
     if not units:
         upf = q.units_per_file
@@ -156,6 +159,29 @@ def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: 
         if data is not None:
             runs.append(RecordRun(first, data, tuple(sizes)))
     return runs, next_offset
+
+
+def _walk_native(walk: Callable[..., Any], clog: Any, offset: int, want: int, hi: int, max_msgs: int,
+                 max_bytes: int) -> tuple[list[RecordRun], int] | None:
+    """``get_runs``' loop in C (``ConsumeQueue.walk_runs``: ``_cstore.cq_runs`` over the units in
+    place), one ConsumeQueue file at a time; None if there is no unit at ``offset`` to walk."""
+    clog_min = clog.min_offset
+    runs: list[RecordRun] = []
+    at = offset
+    taken = total = 0
+    while at < hi and at - offset < want:
+        got = walk(at, want - (at - offset), clog_min, max_msgs, max_bytes, taken, total)
+        if got is None:
+            break
+        found, used, taken, total = got
+        for first, start, end, sizes in found:
+            data = clog.read_span(start, end)
+            if data is not None:
+                runs.append(RecordRun(at + first, data, memoryview(sizes).cast("i")))
+        at += used
+        if taken >= max_msgs or total >= max_bytes or not used:
+            break
+    return None if at == offset else (runs, at)
 
 
 def offset_by_time(store_time_at: Callable[[int], int | None], lo: int, hi: int, ts: int) -> int:
