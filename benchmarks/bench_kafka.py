@@ -16,7 +16,8 @@ For each broker, with 100 B and 1 KiB values on topics of 4 partitions:
 * produce with confluent-kafka (acks=1 and acks=all; linger.ms 5; null keys) and with
   ``kcat -P -l FILE`` (a file of newline-separated values; the whole kcat process is timed);
 * consume with confluent-kafka (``assign()`` all partitions at the beginning; first record to
-  last record) and with ``kcat -C -e -o beginning -f '\\n'`` (whole process; lines counted);
+  last record; ``fetch.queue.backoff.ms`` 10 instead of librdkafka's 1 s pause once 100,000
+  records wait in its queue, see ``lib/kafka_role.py``) and with ``kcat -C -e -o beginning -f '\\n'`` (whole process; lines counted);
 * produce-to-consume latency with confluent-kafka: 1,000 msg/s paced, acks=1, linger.ms 0,
   consumer assigned at the end of each partition, p50/p99.
 
