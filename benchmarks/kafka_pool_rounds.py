@@ -1,0 +1,56 @@
+"""Pool the rounds of several ``bench_kafka`` runs: per compared row, the rokka/Tansu ratio of every round.
+
+Run: ``python -m benchmarks.kafka_pool_rounds OUT1 [OUT2 ...]`` with the saved output of
+``python -m benchmarks.bench_kafka`` (or ``benchmarks.run kafka``).
+
+Theory of operation
+-------------------
+A run prints, for each round, one line per broker and confluent-kafka row (``  rokka produce 100 B
+acks=1: confluent 778,364/s``).  Each round's rokka number is divided by the same round's Tansu
+number; the table gives, per row, how many rounds there were, their median ratio, how many were at
+or above 1.0x, and the extremes.  One run of three rounds is a small sample on a machine whose rows
+swing +-35 %; several runs pooled say how often a row passes.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import sys
+from pathlib import Path
+
+_ROUND = re.compile(r"round \d+ of \d+")
+_ROW = re.compile(r"  (rokka|tansu) (produce|consume) (\d+) B(?: acks=(\w+))?: confluent ([\d,]+)/s")
+
+
+def pool(texts: list[str]) -> dict[tuple[str, str, str], list[float]]:
+    """{(op, size, acks): [rokka/Tansu per round]} over every round of every run."""
+    rows: dict[tuple[str, str, str], list[float]] = {}
+    for text in texts:
+        for rnd in _ROUND.split(text)[1:]:
+            vals = {(b, op, size, acks): float(v.replace(",", "")) for b, op, size, acks, v in _ROW.findall(rnd)}
+            for (b, op, size, acks), v in vals.items():
+                tansu = vals.get(("tansu", op, size, acks))
+                if b == "rokka" and tansu:
+                    rows.setdefault((op, size, acks), []).append(v / tansu)
+    return rows
+
+
+def table(rows: dict[tuple[str, str, str], list[float]]) -> str:
+    out = ["| row | rounds | median rokka/Tansu | rounds >= 1.0x | min | max |", "|---|---|---|---|---|---|"]
+    for (op, size, acks), rs in rows.items():
+        name = f"{op} {size} B" + (f" acks={acks}" if acks else "")
+        out.append(f"| {name} | {len(rs)} | {statistics.median(rs):.2f}x | {sum(r >= 1.0 for r in rs)} of {len(rs)}"
+                   f" | {min(rs):.2f}x | {max(rs):.2f}x |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    paths = sys.argv[1:] if argv is None else argv
+    if not paths:
+        sys.exit("usage: python -m benchmarks.kafka_pool_rounds OUTPUT [OUTPUT ...]")
+    print(table(pool([Path(p).read_text() for p in paths])))
+
+
+if __name__ == "__main__":
+    main()
