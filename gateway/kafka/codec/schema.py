@@ -126,16 +126,23 @@ class Field:
     tagged: VersionRange = NO_VERSIONS
     default: Any = _MISSING
 
-    def make_default(self) -> Any:
-        """A fresh default value (new list/Struct each call)."""
+    def __post_init__(self) -> None:
+        # make_default without the type dispatch: every struct decode fills its absent fields.
         if self.default is not _MISSING:
-            return self.default
-        t = self.type
-        if isinstance(t, Array):
-            return []
-        if isinstance(t, StructType):
-            return t.defaults()
-        return _PRIMITIVE_DEFAULTS[t.name]
+            const = self.default
+            maker: Callable[[], Any] = lambda: const  # noqa: E731
+        elif isinstance(self.type, Array):
+            maker = list
+        elif isinstance(self.type, StructType):
+            maker = self.type.defaults
+        else:
+            const = _PRIMITIVE_DEFAULTS[self.type.name]
+            maker = lambda: const  # noqa: E731
+        object.__setattr__(self, "make_default", maker)
+
+    def make_default(self) -> Any:  # replaced per instance in __post_init__
+        """A fresh default value (new list/Struct each call)."""
+        raise AssertionError("unreachable")
 
 
 _PRIMITIVE_DEFAULTS: dict[str, Any] = {
@@ -233,8 +240,14 @@ class StructType:
 
     def encode(self, out: bytearray, value: Any, version: int, flexible: bool) -> None:
         plan = self.plan(version, flexible)
-        for fl, _, write in plan.regular:
-            write(out, _get(value, fl))
+        if type(value) is Struct:   # the usual case: one dict lookup per field
+            d = value.__dict__
+            for fl, _, write in plan.regular:
+                v = d.get(fl.name, _MISSING)
+                write(out, fl.make_default() if v is _MISSING else v)
+        else:
+            for fl, _, write in plan.regular:
+                write(out, _get(value, fl))
         if flexible:
             present = []
             for tag, (fl, _, write) in plan.tagged.items():
@@ -251,7 +264,7 @@ class StructType:
 
 
 def _get(value: Any, fl: Field) -> Any:
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         v = value.get(fl.name, _MISSING)
     else:
         v = getattr(value, fl.name, _MISSING)
