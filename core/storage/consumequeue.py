@@ -18,7 +18,9 @@ this kind of VM a write fault on a fresh page of a shared file map costs
 4.7 vs 1.2 us per 4 KiB page), and the map sees the written bytes either
 way (one page cache).  A unit with size 0 is "never written", so the end
 of a queue is the first zero unit after the last file's start (binary
-search, units are written in order).
+search, units are written in order).  Reads of many units for a fetch or pull
+(``walk_runs``) hand the units of one file, in place in the map, to the C
+walker ``_cstore.cq_runs`` (see ``reader.get_runs``).
 
 ``max_offset`` is the next unit to write.  ``min_offset`` is the first unit
 whose record is still in the CommitLog (``correct_min``), never below the
@@ -36,10 +38,14 @@ from pathlib import Path
 import structlog
 
 from core.storage.api import CqUnit
-from core.storage.layout import _cstore
 from core.storage.segment import Segment, SegmentFiles
 
 log = structlog.get_logger(__name__)
+
+try:    # the run walker in C (core/storage/_cstore.c, cq_runs); absent when the extension was not built
+    from core.storage import _cstore
+except ImportError:     # pragma: no cover - depends on the build
+    _cstore = None  # type: ignore[assignment]
 
 UNIT_SIZE = 20
 UNIT = struct.Struct(">qiq")
