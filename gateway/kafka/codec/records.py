@@ -1,4 +1,4 @@
-"""Kafka record batches (magic 2), control records and compression (legacy sets: ``legacy.py``).
+"""Kafka record batches (magic 2) and control records (codecs: ``compression.py``; legacy sets: ``legacy.py``).
 
 Theory of operation
 -------------------
@@ -32,11 +32,6 @@ header fields of a decoded uncompressed batch reproduces it byte for byte.
 Header keys are decoded with ``surrogateescape`` so that non-UTF-8 keys survive
 a round trip.  Null keys/values stay ``None``, distinct from ``b""``.
 
-Snappy: Java and kafka-python write the xerial framing (magic
-``82 53 4E 41 50 50 59 00``, two int32 versions, then int32-length raw blocks);
-librdkafka writes raw snappy.  We read both and write xerial, which every
-client reads.  LZ4 is the LZ4 *frame* format (independent blocks).
-
 Legacy MessageSets (magic 0/1, §2.5) are decoded only (Produce from pinned
 old clients); we never advertise Fetch versions that would need them.
 """
@@ -47,22 +42,21 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import cramjam
 import crc32c
 
 from gateway.kafka.codec import primitives as p
+from gateway.kafka.codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
 from gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
 
 __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CONTROL_ABORT", "CONTROL_COMMIT",
     "BATCH_HEADER_SIZE", "BatchHeader", "Header", "Record", "RecordBatch",
-    "compress", "decompress", "plain_values", "wrap_records", "encode_batch", "encode_rows_batch",
+    "compress", "decompress", "plain_spans", "plain_values", "wrap_records", "encode_batch", "encode_rows_batch",
     "encode_control_batch",
     "parse_control_record",
     "read_batch_header", "read_record_fields", "RecordFields", "split_batches",
 ]
 
-NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
@@ -72,8 +66,6 @@ CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 BATCH_HEADER_SIZE = 61
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC_START = 21
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_BLOCK = 32 * 1024
 
 
 @dataclass(frozen=True)
@@ -557,58 +549,3 @@ def parse_control_record(rec: Record) -> tuple[int, int]:
     if rec.value is not None and len(rec.value) >= 6:
         epoch = struct.unpack_from(">hi", rec.value)[1]
     return ctype, epoch
-
-
-# ------------------------------------------------------------------ compression
-
-
-def compress(codec: int, data: bytes) -> bytes:
-    if codec == GZIP:
-        return bytes(cramjam.gzip.compress(data))
-    if codec == SNAPPY:
-        return _xerial_compress(data)
-    if codec == LZ4:
-        c = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
-        c.compress(data)
-        return bytes(c.finish())
-    if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data))
-    if codec == NONE:
-        return data
-    raise EncodeError(f"unknown compression codec {codec}")
-
-
-def decompress(codec: int, data: bytes) -> bytes:
-    """Raises DecodeError for an unknown codec or corrupt data."""
-    try:
-        if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(data))
-        if codec == SNAPPY:
-            return _snappy_decompress(data)
-        if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(data))
-        if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
-        if codec == NONE:
-            return data
-    except cramjam.DecompressionError as e:
-        raise DecodeError(f"cannot decompress (codec {codec}): {e}") from None
-    raise DecodeError(f"unknown compression codec {codec}")
-
-
-def _xerial_compress(data: bytes) -> bytes:
-    out = bytearray(_XERIAL_MAGIC + struct.pack(">ii", 1, 1))
-    for i in range(0, max(len(data), 1), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(data[i : i + _XERIAL_BLOCK]))
-        out += struct.pack(">i", len(block)) + block
-    return bytes(out)
-
-
-def _snappy_decompress(data: bytes) -> bytes:
-    if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    r = Reader(data, 16)
-    out = bytearray()
-    while r.remaining():
-        out += cramjam.snappy.decompress_raw(r.read_raw(r.int32()))
-    return bytes(out)
