@@ -142,10 +142,14 @@ class KafkaServerConnection:
         Raises:
             EncodeError: the body does not fit the response schema (a handler bug).
         """
+        return b"".join(self.encode_response_parts(request, body))
+
+    def encode_response_parts(self, request: KafkaRequest, body: Any) -> list[Any]:
+        """``encode_response`` as buffers to send in order (large record batches are not copied)."""
         if request.unsupported_version:
-            return self.encode_unsupported_api_versions(request)
+            return [self.encode_unsupported_api_versions(request)]
         api = APIS[request.api_key]
-        return framing.encode_response_frame(api, request.api_version, request.correlation_id, body)
+        return framing.encode_response_frame_parts(api, request.api_version, request.correlation_id, body)
 
     def encode_unsupported_api_versions(self, request: KafkaRequest) -> bytes:
         ranges = sorted((k, lo, hi) for k, (lo, hi) in self.advertised.items())

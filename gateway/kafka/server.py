@@ -171,24 +171,27 @@ class KafkaServer:
                 ctx = KafkaRequestContext(peer, req.client_id, req.api_key, req.api_version,
                                           req.correlation_id, state, self)
                 out = await self._respond(conn, req, ctx)
-                if out:
-                    await stream.send_all(out)
+                if len(out) == 1:
+                    await stream.send_all(out[0])
+                elif out:
+                    await send_parts(stream, out)
 
     async def _respond(
         self, conn: KafkaServerConnection, req: KafkaRequest, ctx: KafkaRequestContext
-    ) -> bytes:
+    ) -> list[Any]:
+        """The response frame as buffers to send in order ([] when none is due)."""
         if req.api_key == API_VERSIONS_KEY:
             if req.unsupported_version:
-                return conn.encode_unsupported_api_versions(req)
-            return conn.encode_response(req, conn.api_versions_body())
+                return [conn.encode_unsupported_api_versions(req)]
+            return conn.encode_response_parts(req, conn.api_versions_body())
         assert req.body is not None
         try:
             body = await self.routes[req.api_key].handler(ctx, req.body)
         except KafkaError as e:
             body = self._error_body(req, e)
         if body is None or not req.expects_response:
-            return b""
-        return conn.encode_response(req, body)
+            return []
+        return conn.encode_response_parts(req, body)
 
     def _error_body(self, req: KafkaRequest, err: KafkaError) -> Struct:
         api = APIS[req.api_key]
@@ -200,3 +203,30 @@ class KafkaServer:
             raise err
         log.info("kafka.request_error", api=api.name, error_code=err.error_code, message=err.message)
         return Struct(error_code=err.error_code)
+
+
+#: Buffers per sendmsg call (below every platform's IOV_MAX).
+SENDMSG_MAX_BUFFERS = 512
+
+
+async def send_parts(stream: trio.SocketStream, parts: list[Any]) -> None:
+    """Send ``parts`` in order by scatter/gather ``sendmsg`` (no joined copy of a large frame).
+
+    Partial sends resume inside the buffer they stopped in.  Socket errors surface as trio's
+    ``BrokenResourceError``, as from ``SocketStream.send_all``."""
+    sock = stream.socket
+    views = [memoryview(x) for x in parts]
+    i = 0
+    try:
+        while i < len(views):
+            sent = await sock.sendmsg(views[i:i + SENDMSG_MAX_BUFFERS])
+            while i < len(views) and sent >= len(views[i]):
+                sent -= len(views[i])
+                i += 1
+            if sent:
+                views[i] = views[i][sent:]
+    except OSError as exc:
+        raise trio.BrokenResourceError from exc
+    finally:
+        for v in views:
+            v.release()

@@ -13,6 +13,7 @@ from gateway.kafka.codec.framing import (
     encode_api_versions_error,
     encode_request_frame,
     encode_response_frame,
+    encode_response_frame_parts,
     peek_api,
 )
 from gateway.kafka.codec.primitives import DecodeError, EncodeError
@@ -31,5 +32,6 @@ __all__ = [
     "encode_api_versions_error",
     "encode_request_frame",
     "encode_response_frame",
+    "encode_response_frame_parts",
     "peek_api",
 ]

@@ -46,6 +46,7 @@ __all__ = [
     "decode_request_header",
     "encode_request_frame",
     "encode_response_frame",
+    "encode_response_frame_parts",
     "decode_response_frame",
     "encode_api_versions_error",
 ]
@@ -111,13 +112,19 @@ def encode_request_frame(
 
 def encode_response_frame(api: Api, version: int, correlation_id: int, body: Any) -> bytes:
     """A complete response frame (size prefix included)."""
-    out = bytearray(4)
+    return b"".join(encode_response_frame_parts(api, version, correlation_id, body))
+
+
+def encode_response_frame_parts(api: Api, version: int, correlation_id: int, body: Any) -> list[Any]:
+    """``encode_response_frame`` as buffers to send in order: record batches are not copied into the
+    frame (``primitives.Gather``), so a Fetch response goes out by one scatter/gather send."""
+    out = p.Gather(bytes(4))
     p.write_int32(out, correlation_id)
     if _response_header_flexible(api, version):
         out.append(0)
-    out += api.encode_response(version, body)
-    out[0:4] = (len(out) - 4).to_bytes(4, "big", signed=True)
-    return bytes(out)
+    api.encode_response_into(out, version, body)
+    out[0:4] = (out.nbytes() - 4).to_bytes(4, "big", signed=True)
+    return out.parts()
 
 
 def decode_response_frame(api: Api, version: int, payload: bytes) -> tuple[int, Struct]:

@@ -19,6 +19,13 @@ Two varint families exist (kafka-wire.md §1.2):
 Compact strings/bytes/arrays encode ``length + 1`` as an unsigned varint, with
 0 meaning null; classic ones use an int16 (strings) or int32 (bytes, arrays)
 length with -1 meaning null.
+
+Gathered output: a ``Gather`` is a ``bytearray`` that ``write_bytes`` does not
+copy large values into: it notes (position, buffer) and ``parts()`` hands the
+bytes back as a list of buffers in order, for one ``sendmsg`` (scatter/gather)
+instead of a copy of every record batch into the frame.  A bytes value may also
+be ``Pieces`` (buffers that form one value back to back: a batch header and the
+records it wraps).  Into a plain ``bytearray`` both are copied as usual.
 """
 
 from __future__ import annotations
@@ -49,7 +56,61 @@ __all__ = [
     "write_string",
     "write_bytes",
     "write_uuid",
+    "Gather",
+    "Pieces",
 ]
+
+#: Values at least this long are referenced by a ``Gather``, not copied into it.
+GATHER_MIN = 8192
+
+
+class Pieces:
+    """Buffers that form one bytes value back to back; ``len`` is their total length."""
+
+    __slots__ = ("parts", "nbytes")
+
+    def __init__(self, parts: list[bytes | memoryview]) -> None:
+        self.parts = parts
+        self.nbytes = sum(len(x) for x in parts)
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.parts)
+
+
+class Gather(bytearray):
+    """An output buffer that keeps large values by reference (see the module doc).
+
+    ``nbytes()`` is the length of the whole output; ``parts()`` the output as buffers, in order.
+    Nothing may be written into it once ``parts()`` was taken (the views pin its size)."""
+
+    def __init__(self, initial: bytes = b"") -> None:
+        super().__init__(initial)
+        self.spliced: list[tuple[int, bytes | memoryview]] = []
+        self.spliced_bytes = 0
+
+    def splice(self, v: bytes | memoryview) -> None:
+        self.spliced.append((len(self), v))
+        self.spliced_bytes += len(v)
+
+    def nbytes(self) -> int:
+        return len(self) + self.spliced_bytes
+
+    def parts(self) -> list[bytes | memoryview]:
+        if not self.spliced:
+            return [self]
+        out: list[bytes | memoryview] = []
+        view, pos = memoryview(self), 0
+        for at, v in self.spliced:
+            if at > pos:
+                out.append(view[pos:at])
+                pos = at
+            out.append(v)
+        if pos < len(self):
+            out.append(view[pos:])
+        return out
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -278,12 +339,17 @@ def write_string(out: bytearray, v: str | None, compact: bool) -> None:
     out += data
 
 
-def write_bytes(out: bytearray, v: bytes | None, compact: bool) -> None:
+def write_bytes(out: bytearray, v: bytes | Pieces | None, compact: bool) -> None:
     if v is None:
         _write_length(out, -1, compact, False)
         return
     _write_length(out, len(v), compact, False)
-    out += v
+    gather = type(out) is Gather
+    for x in (v.parts if type(v) is Pieces else (v,)):
+        if gather and len(x) >= GATHER_MIN:
+            out.splice(x)   # type: ignore[attr-defined]
+        else:
+            out += x
 
 
 def write_array_len(out: bytearray, n: int, compact: bool) -> None:

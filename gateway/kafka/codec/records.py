@@ -51,7 +51,8 @@ from gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
 __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CONTROL_ABORT", "CONTROL_COMMIT",
     "BATCH_HEADER_SIZE", "BatchHeader", "Header", "Record", "RecordBatch",
-    "compress", "decompress", "plain_spans", "plain_values", "wrap_records", "encode_batch", "encode_rows_batch",
+    "compress", "decompress", "plain_spans", "plain_values", "wrap_records", "batch_header", "encode_batch",
+    "encode_rows_batch",
     "encode_control_batch",
     "parse_control_record",
     "read_batch_header", "read_record_fields", "RecordFields", "split_batches",
@@ -515,11 +516,19 @@ def encode_rows_batch(
 def wrap_records(payload: bytes, *, base_offset: int, last_offset_delta: int, count: int, base_timestamp: int,
                  max_timestamp: int, partition_leader_epoch: int = -1, attributes: int = 0) -> bytes:
     """An uncompressed v2 batch around ``count`` already encoded records (no producer id/sequence)."""
+    return batch_header(payload, base_offset=base_offset, last_offset_delta=last_offset_delta, count=count,
+                        base_timestamp=base_timestamp, max_timestamp=max_timestamp,
+                        partition_leader_epoch=partition_leader_epoch, attributes=attributes) + payload
+
+
+def batch_header(payload: bytes, *, base_offset: int, last_offset_delta: int, count: int, base_timestamp: int,
+                 max_timestamp: int, partition_leader_epoch: int = -1, attributes: int = 0) -> bytes:
+    """The 61 bytes that ``wrap_records`` puts before ``payload`` (header + CRC-32C over it all), for
+    senders that keep the payload apart (``primitives.Pieces``) instead of copying it after them."""
     tail = _BATCH_TAIL.pack(attributes & ~COMPRESSION_MASK, last_offset_delta, base_timestamp, max_timestamp,
                             -1, -1, -1, count)
     crc = crc32c.crc32c(payload, crc32c.crc32c(tail))
-    head = _BATCH_HEAD.pack(base_offset, len(tail) + len(payload) + 9, partition_leader_epoch, 2, crc)
-    return b"".join((head, tail, payload))
+    return _BATCH_HEAD.pack(base_offset, len(tail) + len(payload) + 9, partition_leader_epoch, 2, crc) + tail
 
 
 def encode_control_batch(

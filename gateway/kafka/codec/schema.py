@@ -432,10 +432,14 @@ class Api:
         return bytes(out)
 
     def encode_response(self, version: int, body: Any) -> bytes:
-        self._check(version)
         out = bytearray()
-        self.response.encode(out, body, version, self.is_flexible(version))
+        self.encode_response_into(out, version, body)
         return bytes(out)
+
+    def encode_response_into(self, out: bytearray, version: int, body: Any) -> None:
+        """Append the encoded response body to ``out`` (a ``primitives.Gather`` keeps large bytes by reference)."""
+        self._check(version)
+        self.response.encode(out, body, version, self.is_flexible(version))
 
     def decode_request(self, version: int, data: bytes, pos: int = 0, *, strict: bool = False) -> Struct:
         """Decode a request body.  Trailing bytes are ignored unless ``strict``: the Kafka broker

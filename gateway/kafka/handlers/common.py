@@ -37,6 +37,7 @@ from core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_SCHEDULE
 from core.producer_state import ProducerStateManager
 from core.topics import TopicConfig, is_system_topic
 from gateway.kafka.codec import records as R
+from gateway.kafka.codec.primitives import Pieces
 from gateway.kafka.errors import ErrorCode as E
 
 if TYPE_CHECKING:
@@ -141,11 +142,12 @@ def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
 
 
 def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_bytes: int,
-                 max_msgs: int = 1000) -> tuple[bytes, int]:
+                 max_msgs: int = 1000) -> tuple[Pieces, int]:
     """``build_batches(read_records(...))`` without a filter, from the store's runs: plain stretches
     become one batch each straight from the CommitLog bytes (``compat.kafka_pieces``).
 
-    Returns the batches and how many records they hold.
+    Returns the batches, as ``Pieces`` (each batch header apart from the records it wraps, so the
+    response goes out without a copy of them: ``primitives.Gather``), and how many records they hold.
     """
     runs, _ = env.broker.store.get_runs(topic, partition, offset, max_msgs, max(max_bytes, 1))
     out: list[bytes] = []
@@ -153,14 +155,15 @@ def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
     for run in runs:
         for piece in kafka_pieces(run):
             if isinstance(piece, PlainPiece):
-                out.append(R.wrap_records(piece.payload, base_offset=piece.offset, last_offset_delta=piece.count - 1,
+                out.append(R.batch_header(piece.payload, base_offset=piece.offset, last_offset_delta=piece.count - 1,
                                           count=piece.count, base_timestamp=piece.first_timestamp,
                                           max_timestamp=piece.max_timestamp, partition_leader_epoch=LEADER_EPOCH))
+                out.append(piece.payload)
                 count += piece.count
             else:
                 out.append(build_batches(piece))
                 count += len(piece)
-    return b"".join(out), count
+    return Pieces(out), count
 
 
 def skip_marker(offset: int) -> bytes:

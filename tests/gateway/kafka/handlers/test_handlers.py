@@ -63,7 +63,7 @@ async def test_produce_fetch_out_of_range_and_delete_records(env: KafkaEnv) -> N
     out = await F.handle_fetch(env, ctx(1, 12), fetch_req("t", 1))
     part = out.responses[0].partitions[0]
     assert (part.error_code, part.high_watermark, part.log_start_offset) == (0, 3, 0)
-    batches, _ = R.split_batches(part.records)
+    batches, _ = R.split_batches(bytes(part.records))
     assert [(b.header.base_offset, [r.value for r in b.records()]) for b in batches] == [(1, [b"b", b"c"])]
     assert (await F.handle_fetch(env, ctx(1, 12), fetch_req("t", 4))).responses[0].partitions[0].error_code == 1
     dr = await F.handle_delete_records(env, ctx(21, 2), req(21, topics=[Struct(name="t", partitions=[
@@ -86,7 +86,7 @@ async def test_fetch_long_poll_wakes_on_produce(env: KafkaEnv, autojump_clock: t
             assert not result
             await produce(env, "t", [b"late"])
     part = result[0].responses[0].partitions[0]
-    assert [r.value for r in R.split_batches(part.records)[0][0].records()] == [b"late"]
+    assert [r.value for r in R.split_batches(bytes(part.records))[0][0].records()] == [b"late"]
 
 
 async def test_fetch_long_poll_times_out_empty(env: KafkaEnv, autojump_clock: trio.testing.MockClock) -> None:

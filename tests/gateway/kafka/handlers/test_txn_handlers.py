@@ -126,7 +126,7 @@ async def test_full_transaction_over_the_handlers(env: Env) -> None:
                 Struct(partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1)])]))
         p0 = out.responses[0].partitions[0]
         assert p0.last_stable_offset == p0.high_watermark == 2
-        batches, _ = R.split_batches(p0.records)
+        batches, _ = R.split_batches(bytes(p0.records))
         assert [r.value for b in batches for r in b.records()] == [b"a", b"b"]
 
 
