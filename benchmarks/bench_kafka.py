@@ -19,12 +19,18 @@ For each broker, with 100 B and 1 KiB values on topics of 4 partitions, in this 
    its queue, see ``lib/kafka_role.py``);
 2. produce-to-consume latency with confluent-kafka: 1,000 msg/s paced, acks=1, linger.ms 0,
    consumer assigned at the end of each partition, p50/p99;
-3. kcat rows (rokka only: kcat cannot talk to Tansu 0.6.0), per value size: ``kcat -P -l FILE``
-   acks=1 and acks=all (a file of newline-separated values; the whole kcat process is timed),
-   ``kcat -C -e -o beginning -f '\\n'`` of the confluent acks=1 topic (whole process; lines counted).
+3. kcat rows, per value size: ``kcat -P -l FILE`` acks=1 and acks=all (a file of newline-separated
+   values; the whole kcat process is timed), ``kcat -C -e -o beginning -f '\\n'`` of the confluent
+   acks=1 topic (whole process; lines counted).
 
-The kcat rows come last so that the compared rows run in the same sequence on both brokers: on
-this VM a row's speed depends on what ran just before it (a process that exits leaves memory that
+kcat is the Debian package, run with the librdkafka that the confluent-kafka wheel bundles
+(``kcat_env``: ``LD_LIBRARY_PATH`` to a ``librdkafka.so.1`` link to it), for both brokers.  Debian's
+own librdkafka (2.0.2 on the project's machine) cannot read Tansu 0.6.0's ApiVersions v3 response
+("Read underflow ... at 274/279"), so with it kcat rows had no Tansu number; the wheel's (2.16)
+can.  Both clients in the comparison then share one librdkafka build.
+
+The kcat rows come after the confluent rows so that those run in the same sequence on both brokers:
+on this VM a row's speed depends on what ran just before it (a process that exits leaves memory that
 is cheap to reuse for ~2 s; see ``SETTLE_S``, also waited before each broker starts).
 
 The whole workload runs in rounds (3 for the full run), each broker fresh, in ABBA order (Tansu
@@ -116,12 +122,45 @@ def role(params: dict[str, Any], wd: Path, timeout: float) -> dict[str, Any]:
     return next(e for e in events if e["event"] == "result")
 
 
+#: Environment for every kcat run (``kcat_env``); None: kcat's own librdkafka.
+KCAT_ENV: dict[str, str] | None = None
+
+
+def kcat_env(wd: Path) -> dict[str, str] | None:
+    """kcat's environment with the confluent-kafka wheel's librdkafka first on the library path.
+
+    The wheel ships it as ``confluent_kafka.libs/librdkafka-<hash>.so.1``; a link named
+    ``librdkafka.so.1`` (kcat's NEEDED name) in ``wd/kcat-lib`` makes the dynamic loader take it.
+    None (kcat keeps the system library) when the wheel has no bundled library."""
+    import confluent_kafka
+
+    libs = Path(confluent_kafka.__file__).resolve().parent.parent / "confluent_kafka.libs"
+    found = sorted(libs.glob("librdkafka-*.so.1")) if libs.is_dir() else []
+    if not found:
+        print("  kcat: no librdkafka in the confluent-kafka wheel; kcat uses the system's", flush=True)
+        return None
+    libdir = wd / "kcat-lib"
+    libdir.mkdir(parents=True, exist_ok=True)
+    link = libdir / "librdkafka.so.1"
+    if not link.exists():
+        link.symlink_to(found[0])
+    return dict(os.environ, LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}".rstrip(":"))
+
+
+def kcat_version() -> str:
+    """kcat's version line (it names the librdkafka it runs with)."""
+    exe = harness.kcat_path()
+    assert exe is not None
+    out = subprocess.run([exe, "-V"], capture_output=True, text=True, env=KCAT_ENV, timeout=30).stdout
+    return next((ln.strip() for ln in out.splitlines() if ln.startswith("Version")), "unknown")
+
+
 def kcat(args: list[str], timeout: float, stdout: Any = subprocess.DEVNULL) -> float | None:
     """Run kcat to completion; wall seconds, or None (with the error printed) if it failed."""
     exe = harness.kcat_path()
     assert exe is not None
     t0 = time.perf_counter()
-    r = subprocess.run([exe, *args], stdout=stdout, stderr=subprocess.PIPE, timeout=timeout)
+    r = subprocess.run([exe, *args], stdout=stdout, stderr=subprocess.PIPE, timeout=timeout, env=KCAT_ENV)
     dt = time.perf_counter() - t0
     if r.returncode != 0:
         print(f"  kcat {args[0]} failed (exit {r.returncode}): {r.stderr.decode().strip().splitlines()[-1:]}")
@@ -134,7 +173,7 @@ def kcat_consume(bs: str, topic: str, timeout: float) -> tuple[int, float]:
     assert exe is not None
     t0 = time.perf_counter()
     p = subprocess.Popen([exe, "-C", "-b", bs, "-t", topic, "-e", "-o", "beginning", "-q", "-f", "\\n"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=KCAT_ENV)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -149,9 +188,8 @@ Results = dict[tuple[str, ...], float]
 def workload(name: str, bs: str, plan: Plan, wd: Path, files: dict[int, Path]) -> Results:
     """Every produce/consume run against one broker: {(op, client, size, acks): msg/s}.
 
-    The confluent-kafka rows (compared with Tansu) run first, the kcat rows (rokka only: kcat
-    cannot talk to Tansu 0.6.0) after them, so the compared rows see the same sequence on both
-    brokers: what ran just before a row changes its speed here (see ``SETTLE_S``)."""
+    The confluent-kafka rows run first, then latency, then the kcat rows, in the same sequence on
+    both brokers: what ran just before a row changes its speed here (see ``SETTLE_S``)."""
     res: dict[tuple[str, ...], float] = {}
     topics = {(c, s, a): f"bench-{c}-{s}-{a}"
               for c in ("ck", "kcat") for s in plan.counts for a in ("1", "all")}
@@ -293,6 +331,9 @@ def main(argv: list[str] | None = None) -> None:
     plan = QUICK if args.quick else FULL
     rounds = max(1, args.rounds or (1 if args.quick else 3))
     wd = Path(tempfile.mkdtemp(prefix="rokka-bench-kafka-"))
+    global KCAT_ENV
+    KCAT_ENV = kcat_env(wd)
+    print(f"kcat: {kcat_version()}", flush=True)
     t0 = time.monotonic()
     files = value_files(plan, wd)
     prof = wd / "rokka.prof" if args.profile else None

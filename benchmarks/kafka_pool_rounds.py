@@ -5,8 +5,8 @@ Run: ``python -m benchmarks.kafka_pool_rounds OUT1 [OUT2 ...]`` with the saved o
 
 Theory of operation
 -------------------
-A run prints, for each round, one line per broker and confluent-kafka row (``  rokka produce 100 B
-acks=1: confluent 778,364/s``).  Each round's rokka number is divided by the same round's Tansu
+A run prints, for each round, one line per broker, row and client (``  rokka produce 100 B acks=1:
+confluent 778,364/s``, ``... : kcat 1,512,000/s``).  Each round's rokka number is divided by the same round's Tansu
 number; the table gives, per row, how many rounds there were, their median ratio, how many were at
 or above 1.0x, and the extremes.  One run of three rounds is a small sample on a machine whose rows
 swing +-35 %; several runs pooled say how often a row passes.
@@ -20,27 +20,33 @@ import sys
 from pathlib import Path
 
 _ROUND = re.compile(r"round \d+ of \d+")
-_ROW = re.compile(r"  (rokka|tansu) (produce|consume) (\d+) B(?: acks=(\w+))?: confluent ([\d,]+)/s")
+_ROW = re.compile(r"  (rokka|tansu) (produce|consume) (\d+) B(?: acks=(\w+))?: (confluent|kcat) ([\d,]+)/s")
 
 
-def pool(texts: list[str]) -> dict[tuple[str, str, str], list[float]]:
-    """{(op, size, acks): [rokka/Tansu per round]} over every round of every run."""
-    rows: dict[tuple[str, str, str], list[float]] = {}
+Row = tuple[str, str, str, str]  # (op, size, acks, client)
+
+
+def pool(texts: list[str]) -> dict[Row, list[float]]:
+    """{(op, size, acks, client): [rokka/Tansu per round]} over every round of every run."""
+    rows: dict[Row, list[float]] = {}
     for text in texts:
         for rnd in _ROUND.split(text)[1:]:
-            vals = {(b, op, size, acks): float(v.replace(",", "")) for b, op, size, acks, v in _ROW.findall(rnd)}
-            for (b, op, size, acks), v in vals.items():
-                tansu = vals.get(("tansu", op, size, acks))
+            vals = {(b, op, size, acks, client): float(v.replace(",", ""))
+                    for b, op, size, acks, client, v in _ROW.findall(rnd)}
+            for (b, op, size, acks, client), v in vals.items():
+                tansu = vals.get(("tansu", op, size, acks, client))
                 if b == "rokka" and tansu:
-                    rows.setdefault((op, size, acks), []).append(v / tansu)
+                    rows.setdefault((op, size, acks, client), []).append(v / tansu)
     return rows
 
 
-def table(rows: dict[tuple[str, str, str], list[float]]) -> str:
-    out = ["| row | rounds | median rokka/Tansu | rounds >= 1.0x | min | max |", "|---|---|---|---|---|---|"]
-    for (op, size, acks), rs in rows.items():
+def table(rows: dict[Row, list[float]]) -> str:
+    out = ["| row | client | rounds | median rokka/Tansu | rounds >= 1.0x | min | max |",
+           "|---|---|---|---|---|---|---|"]
+    for (op, size, acks, client), rs in rows.items():
         name = f"{op} {size} B" + (f" acks={acks}" if acks else "")
-        out.append(f"| {name} | {len(rs)} | {statistics.median(rs):.2f}x | {sum(r >= 1.0 for r in rs)} of {len(rs)}"
+        passed = sum(r >= 1.0 for r in rs)
+        out.append(f"| {name} | {client} | {len(rs)} | {statistics.median(rs):.2f}x | {passed} of {len(rs)}"
                    f" | {min(rs):.2f}x | {max(rs):.2f}x |")
     return "\n".join(out)
 
