@@ -509,9 +509,12 @@ def _learn_plain(raw: bytes) -> bool:
 
 def kafka_pieces(run: RecordRun, *, native: bool = True) -> list[PlainPiece | list[KafkaRow]]:
     """The Kafka view of a run, in order: ``PlainPiece`` s for plain stretches, ``kafka_rows`` lists
-    for the other records.  Raises RecordError for malformed record bytes (as ``kafka_rows``)."""
+    for the other records.  Raises RecordError for malformed record bytes (as ``kafka_rows``).
+    ``run.data`` may be a memoryview (``get_runs(views=True)``): nothing returned refers to it."""
     out: list[PlainPiece | list[KafkaRow]] = []
     data, sizes = run.data, run.sizes
+    if not native and type(data) is memoryview:     # lent by the store: the Python walk slices bytes
+        data = bytes(data)
     i, pos, n = 0, 0, len(sizes)
     while i < n:
         payload, count, used, first_ts, max_ts = _plain_records(data, pos, n - i, native)
@@ -520,7 +523,7 @@ def kafka_pieces(run: RecordRun, *, native: bool = True) -> list[PlainPiece | li
             i += count
             pos += used
             continue
-        raw = data[pos:pos + sizes[i]]
+        raw = bytes(data[pos:pos + sizes[i]])      # data may be a memoryview lent by the store
         if _learn_plain(raw):
             continue        # walk again: the record is plain after all
         row = kafka_row(raw)

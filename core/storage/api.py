@@ -176,8 +176,15 @@ class RecordRun:
     """Records of one queue lying back to back in the CommitLog, as stored (``get_runs``)."""
 
     queue_offset: int               # of the first record
-    data: bytes                     # the records' bytes, one after the other
+    data: bytes | memoryview        # the records' bytes, one after the other (a view: get_runs(views=True))
     sizes: Sequence[int]            # size of each record (from its ConsumeQueue unit)
+
+
+def release_runs(runs: Sequence[RecordRun]) -> None:
+    """Release the memoryviews that ``get_runs(views=True)`` lent (copies are left alone)."""
+    for run in runs:
+        if type(run.data) is memoryview:
+            run.data.release()
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,9 +253,13 @@ class MessageStore(Protocol):
                      message_filter: MessageFilter | None = None) -> GetResult: ...
 
     def get_runs(self, topic: str, queue_id: int, offset: int, max_msgs: int,
-                 max_bytes: int = 256 * 1024) -> tuple[list[RecordRun], int]:
+                 max_bytes: int = 256 * 1024, *, views: bool = False) -> tuple[list[RecordRun], int]:
         """What ``get_messages`` (no filter) finds, grouped in runs of adjacent records copied out
-        with one read each: ``(runs, next_begin_offset)``.  Empty when nothing is readable."""
+        with one read each: ``(runs, next_begin_offset)``.  Empty when nothing is readable.
+
+        ``views``: a run's data may be a ``memoryview`` into the store's map instead of a copy.  It
+        is valid only until the caller next yields (the store may unmap a deleted segment then),
+        and the caller must release it before (``release_runs``)."""
         ...
 
     def read_record(self, commitlog_offset: int, size: int | None = None) -> bytes | None:

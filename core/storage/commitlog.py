@@ -165,8 +165,11 @@ class CommitLog:
             return None
         return mm[pos:pos + size]
 
-    def read_span(self, start: int, end: int) -> bytes | None:
-        """Bytes ``[start, end)`` (whole records within one segment, below the write offset) or None."""
+    def read_span(self, start: int, end: int, *, view: bool = False) -> bytes | memoryview | None:
+        """Bytes ``[start, end)`` (whole records within one segment, below the write offset) or None.
+
+        ``view``: a memoryview into the segment's map instead of a copy; the caller releases it before
+        the segment can be closed (``reader.release_runs``), that is before it yields."""
         if start < self.min_offset or end > self.write_offset or end <= start:
             return None
         seg = self.files.find(start)
@@ -176,6 +179,9 @@ class CommitLog:
             self._prefetch(seg, start)
         if self.warmer is not None:
             self.warmer.touch()
+        if view:
+            with memoryview(seg.mm) as whole:
+                return whole[start - seg.base:end - seg.base]
         return seg.mm[start - seg.base:end - seg.base]
 
     def store_timestamp(self, offset: int) -> int | None:

@@ -449,9 +449,10 @@ class DiskStore(reader.TimeQueries):
         return reader.get_messages(q, lo, self.clog, offset, max_msgs, max_bytes, message_filter)
 
     def get_runs(self, topic: str, queue_id: int, offset: int, max_msgs: int,
-                 max_bytes: int = 256 * 1024) -> tuple[list[RecordRun], int]:
+                 max_bytes: int = 256 * 1024, *, views: bool = False) -> tuple[list[RecordRun], int]:
         q = self.cqs.get((topic, queue_id))
-        return reader.get_runs(q, self.min_offset(topic, queue_id), self.clog, offset, max_msgs, max_bytes)
+        return reader.get_runs(q, self.min_offset(topic, queue_id), self.clog, offset, max_msgs, max_bytes,
+                               views=views)
 
     def read_record(self, commitlog_offset: int, size: int | None = None) -> bytes | None:
         return self.clog.read(commitlog_offset, size)

@@ -147,7 +147,7 @@ class MemoryStore(reader.TimeQueries):
                                    _LogView(self), offset, max_msgs, max_bytes, message_filter)
 
     def get_runs(self, topic: str, queue_id: int, offset: int, max_msgs: int,
-                 max_bytes: int = 256 * 1024) -> tuple[list[RecordRun], int]:
+                 max_bytes: int = 256 * 1024, *, views: bool = False) -> tuple[list[RecordRun], int]:
         res = self.get_messages(topic, queue_id, offset, max_msgs, max_bytes)
         runs: list[tuple[int, list[bytes]]] = []
         for q, rec in zip(res.queue_offsets, res.records, strict=True):

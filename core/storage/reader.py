@@ -105,16 +105,19 @@ def get_messages(q: Any, lo: int, clog: _Log, offset: int, max_msgs: int, max_by
 _SIZE = itemgetter(1)     # of a ConsumeQueue unit (commitlog offset, size, tags code)
 
 
-def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: int) -> tuple[list[RecordRun], int]:
+def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: int,
+             *, views: bool = False) -> tuple[list[RecordRun], int]:
     """``get_messages`` without a filter, as runs of adjacent records (``clog.read_span`` copies each
-    run out in one go): same records, same limits, same next offset."""
+    run out in one go, or with ``views`` lends it as a memoryview: ``MessageStore.get_runs``): same
+    records, same limits, same next offset."""
     hi = q.max_offset if q is not None else 0
     if q is None or not lo <= offset < hi:
         return [], offset
     max_msgs = max(1, max_msgs)
     want = max(16000, 20 * max_msgs) // 20
     walk = getattr(q, "walk_runs", None)
-    if walk is not None and (native := _walk_native(walk, clog, offset, want, hi, max_msgs, max_bytes)) is not None:
+    if walk is not None and (native := _walk_native(walk, clog, offset, want, hi, max_msgs, max_bytes,
+                                                    views)) is not None:
         return native
     units = q.units(offset, min(want, 64))
     if not units:
@@ -155,14 +158,14 @@ def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: 
         spans.append((first, start, end, sizes))
     runs = []
     for first, start, end, sizes in spans:
-        data = clog.read_span(start, end)
+        data = clog.read_span(start, end, view=views)
         if data is not None:
             runs.append(RecordRun(first, data, tuple(sizes)))
     return runs, next_offset
 
 
 def _walk_native(walk: Callable[..., Any], clog: Any, offset: int, want: int, hi: int, max_msgs: int,
-                 max_bytes: int) -> tuple[list[RecordRun], int] | None:
+                 max_bytes: int, views: bool) -> tuple[list[RecordRun], int] | None:
     """``get_runs``' loop in C (``ConsumeQueue.walk_runs``: ``_cstore.cq_runs`` over the units in
     place), one ConsumeQueue file at a time; None if there is no unit at ``offset`` to walk."""
     clog_min = clog.min_offset
@@ -175,7 +178,7 @@ def _walk_native(walk: Callable[..., Any], clog: Any, offset: int, want: int, hi
             break
         found, used, taken, total = got
         for first, start, end, sizes in found:
-            data = clog.read_span(start, end)
+            data = clog.read_span(start, end, view=views)
             if data is not None:
                 runs.append(RecordRun(at + first, data, memoryview(sizes).cast("i")))
         at += used
@@ -236,3 +239,4 @@ class TimeQueries:
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return offset_by_time(lambda o: self.store_time_at(topic, queue_id, o),
                               self.min_offset(topic, queue_id), self.max_offset(topic, queue_id), timestamp_ms)
+

@@ -35,6 +35,7 @@ from core.filter import ExpressionFilter
 from core.kafka_txn import KafkaTxnCoordinator
 from core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_SCHEDULE
 from core.producer_state import ProducerStateManager
+from core.storage.api import RecordRun, release_runs
 from core.topics import TopicConfig, is_system_topic
 from gateway.kafka.codec import records as R
 from gateway.kafka.codec.primitives import Pieces
@@ -149,7 +150,14 @@ def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
     Returns the batches, as ``Pieces`` (each batch header apart from the records it wraps, so the
     response goes out without a copy of them: ``primitives.Gather``), and how many records they hold.
     """
-    runs, _ = env.broker.store.get_runs(topic, partition, offset, max_msgs, max(max_bytes, 1))
+    runs, _ = env.broker.store.get_runs(topic, partition, offset, max_msgs, max(max_bytes, 1), views=True)
+    try:
+        return _batches_of(runs)
+    finally:
+        release_runs(runs)     # the runs' data were lent by the store (memoryviews into its map)
+
+
+def _batches_of(runs: list[RecordRun]) -> tuple[Pieces, int]:
     out: list[bytes] = []
     count = 0
     for run in runs:

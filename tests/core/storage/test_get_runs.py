@@ -16,6 +16,7 @@ from storage_helpers import small_config
 
 from core.model import Message
 from core.storage import layout, reader
+from core.storage.api import release_runs
 from core.storage.engine import DiskStore
 
 
@@ -25,8 +26,8 @@ class _ClogView:
     def __init__(self, clog: Any, min_offset: int) -> None:
         self._clog, self.min_offset = clog, min_offset
 
-    def read_span(self, start: int, end: int) -> bytes | None:
-        return self._clog.read_span(start, end)  # type: ignore[no-any-return]
+    def read_span(self, start: int, end: int, *, view: bool = False) -> bytes | memoryview | None:
+        return self._clog.read_span(start, end, view=view)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +105,16 @@ def test_runs_survive_a_reopen(tmp_path: Path) -> None:
                                                                       s.get_messages("T", 0, 0, 10).records]
     finally:
         s.close()
+
+
+def test_lent_views_hold_the_same_bytes_and_are_released(filled: Any) -> None:
+    """get_runs(views=True): memoryviews into the map with the bytes a copy would hold; release_runs
+    lets go of every one of them."""
+    copies, _ = filled.get_runs("T", 0, 5, 700, 1 << 20)
+    views, _ = filled.get_runs("T", 0, 5, 700, 1 << 20, views=True)
+    assert views and all(type(r.data) is memoryview for r in views)
+    assert [(r.queue_offset, bytes(r.data), list(r.sizes)) for r in views] == \
+           [(r.queue_offset, r.data, list(r.sizes)) for r in copies]
+    release_runs(views)
+    with pytest.raises(ValueError):
+        bytes(views[0].data)
