@@ -16,6 +16,11 @@ exception is ApiVersions at an unadvertised version: its body is not parsed
 and the request comes out with ``unsupported_version=True``; the reply is
 ``encode_unsupported_api_versions`` (error 35, v0 body listing our ranges).
 
+A large frame (``LARGE_FRAME`` bytes or more: a produce request) is not
+appended chunk by chunk to the buffer: its chunks are kept as received and
+joined once, into the payload, when the last one arrives -- one copy of the
+request instead of two.
+
 Once in ERROR every further call raises.  Responses are encoded in whatever
 order the caller asks; keeping them in request order is the caller's job
 (the trio glue handles one request at a time).
@@ -38,6 +43,8 @@ __all__ = ["ConnectionState", "KafkaRequest", "KafkaServerConnection"]
 
 PRODUCE_KEY = 0
 _MIN_PAYLOAD = 8  # api_key, api_version, correlation_id
+#: Frames at least this large are collected as received chunks and joined once (see the module doc).
+LARGE_FRAME = 256 * 1024
 
 
 class ConnectionState(Enum):
@@ -77,6 +84,9 @@ class KafkaServerConnection:
         }
         self.state = ConnectionState.OPEN
         self._buf = bytearray()
+        self._parts: list[bytes] = []   # a large frame's chunks (size prefix first), while incomplete
+        self._have = 0                  # their total length
+        self._need = 0                  # 4 + the frame's size
 
     def _fail(self, hint: str) -> KafkaProtocolError:
         self.state = ConnectionState.ERROR
@@ -94,16 +104,26 @@ class KafkaServerConnection:
             raise KafkaProtocolError("connection already failed")
         if not data:
             self.state = ConnectionState.CLOSED
-            if self._buf:
-                raise self._fail(f"EOF inside a frame ({len(self._buf)} bytes pending)")
+            if self._buf or self._parts:
+                raise self._fail(f"EOF inside a frame ({len(self._buf) + self._have} bytes pending)")
             return []
-        self._buf += data
         out = []
+        if self._parts:
+            self._parts.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return out
+            out.append(self._parse(self._join_large()))
+        else:
+            self._buf += data
         while len(self._buf) >= 4:
             size = int.from_bytes(self._buf[:4], "big", signed=True)
             if size < _MIN_PAYLOAD or size > self.max_frame_bytes:
                 raise self._fail(f"frame size {size} outside [{_MIN_PAYLOAD}, {self.max_frame_bytes}]")
             if len(self._buf) < 4 + size:
+                if size >= LARGE_FRAME:     # collect the rest as it comes (see the module doc)
+                    self._parts, self._have, self._need = [bytes(self._buf)], len(self._buf), 4 + size
+                    self._buf.clear()
                 break
             with memoryview(self._buf) as view:     # one copy of the frame, not two (slice, then bytes)
                 payload = bytes(view[4 : 4 + size])
@@ -111,8 +131,25 @@ class KafkaServerConnection:
             out.append(self._parse(payload))
         return out
 
+    def _join_large(self) -> bytes:
+        """The completed large frame's payload, joined in one copy; bytes after it go to the buffer."""
+        parts, extra = self._parts, self._have - self._need
+        self._parts, self._have, self._need = [], 0, 0
+        views = [memoryview(x) for x in parts]
+        views[0] = views[0][4:]
+        if extra:
+            self._buf += views[-1][len(views[-1]) - extra:]
+            views[-1] = views[-1][:len(views[-1]) - extra]
+        try:
+            return b"".join(views)
+        finally:
+            for v in views:
+                v.release()
+
     def bytes_wanted(self) -> int:
         """Bytes still missing from the frame being received (0 if its size is not known yet)."""
+        if self._parts:
+            return self._need - self._have
         if len(self._buf) < 4:
             return 0
         return max(0, 4 + int.from_bytes(self._buf[:4], "big", signed=True) - len(self._buf))

@@ -148,7 +148,8 @@ class RecordBatch:
     raw: bytes
 
     def crc_ok(self) -> bool:
-        return crc32c.crc32c(self.raw[_CRC_START:]) == self.header.crc
+        with memoryview(self.raw) as raw:       # no copy of the batch to checksum it
+            return crc32c.crc32c(raw[_CRC_START:]) == self.header.crc
 
     def records(self) -> list[Record]:
         """Decompress and parse every record.  Raises DecodeError on corruption."""
@@ -166,6 +167,12 @@ class RecordBatch:
         """The records' bytes, decompressed.  Raises DecodeError."""
         body = self.raw[BATCH_HEADER_SIZE:]
         return body if self.header.compression == NONE else decompress(self.header.compression, body)
+
+    def payload_view(self) -> bytes | memoryview:
+        """``payload``, as a memoryview into ``raw`` when uncompressed (no copy of the records)."""
+        if self.header.compression == NONE:
+            return memoryview(self.raw)[BATCH_HEADER_SIZE:]
+        return self.payload()
 
     def with_base_offset(self, base_offset: int, leader_epoch: int | None = None) -> RecordBatch:
         """The same batch with base_offset (and leader epoch) rewritten; the CRC stays valid."""

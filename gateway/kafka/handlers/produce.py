@@ -121,16 +121,19 @@ def _messages(topic: str, partition: int,
         return E.CORRUPT_MESSAGE, [], None
     h = batch.header
     try:
-        payload = batch.payload()
-        if not h.log_append_time and not h.is_transactional:
+        view = batch.payload_view()     # the records in place (uncompressed) for the native walker
+        uniform = not h.log_append_time and not h.is_transactional
+        spans = None
+        if uniform:
             # The common cases (no key, or text keys; no headers): stored as one run (Broker.append_uniform),
             # the values left in the payload when the native walker is built.
-            spans = R.plain_spans(payload, h) or R.plain_spans(payload, h, keyed=True)
-            if spans is not None:
-                run = plain_span_run(topic, partition, payload, *spans)
-            else:
-                plain = R.plain_values(payload, h) or R.plain_values(payload, h, keyed=True)
-                run = plain_run(topic, partition, *plain) if plain is not None else None
+            spans = R.plain_spans(view, h) or R.plain_spans(view, h, keyed=True)
+            if spans is not None and (run := plain_span_run(topic, partition, view, *spans)) is not None:
+                return 0, run, h
+        payload = bytes(view) if type(view) is memoryview else view     # the Python paths slice bytes
+        if uniform and spans is None:
+            plain = R.plain_values(payload, h) or R.plain_values(payload, h, keyed=True)
+            run = plain_run(topic, partition, *plain) if plain is not None else None
             if run is not None:
                 return 0, run, h
         rows = batch.record_fields(payload)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_request_frame
 from gateway.kafka.codec.framing import decode_api_versions_any
-from gateway.kafka.connection import ConnectionState, KafkaServerConnection
+from gateway.kafka.connection import LARGE_FRAME, ConnectionState, KafkaServerConnection
 from gateway.kafka.errors import KafkaProtocolError
 
 META = APIS[3]
@@ -50,6 +50,41 @@ def test_bytes_wanted_tracks_the_frame_being_received() -> None:
     assert c.receive_data(frame[3:10]) == [] and c.bytes_wanted() == len(frame) - 10
     got = c.receive_data(frame[10:] + frame[:6])        # one done, the next one started
     assert [r.correlation_id for r in got] == [1] and c.bytes_wanted() == len(frame) - 6
+
+
+def produce_frame(corr: int, records: bytes) -> bytes:
+    body = {"acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]}
+    return encode_request_frame(PRODUCE, 9, corr, body, client_id="p")
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.sampled_from([10, LARGE_FRAME - 100, LARGE_FRAME, 3 * LARGE_FRAME]), min_size=1, max_size=4),
+       cuts=st.lists(st.integers(1, 4 * LARGE_FRAME), min_size=1, max_size=12))
+def test_large_frames_in_any_chunks_come_out_whole(sizes: list[int], cuts: list[int]) -> None:
+    """Large frames (collected as received chunks, joined once) and small ones, pipelined and cut
+    anywhere: every request comes out, in order, with its bytes exactly."""
+    recs = [bytes([i]) * n for i, n in enumerate(sizes)]
+    data = b"".join(produce_frame(i, r) for i, r in enumerate(recs)) + meta_frame(99)
+    c = KafkaServerConnection(max_frame_bytes=8 * LARGE_FRAME)
+    got, pos = [], 0
+    for cut in sorted(set(cuts)) + [len(data)]:
+        if cut > pos:
+            got += c.receive_data(data[pos:cut])
+            assert 0 <= c.bytes_wanted() <= 8 * LARGE_FRAME
+            pos = cut
+    assert [r.correlation_id for r in got] == [*range(len(recs)), 99]
+    assert [r.body.topic_data[0].partition_data[0].records for r in got[:-1]] == recs
+    assert c.receive_data(b"") == [] and c.state is ConnectionState.CLOSED
+
+
+def test_eof_inside_a_large_frame() -> None:
+    c = KafkaServerConnection(max_frame_bytes=8 * LARGE_FRAME)
+    frame = produce_frame(1, b"x" * LARGE_FRAME)
+    assert c.receive_data(frame[:1000]) == [] and c.bytes_wanted() == len(frame) - 1000
+    assert c.receive_data(frame[1000:-1]) == [] and c.bytes_wanted() == 1
+    with pytest.raises(KafkaProtocolError, match="EOF inside a frame"):
+        c.receive_data(b"")
 
 
 def test_response_encoding_and_ordering_is_callers() -> None:
