@@ -169,7 +169,7 @@ class CommitLog:
         """Bytes ``[start, end)`` (whole records within one segment, below the write offset) or None.
 
         ``view``: a memoryview into the segment's map instead of a copy; the caller releases it before
-        the segment can be closed (``reader.release_runs``), that is before it yields."""
+        the segment can be closed (``api.release_runs``), that is before it yields."""
         if start < self.min_offset or end > self.write_offset or end <= start:
             return None
         seg = self.files.find(start)

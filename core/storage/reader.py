@@ -239,4 +239,3 @@ class TimeQueries:
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return offset_by_time(lambda o: self.store_time_at(topic, queue_id, o),
                               self.min_offset(topic, queue_id), self.max_offset(topic, queue_id), timestamp_ms)
-

@@ -9,6 +9,10 @@ Kafka's ordering guarantee (kafka-wire.md §1.1): responses leave in request
 order, and a handler that parks (Fetch long-poll, JoinGroup) blocks only its
 own connection.
 
+A response is encoded as a list of buffers (``encode_response_parts``: record
+batches of a Fetch stay where the handler made them) and a frame of several
+buffers leaves by ``sendmsg`` (``send_parts``), never joined into one copy.
+
 Routing is a dict api_key -> ``Route(handler, min_version, max_version)``.
 ApiVersions is answered here and is *derived* from the routes (clipped to
 what the codec can speak), so we never advertise an API nobody implements.
