@@ -6,9 +6,11 @@ Everything here runs in separate OS processes; pytest only starts them, reads wh
 stops them, so a crash in a client library (the RocketMQ C++ client above all) or in the server can
 never take pytest down with it.
 
-* ``ServerProcess`` runs one ``rokka`` role (``serve``, ``namesrv`` or ``broker``) on 127.0.0.1 with
-  port 0.  The server prints exactly one line ``rokka ready k=H:P ...`` on stdout once every listener
-  is up; ``start()`` waits for it (bounded) and parses the addresses.  After the first start the
+* ``ServerProcess`` runs one ``rokka`` role (``serve``, ``namesrv`` or ``broker``) on 127.0.0.1, on
+  free ports below the kernel's ephemeral port range (``fixed_ports``: a port inside it can be taken
+  by any outgoing connection while the server is down for a restart).  The server prints exactly
+  one line ``rokka ready k=H:P ...`` on stdout once every listener is up; ``start()`` waits for it
+  (bounded) and parses the addresses.  After the first start the
   bound ports are remembered, so ``restart()`` brings the server back on the SAME ports and data
   dir and clients can reconnect.  stderr goes to a file whose tail is shown in every failure.
 * ``JsonLinesProcess`` runs a client script (``interop/rocketmq_cpp/*.py`` or ``interop/node/*.js``)
@@ -26,9 +28,11 @@ from __future__ import annotations
 import json
 import os
 import queue
+import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -86,6 +90,51 @@ def port_of(addr: str) -> int:
     return int(addr.rsplit(":", 1)[1])
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral (outgoing connection) range."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def fixed_ports(roles: Sequence[str] = ("namesrv", "broker", "kafka")) -> dict[str, int]:
+    """Free ports on HOST below the ephemeral range, one per role, for a server that may be restarted.
+
+    While a server is down, a port inside the ephemeral range can be taken by any outgoing
+    connection -- even by a client retrying that very port, whose connect can pick it as its own
+    local port and connect to itself (CI saw "Address already in use" for five restarts in a row
+    while librdkafka retried the dead broker).  Below the range only an explicit bind takes it.
+    The broker's VIP port (broker - 2) is checked free too."""
+    low = _ephemeral_low()
+    start = max(1026, low - 12000)
+    if start + 2 >= low:
+        start, low = 20000, 32000     # an unusual range: pick from a fixed window instead
+    rng = random.Random()
+    taken: set[int] = set()
+    out: dict[str, int] = {}
+    for role in roles:
+        for _ in range(500):
+            port = rng.randrange(start + 2, low)
+            need = (port, port - 2) if role == "broker" else (port,)
+            if not taken.intersection(need) and all(_free(x) for x in need):
+                out[role] = port
+                taken.update(need)
+                break
+        else:
+            raise HarnessError(f"no free port for {role} in {start}-{low}")
+    return out
+
+
 # --------------------------------------------------------------------------- the rokka server
 
 
@@ -131,24 +180,29 @@ class ServerProcess:
 
     # ----- lifecycle
     def start(self, timeout: float = READY_TIMEOUT) -> ServerProcess:
-        """Start (again, on the same ports after the first start).
+        """Start (again, on the same ports after the first start; the first on ``fixed_ports``).
 
         A restart on fixed ports can find one of them briefly taken: a killed server's port is free
         for any socket, and an outgoing connection elsewhere on the machine may get it as its local
-        port.  Such a start is retried (bounded) instead of failing the test on a machine accident."""
-        for _ in range(RESTART_ATTEMPTS - 1):
+        port (``fixed_ports`` keeps that rare).  Such a start is retried (bounded; a first start with
+        other ports) instead of failing the test on a machine accident."""
+        attempts = 0
+        while True:
+            first = not self.addrs
             try:
-                return self._start_once(timeout)
+                return self._start_once(timeout, fixed_ports() if first else None)
             except HarnessError as exc:
-                if not self.addrs or "Address already in use" not in str(exc):
+                attempts += 1
+                if attempts >= RESTART_ATTEMPTS or "Address already in use" not in str(exc):
                     raise
-                time.sleep(1.0)
-        return self._start_once(timeout)
+                if not first:
+                    time.sleep(1.0)
 
-    def _start_once(self, timeout: float) -> ServerProcess:
+    def _start_once(self, timeout: float, ports: dict[str, int] | None = None) -> ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             raise HarnessError(f"{self.name} is already running")
-        ports = {k: port_of(v) for k, v in self.addrs.items()}
+        if ports is None:
+            ports = {k: port_of(v) for k, v in self.addrs.items()}
         argv = self.build_argv(ports)
         self.starts += 1
         self._stderr_path = self.workdir / f"{self.name}.stderr.{self.starts}.log"

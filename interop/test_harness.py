@@ -8,6 +8,7 @@ harness's process handling, never a protocol.
 from __future__ import annotations
 
 import signal
+import socket
 import sys
 import textwrap
 from pathlib import Path
@@ -68,6 +69,30 @@ def test_restart_keeps_ports(tmp_path: Path) -> None:
         assert "stand-in stderr" in srv.stderr_tail()
     finally:
         srv.stop_clean()
+
+
+def test_fixed_ports_are_free_and_below_the_ephemeral_range() -> None:
+    low = harness._ephemeral_low()
+    for _ in range(20):
+        ports = harness.fixed_ports()
+        values = [*ports.values(), ports["broker"] - 2]          # the broker's VIP port too
+        assert len(set(values)) == 4 and all(1024 < p < low for p in values)
+        assert all(harness._free(p) for p in values)
+
+
+def test_a_first_start_on_a_taken_port_tries_other_ports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        picks = iter([{"namesrv": taken}, harness.fixed_ports()])
+        monkeypatch.setattr(harness, "fixed_ports", lambda: next(picks))
+        srv = _stand_in(tmp_path).start(timeout=20)
+        try:
+            assert srv.starts == 2 and harness.port_of(srv.namesrv) != taken
+            assert "Address already in use" in (tmp_path / "stand-in.stderr.1.log").read_text()
+        finally:
+            srv.stop_clean()
 
 
 def test_start_failure_shows_stderr(tmp_path: Path) -> None:
