@@ -166,3 +166,40 @@ async def test_order_acks0_kafka_error_and_crash() -> None:
             assert await read_eof(s)
             nursery.cancel_scope.cancel()
     assert server.stats.handler_errors == 1
+
+
+async def test_quick_answers_of_one_read_leave_together_and_never_wait_for_a_parked_handler() -> None:
+    """librdkafka sends its first Metadata requests back to back and reads the bootstrap connection
+    only until the first answer: answers of quick APIs from one read leave in one send (one
+    segment on loopback), in order; a handler that may park gets the held answers sent first."""
+    release = trio.Event()
+
+    async def parked_produce(ctx: KafkaRequestContext, body: Struct) -> Struct:
+        await release.wait()
+        return Struct(responses=[])
+
+    server = KafkaServer({60: Route(_describe, 0, 1), 0: Route(parked_produce, 3, 9)}, max_frame_bytes=1 << 16)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            host, port = await start(nursery, server)
+            s = await trio.open_tcp_stream(host, port)
+            await s.send_all(b"".join(encode_request_frame(DESCRIBE_CLUSTER, 1, corr, {}, client_id="q")
+                                      for corr in (1, 2, 3)))
+            data = b""
+            while len(data) < 12 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+                data += await s.receive_some(65536)
+            first = 4 + int.from_bytes(data[:4], "big")
+            # the first answer did not leave alone: the others came in the same segment
+            assert len(data) > first, "the answers of one read left apart"
+            _pending[id(s)] = data
+            assert [decode_response_frame(DESCRIBE_CLUSTER, 1, await read_frame(s))[0] for _ in range(3)] == [1, 2, 3]
+
+            produce = {"acks": 1, "timeout_ms": 1000, "topic_data": []}
+            await s.send_all(encode_request_frame(DESCRIBE_CLUSTER, 1, 4, {}, client_id="q")
+                             + encode_request_frame(PRODUCE, 9, 5, produce))
+            # the Produce handler is parked: the DescribeCluster answer before it is out already
+            corr, body = decode_response_frame(DESCRIBE_CLUSTER, 1, await read_frame(s))
+            assert (corr, body.cluster_id) == (4, "q:4")
+            release.set()
+            assert decode_response_frame(PRODUCE, 9, await read_frame(s))[0] == 5
+            nursery.cancel_scope.cancel()
