@@ -36,7 +36,7 @@ nothing either.  throttle_time_ms is left at its default 0 everywhere.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -66,6 +66,9 @@ class KafkaRequestContext:
     correlation_id: int
     conn_state: dict[str, Any]  # per-connection scratch space (e.g. SASL state)
     server: KafkaServer
+    #: Called (no arguments) once this request's response has been sent, or right after the
+    #: handler when there is none; an exception is logged, the connection goes on.
+    after_response: list[Callable[[], None]] = field(default_factory=list)
 
 
 Handler = Callable[[KafkaRequestContext, Struct], Awaitable[Any]]
@@ -174,11 +177,14 @@ class KafkaServer:
             if not data:
                 return
             held: list[Any] = []     # responses of quick requests, sent together (below)
+            hooks: list[Callable[[], None]] = []    # after_response of requests answered in `held`
             for req in requests:
                 self.stats.requests += 1
-                if held and req.api_key not in QUICK_APIS:
-                    await _send(stream, held)
-                    held = []
+                if req.api_key not in QUICK_APIS:
+                    if held:
+                        await _send(stream, held)
+                        held = []
+                    _run_hooks(hooks)
                 ctx = KafkaRequestContext(peer, req.client_id, req.api_key, req.api_version,
                                           req.correlation_id, state, self)
                 try:
@@ -187,8 +193,10 @@ class KafkaServer:
                     if held:        # answers already due leave before the connection closes
                         await _send(stream, held)
                     raise
+                hooks += ctx.after_response
             if held:
                 await _send(stream, held)
+            _run_hooks(hooks)
 
     async def _respond(
         self, conn: KafkaServerConnection, req: KafkaRequest, ctx: KafkaRequestContext
@@ -237,6 +245,16 @@ QUICK_APIS = frozenset({
     32,     # DescribeConfigs
     60,     # DescribeCluster
 })
+
+
+def _run_hooks(hooks: list[Callable[[], None]]) -> None:
+    """Run and clear ``hooks`` (``KafkaRequestContext.after_response``); failures are logged."""
+    for hook in hooks:
+        try:
+            hook()
+        except Exception:
+            log.exception("kafka.after_response_failed")
+    hooks.clear()
 
 
 async def _send(stream: trio.SocketStream, parts: list[Any]) -> None:

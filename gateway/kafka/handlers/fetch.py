@@ -12,7 +12,9 @@ returns at least one record, KIP-74).  If fewer than min_bytes came back and
 max_wait_ms > 0, subscribe to arrivals on the requested partitions, wait
 with ``trio.move_on_after`` and read again.  Records are re-encoded as
 uncompressed v2 batches starting exactly at the fetch offset.  Every
-requested partition appears in the reply; session_id is always 0.
+requested partition appears in the reply; session_id is always 0.  Once the
+reply is sent, partitions that returned records and have more are read ahead
+for the connection's next Fetch (``readahead``).
 
 A view (``compat.views``) reads its source topic through its filter: the
 batches carry only matching records (offset gaps), and a range that was
@@ -31,6 +33,7 @@ from compat.kafka_records import record_from_message
 from core.storage.layout import decode_record
 from gateway.kafka.codec import Struct
 from gateway.kafka.errors import ErrorCode as E
+from gateway.kafka.handlers import readahead
 from gateway.kafka.handlers.common import (
     LEADER_EPOCH,
     KafkaEnv,
@@ -42,7 +45,9 @@ from gateway.kafka.handlers.common import (
     read_records,
     resolve,
     skip_marker,
+    topic_config,
 )
+from gateway.kafka.handlers.readahead import Plan, ReadAhead
 from gateway.kafka.server import KafkaRequestContext
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
@@ -62,16 +67,19 @@ def _epoch_error(current_leader_epoch: int) -> int:
     return E.FENCED_LEADER_EPOCH if current_leader_epoch < LEADER_EPOCH else E.UNKNOWN_LEADER_EPOCH
 
 
-def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return: bool) -> tuple[Struct, int]:
+def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return: bool,
+                     ra: ReadAhead | None) -> tuple[Struct, int, Plan | None]:
+    """The partition's response, its size toward the budget, and what to read ahead for the next
+    Fetch (None: nothing, e.g. the partition is at its end)."""
     out = Struct(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
                  log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None)
     queue = local_queue(env, name, p.partition)  # this broker's queue (partition - its base in a cluster)
     if queue is None:
         out.error_code = partition_error(env, name, p.partition)
-        return out, 0
+        return out, 0, None
     if err := _epoch_error(p.current_leader_epoch):
         out.error_code = err
-        return out, 0
+        return out, 0, None
     topic, message_filter = resolve(env, name)
     store = env.broker.store
     lo, hw = store.min_offset(topic, queue), store.max_offset(topic, queue)
@@ -79,13 +87,20 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
     out.log_start_offset = lo
     if not lo <= p.fetch_offset <= hw:
         out.error_code = E.OFFSET_OUT_OF_RANGE
-        return out, 0
+        return out, 0, None
     limit = min(p.partition_max_bytes, budget)
     if p.fetch_offset == hw or (limit <= 0 and not must_return):
         out.records = b""
-        return out, 0
+        return out, 0, None
+    plan = None
     if message_filter is None:
-        data, count = read_batches(env, topic, queue, p.fetch_offset, max(limit, 1), max_msgs=_max_records(limit))
+        limit = max(limit, 1)
+        config = topic_config(env, name)
+        kept = ra.take(name, p.partition, p.fetch_offset, limit, config) if ra is not None else None
+        data, count = kept if kept is not None else read_batches(env, topic, queue, p.fetch_offset, limit,
+                                                                 max_msgs=_max_records(limit))
+        if count and p.fetch_offset + count < hw and config is not None:
+            plan = Plan(name, p.partition, topic, queue, p.fetch_offset + count, limit, _max_records(limit), config)
     else:
         recs, next_offset = read_records(env, topic, queue, p.fetch_offset, max(limit, 1),
                                          max_msgs=_max_records(limit), message_filter=message_filter)
@@ -94,24 +109,26 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
         if scanned_to > (recs[-1][0] + 1 if recs else p.fetch_offset):
             data += skip_marker(scanned_to - 1)
     out.records = data
-    return out, len(data) if count else 0
+    return out, (len(data) if count else 0), plan
 
 
-def _fetch_all(env: KafkaEnv, req: Struct) -> tuple[list[Struct], int]:
-    budget, total, topics = req.max_bytes, 0, []
+def _fetch_all(env: KafkaEnv, req: Struct, ra: ReadAhead | None) -> tuple[list[Struct], int, list[Plan]]:
+    budget, total, topics, plans = req.max_bytes, 0, [], []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            part, n = _fetch_partition(env, t.topic, p, budget - total, must_return=total == 0)
+            part, n, plan = _fetch_partition(env, t.topic, p, budget - total, total == 0, ra)
             total += n
             parts.append(part)
+            if plan is not None:
+                plans.append(plan)
         topics.append(Struct(topic=t.topic, partitions=parts))
-    return topics, total
+    return topics, total, plans
 
 
 async def handle_fetch(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
     await ensure_routes(env, [t.topic for t in req.topics])
-    topics, total = _fetch_all(env, req)
+    topics, total, plans = _fetch_all(env, req, readahead.previous(ctx))
     if total < req.min_bytes and req.max_wait_ms > 0 and not _any_error(topics):
         arrived = trio.Event()
         hub = env.broker.arrivals
@@ -124,7 +141,8 @@ async def handle_fetch(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> 
             for tok in tokens:
                 hub.unsubscribe(tok)
         if arrived.is_set():
-            topics, total = _fetch_all(env, req)
+            topics, total, plans = _fetch_all(env, req, None)
+    readahead.schedule(env, ctx, plans)
     return Struct(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
 
 

@@ -203,3 +203,32 @@ async def test_quick_answers_of_one_read_leave_together_and_never_wait_for_a_par
             release.set()
             assert decode_response_frame(PRODUCE, 9, await read_frame(s))[0] == 5
             nursery.cancel_scope.cancel()
+
+
+async def test_after_response_hooks_run_once_the_answer_is_out_and_a_failing_one_is_only_logged() -> None:
+    ran: list[str] = []
+
+    async def hooked(ctx: KafkaRequestContext, body: Struct) -> Struct:
+        def hook() -> None:
+            ran.append(f"hook {ctx.correlation_id}")
+            if ctx.correlation_id == 1:
+                raise RuntimeError("hook bug")
+        ctx.after_response.append(hook)
+        ran.append(f"handler {ctx.correlation_id}")
+        return Struct(cluster_id=str(ctx.correlation_id), controller_id=1, brokers=[])
+
+    server = KafkaServer({60: Route(hooked, 0, 1)}, max_frame_bytes=1 << 16)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            host, port = await start(nursery, server)
+            s = await trio.open_tcp_stream(host, port)
+            await s.send_all(encode_request_frame(DESCRIBE_CLUSTER, 1, 1, {})
+                             + encode_request_frame(DESCRIBE_CLUSTER, 1, 2, {}))
+            assert [decode_response_frame(DESCRIBE_CLUSTER, 1, await read_frame(s))[0] for _ in range(2)] == [1, 2]
+            await s.send_all(encode_request_frame(DESCRIBE_CLUSTER, 1, 3, {}))
+            assert decode_response_frame(DESCRIBE_CLUSTER, 1, await read_frame(s))[0] == 3
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+    # quick answers of one read leave together, then their hooks run; the failing hook closed nothing
+    assert ran == ["handler 1", "handler 2", "hook 1", "hook 2", "handler 3", "hook 3"]
+    assert server.stats.handler_errors == 0
