@@ -20,8 +20,11 @@ For each broker, with 100 B and 1 KiB values on topics of 4 partitions, in this 
 2. produce-to-consume latency with confluent-kafka: 1,000 msg/s paced, acks=1, linger.ms 0,
    consumer assigned at the end of each partition, p50/p99;
 3. kcat rows, per value size: ``kcat -P -l FILE`` acks=1 and acks=all (a file of newline-separated
-   values; the whole kcat process is timed), ``kcat -C -e -o beginning -f '\\n'`` of the confluent
-   acks=1 topic (whole process; lines counted).
+   values; the whole kcat process is timed), ``kcat -C -e -o beginning -c N -f '\\n'`` of the
+   confluent acks=1 topic (N = the records in it: kcat exits with the last one; whole process timed,
+   lines counted).  Without ``-c`` kcat learns the end from an empty Fetch at the high watermark,
+   which both brokers hold for librdkafka's fetch.wait.max.ms (500 ms): that wait was ~80 % of the
+   row's time (300,000 x 100 B) and said nothing about either broker.
 
 kcat is the Debian package, run with the librdkafka that the confluent-kafka wheel bundles
 (``kcat_env``: ``LD_LIBRARY_PATH`` to a ``librdkafka.so.1`` link to it), for both brokers.  Debian's
@@ -168,11 +171,14 @@ def kcat(args: list[str], timeout: float, stdout: Any = subprocess.DEVNULL) -> f
     return dt
 
 
-def kcat_consume(bs: str, topic: str, timeout: float) -> tuple[int, float]:
+def kcat_consume(bs: str, topic: str, count: int, timeout: float) -> tuple[int, float]:
+    """(records, seconds) for kcat reading ``topic`` from the beginning up to its ``count`` records
+    (``-c``; ``-e`` too, so a topic with fewer records ends rather than waits)."""
     exe = harness.kcat_path()
     assert exe is not None
     t0 = time.perf_counter()
-    p = subprocess.Popen([exe, "-C", "-b", bs, "-t", topic, "-e", "-o", "beginning", "-q", "-f", "\\n"],
+    p = subprocess.Popen([exe, "-C", "-b", bs, "-t", topic, "-e", "-o", "beginning", "-c", str(count), "-q",
+                          "-f", "\\n"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=KCAT_ENV)
     try:
         out, err = p.communicate(timeout=timeout)
@@ -227,7 +233,7 @@ def workload(name: str, bs: str, plan: Plan, wd: Path, files: dict[int, Path]) -
             res[("produce", "kcat", str(size), acks)] = count / dt if dt else NAN
             print(f"  {name} produce {size} B acks={acks}: kcat {res[('produce', 'kcat', str(size), acks)]:,.0f}/s",
                   flush=True)
-        n, dt = kcat_consume(bs, topics[("ck", size, "1")], plan.max_s + 60)
+        n, dt = kcat_consume(bs, topics[("ck", size, "1")], count + 1, plan.max_s + 60)
         res[("consume", "kcat", str(size), "")] = n / dt if n else NAN
         if n != count + 1:
             print(f"  {name} consume {size}: kcat {n} of {count + 1} records")
