@@ -22,10 +22,11 @@ For each broker, with 100 B and 1 KiB values on topics of 4 partitions, in this 
 3. kcat rows, per value size: ``kcat -P -l FILE`` acks=1 and acks=all (a file of newline-separated
    values; the whole kcat process is timed), ``kcat -C -e -o beginning -c N -f '\\n'`` of the
    kcat acks=1 topic (N = the records in it: kcat exits with the last one; whole process timed,
-   lines counted).  Without ``-c`` kcat learns the end from an empty Fetch at the high watermark,
-   which both brokers hold for librdkafka's fetch.wait.max.ms (500 ms): that wait was ~80 % of the
-   row's time (300,000 x 100 B) and said nothing about either broker.  kcat rows move more records
-   than the confluent ones (``Plan.kcat_counts``), so that kcat's start is a small part of them.
+   lines counted; ``fetch.queue.backoff.ms`` 10 as for confluent-kafka).  Without ``-c`` kcat
+   learns the end from an empty Fetch at the high watermark, which both brokers hold for
+   librdkafka's fetch.wait.max.ms (500 ms): that wait was ~80 % of the row's time (300,000 x 100 B)
+   and said nothing about either broker.  kcat rows move more records than the confluent ones
+   (``Plan.kcat_counts``), so that kcat's start is a small part of them.
 
 kcat is the Debian package, run with the librdkafka that the confluent-kafka wheel bundles
 (``kcat_env``: ``LD_LIBRARY_PATH`` to a ``librdkafka.so.1`` link to it), for both brokers.  Debian's
@@ -177,6 +178,13 @@ def kcat(args: list[str], timeout: float, stdout: Any = subprocess.DEVNULL) -> f
     return dt
 
 
+#: librdkafka (>= 2.3) stops fetching a partition for fetch.queue.backoff.ms (default 1 s) once its
+#: queue holds queued.min.messages (100,000) records: kcat reading 375,000 records per partition from
+#: a broker that answers at once sleeps through whole seconds (measured: 1.0M/s instead of 2.8M/s in
+#: 2 of 6 runs on rokka).  10 ms for every broker, as the confluent-kafka consume role sets it.
+FETCH_QUEUE_BACKOFF_MS = 10
+
+
 def kcat_consume(bs: str, topic: str, count: int, timeout: float) -> tuple[int, float]:
     """(records, seconds) for kcat reading ``topic`` from the beginning up to its ``count`` records
     (``-c``; ``-e`` too, so a topic with fewer records ends rather than waits)."""
@@ -184,7 +192,7 @@ def kcat_consume(bs: str, topic: str, count: int, timeout: float) -> tuple[int, 
     assert exe is not None
     t0 = time.perf_counter()
     p = subprocess.Popen([exe, "-C", "-b", bs, "-t", topic, "-e", "-o", "beginning", "-c", str(count), "-q",
-                          "-f", "\\n"],
+                          "-X", f"fetch.queue.backoff.ms={FETCH_QUEUE_BACKOFF_MS}", "-f", "\\n"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=KCAT_ENV)
     try:
         out, err = p.communicate(timeout=timeout)
