@@ -232,9 +232,9 @@ SENDMSG_MAX_BUFFERS = 512
 
 #: APIs whose handlers answer at once (no long poll, no flush wait, no group barrier).  When one read
 #: brings several requests, the responses of these are held and leave together with the next
-#: response, in one send: librdkafka sends its first Metadata requests back to back and stops
-#: reading the bootstrap connection as soon as the first answer has arrived, so an answer sent
-#: apart is lost and its request retried ~50 ms later (sparse connections).  Order is unchanged.
+#: response, in one send: librdkafka sends its first Metadata requests back to back and retires
+#: the bootstrap connection as soon as it has handled the first answer, so an answer that arrives
+#: apart is lost and its request asked again ~50 ms later (sparse connections).  Order is unchanged.
 QUICK_APIS = frozenset({
     18,     # ApiVersions
     3,      # Metadata

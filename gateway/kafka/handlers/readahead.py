@@ -29,13 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from core.topics import TopicConfig
 from gateway.kafka.handlers.common import KafkaEnv, read_batches
 from gateway.kafka.server import KafkaRequestContext
-
-log = structlog.get_logger(__name__)
 
 #: Most bytes of Kafka batches kept per connection.
 MAX_BYTES = 16 << 20
@@ -82,8 +78,7 @@ class ReadAhead:
 
 def previous(ctx: KafkaRequestContext) -> ReadAhead | None:
     """The read-ahead the previous Fetch of this connection left (dropped from the connection)."""
-    ra: ReadAhead | None = ctx.conn_state.pop(_KEY, None)
-    return ra
+    return ctx.conn_state.pop(_KEY, None)  # type: ignore[no-any-return]
 
 
 def schedule(env: KafkaEnv, ctx: KafkaRequestContext, plans: list[Plan]) -> None:
