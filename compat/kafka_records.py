@@ -20,7 +20,11 @@ Mapping, chosen to be lossless for Kafka and natural for RocketMQ:
   value is separator-free text are *also* copied to user properties, so
   RocketMQ consumers see them.  Decoding prefers ``KAFKA_HEADERS``; a message
   without it (written by a RocketMQ producer) exposes its user properties as
-  headers.
+  headers.  So a header-less record gets ``KAFKA_HEADERS=[]`` only when it has
+  a property that would otherwise read as a header (``KEYS``); the common
+  record (no key, no headers) is stored with no properties at all (Kafka
+  records are stored without the ``CLUSTER`` stamp of RocketMQ's send path),
+  which reads back as "no headers" under either rule.
 * timestamp -> ``born_timestamp`` (CreateTime).  LogAppendTime batches set
   ``KAFKA_TS_TYPE=1`` and read back the store timestamp.
 * RocketMQ features for Kafka producers, through headers with the documented
@@ -156,8 +160,8 @@ def message_from_record(
         props[PROP_KAFKA_NULL_VALUE] = "1"
     if log_append_time:
         props[PROP_KAFKA_TS_TYPE] = "1"
-    # Always present on Kafka-produced messages ("[]" when there are none): it marks the Kafka origin,
-    # so a Kafka reader gets exactly the headers that were sent and no rocketmq.* extras.
+    # Present when there are headers, or ("[]") when another property would read as a header: a Kafka
+    # reader gets exactly the headers that were sent and no rocketmq.* extras.
     if headers:
         exact_json, copies = _header_props(headers)
         props[PROP_KAFKA_HEADERS] = exact_json
@@ -166,7 +170,7 @@ def message_from_record(
                 _apply_rocketmq_header(props, k, text)
             else:
                 props.setdefault(k, text)
-    else:
+    elif not _INTERNAL.issuperset(props):
         props[PROP_KAFKA_HEADERS] = "[]"
     return Message(topic=topic, queue_id=partition, body=value or b"", properties=props,
                    born_timestamp=timestamp)
@@ -187,7 +191,7 @@ def messages_from_batch(
     append = out.append
     for _, ts_delta, _, key, value, headers in rows:
         if key is None and not headers and value is not None and not log_append_time:
-            append(Message(topic, partition, value, {PROP_KAFKA_HEADERS: "[]"}, 0, 0,
+            append(Message(topic, partition, value, {}, 0, 0,
                            base_timestamp + ts_delta))
         else:
             append(message_from_record(
@@ -212,7 +216,8 @@ def plain_run(topic: str, partition: int, values: Sequence[bytes], timestamps: S
                 texts.append(key.decode("utf-8"))
             except UnicodeDecodeError:
                 return None
-    return UniformBatch(topic, partition, values, timestamps, {PROP_KAFKA_HEADERS: "[]"}, keys=texts)
+    props = {} if texts is None else {PROP_KAFKA_HEADERS: "[]"}     # KEYS must not read as a header
+    return UniformBatch(topic, partition, values, timestamps, props, keys=texts)
 
 
 def plain_span_run(topic: str, partition: int, payload: bytes | memoryview, spans: bytes, timestamps: bytes,

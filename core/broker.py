@@ -9,7 +9,9 @@ for Kafka) and translate the outcomes back into wire codes.
 
 Writes go through ``put``: each message is first *prepared* (``prepare``),
 the RocketMQ broker's send pipeline that both protocols share: the broker
-stamps ``CLUSTER`` and drops ``WAIT``; a transactional half message
+drops ``WAIT`` and stamps ``CLUSTER`` (as Java's SendMessageProcessor does;
+callers storing Kafka records pass ``stamp_cluster=False``: a Kafka record
+keeps only the properties its mapping gives it); a transactional half message
 (``TRAN_MSG=true``) is parked in RMQ_SYS_TRANS_HALF_TOPIC; a delayed message
 (``DELAY``>0) is parked in SCHEDULE_TOPIC_XXXX queue level-1; both keep
 their destination in REAL_TOPIC/REAL_QID.  Then the store appends, and under
@@ -98,7 +100,7 @@ class Broker:
         self.transactions = TransactionService(self)          # END_TRANSACTION + check-back (core.txn)
 
     # -- the send pipeline ---------------------------------------------------
-    def prepare(self, msg: Message) -> Message:
+    def prepare(self, msg: Message, *, stamp_cluster: bool = True) -> Message:
         """Apply the broker-side send rules shared by both protocols (see module doc).
 
         Takes ownership of ``msg.properties`` (edited in place: the hot path avoids copies); a new
@@ -106,7 +108,8 @@ class Broker:
         """
         props = msg.properties
         props.pop(PROP_WAIT, None)
-        props[PROP_CLUSTER] = self.cfg.broker_cluster_name
+        if stamp_cluster:
+            props[PROP_CLUSTER] = self.cfg.broker_cluster_name
         tran_type = msg.sysflag & TRANSACTION_MASK
         if props.get(PROP_TRAN_MSG) == "true" and tran_type in (TRANSACTION_NOT_TYPE,
                                                                  TRANSACTION_PREPARED_TYPE):
@@ -122,11 +125,12 @@ class Broker:
                 return dataclasses.replace(msg, topic=TOPIC_SCHEDULE, queue_id=level - 1)
         return msg
 
-    def append(self, messages: Sequence[Message], *, prepared: bool = False) -> PutResult:
+    def append(self, messages: Sequence[Message], *, prepared: bool = False,
+               stamp_cluster: bool = True) -> PutResult:
         """Validate, prepare and append synchronously (no durability wait; see ``wait_durable``)."""
         if self._closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
-        msgs = list(messages) if prepared else [self.prepare(m) for m in messages]
+        msgs = list(messages) if prepared else [self.prepare(m, stamp_cluster=stamp_cluster) for m in messages]
         for m in msgs:
             if len(m.body) > self.cfg.max_message_size:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL,
@@ -134,7 +138,7 @@ class Broker:
                                         f"{self.cfg.max_message_size}")
         return self.store.put_messages(msgs)
 
-    def append_uniform(self, batch: UniformBatch) -> PutResult:
+    def append_uniform(self, batch: UniformBatch, *, stamp_cluster: bool = True) -> PutResult:
         """``append(batch.messages())`` for a run sharing its properties, prepared once.
 
         A run whose properties ask for a transaction half or a delay takes the general path (its
@@ -143,13 +147,13 @@ class Broker:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
         props = batch.properties
         if PROP_TRAN_MSG in props or PROP_DELAY in props:
-            return self.append(batch.messages())
+            return self.append(batch.messages(), stamp_cluster=stamp_cluster)
         longest = batch.longest()
         if longest > self.cfg.max_message_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL,
                              remark=f"message body size {longest} exceeds maxMessageSize "
                                     f"{self.cfg.max_message_size}")
-        return self.store.put_uniform(dataclasses.replace(batch, properties=self._stamped(props)))
+        return self.store.put_uniform(dataclasses.replace(batch, properties=self._stamped(props, stamp_cluster)))
 
     def append_batch_body(self, batch: BatchBody) -> PutResult | None:
         """A RocketMQ batch in wire form (``MessageStore.put_batch_body``), or None: decode it and use
@@ -160,10 +164,11 @@ class Broker:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
         return self.store.put_batch_body(dataclasses.replace(batch, properties=self._stamped(batch.properties)))
 
-    def _stamped(self, props: dict[str, str]) -> dict[str, str]:
+    def _stamped(self, props: dict[str, str], stamp_cluster: bool = True) -> dict[str, str]:
         """A copy of run-level properties with ``prepare``'s stamping: WAIT dropped, CLUSTER set."""
         out = {k: v for k, v in props.items() if k != PROP_WAIT}
-        out[PROP_CLUSTER] = self.cfg.broker_cluster_name
+        if stamp_cluster:
+            out[PROP_CLUSTER] = self.cfg.broker_cluster_name
         return out
 
     async def wait_durable(self, result: PutResult) -> PutResult:

@@ -343,7 +343,7 @@ class KafkaTxnCoordinator:
         txn = self._txns[self._by_pid[pid]]
         marked = [dataclasses.replace(m, properties={**m.properties, PROP_TRAN_MSG: "true",
                                                      PROP_KAFKA_TXN: txn.marker}) for m in messages]
-        result = self.broker.append(marked)
+        result = self.broker.append(marked, stamp_cluster=False)     # Kafka records: no CLUSTER
         if result.ok:
             for a in result.appended:
                 txn.halves[a.commitlog_offset] = a.queue_offset
@@ -426,7 +426,7 @@ class KafkaTxnCoordinator:
                 continue
             found.append(clo)
             if commit and clo not in already:
-                real.append(broker.prepare(commit_message(half)))
+                real.append(broker.prepare(commit_message(half), stamp_cluster=False))
             ops.append(op_message(half, now, host))
         return real + ops, found
 

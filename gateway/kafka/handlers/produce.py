@@ -184,12 +184,12 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
                               else E.INVALID_PRODUCER_EPOCH)
             return out
     if isinstance(msgs, UniformBatch):
-        result = env.broker.append_uniform(msgs)
+        result = env.broker.append_uniform(msgs, stamp_cluster=False)
     elif transactional:
         assert env.transactions is not None
         result = env.transactions.append_halves(header.producer_id, header.producer_epoch, msgs)
     else:
-        result = env.broker.append(msgs)
+        result = env.broker.append(msgs, stamp_cluster=False)
     if idempotent and result.ok:
         # A half's queue offset is not a partition offset: a duplicate is answered with -1 too.
         first, last = ((-1, -1) if transactional else

@@ -16,6 +16,7 @@ import trio.testing
 from compat.kafka_records import message_from_record, record_from_message
 from core.broker import Broker
 from core.config import BrokerConfig
+from core.model import Message
 from core.storage.layout import decode_record
 from core.storage.memory import MemoryStore
 from gateway.kafka import KafkaServer
@@ -144,6 +145,33 @@ async def test_admin_errors_and_metadata(env: KafkaEnv) -> None:
     assert [r.error_code for r in dt.responses] == [0, 3]
     for v in (0, 4, 9, 12):  # every response encodes at the versions clients use
         APIS[3].encode_response(v, md)
+
+
+async def test_kafka_records_store_only_their_mapping(env: KafkaEnv) -> None:
+    """A key-less, header-less record is stored with no properties (no KAFKA_HEADERS=[], no CLUSTER:
+    RocketMQ's send path stamps that, Kafka's Produce does not), on the run path and on the general
+    path alike; a text key keeps KAFKA_HEADERS=[] so that KEYS does not read back as a header."""
+    env.broker.topics.ensure("p", 1)
+    assert (await produce(env, "p", [b"a" * 100, b"b"])).error_code == 0         # the run path
+    mixed = R.encode_batch([R.Record(0, 0, None, b"c"), R.Record(1, 1, b"k", b"d"),
+                            R.Record(2, 2, None, b"e", (R.Header("h", b"1"),)), R.Record(3, 3, None, None)],
+                           base_timestamp=2000)
+    out = await P.handle_produce(env, ctx(0, 9), req(0, acks=1, timeout_ms=100, topic_data=[
+        Struct(name="p", partition_data=[Struct(index=0, records=mixed)])]))
+    assert out.responses[0].partition_responses[0].error_code == 0
+    got = env.broker.store.get_messages("p", 0, 0, 10)
+    stored = [decode_record(r) for r in got.records]
+    assert [m.properties for m in stored] == [
+        {}, {}, {},
+        {"KEYS": "k", "KAFKA_HEADERS": "[]"},
+        {"KAFKA_HEADERS": '[["h","MQ=="]]', "h": "1"},
+        {"KAFKA_NULL_VALUE": "1"}]
+    assert len(got.records[0]) == len(got.records[1]) + 99      # nothing but the body differs
+    assert [(r.key, r.value, r.headers) for r in map(record_from_message, stored)] == [
+        (None, b"a" * 100, ()), (None, b"b", ()), (None, b"c", ()), (b"k", b"d", ()),
+        (None, b"e", (("h", b"1"),)), (None, None, ())]
+    rmq = env.broker.prepare(Message("p", 0, b"r", {"WAIT": "true"}))         # RocketMQ's send path
+    assert rmq.properties == {"CLUSTER": env.broker.cfg.broker_cluster_name}
 
 
 @pytest.mark.parametrize("key", [None, b"", b"plain", b"with space", b"\xff\x00bin"])
