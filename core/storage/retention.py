@@ -9,7 +9,11 @@ hours <= now.  Deletion runs when one of these holds:
   * the local hour of ``now`` is one of ``deleteWhen`` ("04" or "04;10"), or
   * the store's disk is more than ``diskMaxUsedSpaceRatio`` % full; then the
     oldest segment goes even if not yet expired (one per call, as pressure
-    relief), after the expired ones.
+    relief), after the expired ones.  "Full" is counted as ``df`` and
+    RocketMQ's ``UtilAll.getDiskPartitionSpaceUsedPercent`` count it: used /
+    (used + available to us), used = total - free blocks.  Blocks reserved
+    for root are neither (on a filesystem reserving a big share, total minus
+    available would read as full while df shows it half empty).
 
 Rules: never the active (last) segment; only whole segments, oldest first,
 stopping at the first one that must stay (so the CommitLog stays contiguous).
@@ -21,7 +25,7 @@ last).  Min offsets only move forward.
 
 from __future__ import annotations
 
-import shutil
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -43,8 +47,11 @@ def delete_hours(spec: str) -> set[int]:
 
 
 def disk_used_ratio(store: DiskStore) -> float:
-    usage = shutil.disk_usage(store.clog.files.directory)
-    return 100.0 * (usage.total - usage.free) / usage.total if usage.total else 0.0
+    """Percent of the store's filesystem in use, as df shows it (see module doc)."""
+    st = os.statvfs(store.clog.files.directory)
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    usable = st.f_bavail * st.f_frsize
+    return 100.0 * used / (used + usable) if used + usable > 0 else 0.0
 
 
 def run(store: DiskStore, now_ms: int, force: bool = False) -> int:

@@ -17,7 +17,7 @@ import pytest
 import structlog
 from storage_helpers import msg, small_config
 
-from core.storage import layout
+from core.storage import layout, retention
 from core.storage.api import GetStatus, StoreConfig
 from core.storage.engine import DiskStore, StoreLocked
 from core.storage.index import key_hash
@@ -261,6 +261,27 @@ def test_put_after_close_is_refused(tmp_path: Path) -> None:
     s = _open(small_config(tmp_path))
     s.close()
     assert s.put_messages([msg(0)]).status.name == "SERVICE_NOT_AVAILABLE"
+
+
+@pytest.mark.parametrize(("blocks", "free", "available", "deleted"), [
+    (1000, 700, 200, 0),     # 30 % in use as df counts it; total - available would say 80 %
+    (1000, 100, 50, 1),      # 95 % in use: the oldest segment goes although nothing expired
+])
+def test_retention_disk_pressure_counts_like_df(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blocks: int,
+                                                free: int, available: int, deleted: int) -> None:
+    cfg = small_config(tmp_path, commitlog_file_size=4096, file_reserved_time_hours=72, delete_when="04",
+                       disk_max_used_space_ratio=75)
+    s = _open(cfg)
+    s.put_messages([msg(i, body=bytes(300)) for i in range(30)])
+    s.flush()
+    monkeypatch.setattr(retention.os, "statvfs", lambda _path: os.statvfs_result(
+        (4096, 4096, blocks, free, available, 0, 0, 0, 0, 255)))
+    lt = time.localtime()
+    not_four = int(time.mktime((lt.tm_year, lt.tm_mon, lt.tm_mday, 5 if lt.tm_hour == 4 else lt.tm_hour,
+                                0, 0, 0, 0, -1)) * 1000)
+    assert (s.run_retention(not_four) > 0) == bool(deleted)
+    assert s.commitlog_min_offset == deleted * 4096
+    s.close()
 
 
 def test_retention_deletes_expired_segments(tmp_path: Path) -> None:
