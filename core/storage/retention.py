@@ -7,9 +7,11 @@ hours <= now.  Deletion runs when one of these holds:
 
   * ``force`` (an operator request), or
   * the local hour of ``now`` is one of ``deleteWhen`` ("04" or "04;10"), or
-  * the store's disk is more than ``diskMaxUsedSpaceRatio`` % full; then the
-    oldest segment goes even if not yet expired (one per call, as pressure
-    relief), after the expired ones.  "Full" is counted as ``df`` and
+  * the store's disk is more than ``diskMaxUsedSpaceRatio`` % full (expired
+    segments go at any hour).  Above ``FORCIBLY_RATIO`` % (RocketMQ's
+    ``diskSpaceCleanForciblyRatio``, 85) the oldest segment goes even if not
+    yet expired, one per call, after the expired ones: unread data is lost
+    only when the disk is about to fill up.  "Full" is counted as ``df`` and
     RocketMQ's ``UtilAll.getDiskPartitionSpaceUsedPercent`` count it: used /
     (used + available to us), used = total - free blocks.  Blocks reserved
     for root are neither (on a filesystem reserving a big share, total minus
@@ -36,6 +38,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+#: Disk use (%) above which not-yet-expired segments go too (RocketMQ diskSpaceCleanForciblyRatio).
+FORCIBLY_RATIO = 85.0
+
 
 def delete_hours(spec: str) -> set[int]:
     out = set()
@@ -59,12 +64,17 @@ def run(store: DiskStore, now_ms: int, force: bool = False) -> int:
     cfg = store.config
     hour = time.localtime(now_ms / 1000).tm_hour
     try:
-        pressure = disk_used_ratio(store) > cfg.disk_max_used_space_ratio
+        used = disk_used_ratio(store)
     except OSError:
-        pressure = False
+        used = 0.0
+    pressure = used > cfg.disk_max_used_space_ratio
     if not (force or pressure or hour in delete_hours(cfg.delete_when)):
         return 0
-    removed = _delete_segments(store, now_ms, pressure)
+    forcibly = used > max(FORCIBLY_RATIO, cfg.disk_max_used_space_ratio)
+    if pressure:
+        log.warning("disk nearly full, reclaiming space", used_percent=round(used, 1),
+                    disk_max_used_space_ratio=cfg.disk_max_used_space_ratio, forcibly=forcibly)
+    removed = _delete_segments(store, now_ms, forcibly)
     if removed:
         new_min = store.clog.min_offset
         for q in tuple(store.cqs.values()):
@@ -74,7 +84,7 @@ def run(store: DiskStore, now_ms: int, force: bool = False) -> int:
     return removed
 
 
-def _delete_segments(store: DiskStore, now_ms: int, pressure: bool) -> int:
+def _delete_segments(store: DiskStore, now_ms: int, forcibly: bool) -> int:
     files = store.clog.files
     keep_ms = store.config.file_reserved_time_hours * 3_600_000
     removed = 0
@@ -83,7 +93,7 @@ def _delete_segments(store: DiskStore, now_ms: int, pressure: bool) -> int:
         if seg.end > store.clog.flushed_offset:
             break           # never delete data that is not yet durable elsewhere in order
         expired = seg.path.stat().st_mtime * 1000 + keep_ms <= now_ms
-        if not expired and not (pressure and removed == 0):
+        if not expired and not (forcibly and removed == 0):
             break
         log.info("deleting commitlog segment", path=str(seg.path), expired=expired)
         files.drop_first()

@@ -263,17 +263,22 @@ def test_put_after_close_is_refused(tmp_path: Path) -> None:
     assert s.put_messages([msg(0)]).status.name == "SERVICE_NOT_AVAILABLE"
 
 
-@pytest.mark.parametrize(("blocks", "free", "available", "deleted"), [
-    (1000, 700, 200, 0),     # 30 % in use as df counts it; total - available would say 80 %
-    (1000, 100, 50, 1),      # 95 % in use: the oldest segment goes although nothing expired
+@pytest.mark.parametrize(("blocks", "free", "available", "expired", "deleted"), [
+    (1000, 700, 200, 2, 0),     # 30 % in use as df counts it (total - available would say 80 %): not the hour
+    (1000, 200, 200, 0, 0),     # 80 %: over diskMaxUsedSpaceRatio, nothing expired, nothing goes
+    (1000, 200, 200, 2, 2),     # 80 %: the expired segments go at any hour
+    (1000, 100, 50, 0, 1),      # 95 % (over 85 %): the oldest segment goes although nothing expired
 ])
 def test_retention_disk_pressure_counts_like_df(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blocks: int,
-                                                free: int, available: int, deleted: int) -> None:
-    cfg = small_config(tmp_path, commitlog_file_size=4096, file_reserved_time_hours=72, delete_when="04",
+                                                free: int, available: int, expired: int, deleted: int) -> None:
+    cfg = small_config(tmp_path, commitlog_file_size=4096, file_reserved_time_hours=1, delete_when="04",
                        disk_max_used_space_ratio=75)
     s = _open(cfg)
-    s.put_messages([msg(i, body=bytes(300)) for i in range(30)])
+    s.put_messages([msg(i, body=bytes(300)) for i in range(40)])
     s.flush()
+    old = time.time() - 2 * 3600
+    for p in sorted((tmp_path / "commitlog").iterdir())[:expired]:
+        os.utime(p, (old, old))
     monkeypatch.setattr(retention.os, "statvfs", lambda _path: os.statvfs_result(
         (4096, 4096, blocks, free, available, 0, 0, 0, 0, 255)))
     lt = time.localtime()
