@@ -18,7 +18,10 @@ for an illegal batch), encodes each record at its final offset, stages the
 bytes, commits them with one ``pwrite`` per touched segment, then dispatches
 (CQ unit, index keys, arrival listeners).  An I/O error while committing
 leaves the store read-only (SERVICE_NOT_AVAILABLE) until a restart, whose
-recovery puts CommitLog and queues back in agreement.
+recovery puts CommitLog and queues back in agreement.  Before that can happen,
+retention (``retention.py``) marks the disk full above 90 % use (RocketMQ's
+diskSpaceWarningLevelRatio): puts are refused, nothing is written, until a
+later pass sees the disk below it again.
 
 Thread model: everything runs on the caller's (trio) thread except
 ``flush()`` and ``checkpoint()``, which may run on a worker thread; they only
@@ -98,6 +101,7 @@ class DiskStore(reader.TimeQueries):
         self.logical_min: dict[tuple[str, int], int] = {}
         self._last_store_ts = 0
         self._writable = False
+        self.disk_full = False          # set by retention.run (another thread: a plain flag)
         self._lock_fd: int | None = None
         self._checkpoint_lock = threading.Lock()
         self._host = config.store_host
@@ -220,8 +224,8 @@ class DiskStore(reader.TimeQueries):
 
     # -- writing --------------------------------------------------------------------
     def put_messages(self, messages: Sequence[Message]) -> PutResult:
-        if not self._writable:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
+        if (refused := self._not_accepting()) is not None:
+            return refused
         if not messages:
             return PutResult(PutStatus.PUT_OK)
         problem = self._validate(messages)
@@ -243,8 +247,8 @@ class DiskStore(reader.TimeQueries):
         if not layout.NATIVE or batch.topic in _SYSTEM_RUN_TOPICS or t == TRANSACTION_PREPARED_TYPE \
                 or t == TRANSACTION_ROLLBACK_TYPE:
             return None
-        if not self._writable:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
+        if (refused := self._not_accepting()) is not None:
+            return refused
         if batch.queue_id < 0:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {batch.queue_id}")
         extra = layout.encode_properties(batch.properties)
@@ -282,6 +286,14 @@ class DiskStore(reader.TimeQueries):
             return self._write_failed(exc)
         return None
 
+    def _not_accepting(self) -> PutResult | None:
+        """Why no put can be taken now (closed, failed write, full disk), or None."""
+        if not self._writable:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
+        if self.disk_full:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the broker's disk is full")
+        return None
+
     def _write_failed(self, exc: OSError) -> PutResult:
         self.clog.discard()
         self._writable = False
@@ -297,8 +309,8 @@ class DiskStore(reader.TimeQueries):
         dispatched as one run.  Runs that are not dispatched (prepared/rollback) or cross a
         segment end take the general path.
         """
-        if not self._writable:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
+        if (refused := self._not_accepting()) is not None:
+            return refused
         bodies = batch.bodies
         if not bodies:
             return PutResult(PutStatus.PUT_OK)

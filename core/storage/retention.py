@@ -17,6 +17,11 @@ hours <= now.  Deletion runs when one of these holds:
     for root are neither (on a filesystem reserving a big share, total minus
     available would read as full while df shows it half empty).
 
+Above ``WARNING_RATIO`` % (RocketMQ's ``diskSpaceWarningLevelRatio``, 90)
+the store is marked disk-full (``DiskStore.disk_full``: puts are refused with
+SERVICE_NOT_AVAILABLE before a write can fail half way); each pass checks
+again and clears it once the disk is below that.
+
 Rules: never the active (last) segment; only whole segments, oldest first,
 stopping at the first one that must stay (so the CommitLog stays contiguous).
 Then every ConsumeQueue drops whole files whose units all point below the
@@ -40,6 +45,8 @@ log = structlog.get_logger(__name__)
 
 #: Disk use (%) above which not-yet-expired segments go too (RocketMQ diskSpaceCleanForciblyRatio).
 FORCIBLY_RATIO = 85.0
+#: Disk use (%) above which puts are refused (RocketMQ diskSpaceWarningLevelRatio).
+WARNING_RATIO = 90.0
 
 
 def delete_hours(spec: str) -> set[int]:
@@ -67,6 +74,13 @@ def run(store: DiskStore, now_ms: int, force: bool = False) -> int:
         used = disk_used_ratio(store)
     except OSError:
         used = 0.0
+    full = used > WARNING_RATIO
+    if full != store.disk_full:
+        store.disk_full = full
+        if full:
+            log.error("disk full: refusing writes", used_percent=round(used, 1), limit_percent=WARNING_RATIO)
+        else:
+            log.info("disk no longer full: accepting writes", used_percent=round(used, 1))
     pressure = used > cfg.disk_max_used_space_ratio
     if not (force or pressure or hour in delete_hours(cfg.delete_when)):
         return 0

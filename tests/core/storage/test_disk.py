@@ -18,7 +18,8 @@ import structlog
 from storage_helpers import msg, small_config
 
 from core.storage import layout, retention
-from core.storage.api import GetStatus, StoreConfig
+from core.model import UniformBatch
+from core.storage.api import GetStatus, PutStatus, StoreConfig
 from core.storage.engine import DiskStore, StoreLocked
 from core.storage.index import key_hash
 from core.storage.recovery import StoreCorrupt
@@ -286,6 +287,25 @@ def test_retention_disk_pressure_counts_like_df(tmp_path: Path, monkeypatch: pyt
                                 0, 0, 0, 0, -1)) * 1000)
     assert (s.run_retention(not_four) > 0) == bool(deleted)
     assert s.commitlog_min_offset == deleted * 4096
+    s.close()
+
+
+def test_full_disk_refuses_puts_until_space_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = _open(small_config(tmp_path, commitlog_file_size=4096))
+    assert s.put_messages([msg(0)]).ok
+    used = {"free": 50}     # of 1000 blocks, all available: 95 % in use
+    monkeypatch.setattr(retention.os, "statvfs", lambda _path: os.statvfs_result(
+        (4096, 4096, 1000, used["free"], used["free"], 0, 0, 0, 0, 255)))
+    s.run_retention(int(time.time() * 1000))
+    end = s.clog.write_offset
+    for put in (lambda: s.put_messages([msg(1)]),
+                lambda: s.put_uniform(UniformBatch("T", 0, [b"a", b"b"], 1000))):
+        res = put()
+        assert res.status is PutStatus.SERVICE_NOT_AVAILABLE and "disk is full" in res.remark
+    assert s.clog.write_offset == end and s.max_offset("T", 0) == 1      # nothing written
+    used["free"] = 500
+    s.run_retention(int(time.time() * 1000))
+    assert s.put_messages([msg(1)]).ok and s.max_offset("T", 0) == 2
     s.close()
 
 

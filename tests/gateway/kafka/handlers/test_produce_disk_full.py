@@ -1,0 +1,55 @@
+"""Produce on the disk store when retention has marked the disk full: KAFKA_STORAGE_ERROR (a
+retriable error), nothing stored, and produce works again once the disk has room."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.broker import Broker
+from core.config import BrokerConfig
+from core.storage import retention
+from gateway.kafka import KafkaServer
+from gateway.kafka.codec import APIS, Struct
+from gateway.kafka.codec import records as R
+from gateway.kafka.errors import ErrorCode as E
+from gateway.kafka.handlers import KafkaEnv
+from gateway.kafka.handlers import produce as P
+from gateway.kafka.server import KafkaRequestContext
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[KafkaEnv]:
+    broker = Broker(BrokerConfig(store_path_root_dir=str(tmp_path)))
+    try:
+        yield KafkaEnv(broker, node_id=0, host="127.0.0.1", port=9092)
+    finally:
+        broker.close()
+
+
+async def produce(env: KafkaEnv, values: list[bytes]) -> int:
+    batch = R.encode_batch([R.Record(i, i, None, v) for i, v in enumerate(values)], base_timestamp=1000)
+    body = APIS[0].request.make(acks=1, timeout_ms=100, topic_data=[Struct(name="full", partition_data=[
+        Struct(index=0, records=batch)])])
+    ctx = KafkaRequestContext(("127.0.0.1", 1), "t", 0, 9, 1, {}, KafkaServer({}, max_frame_bytes=1024))
+    out = await P.handle_produce(env, ctx, body)
+    assert out is not None
+    return int(out.responses[0].partition_responses[0].error_code)
+
+
+async def test_full_disk_is_a_storage_error(env: KafkaEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    env.broker.topics.ensure("full", 1)
+    store = env.broker.store
+    free = {"blocks": 30}       # of 1000, all available to us: 97 % in use
+    monkeypatch.setattr(retention.os, "statvfs", lambda _path: os.statvfs_result(
+        (4096, 4096, 1000, free["blocks"], free["blocks"], 0, 0, 0, 0, 255)))
+    store.run_retention(0)
+    assert await produce(env, [b"a", b"b"]) == E.KAFKA_STORAGE_ERROR
+    assert store.max_offset("full", 0) == 0
+    free["blocks"] = 600
+    store.run_retention(0)
+    assert await produce(env, [b"a", b"b"]) == 0
+    assert store.max_offset("full", 0) == 2
