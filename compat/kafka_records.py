@@ -20,11 +20,12 @@ Mapping, chosen to be lossless for Kafka and natural for RocketMQ:
   value is separator-free text are *also* copied to user properties, so
   RocketMQ consumers see them.  Decoding prefers ``KAFKA_HEADERS``; a message
   without it (written by a RocketMQ producer) exposes its user properties as
-  headers.  So a header-less record gets ``KAFKA_HEADERS=[]`` only when it has
-  a property that would otherwise read as a header (``KEYS``); the common
-  record (no key, no headers) is stored with no properties at all (Kafka
-  records are stored without the ``CLUSTER`` stamp of RocketMQ's send path),
-  which reads back as "no headers" under either rule.
+  headers.  So every Kafka record has ``KAFKA_HEADERS`` (``[]`` when there are
+  none): it marks the Kafka origin, and survives a RocketMQ consumer re-sending
+  the message with its properties (the re-send adds ``UNIQ_KEY`` and
+  ``CLUSTER``, which must not come back as headers).  Kafka records get no
+  ``CLUSTER`` stamp of their own (RocketMQ's send path adds it, Kafka's Produce
+  does not): a plain record's properties are ``KAFKA_HEADERS=[]`` alone.
 * timestamp -> ``born_timestamp`` (CreateTime).  LogAppendTime batches set
   ``KAFKA_TS_TYPE=1`` and read back the store timestamp.
 * RocketMQ features for Kafka producers, through headers with the documented
@@ -160,8 +161,8 @@ def message_from_record(
         props[PROP_KAFKA_NULL_VALUE] = "1"
     if log_append_time:
         props[PROP_KAFKA_TS_TYPE] = "1"
-    # Present when there are headers, or ("[]") when another property would read as a header: a Kafka
-    # reader gets exactly the headers that were sent and no rocketmq.* extras.
+    # Always present on Kafka-produced messages ("[]" when there are none): it marks the Kafka origin,
+    # so a Kafka reader gets exactly the headers that were sent and no rocketmq.* extras.
     if headers:
         exact_json, copies = _header_props(headers)
         props[PROP_KAFKA_HEADERS] = exact_json
@@ -170,7 +171,7 @@ def message_from_record(
                 _apply_rocketmq_header(props, k, text)
             else:
                 props.setdefault(k, text)
-    elif not _INTERNAL.issuperset(props):
+    else:
         props[PROP_KAFKA_HEADERS] = "[]"
     return Message(topic=topic, queue_id=partition, body=value or b"", properties=props,
                    born_timestamp=timestamp)
@@ -191,7 +192,7 @@ def messages_from_batch(
     append = out.append
     for _, ts_delta, _, key, value, headers in rows:
         if key is None and not headers and value is not None and not log_append_time:
-            append(Message(topic, partition, value, {}, 0, 0,
+            append(Message(topic, partition, value, {PROP_KAFKA_HEADERS: "[]"}, 0, 0,
                            base_timestamp + ts_delta))
         else:
             append(message_from_record(
@@ -216,8 +217,7 @@ def plain_run(topic: str, partition: int, values: Sequence[bytes], timestamps: S
                 texts.append(key.decode("utf-8"))
             except UnicodeDecodeError:
                 return None
-    props = {} if texts is None else {PROP_KAFKA_HEADERS: "[]"}     # KEYS must not read as a header
-    return UniformBatch(topic, partition, values, timestamps, props, keys=texts)
+    return UniformBatch(topic, partition, values, timestamps, {PROP_KAFKA_HEADERS: "[]"}, keys=texts)
 
 
 def plain_span_run(topic: str, partition: int, payload: bytes | memoryview, spans: bytes, timestamps: bytes,

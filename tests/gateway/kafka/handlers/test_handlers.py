@@ -148,9 +148,8 @@ async def test_admin_errors_and_metadata(env: KafkaEnv) -> None:
 
 
 async def test_kafka_records_store_only_their_mapping(env: KafkaEnv) -> None:
-    """A key-less, header-less record is stored with no properties (no KAFKA_HEADERS=[], no CLUSTER:
-    RocketMQ's send path stamps that, Kafka's Produce does not), on the run path and on the general
-    path alike; a text key keeps KAFKA_HEADERS=[] so that KEYS does not read back as a header."""
+    """A key-less, header-less record is stored with KAFKA_HEADERS=[] alone (no CLUSTER: RocketMQ's
+    send path stamps that, Kafka's Produce does not), on the run path and on the general path alike."""
     env.broker.topics.ensure("p", 1)
     assert (await produce(env, "p", [b"a" * 100, b"b"])).error_code == 0         # the run path
     mixed = R.encode_batch([R.Record(0, 0, None, b"c"), R.Record(1, 1, b"k", b"d"),
@@ -161,11 +160,12 @@ async def test_kafka_records_store_only_their_mapping(env: KafkaEnv) -> None:
     assert out.responses[0].partition_responses[0].error_code == 0
     got = env.broker.store.get_messages("p", 0, 0, 10)
     stored = [decode_record(r) for r in got.records]
+    plain = {"KAFKA_HEADERS": "[]"}
     assert [m.properties for m in stored] == [
-        {}, {}, {},
+        plain, plain, plain,
         {"KEYS": "k", "KAFKA_HEADERS": "[]"},
         {"KAFKA_HEADERS": '[["h","MQ=="]]', "h": "1"},
-        {"KAFKA_NULL_VALUE": "1"}]
+        {"KAFKA_NULL_VALUE": "1", "KAFKA_HEADERS": "[]"}]
     assert len(got.records[0]) == len(got.records[1]) + 99      # nothing but the body differs
     assert [(r.key, r.value, r.headers) for r in map(record_from_message, stored)] == [
         (None, b"a" * 100, ()), (None, b"b", ()), (None, b"c", ()), (b"k", b"d", ()),
