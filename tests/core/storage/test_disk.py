@@ -17,8 +17,8 @@ import pytest
 import structlog
 from storage_helpers import msg, small_config
 
-from core.storage import layout, retention
 from core.model import UniformBatch
+from core.storage import layout, retention
 from core.storage.api import GetStatus, PutStatus, StoreConfig
 from core.storage.engine import DiskStore, StoreLocked
 from core.storage.index import key_hash
