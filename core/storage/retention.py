@@ -85,16 +85,14 @@ def run(store: DiskStore, now_ms: int, force: bool = False) -> int:
     if not (force or pressure or hour in delete_hours(cfg.delete_when)):
         return 0
     forcibly = used > max(FORCIBLY_RATIO, cfg.disk_max_used_space_ratio)
-    if pressure:
-        log.warning("disk nearly full, reclaiming space", used_percent=round(used, 1),
-                    disk_max_used_space_ratio=cfg.disk_max_used_space_ratio, forcibly=forcibly)
     removed = _delete_segments(store, now_ms, forcibly)
     if removed:
         new_min = store.clog.min_offset
         for q in tuple(store.cqs.values()):
             removed += q.delete_below(new_min)
         removed += store.index.delete_below(new_min)
-        log.info("retention deleted files", files=removed, commitlog_min=new_min)
+        log.info("retention deleted files", files=removed, commitlog_min=new_min,
+                 disk_used_percent=round(used, 1), disk_pressure=pressure)
     return removed
 
 
@@ -109,7 +107,10 @@ def _delete_segments(store: DiskStore, now_ms: int, forcibly: bool) -> int:
         expired = seg.path.stat().st_mtime * 1000 + keep_ms <= now_ms
         if not expired and not (forcibly and removed == 0):
             break
-        log.info("deleting commitlog segment", path=str(seg.path), expired=expired)
+        if expired:
+            log.info("deleting expired commitlog segment", path=str(seg.path))
+        else:   # its records may not have been read yet: say so loudly
+            log.warning("disk nearly full: deleting a commitlog segment that has not expired", path=str(seg.path))
         files.drop_first()
         removed += 1
     return removed

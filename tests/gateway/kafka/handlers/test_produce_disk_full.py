@@ -4,13 +4,9 @@ retriable error), nothing stored, and produce works again once the disk has room
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from core.broker import Broker
-from core.config import BrokerConfig
 from core.storage import retention
 from gateway.kafka import KafkaServer
 from gateway.kafka.codec import APIS, Struct
@@ -19,15 +15,6 @@ from gateway.kafka.errors import ErrorCode as E
 from gateway.kafka.handlers import KafkaEnv
 from gateway.kafka.handlers import produce as P
 from gateway.kafka.server import KafkaRequestContext
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> Iterator[KafkaEnv]:
-    broker = Broker(BrokerConfig(store_path_root_dir=str(tmp_path)))
-    try:
-        yield KafkaEnv(broker, node_id=0, host="127.0.0.1", port=9092)
-    finally:
-        broker.close()
 
 
 async def produce(env: KafkaEnv, values: list[bytes]) -> int:
@@ -40,7 +27,8 @@ async def produce(env: KafkaEnv, values: list[bytes]) -> int:
     return int(out.responses[0].partition_responses[0].error_code)
 
 
-async def test_full_disk_is_a_storage_error(env: KafkaEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_full_disk_is_a_storage_error(disk_env: KafkaEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = disk_env
     env.broker.topics.ensure("full", 1)
     store = env.broker.store
     free = {"blocks": 30}       # of 1000, all available to us: 97 % in use

@@ -7,14 +7,10 @@ Handlers are called directly on a Broker with its DiskStore (CommitLog views, th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.broker import Broker
-from core.config import BrokerConfig
 from gateway.kafka import KafkaServer
 from gateway.kafka.codec import APIS, Struct
 from gateway.kafka.codec import records as R
@@ -28,12 +24,8 @@ VALUE = b"v" * 100
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[KafkaEnv]:
-    broker = Broker(BrokerConfig(store_path_root_dir=str(tmp_path)))
-    try:
-        yield KafkaEnv(broker, node_id=0, host="127.0.0.1", port=9092)
-    finally:
-        broker.close()
+def env(disk_env: KafkaEnv) -> KafkaEnv:
+    return disk_env
 
 
 def ctx(key: int, version: int, conn_state: dict[str, Any] | None = None) -> KafkaRequestContext:
