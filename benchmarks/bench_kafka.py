@@ -26,7 +26,11 @@ For each broker, with 100 B and 1 KiB values on topics of 4 partitions, in this 
    learns the end from an empty Fetch at the high watermark, which both brokers hold for
    librdkafka's fetch.wait.max.ms (500 ms): that wait was ~80 % of the row's time (300,000 x 100 B)
    and said nothing about either broker.  kcat rows move more records than the confluent ones
-   (``Plan.kcat_counts``), so that kcat's start is a small part of them.
+   (``Plan.kcat_counts``), so that kcat's start is a small part of them.  Each kcat line also
+   prints what the kcat process itself used (``getrusage`` of the finished child: CPU ms and
+   voluntary context switches): against a broker that answers at once librdkafka's broker thread
+   and kcat's main thread contend for glibc's malloc arena (see BENCHMARKS.md, session 8), which
+   shows there and nowhere in the broker.
 
 kcat is the Debian package, run with the librdkafka that the confluent-kafka wheel bundles
 (``kcat_env``: ``LD_LIBRARY_PATH`` to a ``librdkafka.so.1`` link to it), for both brokers.  Debian's
@@ -55,6 +59,7 @@ import argparse
 import importlib
 import math
 import os
+import resource
 import shutil
 import stat
 import statistics
@@ -165,17 +170,39 @@ def kcat_version() -> str:
     return next((ln.strip() for ln in out.splitlines() if ln.startswith("Version")), "unknown")
 
 
-def kcat(args: list[str], timeout: float, stdout: Any = subprocess.DEVNULL) -> float | None:
-    """Run kcat to completion; wall seconds, or None (with the error printed) if it failed."""
+class ChildUse:
+    """What the child processes finished between ``start`` and ``stop`` used (``RUSAGE_CHILDREN``
+    deltas; one kcat at a time runs, so that kcat): CPU seconds and voluntary context switches."""
+
+    def __init__(self) -> None:
+        self._before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.cpu_s = 0.0
+        self.vcsw = 0
+
+    def stop(self) -> ChildUse:
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        b = self._before
+        self.cpu_s = (after.ru_utime - b.ru_utime) + (after.ru_stime - b.ru_stime)
+        self.vcsw = after.ru_nvcsw - b.ru_nvcsw
+        return self
+
+    def __str__(self) -> str:
+        return f"(kcat CPU {self.cpu_s * 1000:,.0f} ms, {self.vcsw:,} context switches)"
+
+
+def kcat(args: list[str], timeout: float, stdout: Any = subprocess.DEVNULL) -> tuple[float | None, ChildUse]:
+    """Run kcat to completion: (wall seconds, or None with the error printed if it failed; its usage)."""
     exe = harness.kcat_path()
     assert exe is not None
+    use = ChildUse()
     t0 = time.perf_counter()
     r = subprocess.run([exe, *args], stdout=stdout, stderr=subprocess.PIPE, timeout=timeout, env=KCAT_ENV)
     dt = time.perf_counter() - t0
+    use.stop()
     if r.returncode != 0:
         print(f"  kcat {args[0]} failed (exit {r.returncode}): {r.stderr.decode().strip().splitlines()[-1:]}")
-        return None
-    return dt
+        return None, use
+    return dt, use
 
 
 #: librdkafka (>= 2.3) stops fetching a partition for fetch.queue.backoff.ms (default 1 s) once its
@@ -185,11 +212,12 @@ def kcat(args: list[str], timeout: float, stdout: Any = subprocess.DEVNULL) -> f
 FETCH_QUEUE_BACKOFF_MS = 10
 
 
-def kcat_consume(bs: str, topic: str, count: int, timeout: float) -> tuple[int, float]:
-    """(records, seconds) for kcat reading ``topic`` from the beginning up to its ``count`` records
-    (``-c``; ``-e`` too, so a topic with fewer records ends rather than waits)."""
+def kcat_consume(bs: str, topic: str, count: int, timeout: float) -> tuple[int, float, ChildUse]:
+    """(records, seconds, kcat's usage) for kcat reading ``topic`` from the beginning up to its ``count``
+    records (``-c``; ``-e`` too, so a topic with fewer records ends rather than waits)."""
     exe = harness.kcat_path()
     assert exe is not None
+    use = ChildUse()
     t0 = time.perf_counter()
     p = subprocess.Popen([exe, "-C", "-b", bs, "-t", topic, "-e", "-o", "beginning", "-c", str(count), "-q",
                           "-X", f"fetch.queue.backoff.ms={FETCH_QUEUE_BACKOFF_MS}", "-f", "\\n"],
@@ -199,7 +227,8 @@ def kcat_consume(bs: str, topic: str, count: int, timeout: float) -> tuple[int, 
     except subprocess.TimeoutExpired:
         p.kill()
         out, err = p.communicate()
-    return out.count(b"\n"), time.perf_counter() - t0
+    dt = time.perf_counter() - t0
+    return out.count(b"\n"), dt, use.stop()
 
 
 Results = dict[tuple[str, ...], float]
@@ -242,16 +271,16 @@ def workload(name: str, bs: str, plan: Plan, wd: Path, files: dict[int, Path]) -
           f"p99 {r['p99_us'] / 1000:.2f} ms", flush=True)
     for size, count in plan.kcat_counts.items():
         for acks in ("1", "all"):
-            dt = kcat(["-P", "-b", bs, "-t", topics[("kcat", size, acks)], "-X", f"acks={acks}", "-l",
-                       str(files[size])], plan.max_s + 60)
+            dt, use = kcat(["-P", "-b", bs, "-t", topics[("kcat", size, acks)], "-X", f"acks={acks}", "-l",
+                            str(files[size])], plan.max_s + 60)
             res[("produce", "kcat", str(size), acks)] = count / dt if dt else NAN
-            print(f"  {name} produce {size} B acks={acks}: kcat {res[('produce', 'kcat', str(size), acks)]:,.0f}/s",
-                  flush=True)
-        n, dt = kcat_consume(bs, topics[("kcat", size, "1")], count, plan.max_s + 60)
+            print(f"  {name} produce {size} B acks={acks}: kcat {res[('produce', 'kcat', str(size), acks)]:,.0f}/s "
+                  f"{use}", flush=True)
+        n, dt, use = kcat_consume(bs, topics[("kcat", size, "1")], count, plan.max_s + 60)
         res[("consume", "kcat", str(size), "")] = n / dt if n else NAN
         if n != count:
             print(f"  {name} consume {size}: kcat {n} of {count} records")
-        print(f"  {name} consume {size} B: kcat {res[('consume', 'kcat', str(size), '')]:,.0f}/s", flush=True)
+        print(f"  {name} consume {size} B: kcat {res[('consume', 'kcat', str(size), '')]:,.0f}/s {use}", flush=True)
     return res
 
 
