@@ -171,8 +171,8 @@ def kcat_version() -> str:
 
 
 class ChildUse:
-    """What the child processes finished between ``start`` and ``stop`` used (``RUSAGE_CHILDREN``
-    deltas; one kcat at a time runs, so that kcat): CPU seconds and voluntary context switches."""
+    """What the child processes reaped between construction and ``stop()`` used (``RUSAGE_CHILDREN``
+    deltas; one kcat runs at a time, so that kcat): CPU seconds and voluntary context switches."""
 
     def __init__(self) -> None:
         self._before = resource.getrusage(resource.RUSAGE_CHILDREN)
