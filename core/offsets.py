@@ -16,6 +16,7 @@ uses it so that a committed offset survives a crash).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import structlog
@@ -64,11 +65,27 @@ class ConsumerOffsetManager:
     def groups_of_topic(self, topic: str) -> set[str]:
         return {k.split("@", 1)[1] for k in self._table if k.split("@", 1)[0] == topic}
 
-    def delete_group(self, group: str, topic: str | None = None) -> None:
+    def delete_group(self, group: str, topic: str | None = None, *, durable: bool = False) -> None:
+        """Forget every offset of ``group`` (of one ``topic`` only when given)."""
         for key in [k for k in self._table if k.split("@", 1)[1] == group
                     and (topic is None or k.split("@", 1)[0] == topic)]:
             del self._table[key]
         self._dirty = True
+        if durable:
+            self.persist()
+
+    def delete_queues(self, group: str, topic: str, queue_ids: Iterable[int], *, durable: bool = False) -> None:
+        """Forget ``group``'s offsets of some queues of ``topic`` (Kafka OffsetDelete)."""
+        key = self._key(group, topic)
+        queues = self._table.get(key)
+        if queues is not None:
+            for q in queue_ids:
+                queues.pop(q, None)
+            if not queues:
+                del self._table[key]
+        self._dirty = True
+        if durable:
+            self.persist()
 
     def delete_topic(self, topic: str) -> None:
         for key in [k for k in self._table if k.split("@", 1)[0] == topic]:

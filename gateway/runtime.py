@@ -214,7 +214,8 @@ class BrokerRole:
             GroupConfig(config_dir=config_dir, initial_rebalance_delay_ms=cfg.kafka_group_initial_rebalance_delay_ms,
                         node_id=node_id, host=host, port=port),
             routed, admit_group=ownership.refuse_kafka,
-            partition_exists=lambda t, p: (lay := view.layout(t)) is not None and 0 <= p < lay.total)
+            partition_exists=lambda t, p: (lay := view.layout(t)) is not None and 0 <= p < lay.total,
+            live_elsewhere=broker.consumers.is_live, on_group_deleted=broker.sub_groups.delete)
         coord_holder["c"] = coord
         producers = ProducerStateManager(config_dir)
         producers.recover(broker.store.max_offset)

@@ -8,7 +8,8 @@ What it shows, with real processes on 127.0.0.1 and ports 0:
 2. Both clients produce to every partition and read everything back (all partitions assigned).
 3. A kafka-python consumer group commits offsets for partitions on both brokers; a RocketMQ
    PullConsumer of the same group reads the same offsets from each broker (queue = partition -
-   the broker's base), and a confluent-kafka consumer of the group fetches them back.
+   the broker's base), and a confluent-kafka consumer of the group fetches them back; kafka-python's
+   admin deletes two partitions' offsets (one per broker) and then the whole group, on both brokers.
 4. ``kill -9`` broker-b: after a metadata refresh clients keep producing to broker-a's partitions.
 
 No timing assertions; every wait is bounded.
@@ -31,7 +32,8 @@ pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed 
 from confluent_kafka import Consumer as CkConsumer  # noqa: E402
 from confluent_kafka import Producer as CkProducer  # noqa: E402
 from confluent_kafka import TopicPartition as CkTopicPartition  # noqa: E402
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+import kafka.errors  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka.errors import KafkaError  # noqa: E402
 
 from gateway.kafka.cluster import derive_node_id  # noqa: E402
@@ -189,10 +191,25 @@ def test_two_brokers_are_one_kafka_cluster(rokka_cluster: harness.Cluster) -> No
 
     # One group, offsets on both brokers, the same for RocketMQ and for another Kafka client.
     group = topic_name("kcl-g")
+    assert ck_committed(a_boot, topic, group) == {p: -1001 for p in range(PARTITIONS)}   # nothing yet
+    assert ck_committed(b_boot, topic, group) == {p: -1001 for p in range(PARTITIONS)}
     committed = group_consume_and_commit(a_boot, topic, group, total)
     assert committed == {p: 2 * PER_PARTITION for p in range(PARTITIONS)}
     assert rocketmq_offsets(cluster.namesrv_addr, topic, group) == committed
     assert ck_committed(b_boot, topic, group) == committed
+
+    # OffsetDelete and DeleteGroups reach the offsets on both brokers (one of them is remote to the
+    # group's coordinator whichever broker that is).
+    admin = KafkaAdminClient(bootstrap_servers=b_boot, request_timeout_ms=TIMEOUT_MS)
+    try:
+        gone = [TopicPartition(topic, 0), TopicPartition(topic, QUEUES + 1)]
+        assert set(admin.delete_group_offsets(group, gone).values()) == {kafka.errors.NoError}
+        assert ck_committed(a_boot, topic, group) == {p: -1001 if p in (0, QUEUES + 1) else off
+                                                      for p, off in committed.items()}
+        assert admin.delete_groups([group]) == {group: "OK"}
+        assert ck_committed(a_boot, topic, group) == {p: -1001 for p in range(PARTITIONS)}
+    finally:
+        admin.close()
 
     # kill -9 broker-b: broker-a's partitions keep taking records once metadata is refreshed.
     cluster.brokers["broker-b"].kill9()

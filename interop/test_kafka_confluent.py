@@ -284,3 +284,36 @@ def test_offsets_for_times(rokka: harness.ServerProcess) -> None:
         assert [m.timestamp()[1] for m in got] == ts[4:]
     finally:
         c.close()
+
+
+def test_delete_consumer_group(rokka: harness.ServerProcess) -> None:
+    """AdminClient.delete_consumer_groups: refused while a member consumes, then the group and its
+    offsets are gone (a new member starts from auto.offset.reset again)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    topic = create_topic(rokka, partitions=2)
+    group = topic_name("g")
+    send_all(producer(rokka), topic, [Rec(None, b"v-%d" % i) for i in range(10)])
+    a = AdminClient({"bootstrap.servers": rokka.kafka})
+    c = consumer(rokka, group)
+    c.subscribe([topic])
+    try:
+        assert len(poll_n(c, 10)) == 10
+        c.commit(asynchronous=False)
+        with pytest.raises(KafkaException) as refused:
+            a.delete_consumer_groups([group], request_timeout=T)[group].result(timeout=T)
+        assert refused.value.args[0].code() == ck.KafkaError.NON_EMPTY_GROUP
+    finally:
+        c.close()
+    a.delete_consumer_groups([group], request_timeout=T)[group].result(timeout=T)
+    listed = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=T)
+    assert [tp for tp in listed[group].result(timeout=T).topic_partitions if tp.offset >= 0] == []
+    with pytest.raises(KafkaException) as unknown:
+        a.delete_consumer_groups([group], request_timeout=T)[group].result(timeout=T)
+    assert unknown.value.args[0].code() == ck.KafkaError.GROUP_ID_NOT_FOUND
+    c = consumer(rokka, group)
+    c.subscribe([topic])
+    try:
+        assert len(poll_n(c, 10)) == 10      # no committed offset any more: earliest again
+    finally:
+        c.close()

@@ -196,3 +196,26 @@ def test_offsets_by_timestamp(rokka: harness.ServerProcess, workdir: Path) -> No
     assert at(ts[2] + 500) == 3
     assert at(ts[0] - 10_000) == 0
     assert at(ts[-1]) == 5
+
+
+def test_delete_groups(rokka: harness.ServerProcess, workdir: Path) -> None:
+    """admin.deleteGroups: NON_EMPTY_GROUP (68) while a member consumes, then the group and its
+    committed offsets are gone; an unknown group is GROUP_ID_NOT_FOUND (69)."""
+    topic = create_topic(rokka, workdir, partitions=2)
+    group = topic_name("g")
+    produce(rokka, workdir, topic, [{"value": f"v-{i}"} for i in range(10)])
+    m = start_member(rokka, workdir, topic, group, "deletable")
+    try:
+        m.wait_for(lambda _: len(delivered([m])) >= 10, 60, "all records")
+        refused = one(js(rokka, workdir, "delete_groups", groupIds=[group]), "refused")["groups"]
+        assert [(g["groupId"], g["errorCode"]) for g in refused] == [(group, 68)]
+    finally:
+        assert m.close() == 0
+    offsets = one(js(rokka, workdir, "committed", groupId=group, topic=topic), "offsets")["offsets"]
+    assert sum(o["offset"] for o in offsets) == 10
+    deleted = one(js(rokka, workdir, "delete_groups", groupIds=[group]), "deleted")["results"]
+    assert [(g["groupId"], g["errorCode"]) for g in deleted] == [(group, 0)]
+    offsets = one(js(rokka, workdir, "committed", groupId=group, topic=topic), "offsets")["offsets"]
+    assert sorted(o["offset"] for o in offsets) == [-1, -1]
+    unknown = one(js(rokka, workdir, "delete_groups", groupIds=[group]), "refused")["groups"]
+    assert [(g["groupId"], g["errorCode"]) for g in unknown] == [(group, 69)]

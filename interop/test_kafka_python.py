@@ -283,3 +283,40 @@ def test_offsets_for_times(rokka: harness.ServerProcess) -> None:
         assert [m.value for m in poll_n(c, 2)] == [b"t4", b"t5"]
     finally:
         c.close()
+
+
+def test_delete_group_offsets_and_group(rokka: harness.ServerProcess) -> None:
+    """Admin DeleteGroups and OffsetDelete: refused while a member consumes, then the offsets are
+    gone (a new member of the group starts from auto_offset_reset again)."""
+    from kafka.structs import OffsetAndMetadata
+
+    subscribed, other = create_topic(rokka, partitions=1), create_topic(rokka, partitions=1)
+    group = topic_name("g")
+    p = producer(rokka)
+    send_all(p, subscribed, [Rec(None, b"v-%d" % i) for i in range(10)])
+    p.close(timeout=10)
+    a = admin(rokka)
+    try:
+        assert a.alter_group_offsets(group, {TopicPartition(other, 0): OffsetAndMetadata(3, "", -1)})
+        c = consumer(rokka, subscribed, group_id=group)
+        try:
+            assert len(poll_n(c, 10)) == 10
+            c.commit()
+            assert a.delete_groups([group]) == {group: "NonEmptyGroupError"}
+            got = a.delete_group_offsets(group, [TopicPartition(subscribed, 0), TopicPartition(other, 0)])
+            assert got == {TopicPartition(subscribed, 0): kafka.errors.GroupSubscribedToTopicError,
+                           TopicPartition(other, 0): kafka.errors.NoError}
+            left = a.list_group_offsets({group: None})[group]
+            assert {tp: o.offset for tp, o in left.items()} == {TopicPartition(subscribed, 0): 10}
+        finally:
+            c.close(autocommit=False)
+        assert a.delete_groups([group, group + "-never"]) == {
+            group: "OK", group + "-never": "GroupIdNotFoundError"}
+        assert a.list_group_offsets({group: None})[group] == {}
+    finally:
+        a.close()
+    c = consumer(rokka, subscribed, group_id=group)
+    try:
+        assert len(poll_n(c, 10)) == 10      # no committed offset any more: earliest again
+    finally:
+        c.close(autocommit=False)

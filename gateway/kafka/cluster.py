@@ -305,6 +305,9 @@ class OffsetStore(Protocol):
     def query(self, group: str, topic: str, queue_id: int) -> int | None: ...
     def offsets(self, group: str, topic: str) -> dict[int, int]: ...
     def topics_of_group(self, group: str) -> set[str]: ...
+    def delete_group(self, group: str, topic: str | None = None, *, durable: bool = False) -> None: ...
+    def delete_queues(self, group: str, topic: str, queue_ids: Iterable[int], *,
+                      durable: bool = False) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -359,6 +362,33 @@ class RoutedOffsets:
     def topics_of_group(self, group: str) -> set[str]:
         return self.local.topics_of_group(group) | {t for (g, t, _) in self._remote if g == group}
 
+    def delete_group(self, group: str, topic: str | None = None, *, durable: bool = False) -> None:
+        """This broker's offsets of ``group``; the other brokers' go with ``delete_group_remote``."""
+        self.local.delete_group(group, topic, durable=durable)
+
+    def delete_queues(self, group: str, topic: str, queue_ids: Iterable[int], *, durable: bool = False) -> None:
+        """Forget offsets of Kafka partitions: local ones at once; a remote one is queued as a
+        commit of -1, which RocketMQ's offset query (and so every reader) treats as no offset."""
+        local: list[int] = []
+        for partition in queue_ids:
+            broker, q = self._owner(topic, partition)
+            if broker == self.view.broker_name:
+                local.append(q)
+            else:
+                self._outbox.append(RemoteCommit(broker, group, topic, partition, q, -1))
+        self.local.delete_queues(group, topic, local, durable=durable)
+
+    async def delete_group_remote(self, group: str) -> bool:
+        """DELETE_SUBSCRIPTIONGROUP with cleanOffset on every other live broker (RocketMQ's
+        ``mqadmin deleteSubGroup -r``): the group's config and offsets there.  False if one failed."""
+        ok = True
+        for broker in self.view.nodes():
+            if broker != self.view.broker_name:
+                resp = await self._call(broker, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                                        to_ext(groupName=group, cleanOffset=True))
+                ok = ok and resp is not None
+        return ok
+
     # -- remote side ------------------------------------------------------------------------
 
     def take_outbox(self) -> list[RemoteCommit]:
@@ -395,8 +425,10 @@ class RoutedOffsets:
             broker, q = self._owner(topic, partition)
             if broker == self.view.broker_name:
                 continue
+            # setZeroIfNotFound=false: a queue the group never committed must read as "none"
+            # (-1), not as RocketMQ's "0 while the queue's first message is in memory".
             resp = await self._call(broker, RequestCode.QUERY_CONSUMER_OFFSET,
-                                    to_ext(consumerGroup=group, topic=topic, queueId=q))
+                                    to_ext(consumerGroup=group, topic=topic, queueId=q, setZeroIfNotFound=False))
             if resp is not None and resp.code == ResponseCode.SUCCESS:
                 fetched[(group, topic, partition)] = int(resp.ext_fields.get("offset", "-1"))
         self._remote = fetched

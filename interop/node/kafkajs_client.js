@@ -13,6 +13,9 @@
 //                committed}, stopped (commits offsets itself after every batch)
 //   by_time     {topic, timestamp}                   -> offsets {offsets:[{partition, offset}]}
 //   watermarks  {topic}                              -> offsets {offsets:[{partition, low, high}]}
+//   delete_groups {groupIds}                         -> deleted {results:[{groupId, errorCode}]} or
+//                                                       refused {groups:[{groupId, errorCode, type}]}
+//   committed   {groupId, topic}                     -> offsets {offsets:[{partition, offset}]}
 
 const readline = require('readline');
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs');
@@ -150,6 +153,33 @@ async function watermarks(p) {
   }
 }
 
+async function deleteGroups(p) {
+  const admin = client(p).admin();
+  await admin.connect();
+  try {
+    const results = await admin.deleteGroups(p.groupIds);
+    emit('deleted', { results: results.map((r) => ({ groupId: r.groupId, errorCode: r.errorCode })) });
+  } catch (e) {
+    if (!e.groups) throw e;
+    emit('refused', { groups: e.groups.map((g) => ({ groupId: g.groupId, errorCode: g.errorCode,
+      type: g.error && g.error.type })) });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+async function committed(p) {
+  const admin = client(p).admin();
+  await admin.connect();
+  try {
+    const topics = await admin.fetchOffsets({ groupId: p.groupId, topics: [p.topic] });
+    emit('offsets', { offsets: topics[0].partitions.map((o) => ({ partition: o.partition,
+      offset: Number(o.offset) })) });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 async function main() {
   const rl = readline.createInterface({ input: process.stdin });
   const stdinClosed = new Promise((resolve) => rl.on('close', resolve));
@@ -157,7 +187,8 @@ async function main() {
   const first = await lines.next();
   if (first.done) throw new Error('no parameters on stdin');
   const p = JSON.parse(first.value);
-  const actions = { create, produce, member: (q) => member(q, stdinClosed), by_time: byTime, watermarks };
+  const actions = { create, produce, member: (q) => member(q, stdinClosed), by_time: byTime, watermarks,
+    delete_groups: deleteGroups, committed };
   if (!actions[p.action]) throw new Error(`unknown action ${p.action}`);
   await actions[p.action](p);
   rl.close();

@@ -292,8 +292,38 @@ TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 3, 3, request=struct(
     )),
 ))
 
+DELETE_GROUPS = Api(42, "DeleteGroups", 0, 2, 2, request=struct(
+    f("groups_names", arr(STRING)),
+), response=struct(
+    f("throttle_time_ms", INT32),
+    f("results", arr(
+        f("group_id", STRING),
+        f("error_code", INT16),
+    )),
+))
+
+OFFSET_DELETE = Api(47, "OffsetDelete", 0, 0, None, request=struct(
+    f("group_id", STRING),
+    f("topics", arr(
+        f("name", STRING),
+        f("partitions", arr(
+            f("partition_index", INT32),
+        )),
+    )),
+), response=struct(
+    f("error_code", INT16),
+    f("throttle_time_ms", INT32),
+    f("topics", arr(
+        f("name", STRING),
+        f("partitions", arr(
+            f("partition_index", INT32),
+            f("error_code", INT16),
+        )),
+    )),
+))
+
 GROUP_APIS = (
     FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH,
     DESCRIBE_GROUPS, LIST_GROUPS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN,
-    TXN_OFFSET_COMMIT,
+    TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE,
 )

@@ -22,7 +22,12 @@ the timers) is inherited from ``GroupMembership``; this module adds:
   through unchanged (the handler maps them first if it ever needs to).
   The table keeps neither commit metadata nor leader epochs.
 * DescribeGroups, ListGroups, FindCoordinator (this broker coordinates every
-  group and every transactional id), DeleteGroups.
+  group and every transactional id).
+* DeleteGroups and OffsetDelete.  A group "exists" for them when it has Kafka
+  metadata or committed offsets (a RocketMQ consumer group has only offsets);
+  live consumers on either protocol make it non-empty.  DeleteGroups removes
+  the metadata and every offset of the group; OffsetDelete removes offsets of
+  partitions the group does not consume.
 
 Commit validation follows Kafka's ``validateOffsetCommit`` (wire sheet
 §4.2): a commit with generation -1, an empty member id and no instance id
@@ -43,6 +48,7 @@ import trio
 
 from core.storage.packfile import write_packed_atomic
 from gateway.kafka.groups.errors import ErrorCode
+from gateway.kafka.groups.group import Group
 from gateway.kafka.groups.membership import GroupMembership, _allow_all
 from gateway.kafka.groups.persist import encode_groups, groups_path, load_groups
 from gateway.kafka.groups.state import GroupEvent, GroupState
@@ -74,6 +80,9 @@ class OffsetStore(Protocol):
     def query(self, group: str, topic: str, queue_id: int) -> int | None: ...
     def offsets(self, group: str, topic: str) -> dict[int, int]: ...
     def topics_of_group(self, group: str) -> set[str]: ...
+    def delete_group(self, group: str, topic: str | None = None, *, durable: bool = False) -> None: ...
+    def delete_queues(self, group: str, topic: str, queue_ids: Iterable[int], *,
+                      durable: bool = False) -> None: ...
 
 
 class GroupCoordinator(GroupMembership):
@@ -87,6 +96,10 @@ class GroupCoordinator(GroupMembership):
             answer (e.g. because the group is live on RocketMQ).
         partition_exists: False for a (topic, partition) that OffsetCommit must
             refuse with UNKNOWN_TOPIC_OR_PARTITION; default accepts everything.
+        live_elsewhere: True while the group has live consumers on the other protocol
+            (RocketMQ): DeleteGroups and OffsetDelete then answer NON_EMPTY_GROUP.
+        on_group_deleted: called with the group id after DeleteGroups removed a group (the
+            runtime drops the RocketMQ subscription group config with it).
 
     Raises:
         MetadataCorrupt: the persisted group file exists but cannot be read.
@@ -94,8 +107,12 @@ class GroupCoordinator(GroupMembership):
 
     def __init__(self, config: GroupConfig, offsets: OffsetStore, *,
                  admit_group: Callable[[str], int] = _allow_all,
-                 partition_exists: Callable[[str, int], bool] | None = None) -> None:
+                 partition_exists: Callable[[str, int], bool] | None = None,
+                 live_elsewhere: Callable[[str], bool] = lambda group: False,
+                 on_group_deleted: Callable[[str], object] = lambda group: None) -> None:
         super().__init__(config, admit_group=admit_group)
+        self._live_elsewhere = live_elsewhere
+        self._on_group_deleted = on_group_deleted
         self._offsets = offsets
         self._partition_exists = partition_exists
         # (group, topic, partition) -> True while an open Kafka transaction holds a pending
@@ -309,21 +326,82 @@ class GroupCoordinator(GroupMembership):
             return CoordinatorInfo(key, ErrorCode.INVALID_REQUEST, -1, "", -1)
         return CoordinatorInfo(key, ErrorCode.NONE, cfg.node_id, cfg.host, cfg.port)
 
+    def _existing(self, group_id: str) -> Group | None | ErrorCode:
+        """The group DeleteGroups / OffsetDelete act on: its metadata (None for a group that exists
+        only as committed offsets, e.g. a RocketMQ consumer group), or the error to answer."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        g = self._groups.get(group_id)
+        if g is not None and g.state is not GroupState.DEAD:
+            return g
+        return None if self._offsets.topics_of_group(group_id) else ErrorCode.GROUP_ID_NOT_FOUND
+
+    def check_delete(self, group_id: str) -> int:
+        """What ``delete_group`` would answer, without deleting anything (a cluster forwards the
+        deletion to the other brokers in between)."""
+        g = self._existing(group_id)
+        if isinstance(g, ErrorCode):
+            return g
+        if (g is not None and g.state is not GroupState.EMPTY) or self._live_elsewhere(group_id):
+            return ErrorCode.NON_EMPTY_GROUP
+        return ErrorCode.NONE
+
     def delete_group(self, group_id: str) -> int:
-        """DeleteGroups for one group: only a group without members can go (offsets are kept).
+        """DeleteGroups for one group: a group without live members on either protocol goes,
+        with every committed offset of it (Kafka deletes a group's offsets with the group).
 
         Returns:
             NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP or INVALID_GROUP_ID.
         """
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
+        error = self.check_delete(group_id)
+        if error != ErrorCode.NONE:
+            return error
         g = self._groups.get(group_id)
-        if g is None or g.state is GroupState.DEAD:
-            return ErrorCode.GROUP_ID_NOT_FOUND
-        if g.state is not GroupState.EMPTY:
-            return ErrorCode.NON_EMPTY_GROUP
-        g.fire(GroupEvent.UNLOAD)
-        del self._groups[group_id]
-        self._changed()
+        if g is not None:
+            g.fire(GroupEvent.UNLOAD)
+            del self._groups[group_id]
+            self._changed()
+        self._offsets.delete_group(group_id, durable=self._config.durable_commits)
+        self._on_group_deleted(group_id)
         log.info("kafka group deleted", group=group_id)
         return ErrorCode.NONE
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]],
+                       ) -> tuple[int, list[PartitionError]]:
+        """OffsetDelete (Kafka ``handleDeleteOffsets``): forget committed offsets of partitions
+        the group does not consume.  An empty group loses every requested partition; a group of
+        the "consumer" protocol type with members keeps the partitions of topics its members
+        subscribe to (GROUP_SUBSCRIBED_TO_TOPIC); any other live group is NON_EMPTY_GROUP.
+
+        Returns:
+            (group error, one entry per partition in request order; empty when the group error
+            is not NONE).
+        """
+        g = self._existing(group_id)
+        if isinstance(g, ErrorCode):
+            return g, []
+        if self._live_elsewhere(group_id):
+            return ErrorCode.NON_EMPTY_GROUP, []
+        subscribed: set[str] | None = set()
+        if g is not None and g.state is not GroupState.EMPTY:
+            if g.protocol_type != "consumer":
+                return ErrorCode.NON_EMPTY_GROUP, []
+            subscribed = g.subscribed_topics()
+        out: list[PartitionError] = []
+        gone: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            if partition < 0 or (self._partition_exists is not None
+                                 and not self._partition_exists(topic, partition)):
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif subscribed is None or topic in subscribed:
+                code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                code = ErrorCode.NONE
+                gone.setdefault(topic, []).append(partition)
+            out.append(PartitionError(topic, partition, code))
+        for topic, queue_ids in gone.items():
+            self._offsets.delete_queues(group_id, topic, queue_ids, durable=self._config.durable_commits)
+        if gone:
+            log.info("kafka group offsets deleted", group=group_id,
+                     partitions=sum(len(q) for q in gone.values()))
+        return ErrorCode.NONE, out

@@ -25,6 +25,7 @@ list (deterministic, and what a single member would pick).
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,27 @@ from gateway.kafka.groups.state import GroupEvent, GroupState, next_state
 from gateway.kafka.groups.types import JoinResult, SyncResult
 
 T = TypeVar("T")
+
+
+def subscription_topics(metadata: bytes) -> set[str] | None:
+    """The topic list that leads every version of ConsumerProtocolSubscription (int16 version,
+    then an int32 count of int16-length strings); None when ``metadata`` is not one."""
+    try:
+        if len(metadata) < 6:
+            return None
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        if count < 0 or count > len(metadata):
+            return None
+        pos, topics = 6, set()
+        for _ in range(count):
+            (n,) = struct.unpack_from(">h", metadata, pos)
+            if n < 0 or pos + 2 + n > len(metadata):
+                return None
+            topics.add(metadata[pos + 2:pos + 2 + n].decode("utf-8"))
+            pos += 2 + n
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return None
 
 
 class Waiter(Generic[T]):
@@ -155,6 +177,21 @@ class Group:
         if member_id not in self.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE
+
+    def subscribed_topics(self) -> set[str] | None:
+        """Topics the members subscribe to (Kafka ``Group.subscribedTopics``): parsed from each
+        member's ConsumerProtocolSubscription for the chosen assignor; None when the group does
+        not use the "consumer" protocol type or a subscription does not parse (callers must then
+        assume every topic is subscribed)."""
+        if self.protocol_type != "consumer":
+            return None
+        topics: set[str] = set()
+        for m in self.members.values():
+            parsed = subscription_topics(m.metadata_for(self.protocol_name))
+            if parsed is None:
+                return None
+            topics |= parsed
+        return topics
 
     def all_joined(self) -> bool:
         return not self.pending and all(m.join_waiter is not None for m in self.members.values())

@@ -8,7 +8,8 @@ coordinator decides (and may park the call: JoinGroup and SyncGroup wait for
 the rebalance), and the result is laid out in the shape the request's version
 needs (e.g. LeaveGroup v0-v2 answers one top-level error, v3+ per member;
 OffsetFetch v8 nests by group).  InitProducerId goes to the producer-state
-manager; its outcomes map to Kafka codes here.
+manager; its outcomes map to Kafka codes here.  DeleteGroups and OffsetDelete
+act on the shared offset table (see ``GroupCoordinator.delete_group``).
 
 Offsets committed for a view (``compat.views``) are stored under the view's
 source topic (``resolve_topic``), and answered under the name the client used.
@@ -20,7 +21,9 @@ different brokers meet in one coordinator; transactional ids stay on the
 receiving broker.  OffsetCommit stores local partitions at once and then
 forwards the other brokers' partitions to their owners (a failed forward
 answers COORDINATOR_NOT_AVAILABLE for that partition, which clients retry);
-OffsetFetch reads remote partitions from their owners first.
+OffsetFetch reads remote partitions from their owners first.  DeleteGroups
+first asks every other broker to drop the group (DELETE_SUBSCRIPTIONGROUP with
+cleanOffset), OffsetDelete forwards remote partitions as a commit of -1.
 """
 
 from __future__ import annotations
@@ -180,6 +183,38 @@ async def list_groups(coord: GroupCoordinator, ctx: KafkaRequestContext, req: An
                                          "group_state": g.state} for g in groups]}
 
 
+async def delete_groups(coord: GroupCoordinator, routed: RoutedOffsets | None, ctx: KafkaRequestContext,
+                        req: Any) -> dict[str, Any]:
+    results = []
+    for group_id in req.groups_names:
+        code = coord.check_delete(group_id)
+        if code == 0 and routed is not None and routed.view.clustered:
+            if not await routed.delete_group_remote(group_id):
+                code = COORDINATOR_NOT_AVAILABLE   # retriable; nothing deleted here yet
+        if code == 0:
+            code = coord.delete_group(group_id)    # checks again: the await above may have let a member in
+        results.append({"group_id": group_id, "error_code": code})
+    return {"results": results}
+
+
+async def offset_delete(coord: GroupCoordinator, resolve_topic: Callable[[str], str],
+                        routed: RoutedOffsets | None, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    names = {resolve_topic(t.name): t.name for t in req.topics}
+    if routed is not None:
+        await routed.view.ensure(names)
+    error, parts = coord.delete_offsets(req.group_id, [(resolve_topic(t.name), p.partition_index)
+                                                       for t in req.topics for p in t.partitions])
+    if routed is not None:  # remote partitions' deletions (no await before this)
+        failed = await routed.push(routed.take_outbox())
+        parts = [replace(e, error_code=COORDINATOR_NOT_AVAILABLE) if (e.topic, e.partition) in failed else e
+                 for e in parts]
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for e in parts:
+        by_topic.setdefault(names.get(e.topic, e.topic), []).append(
+            {"partition_index": e.partition, "error_code": e.error_code})
+    return {"error_code": error, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
 async def init_producer_id(producers: ProducerStateManager, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
     result = await producers.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
                                               req.producer_id, req.producer_epoch)
@@ -203,4 +238,6 @@ def build_group_routes(coord: GroupCoordinator, producers: ProducerStateManager,
     routes[8] = Route(partial(offset_commit, coord, resolve_topic, routed), 2, 8)
     routes[9] = Route(partial(offset_fetch, coord, resolve_topic, routed), 1, 8)
     routes[22] = Route(partial(init_producer_id, producers), 0, 4)
+    routes[42] = Route(partial(delete_groups, coord, routed), 0, 2)
+    routes[47] = Route(partial(offset_delete, coord, resolve_topic, routed), 0, 0)
     return routes

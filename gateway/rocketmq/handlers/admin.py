@@ -131,8 +131,12 @@ async def handle_all_groups(ctx: BrokerContext, channel: Any, req: RemotingComma
 
 
 async def handle_delete_group(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    group = Header(req).str("groupName")
+    h = Header(req)
+    group = h.str("groupName")
     ctx.broker.sub_groups.delete(group)
+    if h.bool("cleanOffset", False):   # RocketMQ 4.9 header field (mqadmin deleteSubGroup -r)
+        ctx.broker.offsets.delete_group(group, durable=True)
+    log.info("subscription group deleted", group=group, clean_offset=h.bool("cleanOffset", False))
     return req.make_response(ResponseCode.SUCCESS)
 
 

@@ -155,8 +155,11 @@ async def handle_query_offset(ctx: BrokerContext, channel: Any, req: RemotingCom
     h = Header(req)
     group, topic, queue_id = h.str("consumerGroup"), h.str("topic"), h.int("queueId")
     offset = ctx.broker.offsets.query(group, topic, queue_id)
-    if offset is None:
-        if ctx.broker.store.min_offset(topic, queue_id) <= 0 and _first_message_in_memory(ctx, topic, queue_id):
+    if offset is None or offset < 0:   # a committed -1 reads as none, as in RocketMQ
+        # RocketMQ 5's setZeroIfNotFound=false (4.x clients never send it) asks for the plain answer.
+        zero_if_not_found = h.bool("setZeroIfNotFound", True)
+        if (zero_if_not_found and ctx.broker.store.min_offset(topic, queue_id) <= 0
+                and _first_message_in_memory(ctx, topic, queue_id)):
             offset = 0
         else:
             return req.make_response(ResponseCode.QUERY_NOT_FOUND,

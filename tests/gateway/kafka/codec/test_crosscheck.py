@@ -78,7 +78,17 @@ def _compare(ours: tuple[Field, ...], refs: list[Any], v: int, commons: dict[str
             _compare(inner.fields, sub, v, commons, where)
 
 
-@pytest.mark.parametrize("key", sorted(APIS))
+#: APIs the reference folder has no schema for (it covers the APIs of the Kafka issue); their
+#: declarations are checked by the round-trip tests and the real clients in interop/ instead.
+NOT_IN_REFERENCE = {42: "DeleteGroups", 47: "OffsetDelete"}
+
+
+def test_only_the_known_apis_lack_a_reference() -> None:
+    missing = {k: api.name for k, api in APIS.items() if not (REF / f"{api.name}Request.json").exists()}
+    assert missing == NOT_IN_REFERENCE
+
+
+@pytest.mark.parametrize("key", sorted(set(APIS) - set(NOT_IN_REFERENCE)))
 def test_declarations_match_reference(key: int) -> None:
     api = APIS[key]
     for kind, ours in (("Request", api.request), ("Response", api.response)):
