@@ -48,6 +48,11 @@ Durability rules (``config/kafkaTxn.msgpack``, atomic msgpack):
 A completion whose store write fails leaves the transaction in Prepare*;
 ``run`` retries it and EndTxn answers CONCURRENT_TRANSACTIONS meanwhile.
 
+A transactional id idle (Empty/Complete*) for ``id_expiration_ms`` (Kafka's
+transactional.id.expiration.ms, 7 days) since its last transition is
+forgotten with its producer id, so the table does not grow without bound; a
+later InitProducerId of that id starts afresh at a new producer id, epoch 0.
+
 Concurrency: every public method runs on the trio thread; checks and
 state changes happen without an await in between, awaits are only for
 fsyncs.  Produce calls ``check_produce`` then ``append_halves`` with no
@@ -137,6 +142,9 @@ TRANSITIONS: dict[tuple[TxnState, TxnEvent], TxnState | TxnOutcome] = {
     (S.PREPARE_ABORT, E.COMPLETE): S.COMPLETE_ABORT,
 }
 PREPARED = (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+IDLE = (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+#: Kafka's transactional.id.expiration.ms default: an idle transactional id is forgotten after 7 days.
+ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000
 
 
 def next_state(state: TxnState, event: TxnEvent) -> TxnState | TxnOutcome:
@@ -164,6 +172,7 @@ class Txn:
     start_ms: int = -1
     half_start: int = 0                                           # half-queue end when it became Ongoing
     marks: dict[Partition, int] = field(default_factory=dict)     # real queue ends at PrepareCommit
+    updated_ms: int = -1                                          # wall clock of the last transition
 
     def clear(self) -> None:
         self.partitions, self.groups, self.halves = set(), set(), {}
@@ -198,6 +207,8 @@ class KafkaTxnCoordinator:
         clock_ms: wall clock (transaction start times and timeouts).
         apply_offset: stores one committed offset at commit time
             (group, topic, partition, offset); default: the broker's offset table.
+        id_expiration_ms: a transactional id idle (Empty/Complete*) this long is forgotten, with
+            its producer id (Kafka's transactional.id.expiration.ms).
 
     Raises:
         MetadataCorrupt: the state file exists but cannot be read.
@@ -205,7 +216,9 @@ class KafkaTxnCoordinator:
 
     def __init__(self, broker: Broker, producers: ProducerStateManager, config_dir: Path | None, *,
                  clock_ms: Callable[[], int] = _wall_ms,
-                 apply_offset: Callable[[str, str, int, int], None] | None = None) -> None:
+                 apply_offset: Callable[[str, str, int, int], None] | None = None,
+                 id_expiration_ms: int = ID_EXPIRATION_MS) -> None:
+        self._id_expiration_ms = id_expiration_ms
         self.broker = broker
         self.producers = producers
         self._path = None if config_dir is None else config_dir / FILE_NAME
@@ -226,6 +239,10 @@ class KafkaTxnCoordinator:
 
     def get(self, tid: str) -> Txn | None:
         return self._txns.get(tid)
+
+    def transactions(self) -> list[Txn]:
+        """Every transactional id this coordinator knows (ListTransactions)."""
+        return list(self._txns.values())
 
     def _txn_for(self, tid: str, pid: int, epoch: int) -> Txn | TxnOutcome:
         """The request's transaction after Kafka's id/epoch checks (wire sheet §5.3)."""
@@ -280,7 +297,7 @@ class KafkaTxnCoordinator:
         txn.state = S.EMPTY
         txn.clear()
         self._by_pid[producer_id] = tid
-        self._changed()
+        self._touch(txn)
 
     # ------------------------------------------------------------------ AddPartitions / AddOffsets
 
@@ -304,6 +321,7 @@ class KafkaTxnCoordinator:
             log.info("kafka transaction started", transactional_id=tid, producer_id=pid, epoch=epoch)
         txn.partitions |= parts
         txn.groups |= grps
+        self._touch(txn)
         await self.persist()
         return Out.OK
 
@@ -366,6 +384,7 @@ class KafkaTxnCoordinator:
     async def _end(self, txn: Txn, prepared: TxnState) -> bool:
         """Ongoing -> Prepare* (durable) -> store -> Complete*; False if the store refused (retried later)."""
         txn.state = prepared
+        txn.updated_ms = self._clock()
         if prepared is S.PREPARE_COMMIT:
             store = self.broker.store
             txn.marks = {(t, p): store.max_offset(t, p) for t, p in txn.partitions}
@@ -407,7 +426,7 @@ class KafkaTxnCoordinator:
         assert isinstance(done, TxnState)
         txn.state = done
         txn.clear()
-        self._changed()
+        self._touch(txn)
         return True
 
     def _completion_messages(self, txn: Txn, commit: bool) -> tuple[list[Message], list[int]]:
@@ -477,8 +496,20 @@ class KafkaTxnCoordinator:
                     self._busy.discard(txn.tid)
             elif txn.state is S.ONGOING and txn.start_ms >= 0 and now - txn.start_ms > txn.timeout_ms:
                 await self._expire(txn)
+            elif txn.state in IDLE and now - txn.updated_ms > self._id_expiration_ms:
+                self._forget(txn)
         if self._dirty:
             await self.persist()
+
+    def _forget(self, txn: Txn) -> None:
+        """Drop an idle transactional id and its producer id (a later InitProducerId starts afresh)."""
+        del self._txns[txn.tid]
+        if self._by_pid.get(txn.producer_id) == txn.tid:
+            del self._by_pid[txn.producer_id]
+        self.producers.forget_transactional_id(txn.tid)
+        self._changed()
+        log.info("kafka transactional id expired", transactional_id=txn.tid, producer_id=txn.producer_id,
+                 idle_ms=self._clock() - txn.updated_ms)
 
     async def _expire(self, txn: Txn) -> None:
         log.warning("kafka transaction timed out; aborting", transactional_id=txn.tid,
@@ -530,6 +561,10 @@ class KafkaTxnCoordinator:
     def _changed(self) -> None:
         self._dirty = True
 
+    def _touch(self, txn: Txn) -> None:
+        txn.updated_ms = self._clock()
+        self._changed()
+
     async def persist(self) -> None:
         """Write the table durably (fsync on a worker thread, one writer at a time)."""
         self._dirty = False
@@ -550,7 +585,7 @@ class KafkaTxnCoordinator:
                  [list(p) for p in sorted(t.partitions)], sorted(t.groups),
                  [[c, q] for c, q in sorted(t.halves.items())],
                  [[g, tp, p, o] for (g, tp, p), o in t.pending_offsets.items()],
-                 t.start_ms, t.half_start, [[tp, p, m] for (tp, p), m in t.marks.items()]]
+                 t.start_ms, t.half_start, [[tp, p, m] for (tp, p), m in t.marks.items()], t.updated_ms]
                 for t in self._txns.values()]
         return pack({"version": VERSION, "txns": rows})
 
@@ -571,10 +606,12 @@ class KafkaTxnCoordinator:
                           for t in self._txns.values()))
 
     def _decode_row(self, row: list[Any]) -> None:
-        tid, pid, epoch, timeout, state, parts, groups, halves, pending, start, half_start, marks = row
+        # Files written before ``updated_ms`` existed have 12 fields: such ids count as updated now.
+        tid, pid, epoch, timeout, state, parts, groups, halves, pending, start, half_start, marks = row[:12]
+        updated = int(row[12]) if len(row) > 12 else self._clock()
         txn = Txn(tid, int(pid), int(epoch), int(timeout), TxnState(state),
                   {(str(t), int(p)) for t, p in parts}, set(groups), {int(c): int(q) for c, q in halves},
                   {(g, t, int(p)): int(o) for g, t, p, o in pending}, int(start), int(half_start),
-                  {(t, int(p)): int(m) for t, p, m in marks})
+                  {(t, int(p)): int(m) for t, p, m in marks}, updated)
         self._txns[tid] = txn
         self._by_pid[txn.producer_id] = tid

@@ -268,6 +268,20 @@ class ProducerStateManager:
         """Extension point for the transaction coordinator (read/modify, then ``persist``)."""
         return self._txn.get(transactional_id)
 
+    def forget_transactional_id(self, transactional_id: str) -> None:
+        """Drop an expired transactional id (the transaction coordinator decides when)."""
+        entry = self._txn.pop(transactional_id, None)
+        if entry is not None:
+            if self._txn_by_pid.get(entry.producer_id) == transactional_id:
+                del self._txn_by_pid[entry.producer_id]
+            self._dirty = True
+
+    def producers_of(self, topic: str, partition: int) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, last batch timestamp) of the idempotent producers
+        that wrote ``topic``/``partition`` (DescribeProducers), by producer id."""
+        return sorted((pid, e.epoch, e.last_seq, e.batches[-1].timestamp_ms if e.batches else -1)
+                      for (pid, t, p), e in self._entries.items() if t == topic and p == partition)
+
     async def bump_epoch(self, transactional_id: str) -> TxnIdEntry | None:
         """Fence the current producer of ``transactional_id``: epoch + 1, durable before returning.
 

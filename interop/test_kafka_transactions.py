@@ -235,3 +235,51 @@ def test_kafka_python_transactional_producer(rokka: harness.ServerProcess) -> No
     want = sorted(f"kp-{i}".encode() for i in range(5))
     assert sorted(read_all(rokka, dst, "read_committed", 5)) == want
     assert sorted(rocketmq_values(rokka, dst)) == want
+
+
+def test_kafka_python_admin_lists_and_describes_transactions(rokka: harness.ServerProcess) -> None:
+    """kafka-python's admin (ListTransactions, DescribeTransactions, DescribeProducers) sees a
+    confluent-kafka transaction while it is open and after it commits."""
+    pytest.importorskip("kafka", reason="kafka-python is not installed")
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.errors import TransactionalIdNotFoundError
+
+    dst = topic_name("txa")
+    create_topics(rokka, dst)
+    tid = topic_name("adm")
+    p = txn_producer(rokka, tid, **{"enable.idempotence": True})
+    a = KafkaAdminClient(bootstrap_servers=rokka.kafka, request_timeout_ms=int(T * 1000))
+    try:
+        p.begin_transaction()
+        send(p, dst, [b"open-1", b"open-2"], partition=1)
+
+        (listings,) = a.list_transactions().values()
+        mine = [t for t in listings if t.transactional_id == tid]
+        assert [t.state.value for t in mine] == ["Ongoing"]
+        pid = mine[0].producer_id
+        assert [t.transactional_id for t in a.list_transactions(state_filters=["Ongoing"]).popitem()[1]
+                if t.transactional_id == tid] == [tid]
+        assert all(t.transactional_id != tid
+                   for t in a.list_transactions(producer_id_filters=[pid + 1000]).popitem()[1])
+        running = {t.transactional_id for t in a.list_transactions(duration_filter_ms=0).popitem()[1]}
+        assert tid in running                                  # v1's duration filter: running >= 0 ms
+        assert tid not in {t.transactional_id
+                           for t in a.list_transactions(duration_filter_ms=3_600_000).popitem()[1]}
+        desc = a.describe_transactions([tid])[tid]
+        assert (desc.state.value, desc.producer_id) == ("Ongoing", pid)
+        assert desc.topic_partitions == {KpTopicPartition(dst, 1)}
+        assert desc.transaction_start_time_ms > 0 and desc.transaction_timeout_ms > 0
+        producers = a.describe_producers([KpTopicPartition(dst, 1), KpTopicPartition(dst, 0)])
+        assert [(s.producer_id, s.last_sequence) for s in producers[KpTopicPartition(dst, 1)].active_producers] \
+            == [(pid, 1)]
+        assert producers[KpTopicPartition(dst, 0)].active_producers == []
+
+        p.commit_transaction(T)
+        assert a.describe_transactions([tid])[tid].state.value == "CompleteCommit"
+        assert a.describe_transactions([tid])[tid].topic_partitions == set()
+        with pytest.raises(TransactionalIdNotFoundError):
+            a.describe_transactions([tid + "-never"])
+    finally:
+        a.close()
+        p.flush(T)

@@ -92,6 +92,7 @@ class ErrorCode(IntEnum):
     THROTTLING_QUOTA_EXCEEDED = 89
     PRODUCER_FENCED = 90
     UNKNOWN_TOPIC_ID = 100
+    TRANSACTIONAL_ID_NOT_FOUND = 105
 
 
 class KafkaProtocolError(Exception):

@@ -280,3 +280,33 @@ async def test_restart_then_timeout_aborts_open_transaction(tmp_path: Path) -> N
                 nursery.cancel_scope.cancel()
     finally:
         n.close()
+
+
+async def test_idle_transactional_ids_expire_and_survive_restart_until_then(tmp_path: Path) -> None:
+    clock = Clock()
+    n = Node(tmp_path, clock)
+    try:
+        with trio.fail_after(10):
+            pid, ep = await n.init("idle")
+            assert await n.txns.add_partitions("idle", pid, ep, [("A", 0)]) is OK
+            assert await n.txns.end_txn("idle", pid, ep, True) is OK          # CompleteCommit
+            busy_pid, busy_ep = await n.init("busy")
+            assert await n.txns.add_partitions("busy", busy_pid, busy_ep, [("A", 1)]) is OK
+            clock.now += 7 * 24 * 3600 * 1000
+            await n.txns.tick()
+            assert n.txns.get("idle") is not None                            # exactly 7 days: kept
+    finally:
+        n.close()
+    n = Node(tmp_path, clock)                                   # a restart: the timestamps persist
+    try:
+        with trio.fail_after(10):
+            clock.now += 1
+            await n.txns.tick()
+            assert n.txns.get("idle") is None
+            assert n.producers.transactional_entry("idle") is None
+            assert n.txns.get("busy") is not None                           # Ongoing: timed out, not forgotten
+            again, epoch = await n.init("idle")
+            assert (again, epoch) != (pid, ep) and epoch == 0                 # a fresh producer id
+            assert await n.txns.end_txn("idle", pid, ep, True) is TxnOutcome.INVALID_PRODUCER_ID_MAPPING
+    finally:
+        n.close()

@@ -187,3 +187,28 @@ def test_corrupt_state_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / FILE_NAME).write_bytes(b"\xc1garbage")
     with pytest.raises(MetadataCorrupt):
         ProducerStateManager(tmp_path)
+
+
+def test_producers_of_a_partition() -> None:
+    now = [5_000]
+    mgr = ProducerStateManager(None, clock_ms=lambda: now[0])
+    assert produce(mgr, 7, 2, 0, 3, offset=0) is A
+    now[0] = 6_000
+    assert produce(mgr, 3, 0, 0, 1, offset=3) is A
+    assert produce(mgr, 3, 0, 1, 4, offset=4) is A
+    assert produce(mgr, 3, 0, 0, 1, offset=0, part=1) is A
+    assert mgr.producers_of("t", 0) == [(3, 0, 4, 6_000), (7, 2, 2, 5_000)]
+    assert mgr.producers_of("t", 1) == [(3, 0, 0, 6_000)]
+    assert mgr.producers_of("u", 0) == []
+
+
+async def test_forget_transactional_id(tmp_path: Path) -> None:
+    mgr = ProducerStateManager(tmp_path)
+    r = await mgr.init_producer_id("tx", 60_000)
+    mgr.forget_transactional_id("tx")
+    mgr.forget_transactional_id("never")
+    assert mgr.transactional_entry("tx") is None
+    mgr.close()
+    again = ProducerStateManager(tmp_path)
+    assert again.transactional_entry("tx") is None
+    assert (await again.init_producer_id("tx", 60_000)).producer_id != r.producer_id

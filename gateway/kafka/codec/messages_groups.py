@@ -322,8 +322,68 @@ OFFSET_DELETE = Api(47, "OffsetDelete", 0, 0, None, request=struct(
     )),
 ))
 
+DESCRIBE_PRODUCERS = Api(61, "DescribeProducers", 0, 0, 0, request=struct(
+    f("topics", arr(
+        f("name", STRING),
+        f("partition_indexes", arr(INT32)),
+    )),
+), response=struct(
+    f("throttle_time_ms", INT32),
+    f("topics", arr(
+        f("name", STRING),
+        f("partitions", arr(
+            f("partition_index", INT32),
+            f("error_code", INT16),
+            f("error_message", STRING, null="0+", default=None),
+            f("active_producers", arr(
+                f("producer_id", INT64),
+                f("producer_epoch", INT32),
+                f("last_sequence", INT32, default=-1),
+                f("last_timestamp", INT64, default=-1),
+                f("coordinator_epoch", INT32),
+                f("current_txn_start_offset", INT64, default=-1),
+            )),
+        )),
+    )),
+))
+
+DESCRIBE_TRANSACTIONS = Api(65, "DescribeTransactions", 0, 0, 0, request=struct(
+    f("transactional_ids", arr(STRING)),
+), response=struct(
+    f("throttle_time_ms", INT32),
+    f("transaction_states", arr(
+        f("error_code", INT16),
+        f("transactional_id", STRING),
+        f("transaction_state", STRING),
+        f("transaction_timeout_ms", INT32),
+        f("transaction_start_time_ms", INT64),
+        f("producer_id", INT64),
+        f("producer_epoch", INT16),
+        f("topics", arr(
+            f("topic", STRING),
+            f("partitions", arr(INT32)),
+        )),
+    )),
+))
+
+LIST_TRANSACTIONS = Api(66, "ListTransactions", 0, 1, 0, request=struct(
+    f("state_filters", arr(STRING)),
+    f("producer_id_filters", arr(INT64)),
+    f("duration_filter", INT64, "1+", default=-1),
+), response=struct(
+    f("throttle_time_ms", INT32),
+    f("error_code", INT16),
+    f("unknown_state_filters", arr(STRING)),
+    f("transaction_states", arr(
+        f("transactional_id", STRING),
+        f("producer_id", INT64),
+        f("transaction_state", STRING),
+    )),
+))
+
 GROUP_APIS = (
     FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH,
     DESCRIBE_GROUPS, LIST_GROUPS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN,
-    TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE,
+    TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS,
+    LIST_TRANSACTIONS,
 )

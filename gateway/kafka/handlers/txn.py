@@ -25,22 +25,29 @@ of the request 55 OPERATION_NOT_ATTEMPTED (nothing is added).
 TxnOffsetCommit: the committer is validated by the group coordinator
 (``validate_txn_commit``); the offsets wait in the transaction and are
 applied by EndTxn(commit).
+
+Admin views: DescribeTransactions (105 TRANSACTIONAL_ID_NOT_FOUND for an
+unknown id), ListTransactions v0-1 (v2's regular-expression filter is not
+offered: Java and Python regexes differ) and DescribeProducers (producer
+state of this broker's partitions; a transaction's records enter their
+partition only at commit, so current_txn_start_offset is always -1).
 """
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import Any
 
 import structlog
 
-from core.kafka_txn import KafkaTxnCoordinator, TxnOutcome
+from core.kafka_txn import KafkaTxnCoordinator, TxnOutcome, TxnState
 from core.producer_state import MAX_TXN_TIMEOUT_MS, NO_PRODUCER_ID, ProducerStateManager
 from core.topics import is_system_topic
 from gateway.kafka.errors import ErrorCode as E
 from gateway.kafka.groups.coordinator import GroupCoordinator
 from gateway.kafka.handlers import group_api
-from gateway.kafka.handlers.common import KafkaEnv, has_partition
+from gateway.kafka.handlers.common import KafkaEnv, ensure_routes, has_partition, local_queue, partition_error, resolve
 from gateway.kafka.server import KafkaRequestContext, Route
 
 log = structlog.get_logger(__name__)
@@ -179,13 +186,72 @@ async def txn_offset_commit(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: Gro
     return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
+async def describe_transactions(txns: KafkaTxnCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    out = []
+    for tid in req.transactional_ids:
+        txn = txns.get(tid)
+        if txn is None:
+            out.append({"error_code": int(E.TRANSACTIONAL_ID_NOT_FOUND), "transactional_id": tid,
+                        "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                        "producer_id": -1, "producer_epoch": -1, "topics": []})
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(txn.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        out.append({"error_code": 0, "transactional_id": tid, "transaction_state": txn.state.value,
+                    "transaction_timeout_ms": txn.timeout_ms, "transaction_start_time_ms": txn.start_ms,
+                    "producer_id": txn.producer_id, "producer_epoch": txn.epoch,
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]})
+    return {"transaction_states": out}
+
+
+async def list_transactions(txns: KafkaTxnCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    """Kafka ``listTransactionStates``: state and producer-id filters (empty = all), v1's duration
+    filter (only transactions running at least that long; an idle id has none running)."""
+    known = {s.value for s in TxnState}
+    states = set(req.state_filters)
+    pids = set(req.producer_id_filters)
+    now = int(time.time() * 1000)
+    listed = [{"transactional_id": t.tid, "producer_id": t.producer_id, "transaction_state": t.state.value}
+              for t in txns.transactions()
+              if (not states or t.state.value in states) and (not pids or t.producer_id in pids)
+              and (req.duration_filter < 0 or (t.start_ms >= 0 and now - t.start_ms >= req.duration_filter))]
+    return {"error_code": 0, "unknown_state_filters": sorted(states - known), "transaction_states": listed}
+
+
+async def describe_producers(env: KafkaEnv, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    """Idempotent/transactional producers that wrote each partition (their records reach the real
+    queue only at commit, so no partition has an open transaction's start offset: -1)."""
+    producers = env.producers
+    topics = []
+    await ensure_routes(env, [t.name for t in req.topics])
+    for t in req.topics:
+        parts = []
+        for index in t.partition_indexes:
+            queue = None if is_system_topic(t.name) else local_queue(env, t.name, index)
+            if queue is None:
+                parts.append({"partition_index": index, "error_code": partition_error(env, t.name, index),
+                              "active_producers": []})
+                continue
+            active = producers.producers_of(resolve(env, t.name)[0], queue) if producers is not None else []
+            parts.append({"partition_index": index, "error_code": 0, "active_producers": [
+                {"producer_id": pid, "producer_epoch": epoch, "last_sequence": seq, "last_timestamp": ts,
+                 "coordinator_epoch": -1, "current_txn_start_offset": -1} for pid, epoch, seq, ts in active]})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"topics": topics}
+
+
 def build_txn_routes(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: GroupCoordinator,
                      producers: ProducerStateManager) -> dict[int, Route]:
-    """Routes for InitProducerId (replacing ``group_api``'s) and the four transaction APIs."""
+    """Routes for InitProducerId (replacing ``group_api``'s), the four transaction APIs and the
+    admin views of them (DescribeProducers, DescribeTransactions, ListTransactions)."""
     return {
         22: Route(partial(init_producer_id, txns, producers), 0, 4),
         24: Route(partial(add_partitions_to_txn, env, txns), 0, 3),
         25: Route(partial(add_offsets_to_txn, txns), 0, 3),
         26: Route(partial(end_txn, txns), 0, 3),
         28: Route(partial(txn_offset_commit, env, txns, coord), 0, 3),
+        61: Route(partial(describe_producers, env), 0, 0),
+        65: Route(partial(describe_transactions, txns), 0, 0),
+        66: Route(partial(list_transactions, txns), 0, 1),
     }
