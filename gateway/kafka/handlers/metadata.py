@@ -12,7 +12,9 @@ Kafka's rules; RocketMQ system/retry/DLQ topics are hidden from listings but
 retry, DLQ and schedule topics answer when asked for by their RocketMQ names.
 Views (``compat.views``) are listed like topics, with their source's
 partitions; CreateTopics with ``rokka.view.*`` configs creates one,
-DeleteTopics removes it, DescribeConfigs shows its configs.
+DeleteTopics removes it, DescribeConfigs shows its configs.  Other topic
+configs are checked by ``topic_configs`` (compaction and per-topic
+LogAppendTime refused, unknown names refused, the rest logged as not applied).
 
 In a cluster (``env.cluster``, see ``gateway.kafka.cluster``) Metadata and
 DescribeCluster list every live broker that published a Kafka endpoint;
@@ -29,6 +31,8 @@ from __future__ import annotations
 
 import uuid
 
+import structlog
+
 from compat.views import view_from_configs
 from core.topics import TopicConfig, is_system_topic
 from gateway.kafka.codec import Struct
@@ -44,7 +48,10 @@ from gateway.kafka.handlers.common import (
     resolve,
     topic_config,
 )
+from gateway.kafka.handlers.topic_configs import check_topic_configs
 from gateway.kafka.server import KafkaRequestContext
+
+log = structlog.get_logger(__name__)
 
 _NS = uuid.UUID("6f1c2b7e-0000-4000-8000-726f6b6b6121")
 
@@ -145,12 +152,16 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
     for t in req.topics:
         n = env.broker.cfg.kafka_num_partitions if t.num_partitions == -1 else t.num_partitions
         err, msg = 0, None
+        configs = {c.name: c.value for c in (t.configs or [])}
+        refused, ignored = check_topic_configs(configs)
         try:
-            view = view_from_configs(t.name, {c.name: c.value for c in (t.configs or [])})
+            view = view_from_configs(t.name, configs)
         except ValueError as exc:
             view, err, msg = None, E.INVALID_CONFIG, str(exc)
+        if refused is not None and not err:
+            err, msg = E.INVALID_CONFIG, refused
         if err:
-            pass
+            log.info("kafka create topic refused", topic=t.name, error=int(err), reason=msg)
         elif invalid_topic_name(t.name):
             err, msg = E.INVALID_TOPIC_EXCEPTION, "topic names use [a-zA-Z0-9._-], at most 249 chars"
         elif (t.name in env.broker.topics or env.views.get(t.name) is not None
@@ -174,6 +185,9 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
             err, msg = E.INVALID_REPLICATION_FACTOR, "replication factor must be 1 on a single node"
         elif not req.validate_only:
             env.broker.topics.ensure(t.name, n)
+            if ignored:
+                log.warning("kafka topic configs not applied: store-wide settings govern every topic",
+                            topic=t.name, configs=ignored)
         ok = err == 0
         results.append(Struct(name=t.name, topic_id=topic_id(t.name) if ok else uuid.UUID(int=0),
                               error_code=err, error_message=msg, num_partitions=n if ok else -1,

@@ -147,6 +147,24 @@ async def test_admin_errors_and_metadata(env: KafkaEnv) -> None:
         APIS[3].encode_response(v, md)
 
 
+async def test_create_topics_checks_topic_configs(env: KafkaEnv) -> None:
+    def topic(name: str, **configs: str) -> Struct:
+        return Struct(name=name, num_partitions=2, replication_factor=-1, assignments=[],
+                      configs=[Struct(name=k.replace("_", "."), value=v) for k, v in configs.items()])
+
+    ct = await M.handle_create_topics(env, ctx(19, 7), req(19, topics=[
+        topic("compacted", cleanup_policy="compact"),
+        topic("both", cleanup_policy="delete,compact"),
+        topic("appendtime", message_timestamp_type="LogAppendTime"),
+        topic("typo", retention_msec="1000"),
+        topic("plain", cleanup_policy="delete", retention_ms="3600000", min_insync_replicas="2")]))
+    assert [(t.name, t.error_code) for t in ct.topics] == [
+        ("compacted", 40), ("both", 40), ("appendtime", 40), ("typo", 40), ("plain", 0)]
+    assert "compact" in ct.topics[0].error_message and "never compacts" in ct.topics[0].error_message
+    assert ct.topics[3].error_message == "Unknown topic config name: retention.msec"
+    assert [n for n in ("compacted", "both", "appendtime", "typo", "plain") if n in env.broker.topics] == ["plain"]
+
+
 async def test_kafka_records_store_only_their_mapping(env: KafkaEnv) -> None:
     """A key-less, header-less record is stored with KAFKA_HEADERS=[] alone (no CLUSTER: RocketMQ's
     send path stamps that, Kafka's Produce does not), on the run path and on the general path alike."""
