@@ -91,6 +91,8 @@ class BrokerConfig:
     kafka_auto_create_topics_enable: bool = True
     kafka_group_initial_rebalance_delay_ms: int = 3000
     kafka_node_id: int = 0
+    kafka_sasl_mechanisms: str = ""    # "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512": the Kafka port requires SASL
+    kafka_sasl_users: str = ""         # JSON file {"users": {"name": "password"}} (with kafkaSaslMechanisms)
     # operator switches (command line only)
     store_repair: bool = False      # truncate a damaged CommitLog at the damage instead of refusing to start
     # extras kept from the file that we do not interpret

@@ -61,8 +61,9 @@ def run_roles(cfg: BrokerConfig, *, namesrv_port: int | None, run_broker: bool) 
 def _startup_failure(exc: BaseException) -> BaseException | None:
     """The store/OS error behind a failed start (unwrapping trio's exception groups), else None."""
     from core.storage.engine import StoreCorrupt, StoreLocked
+    from gateway.kafka.sasl import SaslConfigError
 
-    if isinstance(exc, StoreCorrupt | StoreLocked | OSError):
+    if isinstance(exc, StoreCorrupt | StoreLocked | OSError | SaslConfigError):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for sub in exc.exceptions:
@@ -188,6 +189,7 @@ class BrokerRole:
         from gateway.kafka.handlers.common import resolve
         from gateway.kafka.handlers.group_api import build_group_routes
         from gateway.kafka.handlers.txn import build_txn_routes
+        from gateway.kafka.sasl import configure as configure_sasl
         from gateway.kafka.server import KafkaServer
         from gateway.rocketmq.client import NamesrvClient
 
@@ -228,7 +230,8 @@ class BrokerRole:
         routes = build_routes(env)
         routes |= build_group_routes(coord, producers, lambda t: resolve(env, t)[0], routed)
         routes |= build_txn_routes(env, txns, coord, producers)
-        server = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes)
+        sasl = configure_sasl(cfg.kafka_sasl_mechanisms, cfg.kafka_sasl_users)
+        server = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes, sasl=sasl)
         await nursery.start(coord.run)
         nursery.start_soon(view.run)
         self.kafka_node = view.node

@@ -295,13 +295,16 @@ class ServerProcess:
         return self.start(timeout=timeout)
 
 
-def serve_argv(data_dir: Path, log_format: str | None = None) -> Callable[[dict[str, int]], list[str]]:
+def serve_argv(data_dir: Path, log_format: str | None = None,
+               conf: Path | None = None) -> Callable[[dict[str, int]], list[str]]:
     def build(ports: dict[str, int]) -> list[str]:
         argv = [rokka_executable(), "serve", "--data-dir", str(data_dir), "--host", HOST,
                 "--namesrv-port", str(ports.get("namesrv", 0)), "--broker-port", str(ports.get("broker", 0)),
                 "--kafka-port", str(ports.get("kafka", 0))]
         if log_format:
             argv += ["--log-format", log_format]
+        if conf is not None:
+            argv += ["-c", str(conf)]
         return argv
     return build
 
@@ -327,10 +330,11 @@ def broker_argv(namesrv: str, broker_name: str, data_dir: Path,
     return build
 
 
-def start_serve(workdir: Path, log_format: str | None = "json") -> ServerProcess:
+def start_serve(workdir: Path, log_format: str | None = "json", conf: Path | None = None) -> ServerProcess:
+    """``rokka serve`` on free ports; ``conf`` = a broker.conf passed with ``-c``."""
     data_dir = workdir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    srv = ServerProcess("rokka-serve", serve_argv(data_dir, log_format), workdir, data_dir=data_dir)
+    srv = ServerProcess("rokka-serve", serve_argv(data_dir, log_format, conf), workdir, data_dir=data_dir)
     return srv.start()
 
 

@@ -31,6 +31,13 @@ Failure policy:
 
 Produce with acks=0 never gets a reply; a handler returning ``None`` sends
 nothing either.  throttle_time_ms is left at its default 0 everywhere.
+
+SASL (``sasl`` = enabled mechanisms + users, see ``gateway.kafka.sasl``):
+SaslHandshake v1 and SaslAuthenticate are answered here and advertised only
+then (a v0 handshake, whose raw-token framing is not offered, gets
+UNSUPPORTED_VERSION); until a connection has authenticated, any other API closes it and its
+frames are limited to ``MAX_UNAUTHENTICATED_FRAME``; a failed authentication
+is answered (SASL_AUTHENTICATION_FAILED) and the connection closed.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from gateway.kafka.codec.framing import API_VERSIONS_KEY, APIS
 from gateway.kafka.codec.schema import Struct
 from gateway.kafka.connection import KafkaRequest, KafkaServerConnection
 from gateway.kafka.errors import KafkaError, KafkaProtocolError
+from gateway.kafka.sasl import MAX_UNAUTHENTICATED_FRAME, SaslAuthenticator, SaslError, UserStore
 
 __all__ = ["Handler", "KafkaRequestContext", "KafkaServer", "Route"]
 
@@ -98,8 +106,10 @@ class KafkaServer:
         *,
         max_frame_bytes: int = 100 * 1024 * 1024,
         idle_timeout_s: float = 600.0,
+        sasl: tuple[tuple[str, ...], UserStore] | None = None,
     ) -> None:
         self.routes = dict(handlers)
+        self.sasl = sasl
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_s = idle_timeout_s
         self.advertised = self._derive_advertised()
@@ -118,6 +128,12 @@ class KafkaServer:
             out[key] = (lo, hi)
         api_versions = APIS[API_VERSIONS_KEY]
         out[API_VERSIONS_KEY] = (api_versions.min_version, api_versions.max_version)
+        if self.sasl is not None:
+            # v0 is advertised because librdkafka requires it to see SASL support at all; a v0
+            # handshake (raw-token framing afterwards) is answered UNSUPPORTED_VERSION.
+            out[SASL_HANDSHAKE_KEY] = (0, 1)
+            out[SASL_AUTHENTICATE_KEY] = (APIS[SASL_AUTHENTICATE_KEY].min_version,
+                                          APIS[SASL_AUTHENTICATE_KEY].max_version)
         return out
 
     async def serve(
@@ -145,6 +161,9 @@ class KafkaServer:
             peer_addr = ("?", 0)
         conn = KafkaServerConnection(max_frame_bytes=self.max_frame_bytes, advertised=self.advertised)
         state: dict[str, Any] = {}
+        if self.sasl is not None:
+            state["sasl"] = SaslAuthenticator(*self.sasl)
+            conn.max_frame_bytes = min(self.max_frame_bytes, MAX_UNAUTHENTICATED_FRAME)
         try:
             await self._serve_connection(stream, conn, peer_addr, state)
         except KafkaProtocolError as e:
@@ -179,6 +198,8 @@ class KafkaServer:
             held: list[Any] = []     # responses of quick requests, sent together (below)
             hooks: list[Callable[[], None]] = []    # after_response of requests answered in `held`
             for req in requests:
+                if state.get("close"):
+                    break
                 self.stats.requests += 1
                 if req.api_key not in QUICK_APIS:
                     if held:
@@ -197,6 +218,8 @@ class KafkaServer:
             if held:
                 await _send(stream, held)
             _run_hooks(hooks)
+            if state.get("close"):
+                return
 
     async def _respond(
         self, conn: KafkaServerConnection, req: KafkaRequest, ctx: KafkaRequestContext
@@ -207,6 +230,23 @@ class KafkaServer:
                 return [conn.encode_unsupported_api_versions(req)]
             return conn.encode_response_parts(req, conn.api_versions_body())
         assert req.body is not None
+        sasl: SaslAuthenticator | None = ctx.conn_state.get("sasl")
+        if sasl is not None and sasl.principal is None:
+            if req.api_key == SASL_HANDSHAKE_KEY:
+                if req.api_version == 0:
+                    log.warning("kafka.sasl_failed", peer=ctx.peer, reason="SaslHandshake v0 (raw SASL tokens) "
+                                "is not supported; clients with SaslAuthenticate (Kafka >= 1.0) are")
+                    ctx.conn_state["close"] = True
+                    code = UNSUPPORTED_VERSION
+                else:
+                    code = 0 if sasl.handshake(req.body.mechanism) else UNSUPPORTED_SASL_MECHANISM
+                return conn.encode_response_parts(req, Struct(error_code=code, mechanisms=list(sasl.mechanisms)))
+            if req.api_key == SASL_AUTHENTICATE_KEY:
+                return conn.encode_response_parts(req, self._authenticate(sasl, conn, ctx, req.body))
+            raise KafkaProtocolError(f"{APIS[req.api_key].name} request before SASL authentication")
+        if req.api_key in (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY) and req.api_key not in self.routes:
+            raise KafkaProtocolError("SASL request on an authenticated connection (re-authentication "
+                                     "is not offered)")
         try:
             body = await self.routes[req.api_key].handler(ctx, req.body)
         except KafkaError as e:
@@ -214,6 +254,20 @@ class KafkaServer:
         if body is None or not req.expects_response:
             return []
         return conn.encode_response_parts(req, body)
+
+    def _authenticate(self, sasl: SaslAuthenticator, conn: KafkaServerConnection, ctx: KafkaRequestContext,
+                      body: Struct) -> Struct:
+        try:
+            token = sasl.step(bytes(body.auth_bytes))
+        except SaslError as exc:
+            log.warning("kafka.sasl_failed", peer=ctx.peer, mechanism=sasl.mechanism, reason=str(exc))
+            ctx.conn_state["close"] = True
+            return Struct(error_code=SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b"",
+                          session_lifetime_ms=0)
+        if sasl.principal is not None:
+            conn.max_frame_bytes = self.max_frame_bytes
+            log.info("kafka.authenticated", peer=ctx.peer, principal=sasl.principal, mechanism=sasl.mechanism)
+        return Struct(error_code=0, error_message=None, auth_bytes=token, session_lifetime_ms=0)
 
     def _error_body(self, req: KafkaRequest, err: KafkaError) -> Struct:
         api = APIS[req.api_key]
@@ -226,6 +280,12 @@ class KafkaServer:
         log.info("kafka.request_error", api=api.name, error_code=err.error_code, message=err.message)
         return Struct(error_code=err.error_code)
 
+
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
+UNSUPPORTED_SASL_MECHANISM = 33
+UNSUPPORTED_VERSION = 35
+SASL_AUTHENTICATION_FAILED = 58
 
 #: Buffers per sendmsg call (below every platform's IOV_MAX).
 SENDMSG_MAX_BUFFERS = 512

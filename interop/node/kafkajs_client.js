@@ -1,7 +1,8 @@
 'use strict';
 // kafkajs 2.2.x roles for rokka's interop tests (driven by interop/harness.py).
 //
-// Protocol: the first stdin line is a JSON object {action, brokers, ...}; the script prints one JSON
+// Protocol: the first stdin line is a JSON object {action, brokers, sasl?, ...} (sasl: kafkajs's own
+// {mechanism, username, password}); the script prints one JSON
 // object per stdout line ({event: ...}); long-running roles (member) shut down cleanly when stdin
 // closes.  kafkajs's own log goes to stderr so stdout stays machine-readable.
 //
@@ -37,6 +38,7 @@ function client(p) {
     connectionTimeout: 10000,
     requestTimeout: 20000,
     retry: { retries: 8, initialRetryTime: 200, maxRetryTime: 3000 },
+    sasl: p.sasl || undefined,
   });
 }
 

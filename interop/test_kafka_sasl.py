@@ -1,0 +1,170 @@
+"""Kafka SASL (SASL_PLAINTEXT): ``rokka serve -c broker.conf`` with kafkaSaslMechanisms and a users
+file; each real client authenticates with its own SASL code (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
+produces and reads back; a wrong password and a client without SASL are turned away.
+
+Everything on 127.0.0.1 with free ports; every client call is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import harness
+from kafka_common import topic_name
+
+USER, PASSWORD = "alice", "alice-secret"
+T = 20.0
+
+
+@pytest.fixture
+def sasl_rokka(tmp_path: Path) -> Iterator[harness.ServerProcess]:
+    server_dir = tmp_path / "server"
+    server_dir.mkdir()
+    users = server_dir / "kafka-users.json"
+    users.write_text(json.dumps({"users": {USER: PASSWORD, "bob": "bob-secret"}}))
+    conf = server_dir / "broker.conf"
+    conf.write_text(f"kafkaSaslMechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512\nkafkaSaslUsers={users}\n")
+    srv = harness.start_serve(server_dir, conf=conf)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+        assert srv.exit_codes[-1:] == [0], srv.stderr_tail()
+
+
+def kp_conf(mechanism: str, password: str = PASSWORD) -> dict[str, Any]:
+    return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
+            "sasl_plain_username": USER, "sasl_plain_password": password}
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_kafka_python(sasl_rokka: harness.ServerProcess, mechanism: str) -> None:
+    pytest.importorskip("kafka", reason="kafka-python is not installed")
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka.errors import KafkaError
+
+    topic = topic_name("sasl")
+    admin = KafkaAdminClient(bootstrap_servers=sasl_rokka.kafka, request_timeout_ms=15000, **kp_conf(mechanism))
+    try:
+        from kafka.admin import NewTopic
+        admin.create_topics([NewTopic(topic, 2, 1)])
+    finally:
+        admin.close()
+    p = KafkaProducer(bootstrap_servers=sasl_rokka.kafka, enable_idempotence=False, **kp_conf(mechanism))
+    for i in range(10):
+        p.send(topic, f"kp-{i}".encode())
+    p.flush(timeout=30)
+    p.close(timeout=10)
+    c = KafkaConsumer(topic, bootstrap_servers=sasl_rokka.kafka, auto_offset_reset="earliest",
+                      consumer_timeout_ms=5000, **kp_conf(mechanism))
+    try:
+        assert sorted(m.value for m in c) == sorted(f"kp-{i}".encode() for i in range(10))
+    finally:
+        c.close()
+    with pytest.raises(KafkaError):     # wrong password: no connection gets past authentication
+        KafkaProducer(bootstrap_servers=sasl_rokka.kafka, bootstrap_timeout_ms=4000, **kp_conf(mechanism, "wrong"))
+    assert "kafka.sasl_failed" in sasl_rokka.stderr_tail(200)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_confluent_kafka(sasl_rokka: harness.ServerProcess, mechanism: str) -> None:
+    ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    conf = {"bootstrap.servers": sasl_rokka.kafka, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism, "sasl.username": USER, "sasl.password": PASSWORD}
+    topic = topic_name("sasl")
+    p = ck.Producer({**conf, "message.timeout.ms": 20000})
+    for i in range(10):
+        p.produce(topic, f"ck-{i}".encode())
+    assert p.flush(T) == 0
+    c = ck.Consumer({**conf, "group.id": topic_name("g"), "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 40
+    try:
+        while len(got) < 10 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+    finally:
+        c.close()
+    assert sorted(got) == sorted(f"ck-{i}".encode() for i in range(10))
+    errors: list[Any] = []
+    bad = ck.Producer({**conf, "sasl.password": "wrong", "error_cb": errors.append})
+    bad.poll(5)
+    deadline = time.monotonic() + 15
+    while not errors and time.monotonic() < deadline:
+        bad.poll(0.5)
+    assert any(e.code() == ck.KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def test_kcat_plain(sasl_rokka: harness.ServerProcess, need_kcat: str) -> None:
+    auth = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
+            "-X", f"sasl.username={USER}", "-X", f"sasl.password={PASSWORD}"]
+    topic = topic_name("sasl")
+    harness.run_kcat(["-b", sasl_rokka.kafka, *auth, "-P", "-t", topic], input="a\nb\nc\n")
+    out = harness.run_kcat(["-b", sasl_rokka.kafka, *auth, "-C", "-t", topic, "-e", "-o", "beginning", "-q"])
+    assert sorted(out.stdout.split()) == ["a", "b", "c"]
+
+
+def test_kafkajs_scram(sasl_rokka: harness.ServerProcess, workdir: Path) -> None:
+    harness.skip_unless_node("kafkajs")
+    topic = topic_name("sasl")
+    sasl = {"mechanism": "scram-sha-256", "username": USER, "password": PASSWORD}
+    common = {"brokers": [sasl_rokka.kafka], "sasl": sasl, "topic": topic}
+    created = harness.run_node("kafkajs_client", {"action": "create", "partitions": 2, **common},
+                               workdir=workdir / "create", timeout=60)
+    assert [e for e in created if e.get("event") == "created"]
+    sent = harness.run_node("kafkajs_client", {"action": "produce", **common,
+                                               "messages": [{"value": f"kj-{i}"} for i in range(6)]},
+                            workdir=workdir / "produce", timeout=60)
+    assert [e for e in sent if e.get("event") == "sent"]
+    marks = harness.run_node("kafkajs_client", {"action": "watermarks", **common},
+                             workdir=workdir / "marks", timeout=60)
+    (offsets,) = [e["offsets"] for e in marks if e.get("event") == "offsets"]
+    assert sum(o["high"] for o in offsets) == 6
+
+
+def test_aiokafka_plain(sasl_rokka: harness.ServerProcess) -> None:
+    aiokafka = pytest.importorskip("aiokafka", reason="aiokafka is not installed")
+    conf = {"bootstrap_servers": sasl_rokka.kafka, "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN", "sasl_plain_username": USER, "sasl_plain_password": PASSWORD}
+    topic = topic_name("sasl")
+
+    async def main() -> list[bytes]:
+        p = aiokafka.AIOKafkaProducer(**conf)
+        await p.start()
+        try:
+            for i in range(5):
+                await p.send_and_wait(topic, f"ai-{i}".encode())
+        finally:
+            await p.stop()
+        c = aiokafka.AIOKafkaConsumer(topic, auto_offset_reset="earliest", **conf)
+        await c.start()
+        got: list[bytes] = []
+        try:
+            while len(got) < 5:
+                for batch in (await c.getmany(timeout_ms=1000)).values():
+                    got += [m.value for m in batch]
+        finally:
+            await c.stop()
+        return got
+
+    got = asyncio.run(asyncio.wait_for(main(), 60))
+    assert sorted(got) == sorted(f"ai-{i}".encode() for i in range(5))
+
+
+def test_client_without_sasl_is_turned_away(sasl_rokka: harness.ServerProcess) -> None:
+    pytest.importorskip("kafka", reason="kafka-python is not installed")
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    with pytest.raises(KafkaError):
+        KafkaProducer(bootstrap_servers=sasl_rokka.kafka, bootstrap_timeout_ms=4000)
+    assert "before SASL authentication" in sasl_rokka.stderr_tail(200)
