@@ -164,6 +164,21 @@ def delete_topic(topic: str, cluster: str | None, as_json: bool) -> None:
     run(ops.op_delete_topic, render.render_delete_topic, as_json, topic=topic, cluster=cluster)
 
 
+@admin.command("deleteSubGroup")
+@click.option("-g", "--group", required=True)
+@click.option("-b", "--broker", help="Broker address H:P.")
+@click.option("-c", "--cluster", help="Every master of this cluster.")
+@click.option("-r", "--remove-offset", is_flag=True, help="Also delete the group's committed offsets.")
+@_json_option
+def delete_sub_group(group: str, broker: str | None, cluster: str | None, remove_offset: bool,
+                     as_json: bool) -> None:
+    """Delete a consumer (subscription) group from one broker (-b) or a whole cluster (-c)."""
+    if bool(broker) == bool(cluster):
+        raise click.UsageError("give exactly one of -b broker address or -c cluster")
+    run(ops.op_delete_sub_group, render.render_delete_sub_group, as_json, group=group, broker=broker,
+        cluster=cluster, remove_offset=remove_offset)
+
+
 @admin.command("topicList")
 @click.option("-c", "--cluster", help="Only topics of this cluster.")
 @_json_option

@@ -138,6 +138,16 @@ async def op_delete_topic(s: Session, *, topic: str, cluster: str | None) -> dic
     return {"topic": topic, "brokers": addrs, "namesrvs": list(s.ns.addrs), "cluster": cluster}
 
 
+async def op_delete_sub_group(s: Session, *, group: str, broker: str | None, cluster: str | None,
+                              remove_offset: bool) -> dict[str, Any]:
+    addrs = [broker] if broker else await s.admin.master_addrs(cluster)
+    if not addrs:
+        raise AdminError(f"no broker in cluster {cluster}" if cluster else "no broker registered")
+    for addr in addrs:
+        await s.admin.delete_subscription_group(addr, group, clean_offset=remove_offset)
+    return {"group": group, "brokers": addrs, "removeOffset": remove_offset}
+
+
 async def op_topic_list(s: Session, *, cluster: str | None) -> dict[str, Any]:
     topics = await (s.ns.topics_by_cluster(cluster) if cluster else s.ns.all_topics())
     return {"cluster": cluster, "topics": sorted(set(topics))}

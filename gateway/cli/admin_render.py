@@ -40,6 +40,11 @@ def render_delete_topic(d: dict[str, Any]) -> str:
             f"and name servers [{', '.join(d['namesrvs'])}]")
 
 
+def render_delete_sub_group(d: dict[str, Any]) -> str:
+    what = "config and offsets" if d["removeOffset"] else "config"
+    return f"subscription group {d['group']} deleted ({what}) from brokers [{', '.join(d['brokers'])}]"
+
+
 def render_topic_list(d: dict[str, Any]) -> str:
     return "\n".join(d["topics"])
 

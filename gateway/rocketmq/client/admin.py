@@ -92,6 +92,11 @@ class Admin:
             await self.delete_topic_in_broker(addr, topic)
         await self._ns().delete_topic(topic, cluster)
 
+    async def delete_subscription_group(self, broker_addr: str, group: str, *, clean_offset: bool = False) -> None:
+        """DELETE_SUBSCRIPTIONGROUP: the group's config on one broker (and its offsets with ``clean_offset``)."""
+        await self._ok(broker_addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                       to_ext(groupName=group, cleanOffset=clean_offset))
+
     async def delete_topic_in_broker(self, broker_addr: str, topic: str) -> None:
         await self._ok(broker_addr, RequestCode.DELETE_TOPIC_IN_BROKER, to_ext(topic=topic))
 

@@ -184,6 +184,14 @@ def test_consumer_progress_and_reset_offset(admin: AdminFn, server: harness.Serv
     unknown = admin("consumerProgress", "-g", "NeverConsumed")
     assert unknown.exit_code == 1 and "no consume stats" in unknown.stderr
 
+    # deleteSubGroup keeps the offsets unless -r (mqadmin's removeOffset) is given.
+    kept = admin("deleteSubGroup", "-g", "GProg", "-c", "DefaultCluster", "--json").json()
+    assert kept == {"group": "GProg", "brokers": [server.broker], "removeOffset": False}
+    assert _progress(admin, "GProg", "AdmProg")[0][2] == 2
+    assert "config and offsets" in admin("deleteSubGroup", "-g", "GProg", "-b", server.broker, "-r").stdout
+    assert admin("consumerProgress", "-g", "GProg").exit_code == 1       # nothing committed any more
+    assert admin("deleteSubGroup", "-g", "GProg").exit_code == 2          # neither -b nor -c
+
 
 async def _dead_letter(namesrv: str, topic: str, group: str) -> None:
     """Send the first message of ``topic`` back with delay level -1: straight to %DLQ%group."""
