@@ -190,6 +190,7 @@ class BrokerRole:
         from gateway.kafka.handlers.group_api import build_group_routes
         from gateway.kafka.handlers.txn import build_txn_routes
         from gateway.kafka.sasl import configure as configure_sasl
+        from gateway.kafka.sasl import watch_users
         from gateway.kafka.server import KafkaServer
         from gateway.rocketmq.client import NamesrvClient
 
@@ -232,6 +233,10 @@ class BrokerRole:
         routes |= build_txn_routes(env, txns, coord, producers)
         sasl = configure_sasl(cfg.kafka_sasl_mechanisms, cfg.kafka_sasl_users)
         server = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes, sasl=sasl)
+        if sasl is not None:
+            def use_users(store: Any, mechs: tuple[str, ...] = sasl[0]) -> None:
+                server.sasl = (mechs, store)
+            nursery.start_soon(watch_users, Path(cfg.kafka_sasl_users), use_users)
         await nursery.start(coord.run)
         nursery.start_soon(view.run)
         self.kafka_node = view.node

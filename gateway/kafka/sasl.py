@@ -16,12 +16,18 @@ framing is not offered: clients since Kafka 1.0 use SaslAuthenticate).
   client-first -> server-first (nonce, salt, iterations), client-final ->
   server-final (server signature).  Only the "n" (no channel binding) GS2
   header is accepted.  The proof is checked against the stored key in
-  constant time (``hmac.compare_digest``).
+  constant time (``hmac.compare_digest``).  The client-final nonce must be
+  the combined one, or -- librdkafka < 2.6.1 -- the client nonce followed by
+  it, as Kafka 3.x accepts.
 
 Users come from a JSON file (``kafkaSaslUsers``): ``{"users": {"alice":
 "secret"}}``.  At load every password is turned into SCRAM credentials
 (random salt, 4096 iterations) for both hashes and dropped; PLAIN checks a
-password by deriving it with the SCRAM-SHA-256 credential's salt.  A failed
+password by deriving it with the SCRAM-SHA-256 credential's salt.
+``watch_users`` re-reads the file when it changes (checked every few
+seconds): new connections authenticate against the new users, established
+ones keep their session (as in Kafka), and a file that no longer parses is
+logged and ignored (the last good users stay).  A failed
 authentication is answered with SASL_AUTHENTICATION_FAILED (58) and a
 message that does not tell a wrong user from a wrong password, and the
 connection is then closed.
@@ -34,11 +40,17 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
+import trio
+
+log = structlog.get_logger(__name__)
+
 __all__ = ["MECHANISMS", "SaslAuthenticator", "SaslConfigError", "SaslError", "ScramCredential", "UserStore",
-           "configure", "parse_mechanisms", "scram_credential"]
+           "configure", "parse_mechanisms", "scram_credential", "watch_users"]
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 ITERATIONS = 4096
@@ -98,6 +110,33 @@ def configure(mechanisms: str, users_file: str) -> tuple[tuple[str, ...], UserSt
     return mechs, UserStore.load(Path(users_file))
 
 
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+async def watch_users(path: Path, apply: Callable[[UserStore], None], *, interval_s: float = 2.0) -> None:
+    """Reload the users file whenever its mtime or size changes, until cancelled; ``apply`` gets each
+    store that loaded (derivation runs on a worker thread)."""
+    seen = _stamp(path)
+    while True:
+        await trio.sleep(interval_s)
+        now = _stamp(path)
+        if now == seen or now is None:
+            continue
+        seen = now
+        try:
+            store = await trio.to_thread.run_sync(UserStore.load, path)
+        except SaslConfigError as exc:
+            log.error("kafka SASL users file not reloaded; the previous users stay", error=str(exc))
+            continue
+        apply(store)
+        log.info("kafka SASL users reloaded", users=store.count, path=str(path))
+
+
 class UserStore:
     """SCRAM credentials per user and mechanism (see the module docstring)."""
 
@@ -117,6 +156,10 @@ class UserStore:
                 isinstance(k, str) and k and isinstance(v, str) for k, v in users.items()):
             raise SaslConfigError(f'kafkaSaslUsers {path}: expected {{"users": {{"name": "password", ...}}}}')
         return cls(users)
+
+    @property
+    def count(self) -> int:
+        return len({user for user, _ in self._creds})
 
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._creds.get((user, mechanism))
@@ -231,7 +274,12 @@ class SaslAuthenticator:
             raise SaslError("SCRAM: client-final message lacks p=")
         attrs = _attrs(without_proof)
         nonce = _attrs(server_first)["r"]
-        if attrs.get("r") != nonce or attrs.get("c") != base64.b64encode(gs2.encode()).decode():
+        client_nonce = _attrs(first_bare)["r"]
+        # librdkafka before 2.6.1 (Debian and Ubuntu ship such versions) sends the client nonce a
+        # second time in front of the combined one; Kafka 3.x accepts that, so does rokka.  The
+        # server's fresh part must be there either way (no replayed client-final).
+        if attrs.get("r") not in (nonce, client_nonce + nonce) \
+                or attrs.get("c") != base64.b64encode(gs2.encode()).decode():
             raise _failed(self.mechanism)
         try:
             proof = base64.b64decode(proof_b64, validate=True)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.kafka.sasl import MECHANISMS, SaslAuthenticator, SaslConfigError, SaslError, UserStore, configure
+from gateway.kafka.sasl import (MECHANISMS, SaslAuthenticator, SaslConfigError, SaslError, UserStore, configure,
+                               watch_users)
 
 scram = pytest.importorskip("kafka.net.sasl.scram", reason="kafka-python is not installed (make test installs it)")
 
@@ -83,3 +84,50 @@ def test_configuration(tmp_path: Path) -> None:
                              ("PLAIN", str(tmp_path / "bad.json")), ("PLAIN", str(tmp_path / "missing.json"))):
         with pytest.raises(SaslConfigError):
             configure(mechanisms, path)
+
+
+async def test_users_file_is_reloaded_when_it_changes(tmp_path: Path) -> None:
+    import trio
+
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps({"users": {"alice": "one"}}))
+    applied: list[UserStore] = []
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: watch_users(users, applied.append, interval_s=0.02))
+            await trio.sleep(0.1)
+            assert applied == []                                    # unchanged: nothing reloaded
+            users.write_text(json.dumps({"users": {"alice": "two", "carol": "three"}}))
+            while not applied:
+                await trio.sleep(0.02)
+            assert applied[-1].check_password("alice", "two") and applied[-1].check_password("carol", "three")
+            users.write_text("{not json")                           # a broken edit is ignored
+            await trio.sleep(0.3)
+            assert len(applied) == 1
+            nursery.cancel_scope.cancel()
+
+
+def test_scram_accepts_old_librdkafkas_doubled_nonce() -> None:
+    """librdkafka < 2.6.1 puts its own nonce in front of the combined one in client-final (Kafka 3.x
+    accepts it; Debian's kcat links such a librdkafka).  The proof is over what was sent."""
+    import base64
+    import hashlib
+    import hmac
+
+    first_bare = "n=alice,r=clientnonce"
+    for prefix, ok in (("clientnonce", True), ("", True), ("x", False), ("clientnonceclientnonce", False)):
+        server = authenticator("SCRAM-SHA-256")
+        server_first = server.step(b"n,," + first_bare.encode()).decode()
+        attrs = dict(kv.split("=", 1) for kv in server_first.split(","))
+        salted = hashlib.pbkdf2_hmac("sha256", b"alice-secret", base64.b64decode(attrs["s"]), int(attrs["i"]))
+        client_key = hmac.digest(salted, b"Client Key", "sha256")
+        without_proof = f"c=biws,r={prefix}{attrs['r']}"
+        signature = hmac.digest(hashlib.sha256(client_key).digest(),
+                                f"{first_bare},{server_first},{without_proof}".encode(), "sha256")
+        proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+        final = f"{without_proof},p={proof}".encode()
+        if ok:
+            assert server.step(final).startswith(b"v=") and server.principal == "User:alice"
+        else:
+            with pytest.raises(SaslError):
+                server.step(final)
