@@ -253,7 +253,7 @@ class SaslAuthenticator:
         user, client_nonce = _unescape(attrs.get("n", "")), attrs.get("r", "")
         if not user or not client_nonce:
             raise SaslError("SCRAM: client-first message lacks n= or r=")
-        if authzid and _unescape(authzid[2:]) != user:
+        if authzid and (not authzid.startswith("a=") or _unescape(authzid[2:]) != user):
             raise SaslError("Authentication failed: Client requested an authorization id that is "
                             "different from username")
         gs2 = f"n,{authzid},"
