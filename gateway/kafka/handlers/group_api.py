@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.producer_state import InitOutcome, ProducerStateManager
 from gateway.kafka.groups.coordinator import GroupCoordinator
-from gateway.kafka.groups.types import CommitOffset, JoinRequest, LeavingMember, SyncRequest
+from gateway.kafka.groups.types import CommitOffset, JoinRequest, LeavingMember, PartitionError, SyncRequest
 from gateway.kafka.server import KafkaRequestContext, Route
 
 if TYPE_CHECKING:
@@ -116,15 +116,26 @@ async def offset_commit(coord: GroupCoordinator, resolve_topic: Callable[[str], 
         await routed.view.ensure(names)
     errors = coord.offset_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id, offsets,
                                  req.group_instance_id)
-    if routed is not None:  # forward other brokers' partitions to their owners (no await before this)
-        failed = await routed.push(routed.take_outbox())
-        errors = [replace(e, error_code=COORDINATOR_NOT_AVAILABLE) if (e.topic, e.partition) in failed else e
-                  for e in errors]
+    return {"topics": _by_topic(await _forwarded(routed, errors), names)}
+
+
+async def _forwarded(routed: RoutedOffsets | None, errors: list[PartitionError]) -> list[PartitionError]:
+    """Send the other brokers' share of an offset change (queued by the call just made, with no await
+    since) to their owners; a partition whose forward failed gets COORDINATOR_NOT_AVAILABLE."""
+    if routed is None:
+        return errors
+    failed = await routed.push(routed.take_outbox())
+    return [replace(e, error_code=COORDINATOR_NOT_AVAILABLE) if (e.topic, e.partition) in failed else e
+            for e in errors]
+
+
+def _by_topic(errors: list[PartitionError], names: dict[str, str]) -> list[dict[str, Any]]:
+    """Per-partition codes grouped by topic, under the names the client used (views)."""
     by_topic: dict[str, list[dict[str, int]]] = {}
     for e in errors:
         by_topic.setdefault(names.get(e.topic, e.topic), []).append(
             {"partition_index": e.partition, "error_code": e.error_code})
-    return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+    return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
 async def _fetch_one(coord: GroupCoordinator, resolve_topic: Callable[[str], str],
@@ -204,15 +215,7 @@ async def offset_delete(coord: GroupCoordinator, resolve_topic: Callable[[str], 
         await routed.view.ensure(names)
     error, parts = coord.delete_offsets(req.group_id, [(resolve_topic(t.name), p.partition_index)
                                                        for t in req.topics for p in t.partitions])
-    if routed is not None:  # remote partitions' deletions (no await before this)
-        failed = await routed.push(routed.take_outbox())
-        parts = [replace(e, error_code=COORDINATOR_NOT_AVAILABLE) if (e.topic, e.partition) in failed else e
-                 for e in parts]
-    by_topic: dict[str, list[dict[str, int]]] = {}
-    for e in parts:
-        by_topic.setdefault(names.get(e.topic, e.topic), []).append(
-            {"partition_index": e.partition, "error_code": e.error_code})
-    return {"error_code": error, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+    return {"error_code": error, "topics": _by_topic(await _forwarded(routed, parts), names)}
 
 
 async def init_producer_id(producers: ProducerStateManager, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
