@@ -86,6 +86,9 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
     reject_transaction_message: bool = False
+    # access control (RocketMQ's aclEnable; the file in RocketMQ's plain_acl.yml format)
+    acl_enable: bool = False
+    plain_acl_file: str = ""        # rokka: path of plain_acl.yml (default <storePathRootDir>/../conf/plain_acl.yml)
     # kafka side (rokka's own keys)
     kafka_num_partitions: int = 4
     kafka_auto_create_topics_enable: bool = True

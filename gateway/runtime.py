@@ -62,14 +62,28 @@ def _startup_failure(exc: BaseException) -> BaseException | None:
     """The store/OS error behind a failed start (unwrapping trio's exception groups), else None."""
     from core.storage.engine import StoreCorrupt, StoreLocked
     from gateway.kafka.sasl import SaslConfigError
+    from gateway.rocketmq.acl import AclConfigError
 
-    if isinstance(exc, StoreCorrupt | StoreLocked | OSError | SaslConfigError):
+    if isinstance(exc, StoreCorrupt | StoreLocked | OSError | SaslConfigError | AclConfigError):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for sub in exc.exceptions:
             if (found := _startup_failure(sub)) is not None:
                 return found
     return None
+
+
+def _load_acl(cfg: BrokerConfig) -> Any:
+    """The broker's PlainAcl when ``aclEnable`` is on, else None."""
+    if not cfg.acl_enable:
+        return None
+    from gateway.rocketmq.acl import PlainAcl
+
+    path = Path(cfg.plain_acl_file) if cfg.plain_acl_file else \
+        Path(cfg.store_path_root_dir).resolve().parent / "conf" / "plain_acl.yml"
+    acl = PlainAcl.load(path)
+    log.info("acl enabled", file=str(path))
+    return acl
 
 
 def _fmt(addr: tuple[str, int]) -> str:
@@ -137,6 +151,7 @@ class BrokerRole:
         self.kafka_node: Any = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        from gateway.rocketmq.acl import guard
         from gateway.rocketmq.client import RemotingClient
         from gateway.rocketmq.handlers import build_handlers
         from gateway.rocketmq.handlers.client import on_channel_closed, scan_expired_clients
@@ -163,8 +178,9 @@ class BrokerRole:
                 ctx.extra["boot_ms"] = int(time.time() * 1000)
                 holder["ctx"] = ctx
                 self.ctx = ctx
+                acl = _load_acl(cfg)
                 for code, handler in build_handlers(ctx).items():
-                    rmq.register(code, handler)
+                    rmq.register(code, handler if acl is None else guard(acl, handler))
                 self.kafka_addr = await self._start_kafka(nursery, ctx, rc)
                 self._registrar = await self._start_registration(nursery, ctx, rc)
                 nursery.start_soon(self._expiry_loop, ctx, scan_expired_clients)

@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import harness
+import pytest
 from kafka_common import topic_name
 
 USER, PASSWORD = "alice", "alice-secret"

@@ -1,7 +1,7 @@
 """RocketMQ C++ producer: sends a list of messages in one mode and reports each result.
 
 params: namesrv, group, mode (sync | async | oneway | orderly | batch), messages [{topic, body, tags?,
-keys?, props?, arg?}], timeout_ms?
+keys?, props?, arg?}], timeout_ms?, credentials? ([accessKey, secretKey]: RocketMQ ACL signing)
 events: started, sent {i, status, msg_id, offset} (one per message; one for the whole batch),
 error {i?, error}, done.
 """
@@ -21,6 +21,8 @@ def main() -> None:
     producer = Producer(params["group"], timeout=params.get("timeout_ms", 5000))
     set_log("producer", producer._handle)
     producer.set_namesrv_addr(params["namesrv"])
+    if params.get("credentials"):
+        producer.set_session_credentials(*params["credentials"], "")
     producer.start()
     emit("started")
     mode = params["mode"]

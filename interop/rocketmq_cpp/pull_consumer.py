@@ -1,7 +1,7 @@
 """RocketMQ C++ pull consumer (the wheel's PullConsumer.pull): drains every queue of a topic once.
 
 params: namesrv, group, topic, expression?, offsets? ({"topic@queueId": offset} to resume from),
-props?, max_num?
+props?, max_num?, credentials? ([accessKey, secretKey]: RocketMQ ACL signing)
 events: started, msg {...}, offsets {table}, done.
 """
 
@@ -17,6 +17,8 @@ def main() -> None:
     consumer = PullConsumer(params["group"])
     set_log("pull", consumer._handle)
     consumer.set_namesrv_addr(params["namesrv"])
+    if params.get("credentials"):
+        consumer.set_session_credentials(*params["credentials"], "")
     # The wheel keeps its offsets in a class-level dict keyed "topic@queueId".
     PullConsumer.offset_table.clear()
     PullConsumer.offset_table.update({k: int(v) for k, v in (params.get("offsets") or {}).items()})

@@ -80,14 +80,18 @@ class RemotingClient:
         connect_timeout_s: TCP connect timeout.
         timeout_s: default request timeout.
         language / version: what our request headers claim (Java 4.9.7 by default).
+        credentials: (accessKey, secretKey): every request is signed as RocketMQ's
+            ``AclClientRPCHook`` does (brokers with ``aclEnable``).
 
     Use as ``async with RemotingClient() as client: ...``.
     """
 
     def __init__(self, *, handlers: Mapping[int, Handler] | None = None, connect_timeout_s: float = 3.0,
                  timeout_s: float = 3.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 language: str = "JAVA", version: int = DEFAULT_VERSION) -> None:
+                 language: str = "JAVA", version: int = DEFAULT_VERSION,
+                 credentials: tuple[str, str] | None = None) -> None:
         self.handlers: dict[int, Handler] = dict(handlers or {})
+        self.credentials = credentials
         self.connect_timeout_s = connect_timeout_s
         self.timeout_s = timeout_s
         self.language = language
@@ -152,6 +156,15 @@ class RemotingClient:
     def _stamp(self, cmd: RemotingCommand) -> RemotingCommand:
         cmd.language = self.language
         cmd.version = self.version
+        if self.credentials is not None:
+            from gateway.rocketmq.acl import ACCESS_KEY, SIGNATURE, sign
+
+            access_key, secret_key = self.credentials
+            ext = dict(cmd.ext_fields or {})
+            ext.pop(SIGNATURE, None)
+            ext[ACCESS_KEY] = access_key
+            ext[SIGNATURE] = sign(ext, cmd.body, secret_key)
+            cmd.ext_fields = ext
         return cmd
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:

@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from gateway.kafka.sasl import (MECHANISMS, SaslAuthenticator, SaslConfigError, SaslError, UserStore, configure,
-                               watch_users)
+from gateway.kafka.sasl import (
+    MECHANISMS,
+    SaslAuthenticator,
+    SaslConfigError,
+    SaslError,
+    UserStore,
+    configure,
+    watch_users,
+)
 
 scram = pytest.importorskip("kafka.net.sasl.scram", reason="kafka-python is not installed (make test installs it)")
 
@@ -98,7 +105,7 @@ async def test_users_file_is_reloaded_when_it_changes(tmp_path: Path) -> None:
             await trio.sleep(0.1)
             assert applied == []                                    # unchanged: nothing reloaded
             users.write_text(json.dumps({"users": {"alice": "two", "carol": "three"}}))
-            while not applied:
+            while not applied:  # noqa: ASYNC110 - polling what the watcher applied
                 await trio.sleep(0.02)
             assert applied[-1].check_password("alice", "two") and applied[-1].check_password("carol", "three")
             users.write_text("{not json")                           # a broken edit is ignored

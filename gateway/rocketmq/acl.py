@@ -1,0 +1,248 @@
+"""RocketMQ 4.9 plain ACL on the broker: AccessKey signatures and topic / group permissions.
+
+Theory of operation
+-------------------
+With ``aclEnable=true`` every request to the broker's remoting ports passes
+``PlainAcl.check`` before its handler (``guard`` wraps the handler table), as
+RocketMQ's ``PlainAccessValidator`` does; the name server is not checked
+(RocketMQ 4.9 does not either).  The accounts come from ``plain_acl.yml``
+(RocketMQ's file format, path ``plainAclFile``)::
+
+    globalWhiteRemoteAddresses: [10.10.103.*, 192.168.0.*]
+    accounts:
+      - accessKey: RocketMQ
+        secretKey: 12345678
+        whiteRemoteAddress: 192.168.0.*
+        admin: false
+        defaultTopicPerm: DENY
+        defaultGroupPerm: SUB
+        topicPerms: [topicA=DENY, topicB=PUB|SUB]
+        groupPerms: [groupA=DENY, groupB=PUB|SUB]
+
+Order of the checks (RocketMQ's ``PlainPermissionManager.validate``):
+
+1. a remote address in ``globalWhiteRemoteAddresses`` passes;
+2. the request's ``AccessKey`` must name an account;
+3. an address in the account's ``whiteRemoteAddress`` passes;
+4. ``Signature`` = Base64(HmacSHA1(secretKey, the values of every other
+   extField in key order, then the body)) must match (constant time);
+5. admin request codes (create/update/delete topic or group, broker config)
+   need ``admin: true``;
+6. each resource the request touches needs its permission: sending needs
+   PUB on the topic, pulling / offsets / heartbeats SUB on the topic and on
+   the group (a group is named by its retry topic ``%RETRY%group``, and a
+   retry topic in a request means its group).  An explicit
+   ``topicPerms``/``groupPerms`` entry decides (DENY refuses); otherwise
+   ``defaultTopicPerm`` / ``defaultGroupPerm``.
+
+A refusal is answered like RocketMQ 4.9 answers an ``AclException``:
+SYSTEM_ERROR with the reason in the remark, and logged.  Address patterns:
+exact, ``*`` per dotted part, and ``{a,b}`` / ``a-b`` lists in the last part.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from gateway.rocketmq.codec.codes import RequestCode as RC
+from gateway.rocketmq.codec.codes import ResponseCode
+from gateway.rocketmq.codec.remoting import RemotingCommand
+
+__all__ = ["AclConfigError", "PlainAcl", "guard", "sign"]
+
+log = structlog.get_logger(__name__)
+
+DENY, PUB, SUB = 1, 2, 4
+RETRY_PREFIX = "%RETRY%"
+ACCESS_KEY, SIGNATURE = "AccessKey", "Signature"
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+ADMIN_CODES = frozenset({RC.UPDATE_AND_CREATE_TOPIC, RC.UPDATE_BROKER_CONFIG, RC.DELETE_TOPIC_IN_BROKER,
+                         RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RC.DELETE_SUBSCRIPTIONGROUP})
+
+Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
+class AclConfigError(ValueError):
+    """``plain_acl.yml`` cannot be used (rokka refuses to start)."""
+
+
+def sign(ext_fields: Mapping[str, str], body: bytes, secret_key: str) -> str:
+    """RocketMQ's request signature: HmacSHA1 over the sorted extField values (Signature excluded)
+    followed by the body, Base64."""
+    content = "".join(v for k, v in sorted(ext_fields.items()) if k not in (SIGNATURE, UNIQUE_KEY_QUERY))
+    return base64.b64encode(hmac.digest(secret_key.encode(), content.encode() + (body or b""), "sha1")).decode()
+
+
+def _perm(text: str) -> int:
+    value = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB,
+             "ANY": PUB | SUB}.get(str(text).strip().upper())
+    if value is None:
+        raise AclConfigError(f"unknown permission {text!r} (DENY, PUB, SUB, PUB|SUB)")
+    return value
+
+
+def _address_matcher(pattern: str) -> Callable[[str], bool]:
+    """RocketMQ's remote-address strategies for IPv4: exact, '*' parts, {a,b} or a-b in the last part."""
+    pattern = pattern.strip()
+    if not pattern:
+        return lambda addr: False
+    if pattern == "*":
+        return lambda addr: True
+    parts = pattern.split(".")
+    out = []
+    for i, part in enumerate(parts):
+        if part == "*":
+            out.append(r"\d{1,3}")
+        elif i == len(parts) - 1 and part.startswith("{") and part.endswith("}"):
+            out.append("(?:" + "|".join(re.escape(p.strip()) for p in part[1:-1].split(",")) + ")")
+        elif i == len(parts) - 1 and re.fullmatch(r"\d+-\d+", part):
+            lo, hi = (int(x) for x in part.split("-"))
+            out.append("(?:" + "|".join(str(n) for n in range(lo, hi + 1)) + ")")
+        else:
+            out.append(re.escape(part))
+    regex = re.compile(r"\.".join(out))
+    return lambda addr: regex.fullmatch(addr) is not None
+
+
+@dataclass
+class Account:
+    access_key: str
+    secret_key: str
+    admin: bool = False
+    default_topic_perm: int = DENY
+    default_group_perm: int = DENY
+    perms: dict[str, int] = field(default_factory=dict)     # topic or %RETRY%group -> permission
+    white: Callable[[str], bool] = lambda addr: False
+
+
+class PlainAcl:
+    """The accounts of one ``plain_acl.yml``; ``check`` answers None (allowed) or the refusal."""
+
+    def __init__(self, accounts: dict[str, Account], global_white: list[Callable[[str], bool]]) -> None:
+        self._accounts = accounts
+        self._global_white = global_white
+
+    @classmethod
+    def load(cls, path: Path) -> PlainAcl:
+        import yaml  # PyYAML: only needed when aclEnable is on
+
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise AclConfigError(f"plainAclFile {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise AclConfigError(f"plainAclFile {path}: expected a mapping")
+        accounts: dict[str, Account] = {}
+        for raw in data.get("accounts") or []:
+            if not isinstance(raw, dict) or not raw.get("accessKey") or not raw.get("secretKey"):
+                raise AclConfigError(f"plainAclFile {path}: every account needs accessKey and secretKey")
+            perms = {}
+            for key, prefix in (("topicPerms", ""), ("groupPerms", RETRY_PREFIX)):
+                for entry in raw.get(key) or []:
+                    name, sep, perm = str(entry).partition("=")
+                    if not sep or not name.strip():
+                        raise AclConfigError(f"plainAclFile {path}: bad {key} entry {entry!r}")
+                    perms[prefix + name.strip()] = _perm(perm)
+            accounts[str(raw["accessKey"])] = Account(
+                str(raw["accessKey"]), str(raw["secretKey"]), bool(raw.get("admin", False)),
+                _perm(raw.get("defaultTopicPerm", "DENY")), _perm(raw.get("defaultGroupPerm", "DENY")),
+                perms, _address_matcher(str(raw.get("whiteRemoteAddress") or "")))
+        white = [_address_matcher(str(p)) for p in data.get("globalWhiteRemoteAddresses") or []]
+        return cls(accounts, white)
+
+    def check(self, cmd: RemotingCommand, remote_host: str) -> str | None:
+        if any(w(remote_host) for w in self._global_white):
+            return None
+        ext = cmd.ext_fields or {}
+        access_key = ext.get(ACCESS_KEY)
+        if not access_key:
+            return "No accessKey is configured"
+        account = self._accounts.get(access_key)
+        if account is None:
+            return f"No acl config for {access_key}"
+        if account.white(remote_host):
+            return None
+        given = ext.get(SIGNATURE, "")
+        if not hmac.compare_digest(given.encode(), sign(ext, cmd.body, account.secret_key).encode()):
+            return f"Check signature failed for accessKey={access_key}"
+        if cmd.code in ADMIN_CODES and not account.admin:
+            return f"Need admin permission for request code={cmd.code}, but accessKey={access_key} is not admin"
+        for resource, needed in resources(cmd).items():
+            owned = account.perms.get(resource)
+            if owned is None:
+                owned = account.default_group_perm if resource.startswith(RETRY_PREFIX) else account.default_topic_perm
+            if owned == DENY or not owned & needed:
+                kind = "group" if resource.startswith(RETRY_PREFIX) else "topic"
+                name = resource[len(RETRY_PREFIX):] if kind == "group" else resource
+                return f"No permission for {kind} {name} (needs {_perm_name(needed)}) for accessKey={access_key}"
+        return None
+
+
+def _perm_name(perm: int) -> str:
+    return {PUB: "PUB", SUB: "SUB", PUB | SUB: "PUB|SUB"}.get(perm, str(perm))
+
+
+def _topic(topic: str | None, perm: int, out: dict[str, int]) -> None:
+    if topic:
+        out[topic] = out.get(topic, 0) | (SUB if topic.startswith(RETRY_PREFIX) else perm)
+
+
+def _group(group: str | None, out: dict[str, int]) -> None:
+    if group:
+        out[RETRY_PREFIX + group] = out.get(RETRY_PREFIX + group, 0) | SUB
+
+
+def resources(cmd: RemotingCommand) -> dict[str, int]:
+    """Resource -> permission the request needs (RocketMQ ``PlainAccessValidator.parse``)."""
+    ext = cmd.ext_fields or {}
+    out: dict[str, int] = {}
+    code = cmd.code
+    if code == RC.SEND_MESSAGE:
+        _topic(ext.get("topic"), PUB, out)
+    elif code in (RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE):
+        _topic(ext.get("b"), PUB, out)
+    elif code == RC.CONSUMER_SEND_MSG_BACK:
+        _group(ext.get("group"), out)
+    elif code == RC.PULL_MESSAGE:
+        _topic(ext.get("topic"), SUB, out)
+        _group(ext.get("consumerGroup"), out)
+    elif code == RC.QUERY_MESSAGE:
+        _topic(ext.get("topic"), SUB, out)
+    elif code in (RC.UPDATE_CONSUMER_OFFSET, RC.QUERY_CONSUMER_OFFSET):
+        _topic(ext.get("topic"), SUB, out)
+        _group(ext.get("consumerGroup"), out)
+    elif code in (RC.UNREGISTER_CLIENT, RC.GET_CONSUMER_LIST_BY_GROUP):
+        _group(ext.get("consumerGroup"), out)
+    elif code == RC.HEART_BEAT:
+        try:
+            data = json.loads((cmd.body or b"{}").decode("utf-8") or "{}")
+        except (UnicodeDecodeError, ValueError):
+            data = {}
+        for cd in data.get("consumerDataSet") or []:
+            _group(str(cd.get("groupName") or ""), out)
+            for sd in cd.get("subscriptionDataSet") or []:
+                topic = str(sd.get("topic") or "")
+                if not topic.startswith(RETRY_PREFIX):
+                    _topic(topic, SUB, out)
+    return out
+
+
+def guard(acl: PlainAcl, handler: Handler) -> Handler:
+    """``handler`` behind the ACL check (a refusal: SYSTEM_ERROR with the reason, logged)."""
+    async def checked(channel: Any, cmd: RemotingCommand) -> RemotingCommand | None:
+        peer = getattr(channel, "peer", ("", 0))
+        refusal = acl.check(cmd, str(peer[0]))
+        if refusal is not None:
+            log.warning("acl refused", code=cmd.code, peer=f"{peer[0]}:{peer[1]}", reason=refusal)
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"AclException: {refusal}")
+        return await handler(channel, cmd)
+    return checked
