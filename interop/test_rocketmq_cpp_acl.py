@@ -7,6 +7,7 @@ Everything on 127.0.0.1 with free ports; every client run is bounded.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,9 @@ pytestmark = pytest.mark.usefixtures("need_cpp")
 
 ACL = """\
 accounts:
+  - accessKey: ops-key
+    secretKey: ops-secret-1234
+    admin: true
   - accessKey: app-key
     secretKey: app-secret-1234
     admin: false
@@ -70,3 +74,17 @@ def test_signed_requests_pass_and_the_rest_is_refused(acl_rokka: harness.ServerP
             send(acl_rokka, workdir, topic, creds)
         assert f"AclException: {reason}" in str(refused.value), (creds, str(refused.value)[-2000:])
         assert reason in acl_rokka.stderr_tail(400)
+
+
+def test_rokka_admin_signs_with_its_keys(acl_rokka: harness.ServerProcess) -> None:
+    def admin(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([harness.rokka_executable(), "admin", "-n", acl_rokka.namesrv, *args,
+                               "updateTopic", "-t", "AdmAcl", "-c", "DefaultCluster"],
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    refused = admin()
+    assert refused.returncode == 1 and "AclException: No accessKey is configured" in refused.stderr
+    not_admin = admin("--access-key", "app-key", "--secret-key", "app-secret-1234")
+    assert not_admin.returncode == 1 and "is not admin" in not_admin.stderr
+    ok = admin("--access-key", "ops-key", "--secret-key", "ops-secret-1234")
+    assert ok.returncode == 0, ok.stderr

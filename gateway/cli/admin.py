@@ -51,6 +51,7 @@ class AdminContext:
     namesrv: str
     json: bool
     timeout_s: float
+    credentials: tuple[str, str] | None = None   # (accessKey, secretKey) for brokers with aclEnable
 
 
 class TimestampType(click.ParamType):
@@ -85,17 +86,25 @@ def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--json", "as_json", is_flag=True, help="JSON output for every command.")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Per-request timeout, seconds.")
 @click.option("--log-level", default="error", show_default=True, help="Log level on stderr.")
+@click.option("--access-key", envvar="ROKKA_ACCESS_KEY", default=None,
+              help="ACL accessKey to sign requests with (env ROKKA_ACCESS_KEY; brokers with aclEnable).")
+@click.option("--secret-key", envvar="ROKKA_SECRET_KEY", default=None, help="ACL secretKey (env ROKKA_SECRET_KEY).")
 @click.pass_context
-def admin(ctx: click.Context, namesrv: str, as_json: bool, timeout: float, log_level: str) -> None:
+def admin(ctx: click.Context, namesrv: str, as_json: bool, timeout: float, log_level: str,
+          access_key: str | None, secret_key: str | None) -> None:
     """Administer topics, groups and messages (like RocketMQ's mqadmin)."""
     configure_logging("plain", log_level)
-    ctx.obj = AdminContext(namesrv, as_json, timeout)
+    if bool(access_key) != bool(secret_key):
+        raise click.UsageError("give both --access-key and --secret-key, or neither")
+    ctx.obj = AdminContext(namesrv, as_json, timeout,
+                           (access_key, secret_key) if access_key and secret_key else None)
 
 
 async def _with_session(namesrv: str, timeout_s: float,
                         op: Callable[..., Awaitable[dict[str, Any]]],
-                        kwargs: dict[str, Any]) -> dict[str, Any]:
-    async with RemotingClient(timeout_s=timeout_s, connect_timeout_s=min(timeout_s, 5.0)) as rc:
+                        kwargs: dict[str, Any], credentials: tuple[str, str] | None = None) -> dict[str, Any]:
+    async with RemotingClient(timeout_s=timeout_s, connect_timeout_s=min(timeout_s, 5.0),
+                              credentials=credentials) as rc:
         ns = NamesrvClient(rc, namesrv)
         # Every request is bounded by ``timeout_s``; a long scan (printMsg) may take many of them.
         return await op(Session(rc, ns, Admin(rc, ns, timeout_s=timeout_s)), **kwargs)
@@ -121,7 +130,7 @@ def run(op: Callable[..., Awaitable[dict[str, Any]]], renderer: render.Renderer,
     ctx = click.get_current_context()
     obj: AdminContext = ctx.find_object(AdminContext) or AdminContext("127.0.0.1:9876", False, 10.0)
     try:
-        doc = trio.run(_with_session, obj.namesrv, obj.timeout_s, op, kwargs)
+        doc = trio.run(_with_session, obj.namesrv, obj.timeout_s, op, kwargs, obj.credentials)
     except Exception as exc:  # noqa: BLE001 - every failure becomes one line, never a traceback
         leaf = _leaf(exc)
         prefix = "" if isinstance(leaf, (*_USER_ERRORS, trio.TooSlowError)) else "internal error: "
