@@ -8,6 +8,7 @@ Theory of operation
   ``.data_dir`` the store, ``.restart(hard=False)`` (SIGTERM, or SIGKILL when hard) brings it back on
   the same ports and data dir, ``.kill9()``, ``.stop()``.  At teardown the server must exit 0 on
   SIGTERM (its contract); otherwise the test errors with the server's stderr.
+* ``configured_rokka``: the same with a broker.conf (and files such as a users or ACL file).
 * ``rokka_cluster``: ``rokka namesrv`` plus brokers ``broker-a`` and ``broker-b`` (``harness.Cluster``).
 * ``workdir``: a per-test directory for client scripts (each gets its own HOME inside it).
 * Client gates: ``need_cpp`` / ``need_kcat`` fixtures and ``harness.skip_unless_node(module)`` skip a scenario, with the
@@ -19,12 +20,11 @@ and never takes pytest down.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
-
 import harness
+import pytest
 
 
 def _teardown(procs: list[harness.ServerProcess]) -> None:
@@ -49,6 +49,29 @@ def rokka(tmp_path: Path) -> Iterator[harness.ServerProcess]:
         yield srv
     finally:
         _teardown([srv])
+
+
+@pytest.fixture
+def configured_rokka(tmp_path: Path) -> Iterator[Callable[[dict[str, str], dict[str, str]], harness.ServerProcess]]:
+    """``start(conf, files)``: ``rokka serve -c broker.conf`` with the ``conf`` keys, after writing
+    ``files`` (name -> text) into the server directory (``{dir}`` in a conf value is that directory);
+    torn down like ``rokka``."""
+    server_dir = tmp_path / "server"
+    started: list[harness.ServerProcess] = []
+
+    def start(conf: dict[str, str], files: dict[str, str]) -> harness.ServerProcess:
+        server_dir.mkdir()
+        for name, text in files.items():
+            (server_dir / name).write_text(text)
+        path = server_dir / "broker.conf"
+        path.write_text("".join(f"{k}={v.format(dir=server_dir)}\n" for k, v in conf.items()))
+        started.append(harness.start_serve(server_dir, conf=path))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        _teardown(started)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +22,10 @@ T = 20.0
 
 
 @pytest.fixture
-def sasl_rokka(tmp_path: Path) -> Iterator[harness.ServerProcess]:
-    server_dir = tmp_path / "server"
-    server_dir.mkdir()
-    users = server_dir / "kafka-users.json"
-    users.write_text(json.dumps({"users": {USER: PASSWORD, "bob": "bob-secret"}}))
-    conf = server_dir / "broker.conf"
-    conf.write_text(f"kafkaSaslMechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512\nkafkaSaslUsers={users}\n")
-    srv = harness.start_serve(server_dir, conf=conf)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-        assert srv.exit_codes[-1:] == [0], srv.stderr_tail()
+def sasl_rokka(configured_rokka: Any) -> harness.ServerProcess:
+    return configured_rokka({"kafkaSaslMechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                             "kafkaSaslUsers": "{dir}/kafka-users.json"},
+                            {"kafka-users.json": json.dumps({"users": {USER: PASSWORD, "bob": "bob-secret"}})})
 
 
 def kp_conf(mechanism: str, password: str = PASSWORD) -> dict[str, Any]:

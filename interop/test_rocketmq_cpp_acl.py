@@ -8,8 +8,8 @@ Everything on 127.0.0.1 with free ports; every client run is bounded.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import harness
 import pytest
@@ -34,18 +34,8 @@ accounts:
 
 
 @pytest.fixture
-def acl_rokka(tmp_path: Path) -> Iterator[harness.ServerProcess]:
-    server_dir = tmp_path / "server"
-    server_dir.mkdir()
-    (server_dir / "plain_acl.yml").write_text(ACL)
-    conf = server_dir / "broker.conf"
-    conf.write_text(f"aclEnable=true\nplainAclFile={server_dir / 'plain_acl.yml'}\n")
-    srv = harness.start_serve(server_dir, conf=conf)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-        assert srv.exit_codes[-1:] == [0], srv.stderr_tail()
+def acl_rokka(configured_rokka: Any) -> harness.ServerProcess:
+    return configured_rokka({"aclEnable": "true", "plainAclFile": "{dir}/plain_acl.yml"}, {"plain_acl.yml": ACL})
 
 
 def send(srv: harness.ServerProcess, workdir: Path, topic: str, credentials: list[str] | None) -> list[dict]:
