@@ -120,6 +120,14 @@ def _bool_opt(options: Mapping[str, str], name: str, default: bool) -> bool:
     return raw.strip().lower() == "true"
 
 
+def _credentials(options: Mapping[str, str]) -> tuple[str, str] | None:
+    """``accessKey`` + ``secretKey`` (brokers with aclEnable sign-check every request), or None."""
+    access, secret = options.get("accessKey") or "", options.get("secretKey") or ""
+    if bool(access) != bool(secret):
+        raise ValueError("options accessKey and secretKey go together (RocketMQ ACL credentials)")
+    return (access, secret) if access else None
+
+
 def _namesrv(options: Mapping[str, str]) -> str:
     addr = options.get("namesrv") or options.get("namesrvAddr")
     if not addr:
@@ -144,6 +152,7 @@ class SourceOptions:
     max_partition_messages: int
     fail_on_data_loss: bool
     retry_s: float
+    credentials: tuple[str, str] | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
@@ -171,7 +180,8 @@ class SourceOptions:
             pull_batch=min(_int_opt(options, "pullBatchSize", 1024) or 1024, 1024),
             max_partition_messages=_int_opt(options, "maxMessagesPerPartition", 250_000) or 250_000,
             fail_on_data_loss=_bool_opt(options, "failOnDataLoss", True),
-            retry_s=float(_int_opt(options, "retrySeconds", 60, minimum=0) or 0))
+            retry_s=float(_int_opt(options, "retrySeconds", 60, minimum=0) or 0),
+            credentials=_credentials(options))
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +193,7 @@ class SinkOptions:
     producer_group: str
     batch_size: int
     retry_s: float
+    credentials: tuple[str, str] | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -192,4 +203,5 @@ class SinkOptions:
         return cls(namesrv=_namesrv(options), topic=topic,
                    producer_group=options.get("producerGroup") or DEFAULT_WRITE_GROUP,
                    batch_size=_int_opt(options, "batchSize", 256) or 256,
-                   retry_s=float(_int_opt(options, "retrySeconds", 60, minimum=0) or 0))
+                   retry_s=float(_int_opt(options, "retrySeconds", 60, minimum=0) or 0),
+                   credentials=_credentials(options))

@@ -71,11 +71,13 @@ class QueueRange:
     max: int
 
 
-def run_with_client(fn: Callable[[RemotingClient], Awaitable[T]], *, timeout_s: float = 120.0) -> T:
-    """Run ``fn(client)`` in a fresh trio loop with a fresh RemotingClient (bounded)."""
+def run_with_client(fn: Callable[[RemotingClient], Awaitable[T]], *, timeout_s: float = 120.0,
+                    credentials: tuple[str, str] | None = None) -> T:
+    """Run ``fn(client)`` in a fresh trio loop with a fresh RemotingClient (bounded); ``credentials``
+    (accessKey, secretKey) sign every request for brokers with aclEnable."""
     async def main() -> T:
         with trio.fail_after(timeout_s):
-            async with RemotingClient(timeout_s=10.0) as rc:
+            async with RemotingClient(timeout_s=10.0, credentials=credentials) as rc:
                 return await fn(rc)
     try:
         return trio.run(main)
@@ -164,6 +166,7 @@ class PullSpec:
     pull_batch: int
     fail_on_data_loss: bool
     retry_s: float
+    credentials: tuple[str, str] | None = None
 
 
 class _Puller:

@@ -183,7 +183,7 @@ class _Writer:
                 for k in range(SEND_CONCURRENCY):
                     nursery.start_soon(send_all, rc, o.namesrv, o.producer_group, o.topic,
                                        groups[k::SEND_CONCURRENCY], o.retry_s)
-        run_with_client(go, timeout_s=max(120.0, o.retry_s * 4))
+        run_with_client(go, timeout_s=max(120.0, o.retry_s * 4), credentials=o.credentials)
         return len(pending)
 
 

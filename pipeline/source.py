@@ -76,7 +76,7 @@ class RokkaPartition(InputPartition):
 
 def pull_spec(opts: SourceOptions) -> PullSpec:
     return PullSpec(opts.namesrv, opts.read_group, opts.expression, opts.expression_type, opts.pull_batch,
-                    opts.fail_on_data_loss, opts.retry_s)
+                    opts.fail_on_data_loss, opts.retry_s, opts.credentials)
 
 
 def split_ranges(starts: Offsets, ends: Offsets, max_per_partition: int) -> list[RokkaPartition]:
@@ -107,7 +107,7 @@ def read_partition(spec: PullSpec, part: RokkaPartition) -> Iterator[pa.RecordBa
         async def chunk(rc: RemotingClient, start: int = offset) -> int:
             return await pull_range(rc, spec, part.mq, start, part.end, CHUNK_MESSAGES, sink)
 
-        offset = run_with_client(chunk, timeout_s=max(120.0, spec.retry_s * 4))
+        offset = run_with_client(chunk, timeout_s=max(120.0, spec.retry_s * 4), credentials=spec.credentials)
         if len(builder):
             ready.append(builder.build())
         yield from ready
@@ -129,7 +129,7 @@ def plan(opts: SourceOptions, *, start_only: bool = False) -> tuple[Offsets, Off
         end = start if start_only else await resolve_offsets(
             rc, opts.namesrv, ranges, opts.ending, default=-1, retry_s=opts.retry_s, group=opts.read_group)
         return offsets_of(ranges, start), offsets_of(ranges, end), ranges
-    return run_with_client(go)
+    return run_with_client(go, credentials=opts.credentials)
 
 
 class RokkaBatchReader(DataSourceReader):
@@ -181,7 +181,7 @@ class RokkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         async def go(rc: RemotingClient) -> list[QueueRange]:
             return await queue_ranges(rc, self.opts.namesrv, self.opts.topics, self.opts.retry_s,
                                       self.opts.read_group)
-        ranges = run_with_client(go)
+        ranges = run_with_client(go, credentials=self.opts.credentials)
         return offsets_of(ranges, {r.mq: r.max for r in ranges})
 
     def _latest_or(self, known: Offsets) -> Offsets:
@@ -233,7 +233,8 @@ class RokkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offsets = {MessageQueue(t, *split_queue_key(k)): v for t, qs in check_offsets(end).items()
                    for k, v in qs.items()}
         try:
-            run_with_client(lambda rc: commit_group_offsets(rc, self.opts.namesrv, group, offsets, 10.0))
+            run_with_client(lambda rc: commit_group_offsets(rc, self.opts.namesrv, group, offsets, 10.0),
+                            credentials=self.opts.credentials)
         except Exception as exc:  # noqa: BLE001 - informational only; Spark's checkpoint is the truth
             log.warning("committing progress to the consumer group failed", group=group, error=repr(exc))
 

@@ -28,8 +28,7 @@ def start_rokka(workdir: Path, conf_lines: tuple[str, ...] = ("enablePropertyFil
     data.mkdir(parents=True, exist_ok=True)
     conf = workdir / "broker.conf"
     conf.write_text("\n".join(conf_lines) + "\n")
-    base = serve_argv(data, "json")
-    srv = ServerProcess("rokka-serve", lambda ports: [*base(ports), "-c", str(conf)], workdir, data_dir=data)
+    srv = ServerProcess("rokka-serve", serve_argv(data, "json", conf), workdir, data_dir=data)
     return srv.start()
 
 
