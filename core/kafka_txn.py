@@ -276,6 +276,7 @@ class KafkaTxnCoordinator:
         txn = self._txns.get(tid)
         if txn is None:
             return Out.OK
+        txn.updated_ms = self._clock()   # in use again: ``tick`` must not expire it under this init
         nxt = next_state(txn.state, E.INIT)
         if isinstance(nxt, TxnOutcome):
             return nxt

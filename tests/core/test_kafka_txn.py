@@ -310,3 +310,17 @@ async def test_idle_transactional_ids_expire_and_survive_restart_until_then(tmp_
             assert await n.txns.end_txn("idle", pid, ep, True) is TxnOutcome.INVALID_PRODUCER_ID_MAPPING
     finally:
         n.close()
+
+
+async def test_an_id_being_initialised_again_is_not_expired_under_it(tmp_path: Path) -> None:
+    clock = Clock()
+    n = Node(tmp_path, clock)
+    try:
+        with trio.fail_after(10):
+            await n.init("again")
+            clock.now += 7 * 24 * 3600 * 1000 + 1
+            assert await n.txns.before_init("again") is OK     # InitProducerId started, then a tick
+            await n.txns.tick()
+            assert n.txns.get("again") is not None and n.producers.transactional_entry("again") is not None
+    finally:
+        n.close()
