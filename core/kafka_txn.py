@@ -22,11 +22,9 @@ So committed data only ever appears at commit: every partition's LSO = HW,
 and read_uncommitted consumers see exactly what read_committed ones see.
 The RocketMQ check-back loop skips ``KAFKA_TXN`` halves (``core.txn``).
 
-State machine (``TRANSITIONS``, keyed by (state, event); a value is the next
-state or the refusal to answer with)::
-
-    Empty/Complete* --ADD--> Ongoing --COMMIT--> PrepareCommit --COMPLETE--> CompleteCommit
-                             Ongoing --ABORT/TIMEOUT/INIT--> PrepareAbort --COMPLETE--> CompleteAbort
+State machine: ``core.kafka_txn_states`` (``TRANSITIONS``, ``next_state``;
+Empty/Complete* -> Ongoing -> Prepare* -> Complete*), which also holds the
+per-id record ``Txn``.
 
 Durability rules (``config/kafkaTxn.msgpack``, atomic msgpack):
 
@@ -62,16 +60,26 @@ await between them.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
 
+from core.kafka_txn_states import (
+    ID_EXPIRATION_MS,
+    IDLE,
+    PREPARED,
+    Partition,
+    Txn,
+    TxnEvent,
+    TxnOutcome,
+    TxnState,
+    next_state,
+)
 from core.model import PROP_TRAN_MSG, TOPIC_TRANS_HALF, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, Message
 from core.storage.metafile import MetadataCorrupt
 from core.storage.packfile import pack, read_msgpack, write_packed_atomic
@@ -81,6 +89,8 @@ if TYPE_CHECKING:
     from core.broker import Broker
     from core.producer_state import ProducerStateManager
 
+__all__ = ["KafkaTxnCoordinator", "KafkaTxnStatistics", "Txn", "TxnOutcome", "TxnState"]
+
 log = structlog.get_logger(__name__)
 
 FILE_NAME = "kafkaTxn.msgpack"
@@ -88,99 +98,7 @@ VERSION = 1
 TICK_S = 1.0
 
 
-class TxnState(enum.Enum):
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-
-
-class TxnEvent(enum.Enum):
-    INIT = "INIT"            # InitProducerId (an Ongoing transaction is aborted first)
-    ADD = "ADD"              # AddPartitionsToTxn / AddOffsetsToTxn
-    COMMIT = "COMMIT"        # EndTxn(committed=true)
-    ABORT = "ABORT"          # EndTxn(committed=false)
-    TIMEOUT = "TIMEOUT"      # transaction.timeout.ms passed
-    COMPLETE = "COMPLETE"    # records/op records stored
-
-
-class TxnOutcome(enum.Enum):
-    OK = "OK"
-    INVALID_TXN_STATE = "INVALID_TXN_STATE"                      # 48
-    CONCURRENT_TRANSACTIONS = "CONCURRENT_TRANSACTIONS"          # 51
-    PRODUCER_FENCED = "PRODUCER_FENCED"                          # 90 (47 for old versions)
-    INVALID_PRODUCER_EPOCH = "INVALID_PRODUCER_EPOCH"            # 47 (Produce)
-    INVALID_PRODUCER_ID_MAPPING = "INVALID_PRODUCER_ID_MAPPING"  # 49
-    UNKNOWN_TRANSACTIONAL_ID = "UNKNOWN_TRANSACTIONAL_ID"        # 49 on the wire, as Kafka answers
-
-
 S, E, Out = TxnState, TxnEvent, TxnOutcome
-_ABORTABLE_AGAIN: dict[TxnState, TxnState | TxnOutcome] = {
-                    S.EMPTY: Out.INVALID_TXN_STATE, S.PREPARE_COMMIT: Out.INVALID_TXN_STATE,
-                    S.PREPARE_ABORT: Out.CONCURRENT_TRANSACTIONS, S.COMPLETE_ABORT: S.COMPLETE_ABORT,
-                    S.COMPLETE_COMMIT: Out.INVALID_TXN_STATE}
-TRANSITIONS: dict[tuple[TxnState, TxnEvent], TxnState | TxnOutcome] = {
-    **{(s, E.INIT): S.EMPTY for s in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)},
-    (S.ONGOING, E.INIT): S.PREPARE_ABORT,
-    (S.PREPARE_COMMIT, E.INIT): Out.CONCURRENT_TRANSACTIONS,
-    (S.PREPARE_ABORT, E.INIT): Out.CONCURRENT_TRANSACTIONS,
-    **{(s, E.ADD): S.ONGOING for s in (S.EMPTY, S.ONGOING, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)},
-    (S.PREPARE_COMMIT, E.ADD): Out.CONCURRENT_TRANSACTIONS,
-    (S.PREPARE_ABORT, E.ADD): Out.CONCURRENT_TRANSACTIONS,
-    (S.ONGOING, E.COMMIT): S.PREPARE_COMMIT,
-    (S.EMPTY, E.COMMIT): Out.INVALID_TXN_STATE,
-    (S.PREPARE_COMMIT, E.COMMIT): Out.CONCURRENT_TRANSACTIONS,
-    (S.PREPARE_ABORT, E.COMMIT): Out.INVALID_TXN_STATE,
-    (S.COMPLETE_COMMIT, E.COMMIT): S.COMPLETE_COMMIT,          # a retried EndTxn: success again
-    (S.COMPLETE_ABORT, E.COMMIT): Out.INVALID_TXN_STATE,
-    (S.ONGOING, E.ABORT): S.PREPARE_ABORT,
-    **{(s, E.ABORT): v for s, v in _ABORTABLE_AGAIN.items()},
-    (S.ONGOING, E.TIMEOUT): S.PREPARE_ABORT,
-    (S.PREPARE_COMMIT, E.COMPLETE): S.COMPLETE_COMMIT,
-    (S.PREPARE_ABORT, E.COMPLETE): S.COMPLETE_ABORT,
-}
-PREPARED = (S.PREPARE_COMMIT, S.PREPARE_ABORT)
-IDLE = (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
-#: Kafka's transactional.id.expiration.ms default: an idle transactional id is forgotten after 7 days.
-ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000
-
-
-def next_state(state: TxnState, event: TxnEvent) -> TxnState | TxnOutcome:
-    """The table lookup; an event the table does not list is INVALID_TXN_STATE."""
-    return TRANSITIONS.get((state, event), Out.INVALID_TXN_STATE)
-
-
-Partition = tuple[str, int]
-OffsetKey = tuple[str, str, int]   # (group, topic, partition)
-
-
-@dataclass
-class Txn:
-    """One transactional id's coordinator record."""
-
-    tid: str
-    producer_id: int
-    epoch: int
-    timeout_ms: int
-    state: TxnState = TxnState.EMPTY
-    partitions: set[Partition] = field(default_factory=set)
-    groups: set[str] = field(default_factory=set)
-    halves: dict[int, int] = field(default_factory=dict)          # half CommitLog offset -> half queue offset
-    pending_offsets: dict[OffsetKey, int] = field(default_factory=dict)
-    start_ms: int = -1
-    half_start: int = 0                                           # half-queue end when it became Ongoing
-    marks: dict[Partition, int] = field(default_factory=dict)     # real queue ends at PrepareCommit
-    updated_ms: int = -1                                          # wall clock of the last transition
-
-    def clear(self) -> None:
-        self.partitions, self.groups, self.halves = set(), set(), {}
-        self.pending_offsets, self.marks, self.start_ms = {}, {}, -1
-
-    @property
-    def marker(self) -> str:
-        return f"{self.producer_id}:{self.epoch}"
 
 
 @dataclass(frozen=True, slots=True)

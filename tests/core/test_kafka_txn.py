@@ -13,7 +13,8 @@ import trio
 
 from core.broker import Broker
 from core.config import BrokerConfig
-from core.kafka_txn import TRANSITIONS, KafkaTxnCoordinator, TxnEvent, TxnOutcome, TxnState, next_state
+from core.kafka_txn import KafkaTxnCoordinator
+from core.kafka_txn_states import TRANSITIONS, TxnEvent, TxnOutcome, TxnState, next_state
 from core.model import TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF, TRANSACTION_COMMIT_TYPE, Message, StoredMessage
 from core.producer_state import ProducerStateManager
 from core.storage.engine import DiskStore
