@@ -96,6 +96,11 @@ class BrokerConfig:
     kafka_node_id: int = 0
     kafka_sasl_mechanisms: str = ""    # "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512": the Kafka port requires SASL
     kafka_sasl_users: str = ""         # JSON file {"users": {"name": "password"}} (with kafkaSaslMechanisms)
+    kafka_ssl_cert_file: str = ""      # PEM certificate (+ chain, + key): the Kafka port speaks TLS
+    kafka_ssl_key_file: str = ""       # PEM private key when not in kafkaSslCertFile
+    kafka_ssl_key_password: str = ""   # for an encrypted kafkaSslKeyFile
+    kafka_ssl_ca_file: str = ""        # PEM CA certificates for client certificates
+    kafka_ssl_client_auth: str = "none"   # none | requested | required (Kafka's ssl.client.auth)
     # operator switches (command line only)
     store_repair: bool = False      # truncate a damaged CommitLog at the damage instead of refusing to start
     # extras kept from the file that we do not interpret

@@ -62,9 +62,10 @@ def _startup_failure(exc: BaseException) -> BaseException | None:
     """The store/OS error behind a failed start (unwrapping trio's exception groups), else None."""
     from core.storage.engine import StoreCorrupt, StoreLocked
     from gateway.kafka.sasl import SaslConfigError
+    from gateway.kafka.tls import TlsConfigError
     from gateway.rocketmq.acl import AclConfigError
 
-    if isinstance(exc, StoreCorrupt | StoreLocked | OSError | SaslConfigError | AclConfigError):
+    if isinstance(exc, StoreCorrupt | StoreLocked | OSError | SaslConfigError | AclConfigError | TlsConfigError):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for sub in exc.exceptions:
@@ -208,6 +209,8 @@ class BrokerRole:
         from gateway.kafka.sasl import configure as configure_sasl
         from gateway.kafka.sasl import watch_users
         from gateway.kafka.server import KafkaServer
+        from gateway.kafka.tls import server_context, watch_tls
+        from gateway.kafka.tls import settings_from as tls_settings
         from gateway.rocketmq.client import NamesrvClient
 
         cfg, broker = self.cfg, ctx.broker
@@ -248,7 +251,16 @@ class BrokerRole:
         routes |= build_group_routes(coord, producers, lambda t: resolve(env, t)[0], routed)
         routes |= build_txn_routes(env, txns, coord, producers)
         sasl = configure_sasl(cfg.kafka_sasl_mechanisms, cfg.kafka_sasl_users)
-        server = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes, sasl=sasl)
+        tls = tls_settings(cfg.kafka_ssl_cert_file, cfg.kafka_ssl_key_file, cfg.kafka_ssl_key_password,
+                           cfg.kafka_ssl_ca_file, cfg.kafka_ssl_client_auth)
+        server = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes, sasl=sasl,
+                             tls=server_context(tls) if tls is not None else None)
+        if tls is not None:
+            def use_tls(context: Any) -> None:
+                server.tls = context
+            nursery.start_soon(watch_tls, tls, use_tls)
+            log.info("kafka.tls", cert=str(tls.cert_file), client_auth=tls.client_auth,
+                     security_protocol="SASL_SSL" if sasl is not None else "SSL")
         if sasl is not None:
             def use_users(store: Any, mechs: tuple[str, ...] = sasl[0]) -> None:
                 server.sasl = (mechs, store)

@@ -38,10 +38,16 @@ then (a v0 handshake, whose raw-token framing is not offered, gets
 UNSUPPORTED_VERSION); until a connection has authenticated, any other API closes it and its
 frames are limited to ``MAX_UNAUTHENTICATED_FRAME``; a failed authentication
 is answered (SASL_AUTHENTICATION_FAILED) and the connection closed.
+
+TLS (``tls`` = an SSLContext, see ``gateway.kafka.tls``): each connection is wrapped in a
+``trio.SSLStream`` and must finish its handshake within ``HANDSHAKE_TIMEOUT_S``; after that it is
+served as above (SASL_SSL when SASL is on too).  Multi-buffer responses are joined before they are
+encrypted (``sendmsg`` needs the raw socket).
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +60,8 @@ from gateway.kafka.codec.schema import Struct
 from gateway.kafka.connection import KafkaRequest, KafkaServerConnection
 from gateway.kafka.errors import KafkaError, KafkaProtocolError
 from gateway.kafka.sasl import MAX_UNAUTHENTICATED_FRAME, SaslAuthenticator, SaslError, UserStore
+from gateway.kafka.tls import HANDSHAKE_TIMEOUT_S
+from gateway.kafka.tls import principal as tls_principal
 
 __all__ = ["Handler", "KafkaRequestContext", "KafkaServer", "Route"]
 
@@ -61,6 +69,7 @@ log = structlog.get_logger(__name__)
 
 RECEIVE_SIZE = 65536
 RECEIVE_MAX = 4 << 20      # one receive call for up to this much of a frame already announced
+CLOSE_TIMEOUT_S = 1.0
 
 
 @dataclass
@@ -107,9 +116,11 @@ class KafkaServer:
         max_frame_bytes: int = 100 * 1024 * 1024,
         idle_timeout_s: float = 600.0,
         sasl: tuple[tuple[str, ...], UserStore] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.routes = dict(handlers)
         self.sasl = sasl
+        self.tls = tls
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_s = idle_timeout_s
         self.advertised = self._derive_advertised()
@@ -164,6 +175,19 @@ class KafkaServer:
         if self.sasl is not None:
             state["sasl"] = SaslAuthenticator(*self.sasl)
             conn.max_frame_bytes = min(self.max_frame_bytes, MAX_UNAUTHENTICATED_FRAME)
+        if self.tls is not None:
+            secure = await _tls_handshake(stream, self.tls, peer_addr)
+            if secure is None:
+                return
+            state["tls_principal"] = tls_principal(secure.getpeercert())
+            if state["tls_principal"] is not None:
+                log.info("kafka.tls_client", peer=peer_addr, principal=state["tls_principal"])
+            await self._serve_stream(secure, conn, peer_addr, state)
+        else:
+            await self._serve_stream(stream, conn, peer_addr, state)
+
+    async def _serve_stream(self, stream: trio.abc.Stream, conn: KafkaServerConnection,
+                            peer_addr: tuple[str, int], state: dict[str, Any]) -> None:
         try:
             await self._serve_connection(stream, conn, peer_addr, state)
         except KafkaProtocolError as e:
@@ -175,12 +199,14 @@ class KafkaServer:
             self.stats.handler_errors += 1
             log.exception("kafka.handler_failed", peer=peer_addr)
         finally:
-            with trio.CancelScope(shield=True):
+            # bounded: TLS sends close_notify, and the peer may not be reading (the socket is
+            # closed all the same when the wait is cut short)
+            with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_TIMEOUT_S):
                 await stream.aclose()
 
     async def _serve_connection(
         self,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         conn: KafkaServerConnection,
         peer: tuple[str, int],
         state: dict[str, Any],
@@ -317,11 +343,46 @@ def _run_hooks(hooks: list[Callable[[], None]]) -> None:
     hooks.clear()
 
 
-async def _send(stream: trio.SocketStream, parts: list[Any]) -> None:
+#: What the usual handshake failures mean for a Kafka client (OpenSSL reason -> hint).
+TLS_HINTS = {
+    "WRONG_VERSION_NUMBER": "not TLS: a plaintext client? (set security.protocol=SSL or SASL_SSL)",
+    "HTTP_REQUEST": "not TLS: an HTTP request",
+    "TLSV1_ALERT_UNKNOWN_CA": "the client does not trust rokka's certificate (its CA file)",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "the client rejected rokka's certificate (host name or validity?)",
+    "PEER_DID_NOT_RETURN_A_CERTIFICATE": "no client certificate, and kafkaSslClientAuth=required",
+    "CERTIFICATE_VERIFY_FAILED": "the client certificate does not chain to kafkaSslCaFile",
+}
+
+
+async def _tls_handshake(stream: trio.SocketStream, context: ssl.SSLContext,
+                         peer: tuple[str, int]) -> trio.SSLStream[trio.SocketStream] | None:
+    """The connection wrapped in TLS once its handshake completed; None (logged, socket closed)
+    when it failed or took longer than ``HANDSHAKE_TIMEOUT_S``."""
+    secure = trio.SSLStream(stream, context, server_side=True)
+    reason = ""
+    with trio.move_on_after(HANDSHAKE_TIMEOUT_S) as timer:
+        try:
+            await secure.do_handshake()
+            return secure
+        except trio.BrokenResourceError as exc:
+            cause = exc.__cause__
+            code = (getattr(cause, "reason", None) or str(cause) or type(cause).__name__) if cause else ""
+            reason = f"{code}: {TLS_HINTS[code]}" if code in TLS_HINTS else \
+                code or "connection closed during the handshake"
+    if timer.cancelled_caught:
+        reason = f"no TLS handshake within {HANDSHAKE_TIMEOUT_S:.0f} s"
+    log.warning("kafka.tls_failed", peer=peer, reason=reason)
+    await trio.aclose_forcefully(stream)
+    return None
+
+
+async def _send(stream: trio.abc.Stream, parts: list[Any]) -> None:
     if len(parts) == 1:
         await stream.send_all(parts[0])
-    else:
+    elif isinstance(stream, trio.SocketStream):
         await send_parts(stream, parts)
+    else:       # TLS: one plaintext buffer, encrypted in one pass
+        await stream.send_all(b"".join(parts))
 
 
 async def send_parts(stream: trio.SocketStream, parts: list[Any]) -> None:

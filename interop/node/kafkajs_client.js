@@ -1,8 +1,8 @@
 'use strict';
 // kafkajs 2.2.x roles for rokka's interop tests (driven by interop/harness.py).
 //
-// Protocol: the first stdin line is a JSON object {action, brokers, sasl?, ...} (sasl: kafkajs's own
-// {mechanism, username, password}); the script prints one JSON
+// Protocol: the first stdin line is a JSON object {action, brokers, sasl?, ssl?, ...} (sasl: kafkajs's own
+// {mechanism, username, password}; ssl: {ca, cert?, key?} PEM file paths -> TLS); the script prints one JSON
 // object per stdout line ({event: ...}); long-running roles (member) shut down cleanly when stdin
 // closes.  kafkajs's own log goes to stderr so stdout stays machine-readable.
 //
@@ -18,6 +18,7 @@
 //                                                       refused {groups:[{groupId, errorCode, type}]}
 //   committed   {groupId, topic}                     -> offsets {offsets:[{partition, offset}]}
 
+const fs = require('fs');
 const readline = require('readline');
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs');
 
@@ -39,7 +40,15 @@ function client(p) {
     requestTimeout: 20000,
     retry: { retries: 8, initialRetryTime: 200, maxRetryTime: 3000 },
     sasl: p.sasl || undefined,
+    ssl: p.ssl ? tlsOptions(p.ssl) : undefined,
   });
+}
+
+function tlsOptions(t) {
+  const out = { ca: [fs.readFileSync(t.ca, 'utf-8')], rejectUnauthorized: true };
+  if (t.cert) out.cert = fs.readFileSync(t.cert, 'utf-8');
+  if (t.key) out.key = fs.readFileSync(t.key, 'utf-8');
+  return out;
 }
 
 const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP };
