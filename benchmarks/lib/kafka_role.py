@@ -3,7 +3,8 @@
 Run: ``python -m benchmarks.lib.kafka_role`` with one JSON line of parameters on stdin; JSON lines
 on stdout (``{"event": "result", ...}``, or ``{"event": "error", ...}``).
 
-Roles (``params["role"]``, all take ``bootstrap``):
+Roles (``params["role"]``, all take ``bootstrap`` and optionally ``client``: more librdkafka
+settings for every client of the role, e.g. ``security.protocol`` and ``ssl.ca.location``):
 
 * ``create``: CreateTopics ``topics`` with ``partitions`` partitions, replication 1.
 * ``produce``: ``count`` values of ``size`` bytes to ``topic`` (null key: librdkafka spreads them
@@ -44,7 +45,7 @@ def percentile(sorted_vals: list[float], q: float) -> float:
 
 
 def create(p: dict[str, Any]) -> None:
-    admin = AdminClient({"bootstrap.servers": p["bootstrap"]})
+    admin = AdminClient({"bootstrap.servers": p["bootstrap"], **p.get("client", {})})
     futures = admin.create_topics([NewTopic(t, int(p["partitions"]), 1) for t in p["topics"]],
                                   operation_timeout=30, request_timeout=30)
     for fut in futures.values():
@@ -75,7 +76,7 @@ def produce(p: dict[str, Any]) -> None:
             errors.append(str(err))
 
     prod = Producer({"bootstrap.servers": p["bootstrap"], "acks": str(p["acks"]), "linger.ms": 5,
-                     "queue.buffering.max.messages": 200000})
+                     "queue.buffering.max.messages": 200000, **p.get("client", {})})
     topic, value, count = p["topic"], b"v" * int(p["size"]), int(p["count"])
     prod.produce(topic, value, on_delivery=on_delivery)  # warm up: metadata + connection
     prod.flush(30)
@@ -99,7 +100,8 @@ def consume(p: dict[str, Any]) -> None:
     # than this Python loop drains it would be timed through a full second of client sleep (measured:
     # 300k x 100 B, rokka: 0.25M msg/s with the default, 1.6M with 10 ms).  Same setting for every broker.
     cons = Consumer({"bootstrap.servers": p["bootstrap"], "group.id": p.get("group", "bench"),
-                     "enable.auto.commit": False, "fetch.max.bytes": 52428800, "fetch.queue.backoff.ms": 10})
+                     "enable.auto.commit": False, "fetch.max.bytes": 52428800, "fetch.queue.backoff.ms": 10,
+                     **p.get("client", {})})
     cons.assign([TopicPartition(p["topic"], i, OFFSET_BEGINNING) for i in range(int(p["partitions"]))])
     count, n, nbytes = int(p["count"]), 0, 0
     t_first = t_last = 0.0

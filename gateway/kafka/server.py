@@ -40,9 +40,8 @@ frames are limited to ``MAX_UNAUTHENTICATED_FRAME``; a failed authentication
 is answered (SASL_AUTHENTICATION_FAILED) and the connection closed.
 
 TLS (``tls`` = an SSLContext, see ``gateway.kafka.tls``): each connection is wrapped in a
-``trio.SSLStream`` and must finish its handshake within ``HANDSHAKE_TIMEOUT_S``; after that it is
-served as above (SASL_SSL when SASL is on too).  Multi-buffer responses are joined before they are
-encrypted (``sendmsg`` needs the raw socket).
+``TlsStream`` (``gateway.kafka.tls_stream``: bulk reads and writes) and must finish its handshake
+within ``HANDSHAKE_TIMEOUT_S``; after that it is served as above (SASL_SSL when SASL is on too).
 """
 
 from __future__ import annotations
@@ -62,6 +61,7 @@ from gateway.kafka.errors import KafkaError, KafkaProtocolError
 from gateway.kafka.sasl import MAX_UNAUTHENTICATED_FRAME, SaslAuthenticator, SaslError, UserStore
 from gateway.kafka.tls import HANDSHAKE_TIMEOUT_S
 from gateway.kafka.tls import principal as tls_principal
+from gateway.kafka.tls_stream import TlsStream
 
 __all__ = ["Handler", "KafkaRequestContext", "KafkaServer", "Route"]
 
@@ -355,10 +355,10 @@ TLS_HINTS = {
 
 
 async def _tls_handshake(stream: trio.SocketStream, context: ssl.SSLContext,
-                         peer: tuple[str, int]) -> trio.SSLStream[trio.SocketStream] | None:
+                         peer: tuple[str, int]) -> TlsStream | None:
     """The connection wrapped in TLS once its handshake completed; None (logged, socket closed)
     when it failed or took longer than ``HANDSHAKE_TIMEOUT_S``."""
-    secure = trio.SSLStream(stream, context, server_side=True)
+    secure = TlsStream(stream, context)
     reason = ""
     with trio.move_on_after(HANDSHAKE_TIMEOUT_S) as timer:
         try:
@@ -379,10 +379,11 @@ async def _tls_handshake(stream: trio.SocketStream, context: ssl.SSLContext,
 async def _send(stream: trio.abc.Stream, parts: list[Any]) -> None:
     if len(parts) == 1:
         await stream.send_all(parts[0])
-    elif isinstance(stream, trio.SocketStream):
+    elif isinstance(stream, TlsStream):
+        await stream.send_parts(parts)
+    else:
+        assert isinstance(stream, trio.SocketStream)
         await send_parts(stream, parts)
-    else:       # TLS: one plaintext buffer, encrypted in one pass
-        await stream.send_all(b"".join(parts))
 
 
 async def send_parts(stream: trio.SocketStream, parts: list[Any]) -> None:
