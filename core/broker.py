@@ -56,13 +56,13 @@ from core.model import (
 )
 from core.offsets import ConsumerOffsetManager
 from core.storage.api import FlushDiskType, MessageStore, PutResult, PutStatus
+from core.topic_retention import TopicRetention
 from core.topics import TopicManager
 from core.txn import TransactionService
 
 log = structlog.get_logger(__name__)
 
 PERSIST_INTERVAL_S = 5.0
-RETENTION_INTERVAL_S = 10.0
 
 
 def now_ms() -> int:
@@ -87,6 +87,7 @@ class Broker:
             cluster_topic=cfg.cluster_topic_enable, broker_topic=cfg.broker_topic_enable)
         self.sub_groups = SubscriptionGroupManager(config_dir, auto_create=cfg.auto_create_subscription_group)
         self.offsets = ConsumerOffsetManager(config_dir)
+        self.retention = TopicRetention(config_dir)             # per-topic retention (core.topic_retention)
         self.consumers = ConsumerRegistry()
         self.producers = ProducerRegistry()
         self.arrivals = ArrivalHub()
@@ -232,10 +233,11 @@ class Broker:
 
     async def _retention_loop(self) -> None:
         while True:
-            await trio.sleep(RETENTION_INTERVAL_S)
+            await trio.sleep(max(self.cfg.clean_resource_interval, 100) / 1000)
             removed = await trio.to_thread.run_sync(self.store.run_retention, now_ms())
             if removed:
                 log.info("retention removed files", count=removed)
+            self.retention.apply(self.store, now_ms(), self.topics)
 
     def close(self) -> None:
         """Persist tables, flush and close the store (idempotent)."""

@@ -67,6 +67,7 @@ class BrokerConfig:
     file_reserved_time: int = 72
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
+    clean_resource_interval: int = 10_000   # ms between retention passes (RocketMQ cleanResourceInterval)
     max_message_size: int = 4 * 1024 * 1024
     max_index_num: int = 20_000_000
     max_hash_slot_num: int = 5_000_000

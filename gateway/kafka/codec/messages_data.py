@@ -389,8 +389,43 @@ SASL_AUTHENTICATE = Api(36, "SaslAuthenticate", 0, 2, 2, request=struct(
     f("session_lifetime_ms", INT64, "1+"),
 ))
 
+_ALTER_RESPONSE = struct(
+    f("throttle_time_ms", INT32),
+    f("responses", arr(
+        f("error_code", INT16),
+        f("error_message", STRING, null="0+"),
+        f("resource_type", INT8),
+        f("resource_name", STRING),
+    )),
+)
+
+ALTER_CONFIGS = Api(33, "AlterConfigs", 0, 2, 2, request=struct(
+    f("resources", arr(
+        f("resource_type", INT8),
+        f("resource_name", STRING),
+        f("configs", arr(
+            f("name", STRING),
+            f("value", STRING, null="0+"),
+        )),
+    )),
+    f("validate_only", BOOL),
+), response=_ALTER_RESPONSE)
+
+INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", 0, 1, 1, request=struct(
+    f("resources", arr(
+        f("resource_type", INT8),
+        f("resource_name", STRING),
+        f("configs", arr(
+            f("name", STRING),
+            f("config_operation", INT8),
+            f("value", STRING, null="0+"),
+        )),
+    )),
+    f("validate_only", BOOL),
+), response=_ALTER_RESPONSE)
+
 DATA_APIS = (
     API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, CREATE_TOPICS,
     DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, DESCRIBE_CLUSTER, DELETE_RECORDS,
-    SASL_HANDSHAKE, SASL_AUTHENTICATE,
+    SASL_HANDSHAKE, SASL_AUTHENTICATE, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
 )

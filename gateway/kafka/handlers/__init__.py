@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from gateway.kafka.handlers.alter_configs import handle_alter_configs, handle_incremental_alter_configs
 from gateway.kafka.handlers.common import KafkaEnv
 from gateway.kafka.handlers.fetch import (
     handle_delete_records,
@@ -42,7 +43,9 @@ _TABLE: dict[int, tuple[Any, int, int]] = {
     21: (handle_delete_records, 0, 2),
     23: (handle_offset_for_leader_epoch, 0, 4),
     32: (handle_describe_configs, 0, 4),
+    33: (handle_alter_configs, 0, 2),
     37: (handle_create_partitions, 0, 3),
+    44: (handle_incremental_alter_configs, 0, 1),
     60: (handle_describe_cluster, 0, 1),
 }
 

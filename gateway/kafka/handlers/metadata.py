@@ -37,6 +37,7 @@ from compat.views import view_from_configs
 from core.topics import TopicConfig, is_system_topic
 from gateway.kafka.codec import Struct
 from gateway.kafka.errors import ErrorCode as E
+from gateway.kafka.handlers.alter_configs import set_topic_retention
 from gateway.kafka.handlers.common import (
     LEADER_EPOCH,
     KafkaEnv,
@@ -48,7 +49,7 @@ from gateway.kafka.handlers.common import (
     resolve,
     topic_config,
 )
-from gateway.kafka.handlers.topic_configs import check_topic_configs
+from gateway.kafka.handlers.topic_configs import RETENTION_MS, check_topic_configs, parse_retention_ms
 from gateway.kafka.server import KafkaRequestContext
 
 log = structlog.get_logger(__name__)
@@ -185,6 +186,8 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
             err, msg = E.INVALID_REPLICATION_FACTOR, "replication factor must be 1 on a single node"
         elif not req.validate_only:
             env.broker.topics.ensure(t.name, n)
+            if RETENTION_MS in configs:
+                set_topic_retention(env, t.name, parse_retention_ms(configs[RETENTION_MS]))
             if ignored:
                 log.warning("kafka topic configs not applied: store-wide settings govern every topic",
                             topic=t.name, configs=ignored)
@@ -203,6 +206,7 @@ async def handle_delete_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
         elif name in kafka_topics(env):
             env.broker.topics.delete(name)
             env.broker.store.delete_topic(name)
+            env.broker.retention.delete(name)
             out.append(Struct(name=name, error_code=0))
         else:
             out.append(Struct(name=name, error_code=E.UNKNOWN_TOPIC_OR_PARTITION))
@@ -243,6 +247,16 @@ def _configs(env: KafkaEnv, resource_type: int, name: str = "") -> dict[str, str
             "message.max.bytes": str(cfg.max_message_size)}
 
 
+def _config_entry(env: KafkaEnv, rtype: int, resource: str, name: str, value: str) -> Struct:
+    """One DescribeConfigs entry: a topic's retention.ms is alterable (its own value: source
+    DYNAMIC_TOPIC_CONFIG); everything else is read-only, from broker.conf or rokka's defaults."""
+    own = env.broker.retention.get(resource) if rtype == RESOURCE_TOPIC and name == RETENTION_MS else None
+    alterable = rtype == RESOURCE_TOPIC and name == RETENTION_MS and env.views.get(resource) is None
+    return Struct(name=name, value=value if own is None else str(own), read_only=not alterable,
+                  is_default=own is None, config_source=5 if own is None else 1, is_sensitive=False,
+                  synonyms=[], config_type=0, documentation=None)
+
+
 async def handle_describe_configs(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
     results = []
     for r in req.resources:
@@ -254,8 +268,7 @@ async def handle_describe_configs(env: KafkaEnv, ctx: KafkaRequestContext, req: 
             results.append(Struct(**base.__dict__, error_code=E.INVALID_REQUEST, configs=[]))
             continue
         wanted = r.configuration_keys
-        configs = [Struct(name=k, value=v, read_only=True, is_default=True, config_source=5,
-                          is_sensitive=False, synonyms=[], config_type=0, documentation=None)
+        configs = [_config_entry(env, r.resource_type, r.resource_name, k, v)
                    for k, v in _configs(env, r.resource_type, r.resource_name).items()
                    if wanted is None or k in wanted]
         results.append(Struct(**base.__dict__, error_code=0, configs=configs))

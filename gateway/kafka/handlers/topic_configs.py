@@ -15,9 +15,17 @@ client relies on and rokka cannot give:
 * ``message.timestamp.type=LogAppendTime``: the broker does not rewrite
   record timestamps per topic (a producer's LogAppendTime batch is honoured).
 
-Every other known Kafka topic config is accepted and not applied; the
-handler logs them, and DescribeConfigs shows the values that do apply.
-``rokka.view.*`` configs create a view (``compat.views``).
+``retention.ms`` is applied (``core.topic_retention``): a topic keeps its
+records for at most that long; the store-wide retention still removes whole
+segments, so a longer value (or -1, "forever") cannot lengthen it and is
+logged as such.  Every other known Kafka topic config is accepted and not
+applied; the handler logs them, and DescribeConfigs shows the values that do
+apply.  ``rokka.view.*`` configs create a view (``compat.views``).
+
+AlterConfigs / IncrementalAlterConfigs (``alter_refusal``) are an explicit
+request to change behaviour, so there every config rokka does not apply is
+refused (INVALID_CONFIG with the reason) unless its value is the one that
+applies anyway.
 """
 
 from __future__ import annotations
@@ -37,6 +45,42 @@ KAFKA_TOPIC_CONFIGS = frozenset({
     "unclean.leader.election.enable",
 })
 VIEW_PREFIX = "rokka.view."
+RETENTION_MS = "retention.ms"
+#: Values that are what rokka does anyway (accepted by AlterConfigs).
+IN_FORCE = {"cleanup.policy": "delete", "message.timestamp.type": "CreateTime"}
+
+
+def parse_retention_ms(value: str | None) -> int | None:
+    """``retention.ms`` -> ms (None: no per-topic limit, from -1 or a null value); ValueError
+    when it is not an integer >= -1."""
+    if value is None:
+        return None
+    try:
+        ms = int(value.strip())
+    except ValueError:
+        raise ValueError(f"Invalid value {value} for configuration retention.ms: not a number") from None
+    if ms < -1:
+        raise ValueError(f"Invalid value {value} for configuration retention.ms: must be >= -1")
+    return None if ms == -1 else ms
+
+
+def alter_refusal(name: str, value: str | None) -> str | None:
+    """Why AlterConfigs may not set topic config ``name`` to ``value`` (None: it may)."""
+    if name.startswith(VIEW_PREFIX):
+        return "a view's configs are fixed when it is created"
+    if name not in KAFKA_TOPIC_CONFIGS:
+        return f"Unknown topic config name: {name}"
+    if name == RETENTION_MS:
+        try:
+            parse_retention_ms(value)
+        except ValueError as exc:
+            return str(exc)
+        return None
+    if value is None or IN_FORCE.get(name, "").lower() == value.strip().lower():
+        return None
+    refused, _ = check_topic_configs({name: value})
+    return refused or (f"{name} is not applied per topic by rokka (retention, segments and flushing "
+                       f"are store-wide: see broker.conf); only retention.ms can be changed")
 
 
 def check_topic_configs(configs: dict[str, str | None]) -> tuple[str | None, list[str]]:
@@ -51,7 +95,12 @@ def check_topic_configs(configs: dict[str, str | None]) -> tuple[str | None, lis
     if (configs.get("message.timestamp.type") or "").strip().lower() == "logappendtime":
         return ("message.timestamp.type=LogAppendTime is not supported per topic: records keep the "
                 "producer's timestamp (a LogAppendTime batch is honoured)"), []
-    ignored = sorted(n for n in configs if not n.startswith(VIEW_PREFIX)
+    if RETENTION_MS in configs:
+        try:
+            parse_retention_ms(configs[RETENTION_MS])
+        except ValueError as exc:
+            return str(exc), []
+    ignored = sorted(n for n in configs if not n.startswith(VIEW_PREFIX) and n != RETENTION_MS
                      and not (n == "cleanup.policy" and policy == {"delete"})
                      and not (n == "message.timestamp.type" and configs[n] == "CreateTime"))
     return None, ignored

@@ -1,0 +1,149 @@
+"""Per-topic retention.ms with real Kafka admin clients: set at CreateTopics, changed with
+IncrementalAlterConfigs and AlterConfigs, shown by DescribeConfigs, applied (records older than it
+disappear from the log start for every reader), reset; configs rokka does not apply per topic are
+refused with the reason.  ``cleanResourceInterval=300`` makes the retention pass run every 300 ms.
+
+Everything on 127.0.0.1 with free ports; every client call and wait is bounded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import harness
+import pytest
+from kafka_common import topic_name
+
+
+@pytest.fixture
+def quick_rokka(configured_rokka: Any) -> harness.ServerProcess:
+    return configured_rokka({"cleanResourceInterval": "300"}, {})
+
+
+def wait_until(what: str, cond: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"{what} within {timeout:.0f} s"
+        time.sleep(0.2)
+
+
+def test_kafka_python(quick_rokka: harness.ServerProcess) -> None:
+    pytest.importorskip("kafka", reason="kafka-python is not installed")
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+    bs = quick_rokka.kafka
+    topic, kept = topic_name("ret"), topic_name("kept")
+    admin = KafkaAdminClient(bootstrap_servers=bs, request_timeout_ms=15000)
+    consumer = KafkaConsumer(bootstrap_servers=bs)
+    try:
+        admin.create_topics([NewTopic(topic, 2, 1), NewTopic(kept, 1, 1, topic_configs={"retention.ms": "86400000"})])
+        p = KafkaProducer(bootstrap_servers=bs)
+        for i in range(10):
+            p.send(topic, f"v{i}".encode(), partition=i % 2)
+            p.send(kept, f"k{i}".encode())
+        p.flush(timeout=30)
+        parts = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+        assert consumer.end_offsets(parts) == {parts[0]: 5, parts[1]: 5}
+        assert consumer.beginning_offsets(parts) == {parts[0]: 0, parts[1]: 0}
+
+        def modified(name: str) -> dict[str, Any]:
+            got = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+            return {k: v["value"] for k, v in got["topic"][name].items()}
+
+        assert modified(kept) == {"retention.ms": "86400000"}       # set at CreateTopics
+        assert modified(topic) == {}
+        # IncrementalAlterConfigs SET: the records are older than 1 s soon, and go for every reader
+        res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "1000"})])
+        assert res == {"topic": {topic: "OK"}}
+        assert modified(topic) == {"retention.ms": "1000"}
+        wait_until("records older than retention.ms gone",
+                   lambda: consumer.beginning_offsets(parts) == {parts[0]: 5, parts[1]: 5})
+        c = KafkaConsumer(topic, bootstrap_servers=bs, auto_offset_reset="earliest", consumer_timeout_ms=2000)
+        try:
+            assert list(c) == []
+        finally:
+            c.close()
+        kept_part = TopicPartition(kept, 0)
+        assert consumer.beginning_offsets([kept_part]) == {kept_part: 0}        # other topics untouched
+        # AlterConfigs (the non-incremental one): -1 = no retention of the topic's own
+        res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "-1"})],
+                                  incremental=False)
+        assert res == {"topic": {topic: "OK"}}
+        assert modified(topic) == {}
+        p.send(topic, b"after", partition=0)
+        p.flush(timeout=30)
+        p.close(timeout=10)
+        time.sleep(1.5)                                 # several retention passes: nothing is cut any more
+        assert consumer.end_offsets([parts[0]]) == {parts[0]: 6}
+        assert consumer.beginning_offsets([parts[0]]) == {parts[0]: 5}
+        # what rokka cannot apply per topic is refused with the reason, and nothing changes
+        res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                  configs={"segment.bytes": "1048576", "retention.ms": "5"})],
+                                  raise_on_unknown=False)
+        assert "not applied per topic" in res["topic"][topic]
+        res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "-5"})],
+                                  raise_on_unknown=False)
+        assert "must be >= -1" in res["topic"][topic]
+        assert modified(topic) == {}
+        res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic_name("nope"),
+                                                  configs={"retention.ms": "5"})], raise_on_unknown=False)
+        assert "UnknownTopicOrPartition" in next(iter(res["topic"].values()))
+    finally:
+        consumer.close()
+        admin.close()
+
+
+def test_confluent_kafka(quick_rokka: harness.ServerProcess) -> None:
+    ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+        ResourceType,
+    )
+
+    bs = quick_rokka.kafka
+    topic = topic_name("ret")
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "600000"})])[topic].result(20)
+
+    def retention() -> tuple[str, bool]:
+        fut = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+        (configs,) = [f.result(20) for f in fut.values()]
+        e = configs["retention.ms"]
+        return e.value, e.is_default
+
+    assert retention() == ("600000", False)
+    p = ck.Producer({"bootstrap.servers": bs})
+    for i in range(5):
+        p.produce(topic, f"c{i}".encode())
+    assert p.flush(20) == 0
+
+    def alter(op: Any, value: str | None) -> None:
+        entry = ConfigEntry("retention.ms", value, incremental_operation=op)
+        for f in admin.incremental_alter_configs(
+                [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])]).values():
+            f.result(20)
+
+    def log_start() -> int:
+        c = ck.Consumer({"bootstrap.servers": bs, "group.id": topic_name("g")})
+        try:
+            return c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=10)[0]
+        finally:
+            c.close()
+
+    alter(AlterConfigOpType.SET, "500")
+    assert retention() == ("500", False)
+    wait_until("records older than retention.ms gone", lambda: log_start() == 5)
+    alter(AlterConfigOpType.DELETE, None)
+    value, is_default = retention()
+    assert is_default and value != "500"                 # back to the store-wide retention
+    bad = ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+    (fut,) = admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[bad])]).values()
+    with pytest.raises(ck.KafkaException, match="compact is not supported"):
+        fut.result(20)
