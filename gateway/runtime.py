@@ -161,8 +161,13 @@ class BrokerRole:
         from gateway.rocketmq.server import RemotingServer
 
         cfg = self.cfg
+        acl = _load_acl(cfg)
+        signer = acl.broker_credentials() if acl is not None else None
+        if acl is not None and signer is None:
+            log.warning("aclEnable: plain_acl.yml has no admin account, so this broker's requests to other "
+                        "brokers (Kafka group offsets) go unsigned; list the brokers in globalWhiteRemoteAddresses")
         with self._cancel:
-            async with RemotingClient() as rc, trio.open_nursery() as nursery:
+            async with RemotingClient(credentials=signer) as rc, trio.open_nursery() as nursery:
                 holder: dict[str, BrokerContext] = {}
                 rmq = RemotingServer({}, name="broker", max_frame_bytes=cfg.max_frame_bytes,
                                      idle_timeout_s=cfg.server_channel_max_idle_time_seconds,
@@ -179,7 +184,6 @@ class BrokerRole:
                 ctx.extra["boot_ms"] = int(time.time() * 1000)
                 holder["ctx"] = ctx
                 self.ctx = ctx
-                acl = _load_acl(cfg)
                 for code, handler in build_handlers(ctx).items():
                     rmq.register(code, handler if acl is None else guard(acl, handler))
                 self.kafka_addr = await self._start_kafka(nursery, ctx, rc)

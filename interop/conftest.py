@@ -86,6 +86,28 @@ def rokka_cluster(tmp_path: Path) -> Iterator[harness.Cluster]:
 
 
 @pytest.fixture
+def configured_cluster(tmp_path: Path) -> Iterator[Callable[[dict[str, str], dict[str, str]], harness.Cluster]]:
+    """``start(conf, files)``: ``rokka_cluster`` with every broker reading one broker.conf of the
+    ``conf`` keys, after writing ``files`` into the cluster directory (``{dir}`` in a value is it)."""
+    server_dir = tmp_path / "cluster"
+    started: list[harness.Cluster] = []
+
+    def start(conf: dict[str, str], files: dict[str, str]) -> harness.Cluster:
+        server_dir.mkdir()
+        for name, text in files.items():
+            (server_dir / name).write_text(text)
+        path = server_dir / "broker.conf"
+        path.write_text("".join(f"{k}={v.format(dir=server_dir)}\n" for k, v in conf.items()))
+        started.append(harness.start_cluster(server_dir, conf=path))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        _teardown([p for c in started for p in c.processes()])
+
+
+@pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     d = tmp_path / "clients"
     d.mkdir()

@@ -318,14 +318,16 @@ def namesrv_argv(log_format: str | None = None) -> Callable[[dict[str, int]], li
     return build
 
 
-def broker_argv(namesrv: str, broker_name: str, data_dir: Path,
-                log_format: str | None = None) -> Callable[[dict[str, int]], list[str]]:
+def broker_argv(namesrv: str, broker_name: str, data_dir: Path, log_format: str | None = None,
+                conf: Path | None = None) -> Callable[[dict[str, int]], list[str]]:
     def build(ports: dict[str, int]) -> list[str]:
         argv = [rokka_executable(), "broker", "-n", namesrv, "--broker-name", broker_name,
                 "--data-dir", str(data_dir), "--host", HOST,
                 "--broker-port", str(ports.get("broker", 0)), "--kafka-port", str(ports.get("kafka", 0))]
         if log_format:
             argv += ["--log-format", log_format]
+        if conf is not None:
+            argv += ["-c", str(conf)]
         return argv
     return build
 
@@ -357,14 +359,15 @@ class Cluster:
 
 
 def start_cluster(workdir: Path, names: Sequence[str] = ("broker-a", "broker-b"),
-                  log_format: str | None = "json") -> Cluster:
+                  log_format: str | None = "json", conf: Path | None = None) -> Cluster:
+    """A name server and one broker per name; ``conf``: a broker.conf every broker reads (``-c``)."""
     ns = ServerProcess("rokka-namesrv", namesrv_argv(log_format), workdir).start()
     brokers: dict[str, ServerProcess] = {}
     try:
         for name in names:
             data_dir = workdir / name
             data_dir.mkdir(parents=True, exist_ok=True)
-            brokers[name] = ServerProcess(f"rokka-{name}", broker_argv(ns.namesrv, name, data_dir, log_format),
+            brokers[name] = ServerProcess(f"rokka-{name}", broker_argv(ns.namesrv, name, data_dir, log_format, conf),
                                           workdir, data_dir=data_dir).start()
     except BaseException:
         for b in brokers.values():

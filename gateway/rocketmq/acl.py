@@ -33,7 +33,13 @@ Order of the checks (RocketMQ's ``PlainPermissionManager.validate``):
    the group (a group is named by its retry topic ``%RETRY%group``, and a
    retry topic in a request means its group).  An explicit
    ``topicPerms``/``groupPerms`` entry decides (DENY refuses); otherwise
-   ``defaultTopicPerm`` / ``defaultGroupPerm``.
+   ``defaultTopicPerm`` / ``defaultGroupPerm``.  An admin account with neither
+   ``topicPerms`` nor ``groupPerms`` may use every topic and group (4.9's
+   ``checkPerm``: no owned permission map and admin).
+
+The broker signs its own requests to other brokers (Kafka group offsets it
+forwards) with an admin account of the file (``broker_credentials``); the
+brokers of a cluster share the file.
 
 A refusal is answered like RocketMQ 4.9 answers an ``AclException``:
 SYSTEM_ERROR with the reason in the remark, and logged.  Address patterns:
@@ -159,6 +165,13 @@ class PlainAcl:
         white = [_address_matcher(str(p)) for p in data.get("globalWhiteRemoteAddresses") or []]
         return cls(accounts, white)
 
+    def broker_credentials(self) -> tuple[str, str] | None:
+        """(accessKey, secretKey) of the admin account this broker signs its own requests to other
+        brokers with (brokers of a cluster share the file): an admin account without permission
+        lists (it may use every topic and group) first, then by accessKey; None without any."""
+        admins = sorted((bool(a.perms), a.access_key) for a in self._accounts.values() if a.admin)
+        return (admins[0][1], self._accounts[admins[0][1]].secret_key) if admins else None
+
     def check(self, cmd: RemotingCommand, remote_host: str) -> str | None:
         if any(w(remote_host) for w in self._global_white):
             return None
@@ -176,6 +189,8 @@ class PlainAcl:
             return f"Check signature failed for accessKey={access_key}"
         if cmd.code in ADMIN_CODES and not account.admin:
             return f"Need admin permission for request code={cmd.code}, but accessKey={access_key} is not admin"
+        if account.admin and not account.perms:
+            return None         # RocketMQ 4.9: an admin account without topicPerms/groupPerms may use every resource
         for resource, needed in resources(cmd).items():
             owned = account.perms.get(resource)
             if owned is None:

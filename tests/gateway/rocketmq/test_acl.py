@@ -98,6 +98,24 @@ def test_permissions(acl: PlainAcl) -> None:
     assert check(RC.SEND_MESSAGE, {"topic": "%RETRY%billing"}) is None                   # retry topic = group SUB
 
 
+def test_admin_without_permission_lists_and_broker_credentials(tmp_path: Path) -> None:
+    (tmp_path / "plain_acl.yml").write_text(
+        "accounts:\n"
+        "  - {accessKey: z-admin, secretKey: zs, admin: true}\n"
+        "  - {accessKey: b-admin, secretKey: bs, admin: true, topicPerms: [audit=SUB]}\n"
+        "  - {accessKey: a-app, secretKey: as}\n")
+    acl = PlainAcl.load(tmp_path / "plain_acl.yml")
+    pull = {"topic": "news", "consumerGroup": "billing"}
+    # RocketMQ 4.9: an admin account with no topicPerms/groupPerms may use everything ...
+    assert acl.check(command(RC.PULL_MESSAGE, pull, key=("z-admin", "zs")), "127.0.0.1") is None
+    # ... one with a list falls back to its (default DENY) defaults elsewhere
+    assert acl.check(command(RC.PULL_MESSAGE, pull, key=("b-admin", "bs")), "127.0.0.1") == \
+        "No permission for topic news (needs SUB) for accessKey=b-admin"
+    assert acl.broker_credentials() == ("z-admin", "zs")           # an admin account that may use everything
+    (tmp_path / "plain_acl.yml").write_text("accounts: [{accessKey: a, secretKey: b}]\n")
+    assert PlainAcl.load(tmp_path / "plain_acl.yml").broker_credentials() is None
+
+
 @pytest.mark.parametrize("text", ["accounts: [{accessKey: a}]", "accounts:\n  - {accessKey: a, secretKey: b, "
                                   "defaultTopicPerm: WRITE}", "[1, 2]", "accounts: [{accessKey: a, secretKey: b, "
                                   "topicPerms: [nonsense]}]"])
