@@ -102,6 +102,10 @@ class BrokerConfig:
     kafka_ssl_key_password: str = ""   # for an encrypted kafkaSslKeyFile
     kafka_ssl_ca_file: str = ""        # PEM CA certificates for client certificates
     kafka_ssl_client_auth: str = "none"   # none | requested | required (Kafka's ssl.client.auth)
+    # metrics (RocketMQ 5's keys): PROM serves Prometheus text on metricsPromExporterPort
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""    # default: the listen host
+    metrics_prom_exporter_port: int = 5557
     # operator switches (command line only)
     store_repair: bool = False      # truncate a damaged CommitLog at the damage instead of refusing to start
     # extras kept from the file that we do not interpret
@@ -164,6 +168,9 @@ class BrokerConfig:
             raise ValueError("commitLogWarmAhead must be >= 0 (0 turns the warm-ahead off)")
         if not 1 <= self.disk_max_used_space_ratio <= 95:
             raise ValueError("diskMaxUsedSpaceRatio must be within 1..95")
+        if self.metrics_exporter_type.upper() not in ("DISABLE", "PROM"):
+            raise ValueError(f"metricsExporterType={self.metrics_exporter_type}: rokka offers DISABLE or PROM "
+                             "(Prometheus text on metricsPromExporterPort)")
 
 
 def camel_to_snake(key: str) -> str:

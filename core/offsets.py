@@ -59,6 +59,10 @@ class ConsumerOffsetManager:
     def groups(self) -> set[str]:
         return {k.split("@", 1)[1] for k in self._table}
 
+    def entries(self) -> list[tuple[str, str, dict[int, int]]]:
+        """Every (group, topic, {queue id: offset}) with committed offsets (a copy)."""
+        return [(k.split("@", 1)[1], k.split("@", 1)[0], dict(q)) for k, q in self._table.items()]
+
     def topics_of_group(self, group: str) -> set[str]:
         return {k.split("@", 1)[0] for k in self._table if k.split("@", 1)[1] == group}
 

@@ -113,6 +113,8 @@ async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool) -
             await nursery.start(broker_role.run)
             parts.append(f"broker={_fmt(broker_role.broker_addr)}")
             parts.append(f"kafka={_fmt(broker_role.kafka_addr)}")
+            if broker_role.metrics_addr is not None:
+                parts.append(f"metrics={_fmt(broker_role.metrics_addr)}")
         # Everything built at start-up lives for the whole process: move it out of the GC's way so
         # full collections stay short (they pause the event loop).
         gc.collect()
@@ -150,6 +152,8 @@ class BrokerRole:
         self._closers: list[Any] = []
         self._cancel = trio.CancelScope()
         self.kafka_node: Any = None
+        self.kafka_server: Any = None
+        self.metrics_addr: tuple[str, int] | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         from gateway.rocketmq.acl import guard
@@ -187,6 +191,8 @@ class BrokerRole:
                 for code, handler in build_handlers(ctx).items():
                     rmq.register(code, handler if acl is None else guard(acl, handler))
                 self.kafka_addr = await self._start_kafka(nursery, ctx, rc)
+                if cfg.metrics_exporter_type.upper() == "PROM":
+                    self.metrics_addr = await self._start_metrics(nursery, broker)
                 self._registrar = await self._start_registration(nursery, ctx, rc)
                 nursery.start_soon(self._expiry_loop, ctx, scan_expired_clients)
                 await nursery.start(run_transaction_checks, ctx)
@@ -276,11 +282,21 @@ class BrokerRole:
         await nursery.start(txns.run)
         nursery.start_soon(trio.serve_listeners, server.handle_stream, listeners)
         self._servers.append(server)
+        self.kafka_server = server
         self._closers.append(producers.close)
         self._closers.append(coord.save)
         self._closers.append(txns.save)
         ctx.extra["kafka_addr"] = (host, port)
         return (host, port)
+
+    async def _start_metrics(self, nursery: trio.Nursery, broker: Broker) -> tuple[str, int]:
+        from gateway.metrics import BrokerCollector, MetricsServer, registry_for
+
+        kafka = self.kafka_server
+        collector = BrokerCollector(broker, (lambda: kafka.stats) if kafka is not None else None)
+        server = MetricsServer(registry_for(collector))
+        return await nursery.start(server.serve, self.cfg.metrics_prom_exporter_host or self.cfg.listen_host,
+                                   self.cfg.metrics_prom_exporter_port)
 
     async def _start_registration(self, nursery: trio.Nursery, ctx: Any, rc: Any) -> Any:
         from gateway.kafka.cluster import PublishingRegistrar
