@@ -102,6 +102,9 @@ class BrokerConfig:
     kafka_ssl_key_password: str = ""   # for an encrypted kafkaSslKeyFile
     kafka_ssl_ca_file: str = ""        # PEM CA certificates for client certificates
     kafka_ssl_client_auth: str = "none"   # none | requested | required (Kafka's ssl.client.auth)
+    kafka_acl_enable: bool = False     # Kafka ACL authorization (principals from SASL / TLS)
+    kafka_super_users: str = ""        # "User:admin;User:ops" (Kafka's super.users)
+    kafka_allow_everyone_if_no_acl_found: bool = False
     # metrics (RocketMQ 5's keys): PROM serves Prometheus text on metricsPromExporterPort
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""    # default: the listen host

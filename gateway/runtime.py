@@ -209,10 +209,13 @@ class BrokerRole:
         from compat.views import ViewRegistry
         from core.kafka_txn import KafkaTxnCoordinator
         from core.producer_state import ProducerStateManager
+        from gateway.kafka.acls import AclStore
+        from gateway.kafka.authz import Authz, authorize_routes
         from gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, derive_node_id
         from gateway.kafka.groups.coordinator import GroupCoordinator
         from gateway.kafka.groups.types import GroupConfig
         from gateway.kafka.handlers import KafkaEnv, build_routes
+        from gateway.kafka.handlers.acl_api import build_acl_routes
         from gateway.kafka.handlers.common import resolve
         from gateway.kafka.handlers.group_api import build_group_routes
         from gateway.kafka.handlers.txn import build_txn_routes
@@ -260,6 +263,13 @@ class BrokerRole:
         routes = build_routes(env)
         routes |= build_group_routes(coord, producers, lambda t: resolve(env, t)[0], routed)
         routes |= build_txn_routes(env, txns, coord, producers)
+        acls = AclStore(config_dir, super_users=[u.strip() for u in cfg.kafka_super_users.split(";") if u.strip()],
+                        allow_if_no_acl=cfg.kafka_allow_everyone_if_no_acl_found) if cfg.kafka_acl_enable else None
+        routes |= build_acl_routes(acls)
+        if acls is not None:
+            routes = authorize_routes(routes, Authz(acls))
+            log.info("kafka.acl", acls=len(acls.all()), super_users=sorted(acls.super_users),
+                     allow_everyone_if_no_acl_found=acls.allow_if_no_acl)
         sasl = configure_sasl(cfg.kafka_sasl_mechanisms, cfg.kafka_sasl_users)
         tls = tls_settings(cfg.kafka_ssl_cert_file, cfg.kafka_ssl_key_file, cfg.kafka_ssl_key_password,
                            cfg.kafka_ssl_ca_file, cfg.kafka_ssl_client_auth)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.kafka.codec import primitives as p
+from gateway.kafka.codec.messages_acl import ACL_APIS
 from gateway.kafka.codec.messages_data import API_VERSIONS, DATA_APIS
 from gateway.kafka.codec.messages_groups import GROUP_APIS
 from gateway.kafka.codec.primitives import DecodeError, Reader
@@ -51,7 +52,7 @@ __all__ = [
     "encode_api_versions_error",
 ]
 
-APIS: dict[int, Api] = {api.key: api for api in (*DATA_APIS, *GROUP_APIS)}
+APIS: dict[int, Api] = {api.key: api for api in (*DATA_APIS, *GROUP_APIS, *ACL_APIS)}
 API_VERSIONS_KEY = API_VERSIONS.key
 UNSUPPORTED_VERSION = 35
 

@@ -1,0 +1,465 @@
+"""Kafka authorization: every route wrapped by the check Kafka's broker makes for that API.
+
+Theory of operation
+-------------------
+With ``kafkaAclEnable`` each route is replaced by an adapter (``ADAPTERS``) that asks the ACLs
+(``gateway.kafka.acls``) what Kafka's KafkaApis asks, and answers as Kafka does: the parts of a
+request that are not allowed get TOPIC_AUTHORIZATION_FAILED / GROUP_AUTHORIZATION_FAILED /
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED in their place of the response,
+the handler sees only the rest (or is not called), and a request whose refusal has a top-level
+error code gets it.  Metadata and the list APIs leave out what the principal may not DESCRIBE.
+An API without an adapter is refused for everyone but the super users (fail closed).
+
+The principal is ``User:<SASL user>``, else ``User:<client certificate subject>`` (TLS), else
+``User:ANONYMOUS``; the host is the peer address.  Refusals are logged (``kafka.authz_denied``),
+except the silent filtering of listings.
+
+What each API needs (resource: operation): Produce topic WRITE (+ transactional id WRITE);
+Fetch topic READ; ListOffsets, OffsetForLeaderEpoch, Metadata topic DESCRIBE (auto-creation also
+needs CREATE on the cluster or the topic); FindCoordinator group / transactional id DESCRIBE;
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup group READ; OffsetCommit group READ + topic READ;
+OffsetFetch group DESCRIBE + topic DESCRIBE; DescribeGroups group DESCRIBE; ListGroups cluster
+DESCRIBE or each group DESCRIBE; DeleteGroups group DELETE; OffsetDelete group DELETE + topic READ;
+CreateTopics cluster or topic CREATE; DeleteTopics, DeleteRecords topic DELETE; CreatePartitions
+topic ALTER; DescribeConfigs / AlterConfigs / IncrementalAlterConfigs topic or cluster
+DESCRIBE_CONFIGS / ALTER_CONFIGS; InitProducerId transactional id WRITE, or for an idempotent
+producer cluster IDEMPOTENT_WRITE or WRITE on some topic; AddPartitionsToTxn, AddOffsetsToTxn,
+EndTxn, TxnOffsetCommit transactional id WRITE (+ topic WRITE / group READ / topic READ);
+DescribeProducers topic READ; DescribeTransactions / ListTransactions transactional id DESCRIBE;
+DescribeAcls cluster DESCRIBE; CreateAcls, DeleteAcls cluster ALTER; DescribeCluster anyone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
+from typing import Any, TypeVar
+
+import structlog
+
+from gateway.kafka.acls import CLUSTER_NAME, AclStore, Op, Res
+from gateway.kafka.codec import Struct
+from gateway.kafka.errors import KafkaError
+from gateway.kafka.server import KafkaRequestContext, Route
+
+__all__ = ["ADAPTERS", "Authz", "authorize_routes", "principal_of"]
+
+log = structlog.get_logger(__name__)
+
+TAF, GAF, CAF, OP_NOT_ATTEMPTED, TXAF = 29, 30, 31, 55, 53
+Handler = Callable[[KafkaRequestContext, Struct], Awaitable[Any]]
+T = TypeVar("T")
+
+
+def _s(out: Any) -> Any:
+    """A handler's answer as a Struct (handlers may answer a dict; nested entries may stay dicts)."""
+    return Struct(**out) if isinstance(out, dict) else out
+
+
+def _a(x: Any, name: str) -> Any:
+    """Field ``name`` of a Struct or dict entry."""
+    return x.get(name) if isinstance(x, dict) else getattr(x, name, None)
+
+
+def principal_of(ctx: KafkaRequestContext) -> str:
+    sasl = ctx.conn_state.get("sasl")
+    if sasl is not None and sasl.principal:
+        return str(sasl.principal)                      # "User:<name>"
+    if ctx.conn_state.get("tls_principal"):
+        return f"User:{ctx.conn_state['tls_principal']}"
+    return "User:ANONYMOUS"
+
+
+class Authz:
+    def __init__(self, store: AclStore) -> None:
+        self.store = store
+
+    def ok(self, ctx: KafkaRequestContext, rtype: int, name: str | None, op: int, *, quiet: bool = False) -> bool:
+        principal = principal_of(ctx)
+        allowed = name is not None and self.store.allowed(principal, ctx.peer[0], rtype, name, op)
+        if not allowed and not quiet:
+            log.info("kafka.authz_denied", principal=principal, host=ctx.peer[0], resource_type=rtype,
+                     resource=name, operation=op, api=ctx.api_key)
+        return allowed
+
+    def split(self, ctx: KafkaRequestContext, items: Iterable[T], name: Callable[[T], str | None], rtype: int,
+              op: int) -> tuple[list[T], list[T]]:
+        kept: list[T] = []
+        denied: list[T] = []
+        for it in items or ():
+            (kept if self.ok(ctx, rtype, name(it), op) else denied).append(it)
+        return kept, denied
+
+    def cluster(self, ctx: KafkaRequestContext, op: int, *, quiet: bool = False) -> bool:
+        return self.ok(ctx, Res.CLUSTER, CLUSTER_NAME, op, quiet=quiet)
+
+
+def authorize_routes(routes: dict[int, Route], authz: Authz) -> dict[int, Route]:
+    """The same routes, each behind its API's authorization (unknown APIs: super users only)."""
+    return {key: Route(partial(ADAPTERS.get(key, _super_only), authz, r.handler), r.min_version, r.max_version)
+            for key, r in routes.items()}
+
+
+async def _super_only(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    if principal_of(ctx) not in az.store.super_users:
+        log.info("kafka.authz_denied", principal=principal_of(ctx), api=ctx.api_key, reason="super users only")
+        raise KafkaError(CAF, "only super users may use this API")
+    return await h(ctx, body)
+
+
+# -- data plane ------------------------------------------------------------------------------------
+
+async def _produce(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    txn_ok = body.transactional_id is None or az.ok(ctx, Res.TRANSACTIONAL_ID, body.transactional_id, Op.WRITE)
+    if txn_ok:
+        kept, denied = az.split(ctx, body.topic_data, lambda t: t.name, Res.TOPIC, Op.WRITE)
+    else:
+        kept, denied = [], list(body.topic_data)
+    body.topic_data = kept
+    out = _s(await h(ctx, body)) if kept else (None if body.acks == 0 else Struct(responses=[], throttle_time_ms=0))
+    if out is None:
+        return None
+    code = TAF if txn_ok else TXAF
+    out.responses = list(out.responses) + [Struct(name=t.name, partition_responses=[Struct(
+        index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+        record_errors=[], error_message=None) for p in t.partition_data]) for t in denied]
+    return out
+
+
+async def _fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    kept, denied = az.split(ctx, body.topics, lambda t: t.topic, Res.TOPIC, Op.READ)
+    body.topics = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, error_code=0, session_id=0, responses=[])
+    out.responses = list(out.responses) + [Struct(topic=t.topic, partitions=[Struct(
+        partition_index=p.partition, error_code=TAF, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+        aborted_transactions=None, preferred_read_replica=-1, records=None) for p in t.partitions]) for t in denied]
+    return out
+
+
+async def _list_offsets(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.DESCRIBE)
+    body.topics = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
+    out.topics = list(out.topics) + [Struct(name=t.name, partitions=[Struct(
+        partition_index=p.partition_index, error_code=TAF, timestamp=-1, offset=-1, leader_epoch=-1)
+        for p in t.partitions]) for t in denied]
+    return out
+
+
+async def _offset_for_leader_epoch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    kept, denied = az.split(ctx, body.topics, lambda t: t.topic, Res.TOPIC, Op.DESCRIBE)
+    body.topics = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
+    out.topics = list(out.topics) + [Struct(topic=t.topic, partitions=[Struct(
+        error_code=TAF, partition=p.partition, leader_epoch=-1, end_offset=-1) for p in t.partitions]) for t in denied]
+    return out
+
+
+async def _metadata(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    denied: list[Any] = []
+    if body.topics is not None:
+        kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.DESCRIBE)
+        if body.allow_auto_topic_creation and not (az.cluster(ctx, Op.CREATE, quiet=True) or all(
+                az.ok(ctx, Res.TOPIC, t.name, Op.CREATE, quiet=True) for t in kept)):
+            body.allow_auto_topic_creation = False
+        if denied and not kept and ctx.api_version == 0:
+            body.topics = [Struct(name="", topic_id=None)]      # v0: an empty list would mean every topic
+        else:
+            body.topics = kept
+    out = _s(await h(ctx, body))
+    out.topics = [t for t in out.topics if _a(t, 'name') and az.ok(ctx, Res.TOPIC, _a(t, 'name'), Op.DESCRIBE,
+                                                                     quiet=True)]
+    out.topics += [Struct(error_code=TAF, name=t.name, is_internal=False, partitions=[],
+                          topic_authorized_operations=-2147483648) for t in denied]
+    return out
+
+
+# -- groups ----------------------------------------------------------------------------------------
+
+async def _group_read(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    if not az.ok(ctx, Res.GROUP, body.group_id, Op.READ):
+        raise KafkaError(GAF, f"not authorized to use group {body.group_id}")
+    return await h(ctx, body)
+
+
+async def _find_coordinator(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    rtype, code = (Res.TRANSACTIONAL_ID, TXAF) if body.key_type == 1 else (Res.GROUP, GAF)
+    if ctx.api_version < 4:
+        if not az.ok(ctx, rtype, body.key, Op.DESCRIBE):
+            raise KafkaError(code)
+        return await h(ctx, body)
+    kept, denied = az.split(ctx, body.coordinator_keys, lambda k: k, rtype, Op.DESCRIBE)
+    body.coordinator_keys = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, coordinators=[])
+    out.coordinators = list(out.coordinators) + [Struct(key=k, node_id=-1, host="", port=-1, error_code=code,
+                                                        error_message="not authorized") for k in denied]
+    return out
+
+
+def _partition_errors(topics: Iterable[Any], code: int) -> list[Struct]:
+    return [Struct(name=t.name, partitions=[Struct(partition_index=p.partition_index, error_code=code)
+                                            for p in t.partitions]) for t in topics]
+
+
+async def _offset_commit(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    if not az.ok(ctx, Res.GROUP, body.group_id, Op.READ):
+        return Struct(throttle_time_ms=0, topics=_partition_errors(body.topics, GAF))
+    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.READ)
+    body.topics = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
+    out.topics = list(out.topics) + _partition_errors(denied, TAF)
+    return out
+
+
+def _fetched(az: Authz, ctx: KafkaRequestContext, requested: list[Any] | None,
+             answered: list[Any]) -> tuple[list[Any] | None, Callable[[list[Any]], list[Any]]]:
+    """OffsetFetch topics: (what the handler may see, how to complete what it answered)."""
+    denied: list[Any] = []
+    kept = requested
+    if requested is not None:
+        kept, denied = az.split(ctx, requested, lambda t: t.name, Res.TOPIC, Op.DESCRIBE)
+
+    def complete(topics: list[Any]) -> list[Any]:
+        shown = [t for t in topics if az.ok(ctx, Res.TOPIC, _a(t, 'name'), Op.DESCRIBE, quiet=True)]
+        return shown + [Struct(name=t.name, partitions=[Struct(
+            partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=TAF)
+            for i in t.partition_indexes]) for t in denied]
+    return kept, complete
+
+
+async def _offset_fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    if ctx.api_version < 8:
+        if not az.ok(ctx, Res.GROUP, body.group_id, Op.DESCRIBE):
+            raise KafkaError(GAF)
+        body.topics, complete = _fetched(az, ctx, body.topics, [])
+        out = _s(await h(ctx, body))
+        out.topics = complete(list(out.topics))
+        return out
+    kept, denied = az.split(ctx, body.groups, lambda g: g.group_id, Res.GROUP, Op.DESCRIBE)
+    completions = {}
+    for g in kept:
+        g.topics, completions[g.group_id] = _fetched(az, ctx, g.topics, [])
+    body.groups = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, groups=[])
+    groups = []
+    for g in out.groups:
+        gid = _a(g, "group_id")
+        if gid in completions:
+            g = Struct(**g) if isinstance(g, dict) else g
+            g.topics = completions[gid](list(g.topics or []))
+        groups.append(g)
+    out.groups = groups
+    out.groups = list(out.groups) + [Struct(group_id=g.group_id, topics=[], error_code=GAF) for g in denied]
+    return out
+
+
+async def _describe_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    kept, denied = az.split(ctx, body.groups, lambda g: g, Res.GROUP, Op.DESCRIBE)
+    body.groups = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, groups=[])
+    out.groups = list(out.groups) + [Struct(error_code=GAF, group_id=g, group_state="", protocol_type="",
+                                            protocol_data="", members=[], authorized_operations=-2147483648)
+                                     for g in denied]
+    return out
+
+
+async def _list_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    out = _s(await h(ctx, body))
+    if not az.cluster(ctx, Op.DESCRIBE, quiet=True):
+        out.groups = [g for g in out.groups if az.ok(ctx, Res.GROUP, _a(g, 'group_id'), Op.DESCRIBE, quiet=True)]
+    return out
+
+
+async def _delete_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    kept, denied = az.split(ctx, body.groups_names, lambda g: g, Res.GROUP, Op.DELETE)
+    body.groups_names = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, results=[])
+    out.results = list(out.results) + [Struct(group_id=g, error_code=GAF) for g in denied]
+    return out
+
+
+async def _offset_delete(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    if not az.ok(ctx, Res.GROUP, body.group_id, Op.DELETE):
+        raise KafkaError(GAF)
+    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.READ)
+    body.topics = kept
+    out = _s(await h(ctx, body)) if kept else Struct(error_code=0, throttle_time_ms=0, topics=[])
+    out.topics = list(out.topics) + _partition_errors(denied, TAF)
+    return out
+
+
+# -- admin -----------------------------------------------------------------------------------------
+
+async def _create_topics(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    if az.cluster(ctx, Op.CREATE, quiet=True):
+        return await h(ctx, body)
+    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.CREATE)
+    body.topics = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
+    out.topics = list(out.topics) + [Struct(name=t.name, error_code=TAF, error_message="not authorized to create it",
+                                            num_partitions=-1, replication_factor=-1, configs=None)
+                                     for t in denied]
+    return out
+
+
+async def _delete_topics(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    kept, denied = az.split(ctx, body.topic_names, lambda t: t, Res.TOPIC, Op.DELETE)
+    body.topic_names = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, responses=[])
+    out.responses = list(out.responses) + [Struct(name=t, error_code=TAF, error_message="not authorized")
+                                           for t in denied]
+    return out
+
+
+async def _delete_records(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.DELETE)
+    body.topics = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
+    out.topics = list(out.topics) + [Struct(name=t.name, partitions=[Struct(
+        partition_index=p.partition_index, low_watermark=-1, error_code=TAF) for p in t.partitions]) for t in denied]
+    return out
+
+
+async def _create_partitions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.ALTER)
+    body.topics = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, results=[])
+    out.results = list(out.results) + [Struct(name=t.name, error_code=TAF, error_message="not authorized")
+                                       for t in denied]
+    return out
+
+
+def _config_resource_ok(az: Authz, ctx: KafkaRequestContext, r: Any, op: int) -> bool:
+    if r.resource_type == Res.TOPIC:
+        return az.ok(ctx, Res.TOPIC, r.resource_name, op)
+    return az.cluster(ctx, op)                  # BROKER (4) and the rest: the cluster
+
+
+async def _configs(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct, *, op: int, field: str) -> Any:
+    kept, denied = [], []
+    for r in body.resources:
+        (kept if _config_resource_ok(az, ctx, r, op) else denied).append(r)
+    body.resources = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, **{field: []})
+    setattr(out, field, list(getattr(out, field)) + [Struct(
+        error_code=TAF if r.resource_type == Res.TOPIC else CAF, error_message="not authorized",
+        resource_type=r.resource_type, resource_name=r.resource_name, configs=[]) for r in denied])
+    return out
+
+
+# -- transactions ----------------------------------------------------------------------------------
+
+async def _init_producer_id(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    if body.transactional_id is not None:
+        if not az.ok(ctx, Res.TRANSACTIONAL_ID, body.transactional_id, Op.WRITE):
+            raise KafkaError(TXAF)
+    elif not (az.cluster(ctx, Op.IDEMPOTENT_WRITE, quiet=True)
+              or az.store.allowed_anywhere(principal_of(ctx), ctx.peer[0], Res.TOPIC, Op.WRITE)):
+        log.info("kafka.authz_denied", principal=principal_of(ctx), api=ctx.api_key, reason="idempotent write")
+        raise KafkaError(CAF)
+    return await h(ctx, body)
+
+
+async def _txn_write(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    """EndTxn, AddOffsetsToTxn (+ group READ): a top-level error code."""
+    if not az.ok(ctx, Res.TRANSACTIONAL_ID, body.transactional_id, Op.WRITE):
+        raise KafkaError(TXAF)
+    if getattr(body, "group_id", None) is not None and not az.ok(ctx, Res.GROUP, body.group_id, Op.READ):
+        raise KafkaError(GAF)
+    return await h(ctx, body)
+
+
+async def _add_partitions_to_txn(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    topics = body.v3_and_below_topics
+    if not az.ok(ctx, Res.TRANSACTIONAL_ID, body.v3_and_below_transactional_id, Op.WRITE):
+        codes = {t.name: TXAF for t in topics}
+    else:
+        _, denied = az.split(ctx, topics, lambda t: t.name, Res.TOPIC, Op.WRITE)
+        if not denied:
+            return await h(ctx, body)
+        codes = {t.name: OP_NOT_ATTEMPTED for t in topics} | {t.name: TAF for t in denied}
+    return Struct(throttle_time_ms=0, results_by_topic_v3_and_below=[Struct(name=t.name, results_by_partition=[
+        Struct(partition_index=p, partition_error_code=codes[t.name]) for p in t.partitions]) for t in topics])
+
+
+async def _txn_offset_commit(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    if not az.ok(ctx, Res.TRANSACTIONAL_ID, body.transactional_id, Op.WRITE):
+        return Struct(throttle_time_ms=0, topics=_partition_errors(body.topics, TXAF))
+    if not az.ok(ctx, Res.GROUP, body.group_id, Op.READ):
+        return Struct(throttle_time_ms=0, topics=_partition_errors(body.topics, GAF))
+    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.READ)
+    body.topics = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
+    out.topics = list(out.topics) + _partition_errors(denied, TAF)
+    return out
+
+
+async def _describe_producers(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.READ)
+    body.topics = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
+    out.topics = list(out.topics) + [Struct(name=t.name, partitions=[Struct(
+        partition_index=i, error_code=TAF, error_message=None, active_producers=[]) for i in t.partition_indexes])
+        for t in denied]
+    return out
+
+
+async def _describe_transactions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    kept, denied = az.split(ctx, body.transactional_ids, lambda t: t, Res.TRANSACTIONAL_ID, Op.DESCRIBE)
+    body.transactional_ids = kept
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, transaction_states=[])
+    out.transaction_states = list(out.transaction_states) + [Struct(
+        error_code=TXAF, transactional_id=t, transaction_state="", transaction_timeout_ms=0,
+        transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]) for t in denied]
+    return out
+
+
+async def _list_transactions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    out = _s(await h(ctx, body))
+    out.transaction_states = [s for s in out.transaction_states
+                              if az.ok(ctx, Res.TRANSACTIONAL_ID, _a(s, "transactional_id"), Op.DESCRIBE, quiet=True)]
+    return out
+
+
+# -- ACL APIs and the cluster ------------------------------------------------------------------------
+
+async def _cluster_op(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct, *, op: int,
+                      refused: Callable[[Struct], Struct]) -> Any:
+    if not az.cluster(ctx, op):
+        return refused(body)
+    return await h(ctx, body)
+
+
+def _describe_acls_refused(body: Struct) -> Struct:
+    raise KafkaError(CAF, "not authorized to describe ACLs")
+
+
+def _create_acls_refused(body: Struct) -> Struct:
+    return Struct(throttle_time_ms=0, results=[Struct(error_code=CAF, error_message="not authorized to alter ACLs")
+                                               for _ in body.creations])
+
+
+def _delete_acls_refused(body: Struct) -> Struct:
+    return Struct(throttle_time_ms=0, filter_results=[Struct(
+        error_code=CAF, error_message="not authorized to alter ACLs", matching_acls=[]) for _ in body.filters])
+
+
+async def _anyone(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    return await h(ctx, body)
+
+
+ADAPTERS: dict[int, Callable[..., Awaitable[Any]]] = {
+    0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
+    10: _find_coordinator, 11: _group_read, 12: _group_read, 13: _group_read, 14: _group_read,
+    15: _describe_groups, 16: _list_groups, 19: _create_topics, 20: _delete_topics, 21: _delete_records,
+    22: _init_producer_id, 23: _offset_for_leader_epoch, 24: _add_partitions_to_txn, 25: _txn_write,
+    26: _txn_write, 28: _txn_offset_commit,
+    29: partial(_cluster_op, op=Op.DESCRIBE, refused=_describe_acls_refused),
+    30: partial(_cluster_op, op=Op.ALTER, refused=_create_acls_refused),
+    31: partial(_cluster_op, op=Op.ALTER, refused=_delete_acls_refused),
+    32: partial(_configs, op=Op.DESCRIBE_CONFIGS, field="results"),
+    33: partial(_configs, op=Op.ALTER_CONFIGS, field="responses"),
+    37: _create_partitions, 42: _delete_groups,
+    44: partial(_configs, op=Op.ALTER_CONFIGS, field="responses"),
+    47: _offset_delete, 60: _anyone, 61: _describe_producers, 65: _describe_transactions, 66: _list_transactions,
+}
