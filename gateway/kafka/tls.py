@@ -19,8 +19,8 @@ Settings (rokka's own keys, named after Kafka's ``ssl.*`` ones):
 
 TLS 1.2 is the minimum (Kafka's default ``ssl.enabled.protocols`` is TLSv1.2,TLSv1.3).  The
 client's certificate subject, as an RFC 4514 distinguished name (Kafka's default SSL principal,
-``CN=alice,O=example``), is logged with each connection; rokka has no Kafka authorization, so it
-only identifies the client.
+``CN=alice,O=example``), is logged with each connection and is the client's principal for Kafka
+ACLs (``User:CN=alice,O=example``) when it does not authenticate with SASL.
 
 The files are read at start (a bad file refuses the start: ``TlsConfigError``) and re-read when
 one of them changes (``watch_tls``): new connections get the new certificate, open ones keep theirs
