@@ -193,3 +193,27 @@ def test_acl_apis_without_an_authorizer(rokka: harness.ServerProcess) -> None:
                                           ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY)))
     finally:
         admin.close()
+
+
+def test_kafkajs(acl_rokka: harness.ServerProcess, workdir: Any) -> None:
+    harness.skip_unless_node("kafkajs")
+    topic = topic_name("kj")
+
+    def run(user: str, action: str, **params: Any) -> list[dict[str, Any]]:
+        sasl = {"mechanism": "scram-sha-256", "username": user, "password": USERS[user]}
+        return harness.run_node("kafkajs_client", {"action": action, "brokers": [acl_rokka.kafka], "sasl": sasl,
+                                                   "topic": topic, **params},
+                                workdir=workdir / f"{user}-{action}-{time.monotonic_ns()}", timeout=60)
+
+    assert [e for e in run("admin", "create", partitions=1) if e.get("event") == "created"]
+    write = {"resourceType": 2, "resourceName": topic, "resourcePatternType": 3, "principal": "User:alice",
+             "host": "*", "operation": 4, "permissionType": 3}
+    assert [e for e in run("alice", "create_acls", acls=[write]) if e.get("event") == "refused"]   # not a super user
+    assert [e for e in run("admin", "create_acls", acls=[write]) if e.get("event") == "created_acls"]
+    (acls,) = [e for e in run("admin", "describe_acls", filter={
+        "resourceType": 1, "resourcePatternType": 1, "operation": 1, "permissionType": 1}) if e.get("event") == "acls"]
+    assert [r["resourceName"] for r in acls["resources"]] == [topic]
+    sent = run("alice", "produce", messages=[{"value": "kj-0"}])
+    assert [e for e in sent if e.get("event") == "sent"]
+    with pytest.raises(harness.HarnessError, match="Not authorized to access topics"):
+        run("bob", "produce", messages=[{"value": "kj-1"}])

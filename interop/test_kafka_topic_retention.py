@@ -147,3 +147,23 @@ def test_confluent_kafka(quick_rokka: harness.ServerProcess) -> None:
         [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[bad])]).values()
     with pytest.raises(ck.KafkaException, match="compact is not supported"):
         fut.result(20)
+
+
+def test_kafkajs(quick_rokka: harness.ServerProcess, workdir: Any) -> None:
+    """kafkajs's alterConfigs is the non-incremental AlterConfigs (v0)."""
+    harness.skip_unless_node("kafkajs")
+    topic = topic_name("ret")
+    common = {"brokers": [quick_rokka.kafka], "topic": topic}
+
+    def run(action: str, **params: Any) -> list[dict[str, Any]]:
+        return harness.run_node("kafkajs_client", {"action": action, **common, **params},
+                                workdir=workdir / f"{action}-{time.monotonic_ns()}", timeout=60)
+
+    assert [e for e in run("create", partitions=1) if e.get("event") == "created"]
+    altered = run("alter_configs", configs=[{"name": "retention.ms", "value": "3600000"}])
+    assert [e["resources"] for e in altered if e.get("event") == "altered"] == [[{"name": topic, "errorCode": 0}]]
+    (configs,) = [e["configs"] for e in run("describe_configs") if e.get("event") == "configs"]
+    (ret,) = [c for c in configs if c["name"] == "retention.ms"]
+    assert (ret["value"], ret["isDefault"], ret["readOnly"]) == ("3600000", False, False)
+    refused = run("alter_configs", configs=[{"name": "segment.bytes", "value": "1048576"}])
+    assert [e["type"] for e in refused if e.get("event") == "refused"] == ["INVALID_CONFIG"], refused

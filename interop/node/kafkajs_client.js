@@ -17,10 +17,14 @@
 //   delete_groups {groupIds}                         -> deleted {results:[{groupId, errorCode}]} or
 //                                                       refused {groups:[{groupId, errorCode, type}]}
 //   committed   {groupId, topic}                     -> offsets {offsets:[{partition, offset}]}
+//   alter_configs {topic, configs:[{name, value}]}   -> altered {resources} or refused {type, message}
+//   describe_configs {topic}                         -> configs {configs:[{name, value, isDefault, readOnly}]}
+//   create_acls {acls:[kafkajs ACL entries]}         -> created_acls {count} or refused {type, message}
+//   describe_acls {filter: kafkajs ACL filter}       -> acls {resources} or refused {type, message}
 
 const fs = require('fs');
 const readline = require('readline');
-const { Kafka, CompressionTypes, logLevel } = require('kafkajs');
+const { Kafka, CompressionTypes, ConfigResourceTypes, logLevel } = require('kafkajs');
 
 function emit(event, fields) {
   process.stdout.write(JSON.stringify(Object.assign({ event }, fields || {})) + '\n');
@@ -191,6 +195,60 @@ async function committed(p) {
   }
 }
 
+async function alterConfigs(p) {
+  const admin = client(p).admin();
+  await admin.connect();
+  try {
+    const res = await admin.alterConfigs({ validateOnly: false, resources: [
+      { type: ConfigResourceTypes.TOPIC, name: p.topic, configEntries: p.configs }] });
+    emit('altered', { resources: res.resources.map((r) => ({ name: r.resourceName, errorCode: r.errorCode })) });
+  } catch (e) {
+    emit('refused', { type: e.type || null, message: String(e.message) });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+async function describeConfigs(p) {
+  const admin = client(p).admin();
+  await admin.connect();
+  try {
+    const res = await admin.describeConfigs({ includeSynonyms: false, resources: [
+      { type: ConfigResourceTypes.TOPIC, name: p.topic }] });
+    emit('configs', { configs: res.resources[0].configEntries.map((c) => ({ name: c.configName,
+      value: c.configValue, isDefault: c.isDefault, readOnly: c.readOnly })) });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+async function createAcls(p) {
+  const admin = client(p).admin();
+  await admin.connect();
+  try {
+    await admin.createAcls({ acl: p.acls });
+    emit('created_acls', { count: p.acls.length });
+  } catch (e) {
+    emit('refused', { type: e.type || null, message: String(e.message) });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+async function describeAcls(p) {
+  const admin = client(p).admin();
+  await admin.connect();
+  try {
+    const res = await admin.describeAcls(p.filter);
+    emit('acls', { resources: res.resources.map((r) => ({ resourceType: r.resourceType,
+      resourceName: r.resourceName, patternType: r.resourcePatternType, acls: r.acls })) });
+  } catch (e) {
+    emit('refused', { type: e.type || null, message: String(e.message) });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 async function main() {
   const rl = readline.createInterface({ input: process.stdin });
   const stdinClosed = new Promise((resolve) => rl.on('close', resolve));
@@ -199,7 +257,8 @@ async function main() {
   if (first.done) throw new Error('no parameters on stdin');
   const p = JSON.parse(first.value);
   const actions = { create, produce, member: (q) => member(q, stdinClosed), by_time: byTime, watermarks,
-    delete_groups: deleteGroups, committed };
+    delete_groups: deleteGroups, committed, alter_configs: alterConfigs, describe_configs: describeConfigs,
+    create_acls: createAcls, describe_acls: describeAcls };
   if (!actions[p.action]) throw new Error(`unknown action ${p.action}`);
   await actions[p.action](p);
   rl.close();
