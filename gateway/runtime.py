@@ -221,6 +221,7 @@ class BrokerRole:
         from gateway.kafka.handlers.txn import build_txn_routes
         from gateway.kafka.sasl import configure as configure_sasl
         from gateway.kafka.sasl import watch_users
+        from gateway.kafka.scram_admin import ScramAdmin, build_scram_routes
         from gateway.kafka.server import KafkaServer
         from gateway.kafka.tls import server_context, watch_tls
         from gateway.kafka.tls import settings_from as tls_settings
@@ -263,6 +264,17 @@ class BrokerRole:
         routes = build_routes(env)
         routes |= build_group_routes(coord, producers, lambda t: resolve(env, t)[0], routed)
         routes |= build_txn_routes(env, txns, coord, producers)
+        sasl = configure_sasl(cfg.kafka_sasl_mechanisms, cfg.kafka_sasl_users)
+        holder: dict[str, KafkaServer] = {}
+
+        def use_users(store: Any) -> None:
+            server = holder["server"]
+            assert server.sasl is not None
+            server.sasl = (server.sasl[0], store)
+
+        if sasl is not None:        # SCRAM users managed with Kafka's admin APIs
+            routes |= build_scram_routes(ScramAdmin(Path(cfg.kafka_sasl_users),
+                                                    lambda: holder["server"].sasl[1], use_users))  # type: ignore[index]
         acls = AclStore(config_dir, super_users=[u.strip() for u in cfg.kafka_super_users.split(";") if u.strip()],
                         allow_if_no_acl=cfg.kafka_allow_everyone_if_no_acl_found) if cfg.kafka_acl_enable else None
         routes |= build_acl_routes(acls)
@@ -270,11 +282,10 @@ class BrokerRole:
             routes = authorize_routes(routes, Authz(acls))
             log.info("kafka.acl", acls=len(acls.all()), super_users=sorted(acls.super_users),
                      allow_everyone_if_no_acl_found=acls.allow_if_no_acl)
-        sasl = configure_sasl(cfg.kafka_sasl_mechanisms, cfg.kafka_sasl_users)
         tls = tls_settings(cfg.kafka_ssl_cert_file, cfg.kafka_ssl_key_file, cfg.kafka_ssl_key_password,
                            cfg.kafka_ssl_ca_file, cfg.kafka_ssl_client_auth)
-        server = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes, sasl=sasl,
-                             tls=server_context(tls) if tls is not None else None)
+        server = holder["server"] = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes, sasl=sasl,
+                                                tls=server_context(tls) if tls is not None else None)
         if tls is not None:
             def use_tls(context: Any) -> None:
                 server.tls = context
@@ -282,8 +293,6 @@ class BrokerRole:
             log.info("kafka.tls", cert=str(tls.cert_file), client_auth=tls.client_auth,
                      security_protocol="SASL_SSL" if sasl is not None else "SSL")
         if sasl is not None:
-            def use_users(store: Any, mechs: tuple[str, ...] = sasl[0]) -> None:
-                server.sasl = (mechs, store)
             nursery.start_soon(watch_users, Path(cfg.kafka_sasl_users), use_users)
         await nursery.start(coord.run)
         nursery.start_soon(view.run)

@@ -177,3 +177,50 @@ def test_client_without_sasl_is_turned_away(sasl_rokka: harness.ServerProcess) -
     with pytest.raises(KafkaError):
         KafkaProducer(bootstrap_servers=sasl_rokka.kafka, bootstrap_timeout_ms=4000)
     assert "before SASL authentication" in sasl_rokka.stderr_tail(200)
+
+
+def test_scram_users_managed_with_admin_apis(sasl_rokka: harness.ServerProcess, need_kcat: str) -> None:
+    """kafka-python creates, describes and deletes a SCRAM user; kcat logs in as it (SCRAM and PLAIN)
+    while it exists; confluent-kafka does the same with its own admin API; users with a password in
+    the file stay the file's."""
+    pytest.importorskip("kafka", reason="kafka-python is not installed")
+    ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    from kafka import KafkaAdminClient
+    from kafka.admin._users import ScramMechanism as KpMechanism
+    from kafka.admin._users import UserScramCredentialDeletion
+    from kafka.admin._users import UserScramCredentialUpsertion as KpUpsertion
+
+    def login(user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> int:
+        return harness.run_kcat(["-b", sasl_rokka.kafka, "-X", "security.protocol=SASL_PLAINTEXT",
+                                 "-X", f"sasl.mechanism={mechanism}", "-X", f"sasl.username={user}",
+                                 "-X", f"sasl.password={password}", "-m", "3", "-L"], check=False).returncode
+
+    admin = KafkaAdminClient(bootstrap_servers=sasl_rokka.kafka, request_timeout_ms=15000, **kp_conf("SCRAM-SHA-256"))
+    try:
+        assert login("carol", "carol-pw") != 0
+        assert admin.alter_user_scram_credentials([KpUpsertion("carol", KpMechanism.SCRAM_SHA_256, "carol-pw",
+                                                               iterations=8192)]) == {"carol": None}
+        described = admin.describe_user_scram_credentials(["carol", "alice"])
+        assert described["carol"]["credential_infos"] == [{"mechanism": KpMechanism.SCRAM_SHA_256, "iterations": 8192}]
+        assert len(described["alice"]["credential_infos"]) == 2
+        assert login("carol", "carol-pw") == 0 and login("carol", "carol-pw", "PLAIN") == 0
+        assert login("carol", "wrong") != 0 and login("carol", "carol-pw", "SCRAM-SHA-512") != 0
+        refused = admin.alter_user_scram_credentials([KpUpsertion("alice", KpMechanism.SCRAM_SHA_256, "x")])
+        assert "password in kafkaSaslUsers" in (refused["alice"] or "")
+        assert admin.alter_user_scram_credentials([UserScramCredentialDeletion("carol", KpMechanism.SCRAM_SHA_256)]) \
+            == {"carol": None}
+        assert login("carol", "carol-pw") != 0
+    finally:
+        admin.close()
+    ck_admin = AdminClient({"bootstrap.servers": sasl_rokka.kafka, "security.protocol": "SASL_PLAINTEXT",
+                            "sasl.mechanism": "PLAIN", "sasl.username": USER, "sasl.password": PASSWORD})
+    up = UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"dave-pw")
+    for f in ck_admin.alter_user_scram_credentials([up]).values():
+        f.result(20)
+    got = {u: f.result(20) for u, f in ck_admin.describe_user_scram_credentials(["dave"]).items()}
+    assert [i.mechanism for i in got["dave"].scram_credential_infos] == [ScramMechanism.SCRAM_SHA_512]
+    assert login("dave", "dave-pw", "SCRAM-SHA-512") == 0
+    (gone,) = ck_admin.describe_user_scram_credentials(["nobody"]).values()
+    with pytest.raises(ck.KafkaException, match="does not exist"):
+        gone.result(20)

@@ -26,7 +26,8 @@ DESCRIBE_CONFIGS / ALTER_CONFIGS; InitProducerId transactional id WRITE, or for 
 producer cluster IDEMPOTENT_WRITE or WRITE on some topic; AddPartitionsToTxn, AddOffsetsToTxn,
 EndTxn, TxnOffsetCommit transactional id WRITE (+ topic WRITE / group READ / topic READ);
 DescribeProducers topic READ; DescribeTransactions / ListTransactions transactional id DESCRIBE;
-DescribeAcls cluster DESCRIBE; CreateAcls, DeleteAcls cluster ALTER; DescribeCluster anyone.
+DescribeAcls, DescribeUserScramCredentials cluster DESCRIBE; CreateAcls, DeleteAcls,
+AlterUserScramCredentials cluster ALTER; DescribeCluster anyone.
 """
 
 from __future__ import annotations
@@ -431,12 +432,18 @@ async def _cluster_op(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Str
 
 
 def _describe_acls_refused(body: Struct) -> Struct:
-    raise KafkaError(CAF, "not authorized to describe ACLs")
+    raise KafkaError(CAF, "not authorized to describe the cluster's security settings")
 
 
 def _create_acls_refused(body: Struct) -> Struct:
     return Struct(throttle_time_ms=0, results=[Struct(error_code=CAF, error_message="not authorized to alter ACLs")
                                                for _ in body.creations])
+
+
+def _alter_users_refused(body: Struct) -> Struct:
+    users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
+    return Struct(throttle_time_ms=0, results=[Struct(user=u, error_code=CAF, error_message="not authorized")
+                                               for u in users])
 
 
 def _delete_acls_refused(body: Struct) -> Struct:
@@ -461,5 +468,8 @@ ADAPTERS: dict[int, Callable[..., Awaitable[Any]]] = {
     33: partial(_configs, op=Op.ALTER_CONFIGS, field="responses"),
     37: _create_partitions, 42: _delete_groups,
     44: partial(_configs, op=Op.ALTER_CONFIGS, field="responses"),
-    47: _offset_delete, 60: _anyone, 61: _describe_producers, 65: _describe_transactions, 66: _list_transactions,
+    47: _offset_delete, 60: _anyone,
+    50: partial(_cluster_op, op=Op.DESCRIBE, refused=_describe_acls_refused),
+    51: partial(_cluster_op, op=Op.ALTER, refused=_alter_users_refused),
+    61: _describe_producers, 65: _describe_transactions, 66: _list_transactions,
 }

@@ -23,7 +23,10 @@ framing is not offered: clients since Kafka 1.0 use SaslAuthenticate).
 Users come from a JSON file (``kafkaSaslUsers``): ``{"users": {"alice":
 "secret"}}``.  At load every password is turned into SCRAM credentials
 (random salt, 4096 iterations) for both hashes and dropped; PLAIN checks a
-password by deriving it with the SCRAM-SHA-256 credential's salt.
+password by deriving it with the user's SCRAM credential's salt.  The file's
+``"scram"`` section holds stored credentials instead of passwords (salt,
+iterations, stored and server keys, as Kafka keeps them): Kafka's
+AlterUserScramCredentials writes there (``gateway.kafka.scram_admin``).
 ``watch_users`` re-reads the file when it changes (checked every few
 seconds): new connections authenticate against the new users, established
 ones keep their session (as in Kafka), and a file that no longer parses is
@@ -50,6 +53,7 @@ import trio
 log = structlog.get_logger(__name__)
 
 __all__ = ["MECHANISMS", "SaslAuthenticator", "SaslConfigError", "SaslError", "ScramCredential", "UserStore",
+           "parse_stored", "stored_credential",
            "configure", "parse_mechanisms", "scram_credential", "watch_users"]
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -140,22 +144,39 @@ async def watch_users(path: Path, apply: Callable[[UserStore], None], *, interva
 class UserStore:
     """SCRAM credentials per user and mechanism (see the module docstring)."""
 
-    def __init__(self, passwords: dict[str, str]) -> None:
+    def __init__(self, passwords: dict[str, str],
+                 stored: dict[tuple[str, str], ScramCredential] | None = None) -> None:
         self._creds = {(user, mech): scram_credential(pw, mech)
                        for user, pw in passwords.items() for mech in _HASHES}
+        self._creds.update(stored or {})
+        self.file_users = frozenset(passwords)        # users given by password (not by credentials)
 
     @classmethod
     def load(cls, path: Path) -> UserStore:
-        """Raises SaslConfigError when the file is not ``{"users": {name: password}}``."""
+        """Raises SaslConfigError when the file is not ``{"users": {name: password}, "scram": {...}}``."""
         try:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise SaslConfigError(f"kafkaSaslUsers {path}: {exc}") from exc
-        users = data.get("users") if isinstance(data, dict) else None
+        users = data.get("users", {}) if isinstance(data, dict) else None
         if not isinstance(users, dict) or not all(
                 isinstance(k, str) and k and isinstance(v, str) for k, v in users.items()):
             raise SaslConfigError(f'kafkaSaslUsers {path}: expected {{"users": {{"name": "password", ...}}}}')
-        return cls(users)
+        try:
+            stored = parse_stored(data.get("scram") or {})
+        except (ValueError, TypeError, KeyError) as exc:
+            raise SaslConfigError(f'kafkaSaslUsers {path}: bad "scram" entry: {exc}') from exc
+        both = sorted({u for u, _ in stored} & set(users))
+        if both:
+            raise SaslConfigError(f"kafkaSaslUsers {path}: {both} both have a password and stored credentials")
+        return cls(users, stored)
+
+    def mechanisms_of(self) -> dict[str, dict[str, int]]:
+        """user -> {mechanism: iterations}."""
+        out: dict[str, dict[str, int]] = {}
+        for (user, mech), cred in sorted(self._creds.items()):
+            out.setdefault(user, {})[mech] = cred.iterations
+        return out
 
     @property
     def count(self) -> int:
@@ -165,9 +186,31 @@ class UserStore:
         return self._creds.get((user, mechanism))
 
     def check_password(self, user: str, password: str) -> bool:
-        cred = self._creds.get((user, "SCRAM-SHA-256"))
-        probe = scram_credential(password, "SCRAM-SHA-256", cred.salt if cred else b"\0" * 32)
+        mech = "SCRAM-SHA-256" if (user, "SCRAM-SHA-256") in self._creds else "SCRAM-SHA-512"
+        cred = self._creds.get((user, mech))
+        probe = scram_credential(password, mech, cred.salt if cred else b"\0" * 32,
+                                 cred.iterations if cred else ITERATIONS)
         return cred is not None and hmac.compare_digest(probe.stored_key, cred.stored_key)
+
+
+def parse_stored(raw: dict[str, dict[str, dict[str, object]]]) -> dict[tuple[str, str], ScramCredential]:
+    """The users file's ``"scram"`` section: ``{user: {mechanism: {"salt", "iterations", "stored_key",
+    "server_key"}}}`` (bytes in base64) -> credentials."""
+    out = {}
+    for user, mechs in raw.items():
+        for mech, c in mechs.items():
+            if mech not in _HASHES or not user:
+                raise ValueError(f"unknown mechanism {mech!r} for {user!r}")
+            out[(user, mech)] = ScramCredential(base64.b64decode(str(c["salt"])), int(str(c["iterations"])),
+                                                base64.b64decode(str(c["stored_key"])),
+                                                base64.b64decode(str(c["server_key"])))
+    return out
+
+
+def stored_credential(mechanism: str, salt: bytes, salted_password: bytes, iterations: int) -> ScramCredential:
+    """The credential for a client-computed salted password (AlterUserScramCredentials)."""
+    stored, server = _keys(_HASHES[mechanism], salted_password)
+    return ScramCredential(salt, iterations, stored, server)
 
 
 def _failed(mechanism: str) -> SaslError:

@@ -1,12 +1,14 @@
-"""Declarations: the ACL APIs (DescribeAcls, CreateAcls, DeleteAcls).
+"""Declarations: the security APIs -- ACLs (DescribeAcls, CreateAcls, DeleteAcls) and SCRAM users
+(DescribeUserScramCredentials, AlterUserScramCredentials).
 
-Same conventions as ``messages_data``.  Versions 1-3 (Kafka 4 dropped v0; v1 added the pattern
-type); the authorizer in ``gateway/kafka/authz.py`` reads and builds these structs.
+Same conventions as ``messages_data``.  ACL APIs at versions 1-3 (Kafka 4 dropped v0; v1 added the
+pattern type), read and built by ``handlers/acl_api.py``; the SCRAM user APIs (v0, flexible) by
+``scram_admin.py``.
 """
 
 from __future__ import annotations
 
-from gateway.kafka.codec.schema import INT8, INT16, INT32, STRING, Api, arr, f, struct
+from gateway.kafka.codec.schema import BYTES, INT8, INT16, INT32, STRING, Api, arr, f, struct
 
 DESCRIBE_ACLS = Api(29, "DescribeAcls", 1, 3, 2, request=struct(
     f("resource_type_filter", INT8),
@@ -80,4 +82,42 @@ DELETE_ACLS = Api(31, "DeleteAcls", 1, 3, 2, request=struct(
     )),
 ))
 
-ACL_APIS = (DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)
+DESCRIBE_USER_SCRAM_CREDENTIALS = Api(50, "DescribeUserScramCredentials", 0, 0, 0, request=struct(
+    f("users", arr(f("name", STRING)), null="0+"),
+), response=struct(
+    f("throttle_time_ms", INT32),
+    f("error_code", INT16),
+    f("error_message", STRING, null="0+"),
+    f("results", arr(
+        f("user", STRING),
+        f("error_code", INT16),
+        f("error_message", STRING, null="0+"),
+        f("credential_infos", arr(
+            f("mechanism", INT8),
+            f("iterations", INT32),
+        )),
+    )),
+))
+
+ALTER_USER_SCRAM_CREDENTIALS = Api(51, "AlterUserScramCredentials", 0, 0, 0, request=struct(
+    f("deletions", arr(
+        f("name", STRING),
+        f("mechanism", INT8),
+    )),
+    f("upsertions", arr(
+        f("name", STRING),
+        f("mechanism", INT8),
+        f("iterations", INT32),
+        f("salt", BYTES),
+        f("salted_password", BYTES),
+    )),
+), response=struct(
+    f("throttle_time_ms", INT32),
+    f("results", arr(
+        f("user", STRING),
+        f("error_code", INT16),
+        f("error_message", STRING, null="0+"),
+    )),
+))
+
+ACL_APIS = (DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)

@@ -63,6 +63,8 @@ CASES: dict[int, tuple[dict[str, Any], Any, list[int], tuple[str, list[str]] | N
     28: ({"transactional_id": "tx", "group_id": "g", "producer_id": 1, "producer_epoch": 0,
           "topics": [parts("name", n, "partitions", partition_index=0, committed_offset=1) for n in ("ok", "no")]},
          lambda r: [p.error_code for t in r.topics for p in t.partitions], [TAF], ("topics", ["ok"])),
+    51: ({"deletions": [Struct(name="bob", mechanism=1)], "upsertions": []},
+         lambda r: [x.error_code for x in r.results], [CAF], None),
     24: ({"v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
           "v3_and_below_topics": [Struct(name=n, partitions=[0]) for n in ("ok", "no")]},
          lambda r: sorted(p.partition_error_code for t in r.results_by_topic_v3_and_below
@@ -101,7 +103,7 @@ async def test_refusals_take_the_refused_resources_place(key: int, edge: str) ->
 @pytest.mark.parametrize("key,fields,code", [
     (11, {"group_id": "h"}, GAF), (12, {"group_id": "h"}, GAF), (13, {"group_id": "h"}, GAF),
     (14, {"group_id": "h"}, GAF), (22, {"transactional_id": "ty"}, TXAF), (26, {"transactional_id": "ty"}, TXAF),
-    (25, {"transactional_id": "tx", "group_id": "h"}, GAF), (29, {}, CAF),
+    (25, {"transactional_id": "tx", "group_id": "h"}, GAF), (29, {}, CAF), (50, {"users": None}, CAF),
 ])
 async def test_top_level_refusals(key: int, fields: dict[str, Any], code: int) -> None:
     async def stub(c: KafkaRequestContext, body: Struct) -> Struct:
