@@ -74,16 +74,19 @@ def _startup_failure(exc: BaseException) -> BaseException | None:
     return None
 
 
+def _acl_path(cfg: BrokerConfig) -> Path:
+    return Path(cfg.plain_acl_file) if cfg.plain_acl_file else \
+        Path(cfg.store_path_root_dir).resolve().parent / "conf" / "plain_acl.yml"
+
+
 def _load_acl(cfg: BrokerConfig) -> Any:
     """The broker's PlainAcl when ``aclEnable`` is on, else None."""
     if not cfg.acl_enable:
         return None
     from gateway.rocketmq.acl import PlainAcl
 
-    path = Path(cfg.plain_acl_file) if cfg.plain_acl_file else \
-        Path(cfg.store_path_root_dir).resolve().parent / "conf" / "plain_acl.yml"
-    acl = PlainAcl.load(path)
-    log.info("acl enabled", file=str(path))
+    acl = PlainAcl.load(_acl_path(cfg))
+    log.info("acl enabled", file=str(_acl_path(cfg)))
     return acl
 
 
@@ -156,7 +159,7 @@ class BrokerRole:
         self.metrics_addr: tuple[str, int] | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        from gateway.rocketmq.acl import guard
+        from gateway.rocketmq.acl import guard, watch_acl
         from gateway.rocketmq.client import RemotingClient
         from gateway.rocketmq.handlers import build_handlers
         from gateway.rocketmq.handlers.client import on_channel_closed, scan_expired_clients
@@ -190,6 +193,10 @@ class BrokerRole:
                 self.ctx = ctx
                 for code, handler in build_handlers(ctx).items():
                     rmq.register(code, handler if acl is None else guard(acl, handler))
+                if acl is not None:
+                    def signer_follows() -> None:
+                        rc.credentials = acl.broker_credentials()
+                    nursery.start_soon(watch_acl, _acl_path(cfg), acl, signer_follows)
                 self.kafka_addr = await self._start_kafka(nursery, ctx, rc)
                 if cfg.metrics_exporter_type.upper() == "PROM":
                     self.metrics_addr = await self._start_metrics(nursery, broker)

@@ -8,6 +8,7 @@ Everything on 127.0.0.1 with free ports; every client run is bounded.
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +79,30 @@ def test_rokka_admin_signs_with_its_keys(acl_rokka: harness.ServerProcess) -> No
     assert not_admin.returncode == 1 and "is not admin" in not_admin.stderr
     ok = admin("--access-key", "ops-key", "--secret-key", "ops-secret-1234")
     assert ok.returncode == 0, ok.stderr
+
+
+def test_edited_acl_file_applies_without_restart(acl_rokka: harness.ServerProcess, workdir: Path) -> None:
+    """RocketMQ 4.9 watches plain_acl.yml; so does rokka: a permission added to the file lets the
+    C++ client send within seconds, and a broken edit keeps the accounts in force."""
+    good = ["app-key", "app-secret-1234"]
+    with pytest.raises(harness.HarnessError, match="No permission for topic Granted"):
+        send(acl_rokka, workdir, "Granted", good)
+    acl_file = acl_rokka.workdir / "plain_acl.yml"
+    acl_file.write_text("accounts: [unparsable\n")
+    deadline = time.monotonic() + 20
+    while "plain_acl.yml not reloaded" not in acl_rokka.stderr_tail(400):
+        assert time.monotonic() < deadline, "the broken edit was never noticed"
+        time.sleep(0.5)
+    events = send(acl_rokka, workdir, "AclTopic", good)             # the old accounts still apply
+    assert [e["status"] for e in events if e["event"] == "sent"] == [0, 0, 0]
+    acl_file.write_text(ACL.replace("      - TBW102=PUB", "      - TBW102=PUB\n      - Granted=PUB|SUB"))
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            events = send(acl_rokka, workdir, "Granted", good)
+            break
+        except harness.HarnessError:
+            assert time.monotonic() < deadline, "the new permission never applied"
+            time.sleep(1)
+    assert [e["status"] for e in events if e["event"] == "sent"] == [0, 0, 0]
+    assert "plain_acl.yml reloaded" in acl_rokka.stderr_tail(400)
