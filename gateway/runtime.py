@@ -25,6 +25,7 @@ import gc
 import signal
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,8 @@ class BrokerRole:
         self.metrics_addr: tuple[str, int] | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        from gateway.rocketmq.acl import guard, watch_acl
+        from gateway.filewatch import watch_files
+        from gateway.rocketmq.acl import AclConfigError, PlainAcl, guard
         from gateway.rocketmq.client import RemotingClient
         from gateway.rocketmq.handlers import build_handlers
         from gateway.rocketmq.handlers.client import on_channel_closed, scan_expired_clients
@@ -193,10 +195,13 @@ class BrokerRole:
                 self.ctx = ctx
                 for code, handler in build_handlers(ctx).items():
                     rmq.register(code, handler if acl is None else guard(acl, handler))
-                if acl is not None:
-                    def signer_follows() -> None:
+                if acl is not None:       # plain_acl.yml edits apply at once; the forward signer follows
+                    def reloaded(fresh: PlainAcl) -> None:
+                        acl.replace_with(fresh)
                         rc.credentials = acl.broker_credentials()
-                    nursery.start_soon(watch_acl, _acl_path(cfg), acl, signer_follows)
+                    path = _acl_path(cfg)
+                    nursery.start_soon(partial(watch_files, [path], partial(PlainAcl.load, path), reloaded,
+                                               what="plain_acl.yml", errors=(AclConfigError,)))
                 self.kafka_addr = await self._start_kafka(nursery, ctx, rc)
                 if cfg.metrics_exporter_type.upper() == "PROM":
                     self.metrics_addr = await self._start_metrics(nursery, broker)
@@ -216,6 +221,7 @@ class BrokerRole:
         from compat.views import ViewRegistry
         from core.kafka_txn import KafkaTxnCoordinator
         from core.producer_state import ProducerStateManager
+        from gateway.filewatch import watch_files
         from gateway.kafka.acls import AclStore
         from gateway.kafka.authz import Authz, authorize_routes
         from gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, derive_node_id
@@ -226,11 +232,11 @@ class BrokerRole:
         from gateway.kafka.handlers.common import resolve
         from gateway.kafka.handlers.group_api import build_group_routes
         from gateway.kafka.handlers.txn import build_txn_routes
+        from gateway.kafka.sasl import SaslConfigError, UserStore
         from gateway.kafka.sasl import configure as configure_sasl
-        from gateway.kafka.sasl import watch_users
         from gateway.kafka.scram_admin import ScramAdmin, build_scram_routes
         from gateway.kafka.server import KafkaServer
-        from gateway.kafka.tls import server_context, watch_tls
+        from gateway.kafka.tls import TlsConfigError, server_context
         from gateway.kafka.tls import settings_from as tls_settings
         from gateway.rocketmq.client import NamesrvClient
 
@@ -296,11 +302,14 @@ class BrokerRole:
         if tls is not None:
             def use_tls(context: Any) -> None:
                 server.tls = context
-            nursery.start_soon(watch_tls, tls, use_tls)
+            nursery.start_soon(partial(watch_files, tls.files, partial(server_context, tls), use_tls,
+                                       what="kafka TLS files", errors=(TlsConfigError,)))
             log.info("kafka.tls", cert=str(tls.cert_file), client_auth=tls.client_auth,
                      security_protocol="SASL_SSL" if sasl is not None else "SSL")
         if sasl is not None:
-            nursery.start_soon(watch_users, Path(cfg.kafka_sasl_users), use_users)
+            users = Path(cfg.kafka_sasl_users)
+            nursery.start_soon(partial(watch_files, [users], partial(UserStore.load, users), use_users,
+                                       what="kafka SASL users", errors=(SaslConfigError,)))
         await nursery.start(coord.run)
         nursery.start_soon(view.run)
         self.kafka_node = view.node

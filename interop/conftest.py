@@ -51,6 +51,16 @@ def rokka(tmp_path: Path) -> Iterator[harness.ServerProcess]:
         _teardown([srv])
 
 
+def _write_conf(server_dir: Path, conf: dict[str, str], files: dict[str, str]) -> Path:
+    """``files`` and a broker.conf of ``conf`` in a new ``server_dir`` (``{dir}`` in a value is it)."""
+    server_dir.mkdir()
+    for name, text in files.items():
+        (server_dir / name).write_text(text)
+    path = server_dir / "broker.conf"
+    path.write_text("".join(f"{k}={v.format(dir=server_dir)}\n" for k, v in conf.items()))
+    return path
+
+
 @pytest.fixture
 def configured_rokka(tmp_path: Path) -> Iterator[Callable[[dict[str, str], dict[str, str]], harness.ServerProcess]]:
     """``start(conf, files)``: ``rokka serve -c broker.conf`` with the ``conf`` keys, after writing
@@ -60,12 +70,7 @@ def configured_rokka(tmp_path: Path) -> Iterator[Callable[[dict[str, str], dict[
     started: list[harness.ServerProcess] = []
 
     def start(conf: dict[str, str], files: dict[str, str]) -> harness.ServerProcess:
-        server_dir.mkdir()
-        for name, text in files.items():
-            (server_dir / name).write_text(text)
-        path = server_dir / "broker.conf"
-        path.write_text("".join(f"{k}={v.format(dir=server_dir)}\n" for k, v in conf.items()))
-        started.append(harness.start_serve(server_dir, conf=path))
+        started.append(harness.start_serve(server_dir, conf=_write_conf(server_dir, conf, files)))
         return started[-1]
 
     try:
@@ -93,12 +98,7 @@ def configured_cluster(tmp_path: Path) -> Iterator[Callable[[dict[str, str], dic
     started: list[harness.Cluster] = []
 
     def start(conf: dict[str, str], files: dict[str, str]) -> harness.Cluster:
-        server_dir.mkdir()
-        for name, text in files.items():
-            (server_dir / name).write_text(text)
-        path = server_dir / "broker.conf"
-        path.write_text("".join(f"{k}={v.format(dir=server_dir)}\n" for k, v in conf.items()))
-        started.append(harness.start_cluster(server_dir, conf=path))
+        started.append(harness.start_cluster(server_dir, conf=_write_conf(server_dir, conf, files)))
         return started[-1]
 
     try:

@@ -27,7 +27,7 @@ password by deriving it with the user's SCRAM credential's salt.  The file's
 ``"scram"`` section holds stored credentials instead of passwords (salt,
 iterations, stored and server keys, as Kafka keeps them): Kafka's
 AlterUserScramCredentials writes there (``gateway.kafka.scram_admin``).
-``watch_users`` re-reads the file when it changes (checked every few
+The file is re-read when it changes (``gateway.filewatch``, checked every few
 seconds): new connections authenticate against the new users, established
 ones keep their session (as in Kafka), and a file that no longer parses is
 logged and ignored (the last good users stay).  A failed
@@ -43,18 +43,16 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
-import trio
 
 log = structlog.get_logger(__name__)
 
 __all__ = ["MECHANISMS", "SaslAuthenticator", "SaslConfigError", "SaslError", "ScramCredential", "UserStore",
            "parse_stored", "stored_credential",
-           "configure", "parse_mechanisms", "scram_credential", "watch_users"]
+           "configure", "parse_mechanisms", "scram_credential"]
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 ITERATIONS = 4096
@@ -112,33 +110,6 @@ def configure(mechanisms: str, users_file: str) -> tuple[tuple[str, ...], UserSt
     if not users_file:
         raise SaslConfigError("kafkaSaslMechanisms needs kafkaSaslUsers (a JSON file of users)")
     return mechs, UserStore.load(Path(users_file))
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size
-
-
-async def watch_users(path: Path, apply: Callable[[UserStore], None], *, interval_s: float = 2.0) -> None:
-    """Reload the users file whenever its mtime or size changes, until cancelled; ``apply`` gets each
-    store that loaded (derivation runs on a worker thread)."""
-    seen = _stamp(path)
-    while True:
-        await trio.sleep(interval_s)
-        now = _stamp(path)
-        if now == seen or now is None:
-            continue
-        seen = now
-        try:
-            store = await trio.to_thread.run_sync(UserStore.load, path)
-        except SaslConfigError as exc:
-            log.error("kafka SASL users file not reloaded; the previous users stay", error=str(exc))
-            continue
-        apply(store)
-        log.info("kafka SASL users reloaded", users=store.count, path=str(path))
 
 
 class UserStore:

@@ -23,7 +23,7 @@ client's certificate subject, as an RFC 4514 distinguished name (Kafka's default
 ACLs (``User:CN=alice,O=example``) when it does not authenticate with SASL.
 
 The files are read at start (a bad file refuses the start: ``TlsConfigError``) and re-read when
-one of them changes (``watch_tls``): new connections get the new certificate, open ones keep theirs
+one of them changes (``gateway.filewatch``): new connections get the new certificate, open ones keep theirs
 -- a certificate can be rotated without a restart, as with Kafka's dynamic keystore update.  A broken
 edit is logged and the previous files stay in use.
 """
@@ -31,16 +31,14 @@ edit is logged and the previous files stay in use.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
-import trio
 
 __all__ = ["HANDSHAKE_TIMEOUT_S", "TlsConfigError", "TlsSettings", "principal", "server_context",
-           "settings_from", "watch_tls"]
+           "settings_from"]
 
 log = structlog.get_logger(__name__)
 
@@ -119,33 +117,3 @@ def _escape(value: str) -> str:
     if out.startswith((" ", "#")):
         out = "\\" + out
     return out[:-1] + "\\ " if out.endswith(" ") else out
-
-
-def _stamps(paths: tuple[Path, ...]) -> tuple[tuple[int, int] | None, ...]:
-    out: list[tuple[int, int] | None] = []
-    for p in paths:
-        try:
-            st = p.stat()
-            out.append((st.st_mtime_ns, st.st_size))
-        except OSError:
-            out.append(None)
-    return tuple(out)
-
-
-async def watch_tls(s: TlsSettings, apply: Callable[[ssl.SSLContext], None], *, interval_s: float = 2.0) -> None:
-    """Rebuild the context whenever one of the files changes, until cancelled; ``apply`` gets each
-    context that loaded."""
-    seen = _stamps(s.files)
-    while True:
-        await trio.sleep(interval_s)
-        now = _stamps(s.files)
-        if now == seen or None in now:
-            continue
-        seen = now
-        try:
-            ctx = await trio.to_thread.run_sync(server_context, s)
-        except TlsConfigError as exc:
-            log.error("kafka TLS files not reloaded; the previous certificate stays", error=str(exc))
-            continue
-        apply(ctx)
-        log.info("kafka TLS files reloaded", cert=str(s.cert_file))

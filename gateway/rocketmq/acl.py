@@ -37,7 +37,7 @@ Order of the checks (RocketMQ's ``PlainPermissionManager.validate``):
    ``topicPerms`` nor ``groupPerms`` may use every topic and group (4.9's
    ``checkPerm``: no owned permission map and admin).
 
-The file is re-read when it changes (``watch_acl``, as RocketMQ 4.9's file watcher); a file that
+The file is re-read when it changes (``gateway.filewatch``, as RocketMQ 4.9's file watcher); a file that
 does not load is logged and the accounts in force stay.
 
 The broker signs its own requests to other brokers (Kafka group offsets it
@@ -61,7 +61,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-import trio
 
 from gateway.rocketmq.codec.codes import RequestCode as RC
 from gateway.rocketmq.codec.codes import ResponseCode
@@ -257,37 +256,6 @@ def resources(cmd: RemotingCommand) -> dict[str, int]:
                 if not topic.startswith(RETRY_PREFIX):
                     _topic(topic, SUB, out)
     return out
-
-
-async def watch_acl(path: Path, acl: PlainAcl, on_reload: Callable[[], None] | None = None, *,
-                    interval_s: float = 2.0) -> None:
-    """Reload ``path`` into ``acl`` whenever its mtime or size changes, until cancelled (RocketMQ 4.9
-    watches plain_acl.yml the same way); a file that does not load is logged and the accounts in
-    force stay."""
-    seen = _stamp(path)
-    while True:
-        await trio.sleep(interval_s)
-        now = _stamp(path)
-        if now == seen or now is None:
-            continue
-        seen = now
-        try:
-            fresh = await trio.to_thread.run_sync(PlainAcl.load, path)
-        except AclConfigError as exc:
-            log.error("plain_acl.yml not reloaded; the accounts in force stay", error=str(exc))
-            continue
-        acl.replace_with(fresh)
-        if on_reload is not None:
-            on_reload()
-        log.info("plain_acl.yml reloaded", path=str(path), accounts=len(fresh._accounts))
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size
 
 
 def guard(acl: PlainAcl, handler: Handler) -> Handler:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.filewatch import watch_files
 from gateway.kafka.sasl import (
     MECHANISMS,
     SaslAuthenticator,
@@ -15,7 +16,6 @@ from gateway.kafka.sasl import (
     SaslError,
     UserStore,
     configure,
-    watch_users,
 )
 
 scram = pytest.importorskip("kafka.net.sasl.scram", reason="kafka-python is not installed (make test installs it)")
@@ -101,7 +101,9 @@ async def test_users_file_is_reloaded_when_it_changes(tmp_path: Path) -> None:
     applied: list[UserStore] = []
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(lambda: watch_users(users, applied.append, interval_s=0.02))
+            nursery.start_soon(lambda: watch_files([users], lambda: UserStore.load(users), applied.append,
+                                                   what="kafka SASL users", errors=(SaslConfigError,),
+                                                   interval_s=0.02))
             await trio.sleep(0.1)
             assert applied == []                                    # unchanged: nothing reloaded
             users.write_text(json.dumps({"users": {"alice": "two", "carol": "three"}}))
