@@ -8,9 +8,10 @@ Prometheus text format.  The HTTP side is h11 (sans-IO) driven by one trio task 
 one request per connection, its head bounded by ``MAX_REQUEST_BYTES`` and its arrival by
 ``REQUEST_TIMEOUT_S``; anything but GET/HEAD of ``/metrics`` gets 404 or 405.
 
-Every value is read from the broker's own state when Prometheus scrapes (``BrokerCollector``), so
-the produce and fetch paths carry no counters.  Names follow RocketMQ 5.1's broker metrics where the
-meaning is the same (labels ``cluster``, ``node_type="broker"``, ``node_id`` = brokerName):
+Every value but the request-duration histogram is read from the broker's own state when Prometheus
+scrapes (``BrokerCollector``), so the produce and fetch paths carry no counters.  Names follow
+RocketMQ 5.1's broker metrics where the meaning is the same (labels ``cluster``,
+``node_type="broker"``, ``node_id`` = brokerName):
 
 * ``rocketmq_messages_in_total{topic}``: messages written to the topic since it was created (the
   sum of its queues' max offsets: ConsumeQueue offsets count messages, so it survives restarts);
@@ -20,8 +21,10 @@ meaning is the same (labels ``cluster``, ``node_type="broker"``, ``node_id`` = b
 * ``rocketmq_topic_number``, ``rocketmq_consumer_group_number`` (groups with committed offsets),
   ``rocketmq_storage_size`` (CommitLog bytes kept), ``rokka_storage_flush_behind_bytes``;
 * ``rokka_kafka_connections_total``, ``rokka_kafka_requests_total``,
-  ``rokka_kafka_protocol_errors_total`` (the Kafka listener's counters), and the process's own
-  CPU, memory and file descriptors (prometheus_client's process collector).
+  ``rokka_kafka_protocol_errors_total`` (the Kafka listener's counters),
+  ``rokka_kafka_request_duration_seconds{api}`` (a histogram of time in the handler; the one thing
+  measured on the request path, and only while metrics are on), and the process's own CPU, memory
+  and file descriptors (prometheus_client's process collector).
 
 The collector runs on the trio thread (the broker's tables are not shared with threads); its cost
 is a few dictionary walks per topic and group.
@@ -35,13 +38,13 @@ from typing import Any
 import h11
 import structlog
 import trio
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from core.broker import Broker
 
-__all__ = ["BrokerCollector", "MetricsServer", "registry_for"]
+__all__ = ["BrokerCollector", "MetricsServer", "kafka_request_timer", "registry_for"]
 
 log = structlog.get_logger(__name__)
 
@@ -115,6 +118,26 @@ def registry_for(collector: Collector) -> CollectorRegistry:
     registry.register(collector)
     ProcessCollector(registry=registry)
     return registry
+
+
+#: Request durations from a few hundred microseconds (Produce, Metadata) to long polls (Fetch, JoinGroup).
+DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def kafka_request_timer(registry: CollectorRegistry, names: Callable[[int], str],
+                        base: dict[str, str]) -> Callable[[int, float], None]:
+    """``observe(api_key, seconds)`` feeding ``rokka_kafka_request_duration_seconds{api}`` (time in the
+    handler, long polls included, as Kafka's request metrics count them)."""
+    hist = Histogram("rokka_kafka_request_duration_seconds", "Kafka request time in the broker, by API.",
+                     [*base, "api"], buckets=DURATION_BUCKETS, registry=registry)
+    children: dict[int, Any] = {}
+
+    def observe(api_key: int, seconds: float) -> None:
+        child = children.get(api_key)
+        if child is None:
+            child = children[api_key] = hist.labels(*base.values(), names(api_key))
+        child.observe(seconds)
+    return observe
 
 
 class MetricsServer:

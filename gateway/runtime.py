@@ -325,11 +325,16 @@ class BrokerRole:
         return (host, port)
 
     async def _start_metrics(self, nursery: trio.Nursery, broker: Broker) -> tuple[str, int]:
-        from gateway.metrics import BrokerCollector, MetricsServer, registry_for
+        from gateway.kafka.codec import APIS
+        from gateway.metrics import BrokerCollector, MetricsServer, kafka_request_timer, registry_for
 
         kafka = self.kafka_server
         collector = BrokerCollector(broker, (lambda: kafka.stats) if kafka is not None else None)
-        server = MetricsServer(registry_for(collector))
+        registry = registry_for(collector)
+        if kafka is not None:
+            base = {"cluster": self.cfg.broker_cluster_name, "node_type": "broker", "node_id": self.cfg.broker_name}
+            kafka.observe = kafka_request_timer(registry, lambda k: APIS[k].name if k in APIS else str(k), base)
+        server = MetricsServer(registry)
         return await nursery.start(server.serve, self.cfg.metrics_prom_exporter_host or self.cfg.listen_host,
                                    self.cfg.metrics_prom_exporter_port)
 

@@ -70,6 +70,8 @@ def test_scrape_shows_messages_lag_and_counters(configured_rokka: Any) -> None:
     assert (value(samples, "rokka_kafka_requests_total") or 0) > 0
     assert (value(samples, "rocketmq_storage_size") or 0) > 20 * 100
     assert (value(samples, "process_resident_memory_bytes") or 0) > 0
+    assert (value(samples, "rokka_kafka_request_duration_seconds_count", api="Produce") or 0) >= 1
+    assert (value(samples, "rokka_kafka_request_duration_seconds_bucket", api="Metadata", le="+Inf") or 0) >= 1
     for path, method, code in (("/", "GET", 404), ("/metrics", "POST", 405)):
         req = urllib.request.Request(f"http://{metrics}{path}", method=method, data=b"" if method == "POST" else None)
         with pytest.raises(urllib.error.HTTPError) as info:

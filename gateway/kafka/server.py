@@ -47,6 +47,7 @@ within ``HANDSHAKE_TIMEOUT_S``; after that it is served as above (SASL_SSL when 
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,6 +122,8 @@ class KafkaServer:
         self.routes = dict(handlers)
         self.sasl = sasl
         self.tls = tls
+        #: (api_key, seconds in the handler) after each routed request, when metrics are on
+        self.observe: Callable[[int, float], None] | None = None
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_s = idle_timeout_s
         self.advertised = self._derive_advertised()
@@ -273,10 +276,14 @@ class KafkaServer:
         if req.api_key in (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY) and req.api_key not in self.routes:
             raise KafkaProtocolError("SASL request on an authenticated connection (re-authentication "
                                      "is not offered)")
+        observe = self.observe
+        started = time.perf_counter() if observe is not None else 0.0
         try:
             body = await self.routes[req.api_key].handler(ctx, req.body)
         except KafkaError as e:
             body = self._error_body(req, e)
+        if observe is not None:
+            observe(req.api_key, time.perf_counter() - started)
         if body is None or not req.expects_response:
             return []
         return conn.encode_response_parts(req, body)
