@@ -11,15 +11,19 @@ that all clients are held to one standard:
   succeeded.  ``check()`` asserts no loss (every produced value delivered) and no double delivery of
   a *committed* record (a value may be delivered again only if its earlier delivery was not committed).
 * ``timestamps()``: explicit record timestamps, one second apart, for ListOffsets-by-time checks.
+* ``aiokafka_round_trip()``: aiokafka produces ``n`` values and reads them back from the beginning
+  (the security scenarios: SASL, TLS).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 Header = tuple[str, bytes]
 
@@ -125,3 +129,30 @@ def feed_until(pred, produce, tag: str, timeout: float = 60) -> None:  # noqa: A
         produce(f"{tag}r{rounds}", 12)
         rounds += 1
         time.sleep(0.5)
+
+
+def aiokafka_round_trip(conf: dict[str, Any], topic: str, n: int = 5, timeout: float = 60) -> list[bytes]:
+    """aiokafka (client options ``conf``) sends ``ai-0`` .. ``ai-<n-1>`` to ``topic`` and reads back
+    what is there from the beginning, until it has ``n`` values or ``timeout`` seconds passed."""
+    import aiokafka
+
+    async def main() -> list[bytes]:
+        p = aiokafka.AIOKafkaProducer(**conf)
+        await p.start()
+        try:
+            for i in range(n):
+                await p.send_and_wait(topic, f"ai-{i}".encode())
+        finally:
+            await p.stop()
+        c = aiokafka.AIOKafkaConsumer(topic, auto_offset_reset="earliest", **conf)
+        await c.start()
+        got: list[bytes] = []
+        try:
+            while len(got) < n:
+                for batch in (await c.getmany(timeout_ms=1000)).values():
+                    got += [m.value for m in batch]
+        finally:
+            await c.stop()
+        return got
+
+    return asyncio.run(asyncio.wait_for(main(), timeout))

@@ -7,7 +7,6 @@ Everything on 127.0.0.1 with free ports; every client call is bounded.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import harness
 import pytest
-from kafka_common import topic_name
+from kafka_common import aiokafka_round_trip, topic_name
 
 USER, PASSWORD = "alice", "alice-secret"
 T = 20.0
@@ -141,31 +140,10 @@ def test_kafkajs_scram(sasl_rokka: harness.ServerProcess, workdir: Path) -> None
 
 
 def test_aiokafka_plain(sasl_rokka: harness.ServerProcess) -> None:
-    aiokafka = pytest.importorskip("aiokafka", reason="aiokafka is not installed")
+    pytest.importorskip("aiokafka", reason="aiokafka is not installed")
     conf = {"bootstrap_servers": sasl_rokka.kafka, "security_protocol": "SASL_PLAINTEXT",
             "sasl_mechanism": "PLAIN", "sasl_plain_username": USER, "sasl_plain_password": PASSWORD}
-    topic = topic_name("sasl")
-
-    async def main() -> list[bytes]:
-        p = aiokafka.AIOKafkaProducer(**conf)
-        await p.start()
-        try:
-            for i in range(5):
-                await p.send_and_wait(topic, f"ai-{i}".encode())
-        finally:
-            await p.stop()
-        c = aiokafka.AIOKafkaConsumer(topic, auto_offset_reset="earliest", **conf)
-        await c.start()
-        got: list[bytes] = []
-        try:
-            while len(got) < 5:
-                for batch in (await c.getmany(timeout_ms=1000)).values():
-                    got += [m.value for m in batch]
-        finally:
-            await c.stop()
-        return got
-
-    got = asyncio.run(asyncio.wait_for(main(), 60))
+    got = aiokafka_round_trip(conf, topic_name("sasl"))
     assert sorted(got) == sorted(f"ai-{i}".encode() for i in range(5))
 
 

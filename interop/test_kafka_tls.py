@@ -9,7 +9,6 @@ Everything on 127.0.0.1 with free ports; every client call is bounded.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 import harness
 import pytest
-from kafka_common import topic_name
+from kafka_common import aiokafka_round_trip, topic_name
 
 trustme = pytest.importorskip("trustme", reason="trustme is not installed (make test installs it)")
 
@@ -156,33 +155,12 @@ def test_kafkajs_with_client_certificate(mtls_rokka: harness.ServerProcess, work
 
 
 def test_aiokafka(tls_rokka: harness.ServerProcess) -> None:
-    aiokafka = pytest.importorskip("aiokafka", reason="aiokafka is not installed")
+    pytest.importorskip("aiokafka", reason="aiokafka is not installed")
     from aiokafka.helpers import create_ssl_context
 
-    topic = topic_name("tls")
-
-    async def main() -> list[bytes]:
-        conf = {"bootstrap_servers": tls_rokka.kafka, "security_protocol": "SSL",
-                "ssl_context": create_ssl_context(cafile=str(tls_rokka.workdir / "ca.pem"))}
-        p = aiokafka.AIOKafkaProducer(**conf)
-        await p.start()
-        try:
-            for i in range(5):
-                await p.send_and_wait(topic, f"ai-{i}".encode())
-        finally:
-            await p.stop()
-        c = aiokafka.AIOKafkaConsumer(topic, auto_offset_reset="earliest", **conf)
-        await c.start()
-        got: list[bytes] = []
-        try:
-            while len(got) < 5:
-                for batch in (await c.getmany(timeout_ms=1000)).values():
-                    got += [m.value for m in batch]
-        finally:
-            await c.stop()
-        return got
-
-    got = asyncio.run(asyncio.wait_for(main(), 60))
+    conf = {"bootstrap_servers": tls_rokka.kafka, "security_protocol": "SSL",
+            "ssl_context": create_ssl_context(cafile=str(tls_rokka.workdir / "ca.pem"))}
+    got = aiokafka_round_trip(conf, topic_name("tls"))
     assert sorted(got) == sorted(f"ai-{i}".encode() for i in range(5))
 
 
