@@ -108,6 +108,26 @@ async def _super_only(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Str
     return await h(ctx, body)
 
 
+async def _filtered(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct, *, field: str,
+                    name: Callable[[Any], str | None], rtype: int, op: int, answer: str,
+                    refused: Callable[[Any], Struct], empty: dict[str, Any] | None = None) -> Any:
+    """The usual adapter: the items of ``body.<field>`` whose resource does not allow ``op`` are taken
+    out; the handler answers for the rest (or is not called when none is left: ``empty`` + an empty
+    ``answer`` list), and each refused item gets ``refused(item)`` appended to the ``answer`` list."""
+    kept, denied = az.split(ctx, getattr(body, field), name, rtype, op)
+    setattr(body, field, kept)
+    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, **(empty or {}), **{answer: []})
+    setattr(out, answer, list(getattr(out, answer)) + [refused(x) for x in denied])
+    return out
+
+
+def _topic_parts(t: Any, code: int, topic_field: str = "name", index: str = "partition_index",
+                 **fields: Any) -> Struct:
+    """A refused topic's entry: every requested partition with ``code`` (and ``fields``)."""
+    return Struct(**{topic_field: getattr(t, topic_field)}, partitions=[
+        Struct(**{index: getattr(p, index)}, error_code=code, **fields) for p in t.partitions])
+
+
 # -- data plane ------------------------------------------------------------------------------------
 
 async def _produce(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
@@ -128,32 +148,25 @@ async def _produce(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct
 
 
 async def _fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    kept, denied = az.split(ctx, body.topics, lambda t: t.topic, Res.TOPIC, Op.READ)
-    body.topics = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, error_code=0, session_id=0, responses=[])
-    out.responses = list(out.responses) + [Struct(topic=t.topic, partitions=[Struct(
-        partition_index=p.partition, error_code=TAF, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-        aborted_transactions=None, preferred_read_replica=-1, records=None) for p in t.partitions]) for t in denied]
-    return out
+    return await _filtered(
+        az, h, ctx, body, field="topics", name=lambda t: t.topic, rtype=Res.TOPIC, op=Op.READ, answer="responses",
+        empty={"error_code": 0, "session_id": 0},
+        refused=lambda t: Struct(topic=t.topic, partitions=[Struct(
+            partition_index=p.partition, error_code=TAF, high_watermark=-1, last_stable_offset=-1,
+            log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None)
+            for p in t.partitions]))
 
 
 async def _list_offsets(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.DESCRIBE)
-    body.topics = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
-    out.topics = list(out.topics) + [Struct(name=t.name, partitions=[Struct(
-        partition_index=p.partition_index, error_code=TAF, timestamp=-1, offset=-1, leader_epoch=-1)
-        for p in t.partitions]) for t in denied]
-    return out
+    return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.DESCRIBE,
+                           answer="topics",
+                           refused=lambda t: _topic_parts(t, TAF, timestamp=-1, offset=-1, leader_epoch=-1))
 
 
 async def _offset_for_leader_epoch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    kept, denied = az.split(ctx, body.topics, lambda t: t.topic, Res.TOPIC, Op.DESCRIBE)
-    body.topics = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
-    out.topics = list(out.topics) + [Struct(topic=t.topic, partitions=[Struct(
-        error_code=TAF, partition=p.partition, leader_epoch=-1, end_offset=-1) for p in t.partitions]) for t in denied]
-    return out
+    return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.topic, rtype=Res.TOPIC, op=Op.DESCRIBE,
+                           answer="topics", refused=lambda t: _topic_parts(t, TAF, "topic", "partition",
+                                                                         leader_epoch=-1, end_offset=-1))
 
 
 async def _metadata(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
@@ -189,31 +202,20 @@ async def _find_coordinator(az: Authz, h: Handler, ctx: KafkaRequestContext, bod
         if not az.ok(ctx, rtype, body.key, Op.DESCRIBE):
             raise KafkaError(code)
         return await h(ctx, body)
-    kept, denied = az.split(ctx, body.coordinator_keys, lambda k: k, rtype, Op.DESCRIBE)
-    body.coordinator_keys = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, coordinators=[])
-    out.coordinators = list(out.coordinators) + [Struct(key=k, node_id=-1, host="", port=-1, error_code=code,
-                                                        error_message="not authorized") for k in denied]
-    return out
-
-
-def _partition_errors(topics: Iterable[Any], code: int) -> list[Struct]:
-    return [Struct(name=t.name, partitions=[Struct(partition_index=p.partition_index, error_code=code)
-                                            for p in t.partitions]) for t in topics]
+    return await _filtered(az, h, ctx, body, field="coordinator_keys", name=lambda k: k, rtype=rtype, op=Op.DESCRIBE,
+                           answer="coordinators", refused=lambda k: Struct(
+                               key=k, node_id=-1, host="", port=-1, error_code=code, error_message="not authorized"))
 
 
 async def _offset_commit(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if not az.ok(ctx, Res.GROUP, body.group_id, Op.READ):
-        return Struct(throttle_time_ms=0, topics=_partition_errors(body.topics, GAF))
-    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.READ)
-    body.topics = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
-    out.topics = list(out.topics) + _partition_errors(denied, TAF)
-    return out
+        return Struct(throttle_time_ms=0, topics=[_topic_parts(t, GAF) for t in body.topics])
+    return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.READ,
+                           answer="topics", refused=lambda t: _topic_parts(t, TAF))
 
 
-def _fetched(az: Authz, ctx: KafkaRequestContext, requested: list[Any] | None,
-             answered: list[Any]) -> tuple[list[Any] | None, Callable[[list[Any]], list[Any]]]:
+def _fetched(az: Authz, ctx: KafkaRequestContext,
+             requested: list[Any] | None) -> tuple[list[Any] | None, Callable[[list[Any]], list[Any]]]:
     """OffsetFetch topics: (what the handler may see, how to complete what it answered)."""
     denied: list[Any] = []
     kept = requested
@@ -232,14 +234,14 @@ async def _offset_fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: S
     if ctx.api_version < 8:
         if not az.ok(ctx, Res.GROUP, body.group_id, Op.DESCRIBE):
             raise KafkaError(GAF)
-        body.topics, complete = _fetched(az, ctx, body.topics, [])
+        body.topics, complete = _fetched(az, ctx, body.topics)
         out = _s(await h(ctx, body))
         out.topics = complete(list(out.topics))
         return out
     kept, denied = az.split(ctx, body.groups, lambda g: g.group_id, Res.GROUP, Op.DESCRIBE)
     completions = {}
     for g in kept:
-        g.topics, completions[g.group_id] = _fetched(az, ctx, g.topics, [])
+        g.topics, completions[g.group_id] = _fetched(az, ctx, g.topics)
     body.groups = kept
     out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, groups=[])
     groups = []
@@ -249,19 +251,15 @@ async def _offset_fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: S
             g = Struct(**g) if isinstance(g, dict) else g
             g.topics = completions[gid](list(g.topics or []))
         groups.append(g)
-    out.groups = groups
-    out.groups = list(out.groups) + [Struct(group_id=g.group_id, topics=[], error_code=GAF) for g in denied]
+    out.groups = groups + [Struct(group_id=g.group_id, topics=[], error_code=GAF) for g in denied]
     return out
 
 
 async def _describe_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    kept, denied = az.split(ctx, body.groups, lambda g: g, Res.GROUP, Op.DESCRIBE)
-    body.groups = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, groups=[])
-    out.groups = list(out.groups) + [Struct(error_code=GAF, group_id=g, group_state="", protocol_type="",
-                                            protocol_data="", members=[], authorized_operations=-2147483648)
-                                     for g in denied]
-    return out
+    return await _filtered(az, h, ctx, body, field="groups", name=lambda g: g, rtype=Res.GROUP, op=Op.DESCRIBE,
+                           answer="groups", refused=lambda g: Struct(
+                               error_code=GAF, group_id=g, group_state="", protocol_type="", protocol_data="",
+                               members=[], authorized_operations=-2147483648))
 
 
 async def _list_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
@@ -272,21 +270,15 @@ async def _list_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: St
 
 
 async def _delete_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    kept, denied = az.split(ctx, body.groups_names, lambda g: g, Res.GROUP, Op.DELETE)
-    body.groups_names = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, results=[])
-    out.results = list(out.results) + [Struct(group_id=g, error_code=GAF) for g in denied]
-    return out
+    return await _filtered(az, h, ctx, body, field="groups_names", name=lambda g: g, rtype=Res.GROUP, op=Op.DELETE,
+                           answer="results", refused=lambda g: Struct(group_id=g, error_code=GAF))
 
 
 async def _offset_delete(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if not az.ok(ctx, Res.GROUP, body.group_id, Op.DELETE):
         raise KafkaError(GAF)
-    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.READ)
-    body.topics = kept
-    out = _s(await h(ctx, body)) if kept else Struct(error_code=0, throttle_time_ms=0, topics=[])
-    out.topics = list(out.topics) + _partition_errors(denied, TAF)
-    return out
+    return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.READ,
+                           answer="topics", empty={"error_code": 0}, refused=lambda t: _topic_parts(t, TAF))
 
 
 # -- admin -----------------------------------------------------------------------------------------
@@ -294,40 +286,27 @@ async def _offset_delete(az: Authz, h: Handler, ctx: KafkaRequestContext, body: 
 async def _create_topics(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if az.cluster(ctx, Op.CREATE, quiet=True):
         return await h(ctx, body)
-    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.CREATE)
-    body.topics = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
-    out.topics = list(out.topics) + [Struct(name=t.name, error_code=TAF, error_message="not authorized to create it",
-                                            num_partitions=-1, replication_factor=-1, configs=None)
-                                     for t in denied]
-    return out
+    return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.CREATE,
+                           answer="topics", refused=lambda t: Struct(
+                               name=t.name, error_code=TAF, error_message="not authorized to create it",
+                               num_partitions=-1, replication_factor=-1, configs=None))
 
 
 async def _delete_topics(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    kept, denied = az.split(ctx, body.topic_names, lambda t: t, Res.TOPIC, Op.DELETE)
-    body.topic_names = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, responses=[])
-    out.responses = list(out.responses) + [Struct(name=t, error_code=TAF, error_message="not authorized")
-                                           for t in denied]
-    return out
+    return await _filtered(az, h, ctx, body, field="topic_names", name=lambda t: t, rtype=Res.TOPIC, op=Op.DELETE,
+                           answer="responses",
+                           refused=lambda t: Struct(name=t, error_code=TAF, error_message="not authorized"))
 
 
 async def _delete_records(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.DELETE)
-    body.topics = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
-    out.topics = list(out.topics) + [Struct(name=t.name, partitions=[Struct(
-        partition_index=p.partition_index, low_watermark=-1, error_code=TAF) for p in t.partitions]) for t in denied]
-    return out
+    return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.DELETE,
+                           answer="topics", refused=lambda t: _topic_parts(t, TAF, low_watermark=-1))
 
 
 async def _create_partitions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.ALTER)
-    body.topics = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, results=[])
-    out.results = list(out.results) + [Struct(name=t.name, error_code=TAF, error_message="not authorized")
-                                       for t in denied]
-    return out
+    return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.ALTER,
+                           answer="results",
+                           refused=lambda t: Struct(name=t.name, error_code=TAF, error_message="not authorized"))
 
 
 def _config_resource_ok(az: Authz, ctx: KafkaRequestContext, r: Any, op: int) -> bool:
@@ -385,34 +364,25 @@ async def _add_partitions_to_txn(az: Authz, h: Handler, ctx: KafkaRequestContext
 
 async def _txn_offset_commit(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if not az.ok(ctx, Res.TRANSACTIONAL_ID, body.transactional_id, Op.WRITE):
-        return Struct(throttle_time_ms=0, topics=_partition_errors(body.topics, TXAF))
+        return Struct(throttle_time_ms=0, topics=[_topic_parts(t, TXAF) for t in body.topics])
     if not az.ok(ctx, Res.GROUP, body.group_id, Op.READ):
-        return Struct(throttle_time_ms=0, topics=_partition_errors(body.topics, GAF))
-    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.READ)
-    body.topics = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
-    out.topics = list(out.topics) + _partition_errors(denied, TAF)
-    return out
+        return Struct(throttle_time_ms=0, topics=[_topic_parts(t, GAF) for t in body.topics])
+    return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.READ,
+                           answer="topics", refused=lambda t: _topic_parts(t, TAF))
 
 
 async def _describe_producers(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.READ)
-    body.topics = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
-    out.topics = list(out.topics) + [Struct(name=t.name, partitions=[Struct(
-        partition_index=i, error_code=TAF, error_message=None, active_producers=[]) for i in t.partition_indexes])
-        for t in denied]
-    return out
+    return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.READ,
+                           answer="topics", refused=lambda t: Struct(name=t.name, partitions=[Struct(
+                               partition_index=i, error_code=TAF, error_message=None, active_producers=[])
+                               for i in t.partition_indexes]))
 
 
 async def _describe_transactions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    kept, denied = az.split(ctx, body.transactional_ids, lambda t: t, Res.TRANSACTIONAL_ID, Op.DESCRIBE)
-    body.transactional_ids = kept
-    out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, transaction_states=[])
-    out.transaction_states = list(out.transaction_states) + [Struct(
-        error_code=TXAF, transactional_id=t, transaction_state="", transaction_timeout_ms=0,
-        transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]) for t in denied]
-    return out
+    return await _filtered(az, h, ctx, body, field="transactional_ids", name=lambda t: t, rtype=Res.TRANSACTIONAL_ID,
+                           op=Op.DESCRIBE, answer="transaction_states", refused=lambda t: Struct(
+                               error_code=TXAF, transactional_id=t, transaction_state="", transaction_timeout_ms=0,
+                               transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]))
 
 
 async def _list_transactions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
