@@ -86,8 +86,9 @@ def _load_acl(cfg: BrokerConfig) -> Any:
         return None
     from gateway.rocketmq.acl import PlainAcl
 
-    acl = PlainAcl.load(_acl_path(cfg))
-    log.info("acl enabled", file=str(_acl_path(cfg)))
+    path = _acl_path(cfg)
+    acl = PlainAcl.load(path)
+    log.info("acl enabled", file=str(path))
     return acl
 
 

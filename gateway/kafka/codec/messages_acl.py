@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from gateway.kafka.codec.schema import BYTES, INT8, INT16, INT32, STRING, Api, arr, f, struct
 
-DESCRIBE_ACLS = Api(29, "DescribeAcls", 1, 3, 2, request=struct(
+#: An ACL binding filter: DescribeAcls's request and each DeleteAcls filter.
+_ACL_FILTER = (
     f("resource_type_filter", INT8),
     f("resource_name_filter", STRING, null="0+"),
     f("pattern_type_filter", INT8, "1+", default=3),
@@ -18,7 +19,9 @@ DESCRIBE_ACLS = Api(29, "DescribeAcls", 1, 3, 2, request=struct(
     f("host_filter", STRING, null="0+"),
     f("operation", INT8),
     f("permission_type", INT8),
-), response=struct(
+)
+
+DESCRIBE_ACLS = Api(29, "DescribeAcls", 1, 3, 2, request=struct(*_ACL_FILTER), response=struct(
     f("throttle_time_ms", INT32),
     f("error_code", INT16),
     f("error_message", STRING, null="0+"),
@@ -54,15 +57,7 @@ CREATE_ACLS = Api(30, "CreateAcls", 1, 3, 2, request=struct(
 ))
 
 DELETE_ACLS = Api(31, "DeleteAcls", 1, 3, 2, request=struct(
-    f("filters", arr(
-        f("resource_type_filter", INT8),
-        f("resource_name_filter", STRING, null="0+"),
-        f("pattern_type_filter", INT8, "1+", default=3),
-        f("principal_filter", STRING, null="0+"),
-        f("host_filter", STRING, null="0+"),
-        f("operation", INT8),
-        f("permission_type", INT8),
-    )),
+    f("filters", arr(*_ACL_FILTER)),
 ), response=struct(
     f("throttle_time_ms", INT32),
     f("filter_results", arr(

@@ -25,8 +25,8 @@ def contexts() -> tuple[ssl.SSLContext, ssl.SSLContext]:
     return server, client
 
 
-@pytest.fixture
-async def pair(contexts: tuple[ssl.SSLContext, ssl.SSLContext]) -> AsyncIterator[tuple[TlsStream, trio.SSLStream]]:
+async def handshaken(contexts: tuple[ssl.SSLContext, ssl.SSLContext]) -> tuple[TlsStream, trio.SSLStream]:
+    """Our server stream and trio's client over a socket pair, both past the handshake."""
     a, b = trio.socket.socketpair()
     server = TlsStream(trio.SocketStream(a), contexts[0])
     client = trio.SSLStream(trio.SocketStream(b), contexts[1], server_hostname="rokka.test")
@@ -34,6 +34,12 @@ async def pair(contexts: tuple[ssl.SSLContext, ssl.SSLContext]) -> AsyncIterator
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server.do_handshake)
             nursery.start_soon(client.do_handshake)
+    return server, client
+
+
+@pytest.fixture
+async def pair(contexts: tuple[ssl.SSLContext, ssl.SSLContext]) -> AsyncIterator[tuple[TlsStream, trio.SSLStream]]:
+    server, client = await handshaken(contexts)
     yield server, client
     with trio.move_on_after(2):
         await server.aclose()
@@ -88,13 +94,8 @@ async def test_close_notify_and_plain_close_read_as_eof(
     # the handshake, and a socket closed with them unread is reset (a BrokenResourceError, as on a
     # plaintext connection) rather than closed.
     contexts[1].maximum_version = ssl.TLSVersion.TLSv1_2
-    a, b = trio.socket.socketpair()
-    server = TlsStream(trio.SocketStream(a), contexts[0])
-    client = trio.SSLStream(trio.SocketStream(b), contexts[1], server_hostname="rokka.test")
+    server, client = await handshaken(contexts)
     with trio.fail_after(20):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(server.do_handshake)
-            nursery.start_soon(client.do_handshake)
         await client.transport_stream.aclose()
         assert await server.receive_some(100) == b""
         await server.aclose()
