@@ -1,11 +1,18 @@
 """Native helpers for the hot paths, each with a pure-Python twin (used when a build fails).
 
-Metadata lives in pyproject.toml; this file only declares the C extensions.
+Metadata lives in pyproject.toml; this file declares the packages and the C extensions.
+
+Packages: the layer folders (``core/``, ``gateway/``, ``compat/``, ``pipeline/``) stay at the top of
+the repository but are installed only as ``rokka.core``, ``rokka.gateway``, ... (a ``package_dir``
+mapping); ``rokka/`` holds the package's own ``__init__``.  Nothing else lands at the top level of
+site-packages (tests/test_packaging.py builds the wheel and checks).
 """
 
 import ctypes.util
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
+
+LAYERS = ("core", "gateway", "compat", "pipeline")
 
 
 def _crc32_backend() -> dict[str, list]:  # type: ignore[type-arg]
@@ -16,11 +23,21 @@ def _crc32_backend() -> dict[str, list]:  # type: ignore[type-arg]
     return {"libraries": ["z"]}
 
 
-setup(ext_modules=[
-    Extension("core.storage._cstore", ["core/storage/_cstore.c"], optional=True, extra_compile_args=["-O2"],
+def _packages() -> tuple[list[str], dict[str, str]]:
+    """Every package under the layer folders, named ``rokka.<layer>...``, and where each lives."""
+    found = find_packages(include=[f"{layer}*" for layer in LAYERS])
+    packages = ["rokka", *(f"rokka.{name}" for name in found)]
+    package_dir = {"rokka": "rokka", **{f"rokka.{name}": name.replace(".", "/") for name in found}}
+    return packages, package_dir
+
+
+PACKAGES, PACKAGE_DIR = _packages()
+
+setup(packages=PACKAGES, package_dir=PACKAGE_DIR, ext_modules=[
+    Extension("rokka.core.storage._cstore", ["core/storage/_cstore.c"], optional=True, extra_compile_args=["-O2"],
               **_crc32_backend()),
-    Extension("core.storage._cwarm", ["core/storage/_cwarm.c"], optional=True, extra_compile_args=["-O2"]),
-    Extension("compat._cfetch", ["compat/_cfetch.c"], optional=True, extra_compile_args=["-O2"]),
-    Extension("gateway.kafka.codec._crecords", ["gateway/kafka/codec/_crecords.c"], optional=True,
+    Extension("rokka.core.storage._cwarm", ["core/storage/_cwarm.c"], optional=True, extra_compile_args=["-O2"]),
+    Extension("rokka.compat._cfetch", ["compat/_cfetch.c"], optional=True, extra_compile_args=["-O2"]),
+    Extension("rokka.gateway.kafka.codec._crecords", ["gateway/kafka/codec/_crecords.c"], optional=True,
               extra_compile_args=["-O2"]),
 ])

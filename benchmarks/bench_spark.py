@@ -26,8 +26,7 @@ from pathlib import Path
 
 import structlog
 import trio
-
-from gateway.rocketmq.client import Admin, NamesrvClient, OutMessage, Producer, RemotingClient
+from rokka.gateway.rocketmq.client import Admin, NamesrvClient, OutMessage, Producer, RemotingClient
 
 TOPIC_IN = "BenchSparkIn"
 TOPIC_OUT = "BenchSparkOut"
@@ -58,8 +57,7 @@ async def _fill(namesrv: str, broker: str, n: int) -> None:
 
 def _session():  # noqa: ANN202 - a SparkSession
     from pyspark.sql import SparkSession
-
-    from pipeline.source import register
+    from rokka.pipeline.source import register
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master("local[2]").appName("rokka-bench")

@@ -38,12 +38,11 @@ from typing import Any
 
 import structlog
 import trio
-
-from core.model import BatchBody, Message, UniformBatch
-from core.storage import layout
-from core.storage.api import FlushDiskType, PutResult, StoreConfig
-from core.storage.engine import DiskStore
-from core.storage.flush import FlushService
+from rokka.core.model import BatchBody, Message, UniformBatch
+from rokka.core.storage import layout
+from rokka.core.storage.api import FlushDiskType, PutResult, StoreConfig
+from rokka.core.storage.engine import DiskStore
+from rokka.core.storage.flush import FlushService
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@ Run: ``python -m benchmarks.echo_server [--host 127.0.0.1] [--port 0] [--queues 
 
 Theory of operation
 -------------------
-It is ``gateway.rocketmq.server.RemotingServer`` (so the same ``Channel`` reader, dispatch,
+It is ``rokka.gateway.rocketmq.server.RemotingServer`` (so the same ``Channel`` reader, dispatch,
 per-request task and write path as the real broker) with one handler, registered for every
 request code 0..65535, that returns ``req.make_response(0)``: no header fields, no body.  Oneway
 requests get no reply (the ``Channel`` rule).  The single exception is GET_ROUTEINFO_BY_TOPIC,
@@ -26,12 +26,11 @@ import sys
 
 import structlog
 import trio
-
-from gateway.rocketmq.channel import Channel
-from gateway.rocketmq.codec.bodies import dumps
-from gateway.rocketmq.codec.codes import RequestCode
-from gateway.rocketmq.codec.remoting import RemotingCommand
-from gateway.rocketmq.server import RemotingServer
+from rokka.gateway.rocketmq.channel import Channel
+from rokka.gateway.rocketmq.codec.bodies import dumps
+from rokka.gateway.rocketmq.codec.codes import RequestCode
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.server import RemotingServer
 
 READY_PREFIX = "echo ready"
 # The C++ client crashes on a send response without these header fields, so sends get this constant.

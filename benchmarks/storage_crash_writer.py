@@ -21,11 +21,10 @@ from pathlib import Path
 
 import trio
 import trio.lowlevel
-
-from core.model import Message
-from core.storage.api import FlushDiskType, StoreConfig
-from core.storage.engine import DiskStore
-from core.storage.flush import FlushService
+from rokka.core.model import Message
+from rokka.core.storage.api import FlushDiskType, StoreConfig
+from rokka.core.storage.engine import DiskStore
+from rokka.core.storage.flush import FlushService
 
 
 def body_for(msg_id: str) -> bytes:

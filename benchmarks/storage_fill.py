@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from core.model import Message
-from core.storage.api import StoreConfig
-from core.storage.engine import DiskStore
+from rokka.core.model import Message
+from rokka.core.storage.api import StoreConfig
+from rokka.core.storage.engine import DiskStore
 
 
 def main(argv: list[str] | None = None) -> None:

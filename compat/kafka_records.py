@@ -56,7 +56,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from core.model import (
+from rokka.core.model import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     STOREHOST_V6_FLAG,
@@ -65,8 +65,8 @@ from core.model import (
     StoredMessage,
     UniformBatch,
 )
-from core.storage import layout
-from core.storage.api import RecordRun
+from rokka.core.storage import layout
+from rokka.core.storage.api import RecordRun
 
 __all__ = ["KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "kafka_rows", "message_from_record",
            "messages_from_batch", "plain_run", "plain_span_run", "record_from_message",
@@ -386,7 +386,7 @@ def kafka_rows(raws: Iterable[bytes]) -> list[KafkaRow]:
 # byte comparison from then on.
 
 try:
-    from compat import _cfetch
+    from rokka.compat import _cfetch
 except ImportError:     # pragma: no cover - depends on the build
     _cfetch = None  # type: ignore[assignment]
 NATIVE = _cfetch is not None

@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.filter import EXPR_TAG, ExpressionFilter, SubscriptionParseError, build_subscription
-from core.storage.metafile import read_json, write_json_atomic
+from rokka.core.filter import EXPR_TAG, ExpressionFilter, SubscriptionParseError, build_subscription
+from rokka.core.storage.metafile import read_json, write_json_atomic
 
 CONFIG_TOPIC = "rokka.view.topic"
 CONFIG_FILTER = "rokka.view.filter"

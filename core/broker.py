@@ -31,12 +31,11 @@ from pathlib import Path
 
 import structlog
 import trio
-
-from core.arrivals import ArrivalHub
-from core.config import BrokerConfig
-from core.delay import ScheduleService
-from core.groups import ConsumerRegistry, ProducerRegistry, SubscriptionGroupManager
-from core.model import (
+from rokka.core.arrivals import ArrivalHub
+from rokka.core.config import BrokerConfig
+from rokka.core.delay import ScheduleService
+from rokka.core.groups import ConsumerRegistry, ProducerRegistry, SubscriptionGroupManager
+from rokka.core.model import (
     PROP_CLUSTER,
     PROP_DELAY,
     PROP_REAL_QID,
@@ -54,11 +53,11 @@ from core.model import (
     Message,
     UniformBatch,
 )
-from core.offsets import ConsumerOffsetManager
-from core.storage.api import FlushDiskType, MessageStore, PutResult, PutStatus
-from core.topic_retention import TopicRetention
-from core.topics import TopicManager
-from core.txn import TransactionService
+from rokka.core.offsets import ConsumerOffsetManager
+from rokka.core.storage.api import FlushDiskType, MessageStore, PutResult, PutStatus
+from rokka.core.topic_retention import TopicRetention
+from rokka.core.topics import TopicManager
+from rokka.core.txn import TransactionService
 
 log = structlog.get_logger(__name__)
 
@@ -75,7 +74,7 @@ class Broker:
         self.store_config = cfg.store_config()
         config_dir = Path(cfg.store_path_root_dir) / "config"
         if store is None:
-            from core.storage.engine import DiskStore
+            from rokka.core.storage.engine import DiskStore
 
             store = DiskStore(self.store_config, repair=cfg.store_repair).open()
         self.store: MessageStore = store
@@ -201,7 +200,7 @@ class Broker:
     # -- upkeep ----------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Background upkeep until cancelled: flush service, periodic persistence, retention."""
-        from core.storage.flush import FlushService
+        from rokka.core.storage.flush import FlushService
 
         self._background_done = trio.Event()
         try:

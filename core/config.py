@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.storage.api import DEFAULT_DELAY_LEVELS, FlushDiskType, StoreConfig, parse_delay_levels
+from rokka.core.storage.api import DEFAULT_DELAY_LEVELS, FlushDiskType, StoreConfig, parse_delay_levels
 
 # Keys whose RocketMQ spelling does not follow the simple camel->snake rule.
 _ALIASES = {

@@ -56,8 +56,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 import trio
-
-from core.model import (
+from rokka.core.model import (
     PROP_DELAY,
     PROP_REAL_QID,
     PROP_REAL_TOPIC,
@@ -66,10 +65,10 @@ from core.model import (
     Message,
     StoredMessage,
 )
-from core.storage.metafile import MetadataCorrupt, read_json, write_json_atomic
+from rokka.core.storage.metafile import MetadataCorrupt, read_json, write_json_atomic
 
 if TYPE_CHECKING:
-    from core.broker import Broker
+    from rokka.core.broker import Broker
 
 log = structlog.get_logger(__name__)
 

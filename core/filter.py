@@ -11,7 +11,7 @@ C++ client sends wrong ``codeSet`` values).
 ``match_tags_code`` on ConsumeQueue units (TAG: code in the set; SQL92: pass)
 and ``match_properties`` on the record's properties (TAG: pass, since
 clients compare exact tags; SQL92: evaluate the compiled expression).
-SQL92 compilation is pluggable (``core.sql92`` registers itself) so this
+SQL92 compilation is pluggable (``rokka.core.sql92`` registers itself) so this
 module stays small.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.model import tags_code
+from rokka.core.model import tags_code
 
 SUB_ALL = "*"
 EXPR_TAG = "TAG"
@@ -81,7 +81,7 @@ def register_sql92_compiler(compiler: Callable[[str], Callable[[dict[str, str]],
 def compile_sql92(expression: str) -> Callable[[dict[str, str]], bool]:
     if _sql92_compiler is None:
         try:
-            import core.sql92  # noqa: F401  (registers itself)
+            import rokka.core.sql92  # noqa: F401  (registers itself)
         except ImportError:
             raise SubscriptionParseError("SQL92 filtering is not available") from None
     assert _sql92_compiler is not None

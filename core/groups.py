@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
-from core.filter import Subscription
-from core.storage.metafile import read_json, write_json_atomic
+from rokka.core.filter import Subscription
+from rokka.core.storage.metafile import read_json, write_json_atomic
 
 log = structlog.get_logger(__name__)
 

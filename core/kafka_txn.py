@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A Kafka transactional producer (InitProducerId with a transactional id,
 AddPartitionsToTxn, Produce, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) is
-served with the core's half-message transactions (``core.txn``) instead of
+served with the core's half-message transactions (``rokka.core.txn``) instead of
 Kafka's control markers:
 
 * a record produced inside a transaction is stored as a **half message**
@@ -20,9 +20,9 @@ Kafka's control markers:
   visible anywhere.
 So committed data only ever appears at commit: every partition's LSO = HW,
 and read_uncommitted consumers see exactly what read_committed ones see.
-The RocketMQ check-back loop skips ``KAFKA_TXN`` halves (``core.txn``).
+The RocketMQ check-back loop skips ``KAFKA_TXN`` halves (``rokka.core.txn``).
 
-State machine: ``core.kafka_txn_states`` (``TRANSITIONS``, ``next_state``;
+State machine: ``rokka.core.kafka_txn_states`` (``TRANSITIONS``, ``next_state``;
 Empty/Complete* -> Ongoing -> Prepare* -> Complete*), which also holds the
 per-id record ``Txn``.
 
@@ -68,8 +68,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
-
-from core.kafka_txn_states import (
+from rokka.core.kafka_txn_states import (
     ID_EXPIRATION_MS,
     IDLE,
     PREPARED,
@@ -80,14 +79,14 @@ from core.kafka_txn_states import (
     TxnState,
     next_state,
 )
-from core.model import PROP_TRAN_MSG, TOPIC_TRANS_HALF, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, Message
-from core.storage.metafile import MetadataCorrupt
-from core.storage.packfile import pack, read_msgpack, write_packed_atomic
-from core.txn import PROP_KAFKA_TXN, SCAN_BATCH, commit_message, op_message
+from rokka.core.model import PROP_TRAN_MSG, TOPIC_TRANS_HALF, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, Message
+from rokka.core.storage.metafile import MetadataCorrupt
+from rokka.core.storage.packfile import pack, read_msgpack, write_packed_atomic
+from rokka.core.txn import PROP_KAFKA_TXN, SCAN_BATCH, commit_message, op_message
 
 if TYPE_CHECKING:
-    from core.broker import Broker
-    from core.producer_state import ProducerStateManager
+    from rokka.core.broker import Broker
+    from rokka.core.producer_state import ProducerStateManager
 
 __all__ = ["KafkaTxnCoordinator", "KafkaTxnStatistics", "Txn", "TxnOutcome", "TxnState"]
 

@@ -10,7 +10,7 @@ the core's vocabulary (TAGS, KEYS, UNIQ_KEY, DELAY, ...) because the store
 is RocketMQ's format; Kafka concepts are mapped onto them in ``compat``.
 
 Properties are kept as an insertion-ordered ``dict[str, str]``; the byte
-form (name 0x01 value 0x02 ...) lives in ``core.storage.layout``.
+form (name 0x01 value 0x02 ...) lives in ``rokka.core.storage.layout``.
 """
 
 from __future__ import annotations

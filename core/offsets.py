@@ -20,8 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import structlog
-
-from core.storage.metafile import read_json, write_json_atomic
+from rokka.core.storage.metafile import read_json, write_json_atomic
 
 log = structlog.get_logger(__name__)
 

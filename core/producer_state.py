@@ -33,12 +33,12 @@ resumes at the last reserved block end, so an id is never reused, crash or
 not.  Transactional ids keep one producer id; every InitProducerId bumps the
 epoch (fencing older instances) and rotates to a fresh id when the epoch is
 exhausted.  These answers are persisted before they are returned.  The
-transaction state machine lives in ``core.kafka_txn``, which reads entries
+transaction state machine lives in ``rokka.core.kafka_txn``, which reads entries
 through ``transactional_entry`` and fences a timed-out producer with
 ``bump_epoch`` (``TxnIdEntry.state`` stays "Empty" here).
 
 Persistence (``config/producerState.msgpack``, atomic, see
-``core.storage.packfile``):
+``rokka.core.storage.packfile``):
 
 * ``run()`` writes the table every ``flush_interval_s`` while it is dirty,
   and ``close()`` writes it at clean shutdown with ``clean=True``; at start
@@ -70,9 +70,8 @@ from typing import Any
 
 import structlog
 import trio
-
-from core.storage.metafile import MetadataCorrupt
-from core.storage.packfile import pack, read_msgpack, write_packed_atomic
+from rokka.core.storage.metafile import MetadataCorrupt
+from rokka.core.storage.packfile import pack, read_msgpack, write_packed_atomic
 
 log = structlog.get_logger(__name__)
 

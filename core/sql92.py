@@ -61,8 +61,7 @@ from typing import Any
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
-
-from core.filter import SubscriptionParseError, register_sql92_compiler
+from rokka.core.filter import SubscriptionParseError, register_sql92_compiler
 
 MAX_DEPTH = 100
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Segments of the CommitLog hold every topic, so they can only expire store-wide
-(``fileReservedTime``, ``core.storage.retention``).  A topic may ask to keep its
+(``fileReservedTime``, ``rokka.core.storage.retention``).  A topic may ask to keep its
 records for a *shorter* time (Kafka's ``retention.ms``): that is done logically,
 the way Kafka's DeleteRecords is, by moving each of its queues' minimum offset
 (``MessageStore.set_min_offset``) past the records stored more than
@@ -33,9 +33,8 @@ from collections.abc import Callable, Container
 from pathlib import Path
 
 import structlog
-
-from core.storage.api import MessageStore
-from core.storage.packfile import read_msgpack, write_msgpack_atomic
+from rokka.core.storage.api import MessageStore
+from rokka.core.storage.packfile import read_msgpack, write_msgpack_atomic
 
 __all__ = ["FILE_NAME", "TopicRetention", "first_offset_stored_since"]
 

@@ -32,9 +32,15 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
-from core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_DEFAULT, TOPIC_SCHEDULE, TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF
-from core.storage.metafile import read_json, write_json_atomic
+from rokka.core.model import (
+    DLQ_PREFIX,
+    RETRY_PREFIX,
+    TOPIC_DEFAULT,
+    TOPIC_SCHEDULE,
+    TOPIC_TRANS_HALF,
+    TOPIC_TRANS_OP_HALF,
+)
+from rokka.core.storage.metafile import read_json, write_json_atomic
 
 log = structlog.get_logger(__name__)
 

@@ -43,7 +43,7 @@ op offset over op records whose half is behind the half offset.  A crash
 before the offsets are persisted re-checks some halves (harmless: commits
 are idempotent by UNIQ_KEY, see above).
 
-Kafka transactions (``core.kafka_txn``) park their records as halves too,
+Kafka transactions (``rokka.core.kafka_txn``) park their records as halves too,
 marked with the ``KAFKA_TXN`` property.  Their fate is decided by the Kafka
 transaction coordinator alone: the check-back scan passes over them (they
 never hold the half offset back and are never checked or discarded), and
@@ -62,8 +62,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 import trio
-
-from core.model import (
+from rokka.core.model import (
     PROP_CHECK_IMMUNITY_TIME,
     PROP_PGROUP,
     PROP_REAL_QID,
@@ -83,7 +82,7 @@ from core.model import (
 )
 
 if TYPE_CHECKING:
-    from core.broker import Broker
+    from rokka.core.broker import Broker
 
 log = structlog.get_logger(__name__)
 

@@ -41,8 +41,7 @@ import trio
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-
-from core.broker import Broker
+from rokka.core.broker import Broker
 
 __all__ = ["BrokerCollector", "MetricsServer", "kafka_request_timer", "registry_for"]
 

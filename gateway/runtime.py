@@ -31,10 +31,9 @@ from typing import Any
 
 import structlog
 import trio
-
-from core.broker import Broker
-from core.config import BrokerConfig
-from gateway import allocator
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
+from rokka.gateway import allocator
 
 log = structlog.get_logger("rokka")
 
@@ -61,10 +60,10 @@ def run_roles(cfg: BrokerConfig, *, namesrv_port: int | None, run_broker: bool) 
 
 def _startup_failure(exc: BaseException) -> BaseException | None:
     """The store/OS error behind a failed start (unwrapping trio's exception groups), else None."""
-    from core.storage.engine import StoreCorrupt, StoreLocked
-    from gateway.kafka.sasl import SaslConfigError
-    from gateway.kafka.tls import TlsConfigError
-    from gateway.rocketmq.acl import AclConfigError
+    from rokka.core.storage.engine import StoreCorrupt, StoreLocked
+    from rokka.gateway.kafka.sasl import SaslConfigError
+    from rokka.gateway.kafka.tls import TlsConfigError
+    from rokka.gateway.rocketmq.acl import AclConfigError
 
     if isinstance(exc, StoreCorrupt | StoreLocked | OSError | SaslConfigError | AclConfigError | TlsConfigError):
         return exc
@@ -84,7 +83,7 @@ def _load_acl(cfg: BrokerConfig) -> Any:
     """The broker's PlainAcl when ``aclEnable`` is on, else None."""
     if not cfg.acl_enable:
         return None
-    from gateway.rocketmq.acl import PlainAcl
+    from rokka.gateway.rocketmq.acl import PlainAcl
 
     path = _acl_path(cfg)
     acl = PlainAcl.load(path)
@@ -103,7 +102,7 @@ async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool) -
         stop = trio.Event()
         nursery.start_soon(_watch_signals, stop)
         if namesrv_port is not None:
-            from gateway.namesrv.server import NamesrvServer
+            from rokka.gateway.namesrv.server import NamesrvServer
 
             namesrv = NamesrvServer()
             ns_addr = await nursery.start(namesrv.serve, cfg.listen_host, namesrv_port)
@@ -161,14 +160,14 @@ class BrokerRole:
         self.metrics_addr: tuple[str, int] | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        from gateway.filewatch import watch_files
-        from gateway.rocketmq.acl import AclConfigError, PlainAcl, guard
-        from gateway.rocketmq.client import RemotingClient
-        from gateway.rocketmq.handlers import build_handlers
-        from gateway.rocketmq.handlers.client import on_channel_closed, scan_expired_clients
-        from gateway.rocketmq.handlers.context import BrokerContext
-        from gateway.rocketmq.handlers.txn import run_transaction_checks
-        from gateway.rocketmq.server import RemotingServer
+        from rokka.gateway.filewatch import watch_files
+        from rokka.gateway.rocketmq.acl import AclConfigError, PlainAcl, guard
+        from rokka.gateway.rocketmq.client import RemotingClient
+        from rokka.gateway.rocketmq.handlers import build_handlers
+        from rokka.gateway.rocketmq.handlers.client import on_channel_closed, scan_expired_clients
+        from rokka.gateway.rocketmq.handlers.context import BrokerContext
+        from rokka.gateway.rocketmq.handlers.txn import run_transaction_checks
+        from rokka.gateway.rocketmq.server import RemotingServer
 
         cfg = self.cfg
         acl = _load_acl(cfg)
@@ -218,28 +217,28 @@ class BrokerRole:
         servers, and group offsets are stored by the broker owning each queue (``RoutedOffsets``);
         on a single node both reduce to "this broker, partition = queue".
         """
-        from compat.groups import GroupOwnership
-        from compat.views import ViewRegistry
-        from core.kafka_txn import KafkaTxnCoordinator
-        from core.producer_state import ProducerStateManager
-        from gateway.filewatch import watch_files
-        from gateway.kafka.acls import AclStore
-        from gateway.kafka.authz import Authz, authorize_routes
-        from gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, derive_node_id
-        from gateway.kafka.groups.coordinator import GroupCoordinator
-        from gateway.kafka.groups.types import GroupConfig
-        from gateway.kafka.handlers import KafkaEnv, build_routes
-        from gateway.kafka.handlers.acl_api import build_acl_routes
-        from gateway.kafka.handlers.common import resolve
-        from gateway.kafka.handlers.group_api import build_group_routes
-        from gateway.kafka.handlers.txn import build_txn_routes
-        from gateway.kafka.sasl import SaslConfigError, UserStore
-        from gateway.kafka.sasl import configure as configure_sasl
-        from gateway.kafka.scram_admin import ScramAdmin, build_scram_routes
-        from gateway.kafka.server import KafkaServer
-        from gateway.kafka.tls import TlsConfigError, server_context
-        from gateway.kafka.tls import settings_from as tls_settings
-        from gateway.rocketmq.client import NamesrvClient
+        from rokka.compat.groups import GroupOwnership
+        from rokka.compat.views import ViewRegistry
+        from rokka.core.kafka_txn import KafkaTxnCoordinator
+        from rokka.core.producer_state import ProducerStateManager
+        from rokka.gateway.filewatch import watch_files
+        from rokka.gateway.kafka.acls import AclStore
+        from rokka.gateway.kafka.authz import Authz, authorize_routes
+        from rokka.gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, derive_node_id
+        from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
+        from rokka.gateway.kafka.groups.types import GroupConfig
+        from rokka.gateway.kafka.handlers import KafkaEnv, build_routes
+        from rokka.gateway.kafka.handlers.acl_api import build_acl_routes
+        from rokka.gateway.kafka.handlers.common import resolve
+        from rokka.gateway.kafka.handlers.group_api import build_group_routes
+        from rokka.gateway.kafka.handlers.txn import build_txn_routes
+        from rokka.gateway.kafka.sasl import SaslConfigError, UserStore
+        from rokka.gateway.kafka.sasl import configure as configure_sasl
+        from rokka.gateway.kafka.scram_admin import ScramAdmin, build_scram_routes
+        from rokka.gateway.kafka.server import KafkaServer
+        from rokka.gateway.kafka.tls import TlsConfigError, server_context
+        from rokka.gateway.kafka.tls import settings_from as tls_settings
+        from rokka.gateway.rocketmq.client import NamesrvClient
 
         cfg, broker = self.cfg, ctx.broker
         config_dir = Path(cfg.store_path_root_dir) / "config"
@@ -326,8 +325,8 @@ class BrokerRole:
         return (host, port)
 
     async def _start_metrics(self, nursery: trio.Nursery, broker: Broker) -> tuple[str, int]:
-        from gateway.kafka.codec import APIS
-        from gateway.metrics import BrokerCollector, MetricsServer, kafka_request_timer, registry_for
+        from rokka.gateway.kafka.codec import APIS
+        from rokka.gateway.metrics import BrokerCollector, MetricsServer, kafka_request_timer, registry_for
 
         kafka = self.kafka_server
         collector = BrokerCollector(broker, (lambda: kafka.stats) if kafka is not None else None)
@@ -340,7 +339,7 @@ class BrokerRole:
                                    self.cfg.metrics_prom_exporter_port)
 
     async def _start_registration(self, nursery: trio.Nursery, ctx: Any, rc: Any) -> Any:
-        from gateway.kafka.cluster import PublishingRegistrar
+        from rokka.gateway.kafka.cluster import PublishingRegistrar
 
         cfg = self.cfg
         # Each round also publishes this broker's Kafka endpoint (KV ROKKA_KAFKA/<brokerName>).

@@ -12,9 +12,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 import harness
+import pytest
 from rmq_cpp import PROBE, duplicates, uniq
 
 

@@ -2,7 +2,7 @@
 
 ``rokka serve`` runs with ``flushDiskType=SYNC_FLUSH`` (so an acknowledged send is on disk), short
 delay levels and a fast transaction check-back.  Each scenario does its flow with rokka's own client
-(``gateway.rocketmq.client``; kafka-python for the Kafka offset commit), SIGKILLs the server in the
+(``rokka.gateway.rocketmq.client``; kafka-python for the Kafka offset commit), SIGKILLs the server in the
 middle, restarts it on the same ports and data dir, and proves:
 
 * plain sync sends (4 concurrent senders, killed mid-stream): every acknowledged message is there
@@ -75,7 +75,7 @@ class Session:
 
     def __init__(self, rc: Any, namesrv: str, broker: str, group: str = "crash-cg",
                  pgroup: str = "crash-pg") -> None:
-        from gateway.rocketmq.client import Admin, NamesrvClient, Producer, PullConsumer
+        from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, PullConsumer
 
         self.rc = rc
         self.broker = broker
@@ -93,7 +93,7 @@ class Session:
             await trio.sleep(0.1)
 
     async def read_all(self, topic: str) -> list[Any]:
-        from gateway.rocketmq.client.tools import pull_range
+        from rokka.gateway.rocketmq.client.tools import pull_range
 
         await self.wait_route(topic)
         out = []
@@ -113,7 +113,7 @@ class Session:
 def run(server: harness.ServerProcess, flow: Callable[[Session], Awaitable[Any]], timeout: float = 60.0,
         handlers: dict[int, Any] | None = None) -> Any:
     """Run ``flow`` with a fresh client session (bounded)."""
-    from gateway.rocketmq.client import RemotingClient
+    from rokka.gateway.rocketmq.client import RemotingClient
 
     async def main() -> Any:
         with trio.fail_after(timeout):
@@ -132,8 +132,8 @@ def body_of(m: Any) -> str:
 
 @pytest.mark.timeout(120)
 def test_sync_sends_killed_mid_stream(srv: harness.ServerProcess) -> None:
-    from gateway.rocketmq.channel import ChannelClosedError
-    from gateway.rocketmq.client import ClientError, RequestTimeoutError
+    from rokka.gateway.rocketmq.channel import ChannelClosedError
+    from rokka.gateway.rocketmq.client import ClientError, RequestTimeoutError
 
     topic = uniq("T_crash_send")
     acked: list[str] = []
@@ -215,7 +215,7 @@ def test_delayed_messages_parked_at_the_crash(srv: harness.ServerProcess) -> Non
 
 @pytest.mark.timeout(120)
 def test_send_back_in_progress(srv: harness.ServerProcess) -> None:
-    from core.storage.layout import encode_offset_msg_id
+    from rokka.core.storage.layout import encode_offset_msg_id
 
     topic, group = uniq("T_crash_retry"), uniq("CG_crash_retry")
     n = 10
@@ -247,11 +247,11 @@ def test_send_back_in_progress(srv: harness.ServerProcess) -> None:
 
 @pytest.mark.timeout(120)
 def test_transaction_halves_survive_then_end(srv: harness.ServerProcess) -> None:
-    from core.model import PROP_TRAN_MSG, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
-    from core.storage.layout import decode_offset_msg_id
-    from gateway.rocketmq.codec.codes import RequestCode
-    from gateway.rocketmq.codec.headers import to_ext
-    from gateway.rocketmq.codec.remoting import RemotingCommand
+    from rokka.core.model import PROP_TRAN_MSG, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
+    from rokka.core.storage.layout import decode_offset_msg_id
+    from rokka.gateway.rocketmq.codec.codes import RequestCode
+    from rokka.gateway.rocketmq.codec.headers import to_ext
+    from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
     topic, pgroup = uniq("T_crash_txn"), uniq("PG_crash_txn")
     halves: dict[str, Any] = {}
@@ -302,7 +302,7 @@ def test_transaction_halves_survive_then_end(srv: harness.ServerProcess) -> None
 
 @pytest.mark.timeout(120)
 def test_committed_offsets_resume(srv: harness.ServerProcess) -> None:
-    from gateway.rocketmq.client import MessageQueue
+    from rokka.gateway.rocketmq.client import MessageQueue
 
     topic, group = uniq("T_crash_off"), uniq("CG_crash_off")
     committed = {0: 3, 1: 5, 2: 7, 3: 11}

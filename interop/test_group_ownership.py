@@ -17,7 +17,7 @@ from interop.kafka_common import topic_name
 
 
 async def _heartbeat(namesrv: str, group: str, topic: str, *, unregister: bool = False) -> tuple[int, str]:
-    from gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient, ResponseError
+    from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient, ResponseError
 
     with trio.fail_after(20):
         async with RemotingClient() as rc:
@@ -32,7 +32,7 @@ async def _heartbeat(namesrv: str, group: str, topic: str, *, unregister: bool =
 
 
 async def _rocketmq_holds_group_while(rokka: harness.ServerProcess, group: str, topic: str) -> None:
-    from gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
+    from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
 
     with trio.fail_after(60):
         async with RemotingClient() as rc:
@@ -45,7 +45,6 @@ async def _rocketmq_holds_group_while(rokka: harness.ServerProcess, group: str, 
 
 def _kafka_python_is_refused(bootstrap: str, group: str, topic: str) -> None:
     from kafka import KafkaConsumer
-
     from kafka.errors import InconsistentGroupProtocolError
 
     refused = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, consumer_timeout_ms=500)
@@ -64,7 +63,7 @@ def _raw_join_error(bootstrap: str, group: str) -> int:
     import socket
     import struct
 
-    from gateway.kafka.codec.framing import APIS, decode_response_frame, encode_request_frame
+    from rokka.gateway.kafka.codec.framing import APIS, decode_response_frame, encode_request_frame
 
     api = APIS[11]
     body = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,

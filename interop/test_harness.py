@@ -13,9 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 import harness
+import pytest
 
 STAND_IN = textwrap.dedent("""
     import signal, socket, sys

@@ -12,11 +12,18 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
-import pytest
-
 import harness
-from kafka_common import (GroupLog, Rec, compressible, keys_stick_to_partitions, same_records, sample_records,
-                          timestamps, topic_name)
+import pytest
+from kafka_common import (
+    GroupLog,
+    Rec,
+    compressible,
+    keys_stick_to_partitions,
+    same_records,
+    sample_records,
+    timestamps,
+    topic_name,
+)
 
 aiokafka = pytest.importorskip("aiokafka", reason="aiokafka is not installed (interop/install.sh installs it)")
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402

@@ -29,15 +29,14 @@ from kafka_common import topic_name, wait_until
 
 pytest.importorskip("kafka", reason="kafka-python is not installed (interop/install.sh installs it)")
 pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (interop/install.sh)")
+import kafka.errors  # noqa: E402
 from confluent_kafka import Consumer as CkConsumer  # noqa: E402
 from confluent_kafka import Producer as CkProducer  # noqa: E402
 from confluent_kafka import TopicPartition as CkTopicPartition  # noqa: E402
-import kafka.errors  # noqa: E402
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka.errors import KafkaError  # noqa: E402
-
-from gateway.kafka.cluster import derive_node_id  # noqa: E402
-from gateway.rocketmq.client import MessageQueue, NamesrvClient, PullConsumer, RemotingClient  # noqa: E402
+from rokka.gateway.kafka.cluster import derive_node_id  # noqa: E402
+from rokka.gateway.rocketmq.client import MessageQueue, NamesrvClient, PullConsumer, RemotingClient  # noqa: E402
 
 QUEUES = 4
 PARTITIONS = 2 * QUEUES

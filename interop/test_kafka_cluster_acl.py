@@ -19,6 +19,7 @@ from kafka_common import topic_name
 
 pytest.importorskip("kafka", reason="kafka-python is not installed (interop/install.sh installs it)")
 pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (interop/install.sh)")
+from rokka.gateway.kafka.cluster import derive_node_id  # noqa: E402
 from test_kafka_cluster import (  # noqa: E402
     PARTITIONS,
     QUEUES,
@@ -28,8 +29,6 @@ from test_kafka_cluster import (  # noqa: E402
     produce_kp,
     wait_layout,
 )
-
-from gateway.kafka.cluster import derive_node_id  # noqa: E402
 
 ADMIN = ("ops-key", "ops-secret-1234")
 ACL = f"""\

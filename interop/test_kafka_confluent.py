@@ -8,11 +8,20 @@ import threading
 import time
 from typing import Any
 
-import pytest
-
 import harness
-from kafka_common import (GroupLog, Rec, compressible, feed_until, keys_stick_to_partitions, same_records,
-                          sample_records, timestamps, topic_name, wait_until)
+import pytest
+from kafka_common import (
+    GroupLog,
+    Rec,
+    compressible,
+    feed_until,
+    keys_stick_to_partitions,
+    same_records,
+    sample_records,
+    timestamps,
+    topic_name,
+    wait_until,
+)
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (interop/install.sh)")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402

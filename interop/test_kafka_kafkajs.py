@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import harness
+import pytest
 from kafka_common import GroupLog, compressible, feed_until, timestamps, topic_name
 
 

@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import harness
+import pytest
 from kafka_common import compressible, feed_until, timestamps, topic_name
 
 pytestmark = pytest.mark.usefixtures("need_kcat")

@@ -7,11 +7,20 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 import harness
-from kafka_common import (GroupLog, Rec, compressible, feed_until, keys_stick_to_partitions, same_records,
-                          sample_records, timestamps, topic_name, wait_until)
+import pytest
+from kafka_common import (
+    GroupLog,
+    Rec,
+    compressible,
+    feed_until,
+    keys_stick_to_partitions,
+    same_records,
+    sample_records,
+    timestamps,
+    topic_name,
+    wait_until,
+)
 
 kafka = pytest.importorskip("kafka", reason="kafka-python is not installed (interop/install.sh installs it)")
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402

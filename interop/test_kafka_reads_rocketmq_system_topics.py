@@ -14,7 +14,7 @@ GROUP = "sysread"
 
 async def _park_messages(namesrv: str) -> None:
     """A retry copy (send-back), a dead letter (send-back with delayLevel -1) and a delayed message."""
-    from gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
+    from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
 
     with trio.fail_after(30):
         async with RemotingClient() as rc:
@@ -30,7 +30,7 @@ async def _park_messages(namesrv: str) -> None:
 
 
 def _offset(offset_msg_id: str) -> int:
-    from core.storage.layout import decode_offset_msg_id
+    from rokka.core.storage.layout import decode_offset_msg_id
 
     return decode_offset_msg_id(offset_msg_id)[2]
 

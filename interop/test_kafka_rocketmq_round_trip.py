@@ -25,7 +25,14 @@ RECORDS = [
 
 
 async def _relay(namesrv: str, src: str, dst: str, n: int) -> None:
-    from gateway.rocketmq.client import MessageQueue, NamesrvClient, OutMessage, Producer, PullConsumer, RemotingClient
+    from rokka.gateway.rocketmq.client import (
+        MessageQueue,
+        NamesrvClient,
+        OutMessage,
+        Producer,
+        PullConsumer,
+        RemotingClient,
+    )
 
     with trio.fail_after(30):
         async with RemotingClient() as rc:

@@ -11,9 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
-
 import harness
+import pytest
 from kafka_common import topic_name, wait_until
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (interop/install.sh)")
@@ -70,8 +69,7 @@ def read_all(srv: harness.ServerProcess, topic: str, isolation: str, expect: int
 def rocketmq_values(srv: harness.ServerProcess, topic: str) -> list[bytes]:
     """Every message body of ``topic`` pulled over the RocketMQ protocol (rokka's trio client)."""
     import trio
-
-    from gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
+    from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
 
     async def pull_all() -> list[bytes]:
         out: list[bytes] = []

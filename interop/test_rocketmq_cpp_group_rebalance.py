@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import harness
+import pytest
 from rmq_cpp import bodies, msgs, real, send, start_push, uniq, wait_bodies, wait_consuming
 
 pytestmark = pytest.mark.usefixtures("need_cpp")

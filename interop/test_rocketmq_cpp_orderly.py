@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-
 import harness
+import pytest
 from rmq_cpp import msgs, real, send, start_push, uniq, wait_bodies, wait_consuming
 
 pytestmark = pytest.mark.usefixtures("need_cpp")

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import harness
+import pytest
 from rmq_cpp import pull_all, send, uniq
 
 pytestmark = pytest.mark.usefixtures("need_cpp")

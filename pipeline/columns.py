@@ -14,7 +14,7 @@ That vectorised path covers what RocketMQ producers write: IPv4 hosts, uncompres
 well-formed UTF-8 properties with a UNIQ_KEY and no ``KAFKA_*`` property, no empty or repeated
 keys.  Anything else in a batch (Kafka-produced records, compressed bodies, IPv6 hosts, odd
 properties, a malformed record) makes the whole batch take the reference path instead: the
-bodies are decoded into ``StoredMessage`` objects and converted by ``pipeline.rows.BatchBuilder``,
+bodies are decoded into ``StoredMessage`` objects and converted by ``rokka.pipeline.rows.BatchBuilder``,
 which defines the row values.  Both paths give identical batches (a test checks), so which one
 ran is never visible.
 """
@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from core.model import (
+from rokka.core.model import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     PROP_KEYS,
@@ -32,9 +31,9 @@ from core.model import (
     PROP_UNIQ_KEY,
     STOREHOST_V6_FLAG,
 )
-from core.storage.layout import HEADER_V4, PROPS_LEN
-from gateway.rocketmq.client import decode_messages
-from pipeline.rows import ARROW_SCHEMA, BatchBuilder
+from rokka.core.storage.layout import HEADER_V4, PROPS_LEN
+from rokka.gateway.rocketmq.client import decode_messages
+from rokka.pipeline.rows import ARROW_SCHEMA, BatchBuilder
 
 _HEAD = HEADER_V4.unpack_from
 _HEAD_SIZE = HEADER_V4.size

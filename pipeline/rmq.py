@@ -27,9 +27,8 @@ from typing import TypeVar
 
 import structlog
 import trio
-
-from gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-from gateway.rocketmq.client import (
+from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+from rokka.gateway.rocketmq.client import (
     ClientError,
     ConnectError,
     MessageQueue,
@@ -42,11 +41,11 @@ from gateway.rocketmq.client import (
     ResponseError,
     SendResult,
 )
-from gateway.rocketmq.client.tools import first_offset_at_or_after
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import to_ext
-from gateway.rocketmq.codec.remoting import RemotingCommand
-from pipeline.options import EARLIEST, LATEST, OffsetSpec, queue_key
+from rokka.gateway.rocketmq.client.tools import first_offset_at_or_after
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.pipeline.options import EARLIEST, LATEST, OffsetSpec, queue_key
 
 log = structlog.get_logger(__name__)
 

@@ -11,7 +11,7 @@ Columns (see ``SCHEMA``): the RocketMQ view (topic, queue, offset, msg id, tags,
 properties, body, timestamps, broker) plus the Kafka view (``key``, ``headers``) for records
 that came in over Kafka.  A record is taken as Kafka-produced when it carries a ``KAFKA_*``
 property or no ``UNIQ_KEY`` (every RocketMQ client stamps one; the Kafka path never does); its key
-and headers are rebuilt by ``compat.kafka_records.record_from_message``.  ``msg_id`` is what
+and headers are rebuilt by ``rokka.compat.kafka_records.record_from_message``.  ``msg_id`` is what
 RocketMQ clients call the message id: the ``UNIQ_KEY`` when present, else the offsetMsgId.
 """
 
@@ -32,10 +32,9 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
-
-from compat.kafka_records import record_from_message
-from core.model import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
-from core.storage.layout import encode_offset_msg_id
+from rokka.compat.kafka_records import record_from_message
+from rokka.core.model import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
+from rokka.core.storage.layout import encode_offset_msg_id
 
 SCHEMA_DDL = (
     "topic string, queue_id int, queue_offset bigint, msg_id string, tags string, keys string, "

@@ -36,11 +36,10 @@ import trio
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, StringType, StructType
-
-from core.model import PROP_UNIQ_KEY
-from gateway.rocketmq.client import OutMessage, RemotingClient
-from pipeline.options import SinkOptions
-from pipeline.rmq import run_with_client, send_all
+from rokka.core.model import PROP_UNIQ_KEY
+from rokka.gateway.rocketmq.client import OutMessage, RemotingClient
+from rokka.pipeline.options import SinkOptions
+from rokka.pipeline.rmq import run_with_client, send_all
 
 log = structlog.get_logger(__name__)
 

@@ -5,8 +5,8 @@ Theory of operation
 ``RokkaDataSource`` is a PySpark (>= 4) Python data source; ``register(spark)`` makes the short
 name ``rokka`` known to a session.  No jar is involved: the driver plans with the RocketMQ
 protocol (routes from the name server, min/max offsets from each queue's broker) and the Python
-workers pull the messages (``pipeline.rmq``) and hand Spark Arrow record batches
-(``pipeline.rows``).
+workers pull the messages (``rokka.pipeline.rmq``) and hand Spark Arrow record batches
+(``rokka.pipeline.rows``).
 
 Partitions: one Spark partition per queue and offset range; a queue with more than
 ``maxMessagesPerPartition`` messages in the range is split into several ranges.  Each partition
@@ -38,11 +38,10 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
-
-from gateway.rocketmq.client import ClientError, MessageQueue, RemotingClient
-from pipeline.columns import PullBatchBuilder
-from pipeline.options import Offsets, SinkOptions, SourceOptions, check_offsets, queue_key, split_queue_key
-from pipeline.rmq import (
+from rokka.gateway.rocketmq.client import ClientError, MessageQueue, RemotingClient
+from rokka.pipeline.columns import PullBatchBuilder
+from rokka.pipeline.options import Offsets, SinkOptions, SourceOptions, check_offsets, queue_key, split_queue_key
+from rokka.pipeline.rmq import (
     PullSpec,
     QueueRange,
     commit_group_offsets,
@@ -51,7 +50,7 @@ from pipeline.rmq import (
     resolve_offsets,
     run_with_client,
 )
-from pipeline.rows import SCHEMA, SCHEMA_DDL
+from rokka.pipeline.rows import SCHEMA, SCHEMA_DDL
 
 log = structlog.get_logger(__name__)
 
@@ -258,12 +257,12 @@ class RokkaDataSource(DataSource):
         return RokkaStreamReader(SourceOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
-        from pipeline.sink import RokkaBatchWriter
+        from rokka.pipeline.sink import RokkaBatchWriter
 
         return RokkaBatchWriter(SinkOptions.parse(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
-        from pipeline.sink import RokkaStreamWriter
+        from rokka.pipeline.sink import RokkaStreamWriter
 
         return RokkaStreamWriter(SinkOptions.parse(self.options), schema)
 

@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 import trio
-
-from gateway.rocketmq.client import (
+from rokka.gateway.rocketmq.client import (
     ChannelClosedError,
     ClientError,
     MessageQueue,
@@ -33,6 +32,7 @@ from gateway.rocketmq.client import (
     RemotingClient,
     RequestTimeoutError,
 )
+
 from interop import harness
 
 TOPIC = "ClusterTopic"

@@ -1,4 +1,8 @@
-"""The import direction is gateway -> compat -> core, never back (checked on the source, with ast)."""
+"""The import direction is gateway -> compat -> core, never back (checked on the source, with ast).
+
+Every layer is imported as ``rokka.<layer>``: a bare ``import core`` (or gateway, compat, pipeline)
+anywhere in the project would load a second copy of the module under another name.
+"""
 
 import ast
 from pathlib import Path
@@ -11,15 +15,37 @@ FORBIDDEN = {
 }
 
 
-def _imports(path: Path) -> set[str]:
+LAYERS = ("core", "gateway", "compat", "pipeline")
+SOURCE_DIRS = (*LAYERS, "rokka", "tests", "interop", "benchmarks")
+
+
+def _modules(path: Path) -> set[str]:
+    """Absolute module names imported by ``path``."""
     tree = ast.parse(path.read_text("utf-8"), str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(a.name.split(".")[0] for a in node.names)
+            names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.add(node.module)
     return names
+
+
+def _imports(path: Path) -> set[str]:
+    """The rokka layers ``path`` imports (``rokka.core.x`` -> ``core``)."""
+    return {name.split(".")[1] for name in _modules(path) if name.startswith("rokka.") and name.count(".") >= 1}
+
+
+def test_layers_are_imported_under_rokka_only() -> None:
+    bad = []
+    for folder in SOURCE_DIRS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for name in _modules(path):
+                if name.split(".")[0] in LAYERS:
+                    bad.append(f"{path.relative_to(ROOT)} imports {name} (use rokka.{name})")
+    for path in sorted(ROOT.glob("*.py")):
+        bad.extend(f"{path.name} imports {n}" for n in _modules(path) if n.split(".")[0] in LAYERS)
+    assert not bad, "\n".join(bad)
 
 
 def test_layers_import_downwards_only() -> None:

@@ -32,9 +32,8 @@ from typing import Any
 
 import structlog
 import trio
-
-from gateway.rocketmq.client import NamesrvClient, OutMessage, Producer, PullConsumer, RemotingClient
-from gateway.rocketmq.client.types import MessageQueue
+from rokka.gateway.rocketmq.client import NamesrvClient, OutMessage, Producer, PullConsumer, RemotingClient
+from rokka.gateway.rocketmq.client.types import MessageQueue
 
 
 def emit(event: str, **fields: Any) -> None:

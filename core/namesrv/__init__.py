@@ -1,6 +1,6 @@
 """Name server route registry (pure data, clock injected)."""
 
-from core.namesrv.routes import (
+from rokka.core.namesrv.routes import (
     BROKER_EXPIRED_MS,
     BrokerData,
     QueueData,

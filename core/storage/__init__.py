@@ -3,14 +3,14 @@
 Public API: ``MessageStore`` (the contract, ``api.py``), ``DiskStore`` and
 ``MemoryStore`` (its two engines), ``FlushService`` (durability, trio),
 ``StoreCorrupt`` / ``StoreLocked`` (refusals at open), and the record codec
-in ``core.storage.layout``.
+in ``rokka.core.storage.layout``.
 """
 
-from core.storage.api import MessageStore, StoreConfig
-from core.storage.engine import DiskStore, StoreLocked
-from core.storage.flush import FlushService
-from core.storage.memory import MemoryStore
-from core.storage.recovery import StoreCorrupt
+from rokka.core.storage.api import MessageStore, StoreConfig
+from rokka.core.storage.engine import DiskStore, StoreLocked
+from rokka.core.storage.flush import FlushService
+from rokka.core.storage.memory import MemoryStore
+from rokka.core.storage.recovery import StoreCorrupt
 
 __all__ = ["DiskStore", "FlushService", "MemoryStore", "MessageStore", "StoreConfig", "StoreCorrupt",
            "StoreLocked"]

@@ -250,7 +250,7 @@ static PyMethodDef Warmer_methods[] = {
 
 static PyTypeObject WarmerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "core.storage._cwarm.Warmer",
+    .tp_name = "rokka.core.storage._cwarm.Warmer",
     .tp_basicsize = sizeof(Warmer),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A page-cache warmer thread (idle priority, no GIL).",

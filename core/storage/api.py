@@ -5,7 +5,7 @@ Theory of operation
 ``MessageStore`` is the only door into the store (CommitLog + ConsumeQueues +
 IndexFile).  It is synchronous and single-threaded by contract: the trio
 thread calls it; only fsync and long scans run on worker threads, behind the
-async helpers of ``core.storage.flush``.  Expected outcomes are enums
+async helpers of ``rokka.core.storage.flush``.  Expected outcomes are enums
 (``PutStatus``, ``GetStatus``); exceptions mean bugs or I/O failure.
 
 Offsets:
@@ -13,8 +13,8 @@ Offsets:
   * queue offset: index of a 20-byte unit in a ConsumeQueue (= Kafka offset).
   * ``max_offset(topic, q)`` is the *next* queue offset to be written.
 
-Two engines implement it: ``core.storage.engine.DiskStore`` (the real one)
-and ``core.storage.memory.MemoryStore`` (a twin for fast unit tests); one
+Two engines implement it: ``rokka.core.storage.engine.DiskStore`` (the real one)
+and ``rokka.core.storage.memory.MemoryStore`` (a twin for fast unit tests); one
 contract suite in tests runs on both.
 """
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol, overload
 
-from core.model import BatchBody, HostPort, Message, StoredMessage, UniformBatch
+from rokka.core.model import BatchBody, HostPort, Message, StoredMessage, UniformBatch
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 

@@ -49,11 +49,10 @@ import os
 from pathlib import Path
 
 import structlog
-
-from core.storage import layout
-from core.storage.segment import Segment, SegmentFiles
-from core.storage.warmer import TailWarmer
-from core.storage.warmer import available as warmer_available
+from rokka.core.storage import layout
+from rokka.core.storage.segment import Segment, SegmentFiles
+from rokka.core.storage.warmer import TailWarmer
+from rokka.core.storage.warmer import available as warmer_available
 
 log = structlog.get_logger(__name__)
 

@@ -36,14 +36,13 @@ import struct
 from pathlib import Path
 
 import structlog
-
-from core.storage.api import CqUnit
-from core.storage.segment import Segment, SegmentFiles
+from rokka.core.storage.api import CqUnit
+from rokka.core.storage.segment import Segment, SegmentFiles
 
 log = structlog.get_logger(__name__)
 
 try:    # the run walker in C (core/storage/_cstore.c, cq_runs); absent when the extension was not built
-    from core.storage import _cstore
+    from rokka.core.storage import _cstore
 except ImportError:     # pragma: no cover - depends on the build
     _cstore = None  # type: ignore[assignment]
 

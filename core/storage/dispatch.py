@@ -28,8 +28,7 @@ import struct
 from collections.abc import Callable, Sequence
 
 import structlog
-
-from core.model import (
+from rokka.core.model import (
     PROP_DELAY,
     PROP_KEYS,
     PROP_TAGS,
@@ -40,8 +39,8 @@ from core.model import (
     TRANSACTION_ROLLBACK_TYPE,
     Message,
 )
-from core.storage.api import Appended, ArrivalListener
-from core.storage.layout import tags_hash
+from rokka.core.storage.api import Appended, ArrivalListener
+from rokka.core.storage.layout import tags_hash
 
 log = structlog.get_logger(__name__)
 

@@ -39,8 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
-
-from core.model import (
+from rokka.core.model import (
     PROP_KEYS,
     PROP_UNIQ_KEY,
     TOPIC_SCHEDULE,
@@ -53,8 +52,8 @@ from core.model import (
     StoredMessage,
     UniformBatch,
 )
-from core.storage import layout, reader, retention
-from core.storage.api import (
+from rokka.core.storage import layout, reader, retention
+from rokka.core.storage.api import (
     Appended,
     ArrivalListener,
     CqUnit,
@@ -66,13 +65,13 @@ from core.storage.api import (
     StoreConfig,
     UnitsAppended,
 )
-from core.storage.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from core.storage.commitlog import CommitLog
-from core.storage.consumequeue import UNIT_SIZE, ConsumeQueue
-from core.storage.dispatch import Dispatcher
-from core.storage.index import IndexService
-from core.storage.metafile import read_json, write_json_atomic
-from core.storage.recovery import StoreCorrupt, cut_tail, scan_and_replay, trim_queues
+from rokka.core.storage.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from rokka.core.storage.commitlog import CommitLog
+from rokka.core.storage.consumequeue import UNIT_SIZE, ConsumeQueue
+from rokka.core.storage.dispatch import Dispatcher
+from rokka.core.storage.index import IndexService
+from rokka.core.storage.metafile import read_json, write_json_atomic
+from rokka.core.storage.recovery import StoreCorrupt, cut_tail, scan_and_replay, trim_queues
 
 log = structlog.get_logger(__name__)
 

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 
 import structlog
 import trio
-
-from core.storage.api import FlushDiskType, MessageStore
+from rokka.core.storage.api import FlushDiskType, MessageStore
 
 log = structlog.get_logger(__name__)
 

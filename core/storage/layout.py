@@ -45,10 +45,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import methodcaller, mul
 
-from core.model import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, HostPort, Message, PackedBodies, StoredMessage
+from rokka.core.model import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, HostPort, Message, PackedBodies, StoredMessage
 
 try:    # the append hot path in C (core/storage/_cstore.c); absent when the extension was not built
-    from core.storage import _cstore
+    from rokka.core.storage import _cstore
 except ImportError:     # pragma: no cover - depends on the build
     _cstore = None  # type: ignore[assignment]
 NATIVE = _cstore is not None
@@ -227,7 +227,7 @@ def _powers(n: int) -> tuple[int, ...]:
 
 
 def java_hash(s: str) -> int:
-    """Java ``String.hashCode`` (signed int32); same as ``core.model.java_string_hash``, faster."""
+    """Java ``String.hashCode`` (signed int32); same as ``rokka.core.model.java_string_hash``, faster."""
     if s.isascii():
         units: bytes | array[int] = s.encode("ascii")
     else:

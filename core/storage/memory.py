@@ -19,9 +19,9 @@ import time
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from core.model import BatchBody, Message, StoredMessage, UniformBatch
-from core.storage import layout, reader
-from core.storage.api import (
+from rokka.core.model import BatchBody, Message, StoredMessage, UniformBatch
+from rokka.core.storage import layout, reader
+from rokka.core.storage.api import (
     Appended,
     ArrivalListener,
     CqUnit,
@@ -32,8 +32,8 @@ from core.storage.api import (
     RecordRun,
     StoreConfig,
 )
-from core.storage.dispatch import Dispatcher, is_dispatched
-from core.storage.retention import delete_hours
+from rokka.core.storage.dispatch import Dispatcher, is_dispatched
+from rokka.core.storage.retention import delete_hours
 
 
 class _Queue:

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The same discipline as ``core.storage.metafile`` (RocketMQ's JSON config
+The same discipline as ``rokka.core.storage.metafile`` (RocketMQ's JSON config
 files), for state that is ours alone and is rewritten often enough that
 JSON would be wasteful: Kafka group metadata and idempotent-producer state.
 
@@ -26,8 +26,7 @@ from typing import Any
 
 import msgpack
 import structlog
-
-from core.storage.metafile import MetadataCorrupt, write_bytes_atomic
+from rokka.core.storage.metafile import MetadataCorrupt, write_bytes_atomic
 
 log = structlog.get_logger(__name__)
 

@@ -32,9 +32,9 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any, Protocol
 
-from core.model import PROP_KEYS, PROP_UNIQ_KEY
-from core.storage import layout
-from core.storage.api import GetResult, GetStatus, MessageFilter, RecordRun
+from rokka.core.model import PROP_KEYS, PROP_UNIQ_KEY
+from rokka.core.storage import layout
+from rokka.core.storage.api import GetResult, GetStatus, MessageFilter, RecordRun
 
 
 class _Queue(Protocol):

@@ -43,12 +43,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import structlog
-
-from core.storage import layout
-from core.storage.commitlog import CommitLog
-from core.storage.consumequeue import ConsumeQueue
-from core.storage.dispatch import Dispatcher, ReplayGap, is_dispatched
-from core.storage.segment import Segment
+from rokka.core.storage import layout
+from rokka.core.storage.commitlog import CommitLog
+from rokka.core.storage.consumequeue import ConsumeQueue
+from rokka.core.storage.dispatch import Dispatcher, ReplayGap, is_dispatched
+from rokka.core.storage.segment import Segment
 
 log = structlog.get_logger(__name__)
 

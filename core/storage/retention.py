@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 if TYPE_CHECKING:
-    from core.storage.engine import DiskStore
+    from rokka.core.storage.engine import DiskStore
 
 log = structlog.get_logger(__name__)
 

@@ -51,12 +51,12 @@ from typing import TYPE_CHECKING
 import structlog
 
 try:
-    from core.storage._cwarm import Warmer as _NativeWarmer
+    from rokka.core.storage._cwarm import Warmer as _NativeWarmer
 except ImportError:         # the C extension was not built: no warm-ahead
     _NativeWarmer = None
 
 if TYPE_CHECKING:
-    from core.storage.commitlog import CommitLog
+    from rokka.core.storage.commitlog import CommitLog
 
 log = structlog.get_logger(__name__)
 

@@ -29,12 +29,11 @@ from typing import Any
 
 import click
 import trio
-
-from gateway.cli import admin_ops as ops
-from gateway.cli import admin_render as render
-from gateway.cli.admin_ops import AdminError, Session
-from gateway.logs import configure_logging
-from gateway.rocketmq.client import (
+from rokka.gateway.cli import admin_ops as ops
+from rokka.gateway.cli import admin_render as render
+from rokka.gateway.cli.admin_ops import AdminError, Session
+from rokka.gateway.logs import configure_logging
+from rokka.gateway.rocketmq.client import (
     Admin,
     ChannelClosedError,
     ClientError,

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from core.model import (
+from rokka.core.model import (
     DLQ_PREFIX,
     PROP_KEYS,
     PROP_RETRY_TOPIC,
@@ -29,8 +29,8 @@ from core.model import (
     RETRY_PREFIX,
     StoredMessage,
 )
-from core.storage.layout import decode_offset_msg_id, encode_offset_msg_id
-from gateway.rocketmq.client import (
+from rokka.core.storage.layout import decode_offset_msg_id, encode_offset_msg_id
+from rokka.gateway.rocketmq.client import (
     Admin,
     NamesrvClient,
     Producer,
@@ -39,15 +39,15 @@ from gateway.rocketmq.client import (
     ResponseError,
     TopicRoute,
 )
-from gateway.rocketmq.client.tools import (
+from rokka.gateway.rocketmq.client.tools import (
     first_offset_at_or_after,
     invoke_reset_offset,
     producer_connections,
     pull_range,
     subscription_groups,
 )
-from gateway.rocketmq.client.types import MessageQueue, OutMessage
-from gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.client.types import MessageQueue, OutMessage
+from rokka.gateway.rocketmq.codec.codes import ResponseCode
 
 TOOLS_CONSUMER = "TOOLS_CONSUMER"
 TOOLS_PRODUCER = "TOOLS_PRODUCER"

@@ -17,9 +17,8 @@ from typing import Any
 
 import click
 import structlog
-
-from core.config import BrokerConfig, load_broker_conf
-from gateway.logs import configure_logging
+from rokka.core.config import BrokerConfig, load_broker_conf
+from rokka.gateway.logs import configure_logging
 
 log = structlog.get_logger("rokka")
 
@@ -99,7 +98,7 @@ def serve(namesrv_port: int, log_format: str, log_level: str, conf: Path | None,
     """Name server + broker (RocketMQ and Kafka listeners) in one process."""
     configure_logging(log_format, log_level)
     cfg = build_config(conf, **flags)
-    from gateway.runtime import run_roles
+    from rokka.gateway.runtime import run_roles
 
     sys.exit(run_roles(cfg, namesrv_port=namesrv_port, run_broker=True))
 
@@ -112,7 +111,7 @@ def namesrv(host: str, port: int, log_format: str, log_level: str) -> None:
     """Run only the name server."""
     configure_logging(log_format, log_level)
     cfg = BrokerConfig(listen_host=host)
-    from gateway.runtime import run_roles
+    from rokka.gateway.runtime import run_roles
 
     sys.exit(run_roles(cfg, namesrv_port=port, run_broker=False))
 
@@ -127,21 +126,21 @@ def broker(namesrv_addr: str | None, log_format: str, log_level: str, conf: Path
     cfg = build_config(conf, namesrv=namesrv_addr, **flags)
     if not cfg.namesrv_addrs:
         raise click.UsageError("a broker needs name servers: -n H:P[;H:P] or namesrvAddr in broker.conf")
-    from gateway.runtime import run_roles
+    from rokka.gateway.runtime import run_roles
 
     sys.exit(run_roles(cfg, namesrv_port=None, run_broker=True))
 
 
 def _register_admin() -> None:
     try:
-        from gateway.cli.admin import admin
+        from rokka.gateway.cli.admin import admin
     except ImportError:  # pragma: no cover - admin is optional while being built
         return
     main.add_command(admin)
 
 
 _register_admin()
-from gateway.cli.pipeline_cmd import pipeline  # noqa: E402 - Spark jobs run in a subprocess
+from rokka.gateway.cli.pipeline_cmd import pipeline  # noqa: E402 - Spark jobs run in a subprocess
 
 main.add_command(pipeline)
 

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-JOBS_PACKAGE = "pipeline.jobs"
+JOBS_PACKAGE = "rokka.pipeline.jobs"
 
 
 def available_jobs() -> list[str]:

@@ -1,8 +1,8 @@
 """Kafka protocol gateway: sans-IO codec and connection, trio server, request handlers."""
 
-from gateway.kafka.connection import KafkaRequest, KafkaServerConnection
-from gateway.kafka.errors import ErrorCode, KafkaError, KafkaProtocolError
-from gateway.kafka.server import Handler, KafkaRequestContext, KafkaServer, Route
+from rokka.gateway.kafka.connection import KafkaRequest, KafkaServerConnection
+from rokka.gateway.kafka.errors import ErrorCode, KafkaError, KafkaProtocolError
+from rokka.gateway.kafka.server import Handler, KafkaRequestContext, KafkaServer, Route
 
 __all__ = [
     "ErrorCode",

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
-from core.storage.packfile import read_msgpack, write_msgpack_atomic
+from rokka.core.storage.packfile import read_msgpack, write_msgpack_atomic
 
 __all__ = ["Acl", "AclFilter", "AclStore", "CLUSTER_NAME", "Op", "Pattern", "Perm", "Res", "invalid_binding"]
 

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 With ``kafkaAclEnable`` each route is replaced by an adapter (``ADAPTERS``) that asks the ACLs
-(``gateway.kafka.acls``) what Kafka's KafkaApis asks, and answers as Kafka does: the parts of a
+(``rokka.gateway.kafka.acls``) what Kafka's KafkaApis asks, and answers as Kafka does: the parts of a
 request that are not allowed get TOPIC_AUTHORIZATION_FAILED / GROUP_AUTHORIZATION_FAILED /
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED in their place of the response,
 the handler sees only the rest (or is not called), and a request whose refusal has a top-level
@@ -37,11 +37,10 @@ from functools import partial
 from typing import Any, TypeVar
 
 import structlog
-
-from gateway.kafka.acls import CLUSTER_NAME, AclStore, Op, Res
-from gateway.kafka.codec import Struct
-from gateway.kafka.errors import KafkaError
-from gateway.kafka.server import KafkaRequestContext, Route
+from rokka.gateway.kafka.acls import CLUSTER_NAME, AclStore, Op, Res
+from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.errors import KafkaError
+from rokka.gateway.kafka.server import KafkaRequestContext, Route
 
 __all__ = ["ADAPTERS", "Authz", "authorize_routes", "principal_of"]
 

@@ -50,15 +50,14 @@ from typing import Any, Protocol
 
 import structlog
 import trio
-
-from core.namesrv.routes import RegisterResult
-from gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-from gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient
-from gateway.rocketmq.client.remoting import ClientError, RemotingClient
-from gateway.rocketmq.client.types import PERM_READ, TopicRoute
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import to_ext
-from gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.core.namesrv.routes import RegisterResult
+from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+from rokka.gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient
+from rokka.gateway.rocketmq.client.remoting import ClientError, RemotingClient
+from rokka.gateway.rocketmq.client.types import PERM_READ, TopicRoute
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 

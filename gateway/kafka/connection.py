@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from gateway.kafka.codec import framing
-from gateway.kafka.codec.framing import API_VERSIONS_KEY, APIS
-from gateway.kafka.codec.primitives import DecodeError
-from gateway.kafka.codec.schema import Struct
-from gateway.kafka.errors import KafkaProtocolError
+from rokka.gateway.kafka.codec import framing
+from rokka.gateway.kafka.codec.framing import API_VERSIONS_KEY, APIS
+from rokka.gateway.kafka.codec.primitives import DecodeError
+from rokka.gateway.kafka.codec.schema import Struct
+from rokka.gateway.kafka.errors import KafkaProtocolError
 
 __all__ = ["ConnectionState", "KafkaRequest", "KafkaServerConnection"]
 

@@ -26,8 +26,8 @@ Users come from a JSON file (``kafkaSaslUsers``): ``{"users": {"alice":
 password by deriving it with the user's SCRAM credential's salt.  The file's
 ``"scram"`` section holds stored credentials instead of passwords (salt,
 iterations, stored and server keys, as Kafka keeps them): Kafka's
-AlterUserScramCredentials writes there (``gateway.kafka.scram_admin``).
-The file is re-read when it changes (``gateway.filewatch``, checked every few
+AlterUserScramCredentials writes there (``rokka.gateway.kafka.scram_admin``).
+The file is re-read when it changes (``rokka.gateway.filewatch``, checked every few
 seconds): new connections authenticate against the new users, established
 ones keep their session (as in Kafka), and a file that no longer parses is
 logged and ignored (the last good users stay).  A failed

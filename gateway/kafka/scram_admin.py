@@ -14,7 +14,7 @@ Errors per user as Kafka's: an unknown mechanism UNSUPPORTED_SASL_MECHANISM; an 
 iteration count outside 4096..16384 UNACCEPTABLE_CREDENTIAL; the same user and mechanism twice in a
 request DUPLICATE_RESOURCE; deleting a credential that does not exist RESOURCE_NOT_FOUND.  A user
 with an error is left unchanged; the others are applied.  Who may call: cluster DESCRIBE / ALTER
-under ``kafkaAclEnable`` (``gateway.kafka.authz``); without ACLs, any authenticated user, as in a
+under ``kafkaAclEnable`` (``rokka.gateway.kafka.authz``); without ACLs, any authenticated user, as in a
 Kafka cluster without an authorizer.
 """
 
@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
-from core.storage.metafile import write_json_atomic
-from gateway.kafka.codec import Struct
-from gateway.kafka.sasl import SaslConfigError, UserStore, stored_credential
-from gateway.kafka.server import KafkaRequestContext, Route
+from rokka.core.storage.metafile import write_json_atomic
+from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.sasl import SaslConfigError, UserStore, stored_credential
+from rokka.gateway.kafka.server import KafkaRequestContext, Route
 
 __all__ = ["ScramAdmin", "build_scram_routes"]
 

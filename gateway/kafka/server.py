@@ -32,15 +32,15 @@ Failure policy:
 Produce with acks=0 never gets a reply; a handler returning ``None`` sends
 nothing either.  throttle_time_ms is left at its default 0 everywhere.
 
-SASL (``sasl`` = enabled mechanisms + users, see ``gateway.kafka.sasl``):
+SASL (``sasl`` = enabled mechanisms + users, see ``rokka.gateway.kafka.sasl``):
 SaslHandshake v1 and SaslAuthenticate are answered here and advertised only
 then (a v0 handshake, whose raw-token framing is not offered, gets
 UNSUPPORTED_VERSION); until a connection has authenticated, any other API closes it and its
 frames are limited to ``MAX_UNAUTHENTICATED_FRAME``; a failed authentication
 is answered (SASL_AUTHENTICATION_FAILED) and the connection closed.
 
-TLS (``tls`` = an SSLContext, see ``gateway.kafka.tls``): each connection is wrapped in a
-``TlsStream`` (``gateway.kafka.tls_stream``: bulk reads and writes) and must finish its handshake
+TLS (``tls`` = an SSLContext, see ``rokka.gateway.kafka.tls``): each connection is wrapped in a
+``TlsStream`` (``rokka.gateway.kafka.tls_stream``: bulk reads and writes) and must finish its handshake
 within ``HANDSHAKE_TIMEOUT_S``; after that it is served as above (SASL_SSL when SASL is on too).
 """
 
@@ -54,15 +54,14 @@ from typing import Any
 
 import structlog
 import trio
-
-from gateway.kafka.codec.framing import API_VERSIONS_KEY, APIS
-from gateway.kafka.codec.schema import Struct
-from gateway.kafka.connection import KafkaRequest, KafkaServerConnection
-from gateway.kafka.errors import KafkaError, KafkaProtocolError
-from gateway.kafka.sasl import MAX_UNAUTHENTICATED_FRAME, SaslAuthenticator, SaslError, UserStore
-from gateway.kafka.tls import HANDSHAKE_TIMEOUT_S
-from gateway.kafka.tls import principal as tls_principal
-from gateway.kafka.tls_stream import TlsStream
+from rokka.gateway.kafka.codec.framing import API_VERSIONS_KEY, APIS
+from rokka.gateway.kafka.codec.schema import Struct
+from rokka.gateway.kafka.connection import KafkaRequest, KafkaServerConnection
+from rokka.gateway.kafka.errors import KafkaError, KafkaProtocolError
+from rokka.gateway.kafka.sasl import MAX_UNAUTHENTICATED_FRAME, SaslAuthenticator, SaslError, UserStore
+from rokka.gateway.kafka.tls import HANDSHAKE_TIMEOUT_S
+from rokka.gateway.kafka.tls import principal as tls_principal
+from rokka.gateway.kafka.tls_stream import TlsStream
 
 __all__ = ["Handler", "KafkaRequestContext", "KafkaServer", "Route"]
 

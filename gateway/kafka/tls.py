@@ -1,4 +1,4 @@
-"""TLS on the Kafka listener: security.protocol SSL, or SASL_SSL together with ``gateway.kafka.sasl``.
+"""TLS on the Kafka listener: security.protocol SSL, or SASL_SSL together with ``rokka.gateway.kafka.sasl``.
 
 Theory of operation
 -------------------
@@ -23,7 +23,7 @@ client's certificate subject, as an RFC 4514 distinguished name (Kafka's default
 ACLs (``User:CN=alice,O=example``) when it does not authenticate with SASL.
 
 The files are read at start (a bad file refuses the start: ``TlsConfigError``) and re-read when
-one of them changes (``gateway.filewatch``): new connections get the new certificate, open ones keep theirs
+one of them changes (``rokka.gateway.filewatch``): new connections get the new certificate, open ones keep theirs
 -- a certificate can be rotated without a restart, as with Kafka's dynamic keystore update.  A broken
 edit is logged and the previous files stay in use.
 """

@@ -1,6 +1,6 @@
-"""RocketMQ name server: handlers over ``core.namesrv`` and its trio server."""
+"""RocketMQ name server: handlers over ``rokka.core.namesrv`` and its trio server."""
 
-from gateway.namesrv.handlers import NamesrvHandlers
-from gateway.namesrv.server import NamesrvServer
+from rokka.gateway.namesrv.handlers import NamesrvHandlers
+from rokka.gateway.namesrv.server import NamesrvServer
 
 __all__ = ["NamesrvHandlers", "NamesrvServer"]

@@ -20,13 +20,12 @@ Editing rule: no state here; everything lives in the manager.
 from __future__ import annotations
 
 import structlog
-
-from core.namesrv.routes import RouteInfoManager
-from gateway.rocketmq.channel import Channel, Handler
-from gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, dumps, kv_table_json, loads_body
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import Header, to_ext
-from gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.core.namesrv.routes import RouteInfoManager
+from rokka.gateway.rocketmq.channel import Channel, Handler
+from rokka.gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, dumps, kv_table_json, loads_body
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import Header, to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 

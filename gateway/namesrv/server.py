@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 ``NamesrvServer.serve(host, port)`` runs a ``RemotingServer`` with the
-handlers of ``gateway.namesrv.handlers`` and, next to it, a loop that calls
+handlers of ``rokka.gateway.namesrv.handlers`` and, next to it, a loop that calls
 ``RouteInfoManager.scan_expired`` every ``scan_interval_s`` (10 s, as Java)
 so brokers silent for 120 s disappear from routes.  A closed connection
 drops the brokers registered over it at once (Java ``onChannelDestroy``).
@@ -17,12 +17,11 @@ from collections.abc import Callable
 
 import structlog
 import trio
-
-from core.namesrv.routes import BROKER_EXPIRED_MS, RouteInfoManager
-from gateway.namesrv.handlers import NamesrvHandlers
-from gateway.rocketmq.channel import Channel, HostPort
-from gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
-from gateway.rocketmq.server import RemotingServer
+from rokka.core.namesrv.routes import BROKER_EXPIRED_MS, RouteInfoManager
+from rokka.gateway.namesrv.handlers import NamesrvHandlers
+from rokka.gateway.rocketmq.channel import Channel, HostPort
+from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
+from rokka.gateway.rocketmq.server import RemotingServer
 
 log = structlog.get_logger(__name__)
 

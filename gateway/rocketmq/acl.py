@@ -37,7 +37,7 @@ Order of the checks (RocketMQ's ``PlainPermissionManager.validate``):
    ``topicPerms`` nor ``groupPerms`` may use every topic and group (4.9's
    ``checkPerm``: no owned permission map and admin).
 
-The file is re-read when it changes (``gateway.filewatch``, as RocketMQ 4.9's file watcher); a file that
+The file is re-read when it changes (``rokka.gateway.filewatch``, as RocketMQ 4.9's file watcher); a file that
 does not load is logged and the accounts in force stay.
 
 The broker signs its own requests to other brokers (Kafka group offsets it
@@ -61,10 +61,9 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
-from gateway.rocketmq.codec.codes import RequestCode as RC
-from gateway.rocketmq.codec.codes import ResponseCode
-from gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
+from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 __all__ = ["AclConfigError", "PlainAcl", "guard", "sign"]
 

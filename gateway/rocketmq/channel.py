@@ -43,11 +43,10 @@ from typing import Any
 
 import structlog
 import trio
-
-from gateway.rocketmq.codec.codes import REMARK_SYSTEM_BUSY, ResponseCode, remark_not_supported
-from gateway.rocketmq.codec.errors import HeaderFieldError, LocalProtocolError, RemoteProtocolError
-from gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCommand
-from gateway.rocketmq.connection import ConnectionState, RemotingConnection
+from rokka.gateway.rocketmq.codec.codes import REMARK_SYSTEM_BUSY, ResponseCode, remark_not_supported
+from rokka.gateway.rocketmq.codec.errors import HeaderFieldError, LocalProtocolError, RemoteProtocolError
+from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCommand
+from rokka.gateway.rocketmq.connection import ConnectionState, RemotingConnection
 
 log = structlog.get_logger(__name__)
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import enum
 
-from gateway.rocketmq.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE
-from gateway.rocketmq.codec.errors import LocalProtocolError, RemoteProtocolError
-from gateway.rocketmq.codec.remoting import (
+from rokka.gateway.rocketmq.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE
+from rokka.gateway.rocketmq.codec.errors import LocalProtocolError, RemoteProtocolError
+from rokka.gateway.rocketmq.codec.remoting import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameDecoder,
     RemotingCommand,

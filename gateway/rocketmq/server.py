@@ -27,9 +27,8 @@ from dataclasses import dataclass
 
 import structlog
 import trio
-
-from gateway.rocketmq.channel import Channel, ClosedCallback, Handler, HostPort
-from gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
+from rokka.gateway.rocketmq.channel import Channel, ClosedCallback, Handler, HostPort
+from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
 
 log = structlog.get_logger(__name__)
 

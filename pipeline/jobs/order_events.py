@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import trio
-
-from gateway.rocketmq.client import NamesrvClient, OutMessage, Producer, RemotingClient
+from rokka.gateway.rocketmq.client import NamesrvClient, OutMessage, Producer, RemotingClient
 
 CATEGORIES = ("BOOKS", "GAMES", "MUSIC", "TOYS")
 TICK = "TICK"
@@ -185,8 +184,7 @@ def spark_session(master: str = "local[2]") -> object:
     import os
 
     from pyspark.sql import SparkSession
-
-    from pipeline.source import register
+    from rokka.pipeline.source import register
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master(master).appName("rokka-order-events")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from compat.kafka_records import kafka_rows, message_from_record, record_from_message
-from core.model import COMPRESSED_FLAG, Message
-from core.storage.layout import decode_record, encode_record
-from gateway.kafka.codec import records as R
+from rokka.compat.kafka_records import kafka_rows, message_from_record, record_from_message
+from rokka.core.model import COMPRESSED_FLAG, Message
+from rokka.core.storage.layout import decode_record, encode_record
+from rokka.gateway.kafka.codec import records as R
 
 opt_bytes = st.one_of(st.none(), st.binary(max_size=40))
 headers_st = st.lists(st.tuples(st.text(max_size=8), opt_bytes), max_size=4)
@@ -100,7 +99,7 @@ def _stored(kind: str, i: int, body: bytes) -> Message:
 
 
 def _rows_of(pieces: list) -> list:  # type: ignore[type-arg]
-    from compat.kafka_records import PlainPiece
+    from rokka.compat.kafka_records import PlainPiece
     rows = []
     for p in pieces:
         if isinstance(p, PlainPiece):
@@ -119,8 +118,8 @@ def _rows_of(pieces: list) -> list:  # type: ignore[type-arg]
 @settings(max_examples=120, deadline=None)
 @given(kinds=st.lists(_kinds, min_size=1, max_size=25), body=st.binary(max_size=200))
 def test_kafka_pieces_match_kafka_rows(kinds: list[str], body: bytes) -> None:
-    import compat.kafka_records as K
-    from core.storage.api import RecordRun
+    import rokka.compat.kafka_records as K
+    from rokka.core.storage.api import RecordRun
 
     recs, pos = [], 0
     for i, kind in enumerate(kinds):
@@ -140,14 +139,14 @@ def test_kafka_pieces_match_kafka_rows(kinds: list[str], body: bytes) -> None:
 
 
 def test_native_fetch_walker_is_built() -> None:
-    import compat.kafka_records as K
+    import rokka.compat.kafka_records as K
     assert K.NATIVE
 
 
 @settings(max_examples=200, deadline=None)
 @given(data=st.binary(max_size=300), start=st.integers(0, 300), count=st.integers(0, 10))
 def test_walkers_agree_on_garbage(data: bytes, start: int, count: int) -> None:
-    import compat.kafka_records as K
+    import rokka.compat.kafka_records as K
     start = min(start, len(data))
     accepted = (b"", b"KAFKA_HEADERS\x01[]")
     native = K._cfetch.plain_records(data, start, count, accepted, K._FETCH_LAYOUT)

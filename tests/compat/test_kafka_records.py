@@ -4,11 +4,10 @@ import zlib
 
 from hypothesis import given
 from hypothesis import strategies as st
-
-from compat.kafka_records import apply_delay, message_from_record, record_from_message
-from core.model import COMPRESSED_FLAG, Message, StoredMessage
-from core.storage.api import DEFAULT_DELAY_LEVELS, parse_delay_levels
-from core.storage.layout import decode_record, encode_record
+from rokka.compat.kafka_records import apply_delay, message_from_record, record_from_message
+from rokka.core.model import COMPRESSED_FLAG, Message, StoredMessage
+from rokka.core.storage.api import DEFAULT_DELAY_LEVELS, parse_delay_levels
+from rokka.core.storage.layout import decode_record, encode_record
 
 LEVELS = parse_delay_levels(DEFAULT_DELAY_LEVELS)
 

@@ -4,10 +4,9 @@ from pathlib import Path
 
 import click
 import pytest
-
-from core.config import BrokerConfig, camel_to_snake, load_broker_conf
-from core.storage.api import FlushDiskType
-from gateway.cli.main import build_config
+from rokka.core.config import BrokerConfig, camel_to_snake, load_broker_conf
+from rokka.core.storage.api import FlushDiskType
+from rokka.gateway.cli.main import build_config
 
 CONF = """\
 # a RocketMQ broker.conf

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 import trio
-
-from core.broker import Broker
-from core.config import BrokerConfig
-from core.delay import read_offset_table, timeup_message
-from core.model import (
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
+from rokka.core.delay import read_offset_table, timeup_message
+from rokka.core.model import (
     PROP_DELAY,
     PROP_REAL_QID,
     PROP_REAL_TOPIC,
@@ -28,8 +27,8 @@ from core.model import (
     StoredMessage,
     tags_code,
 )
-from core.storage.engine import DiskStore
-from core.storage.memory import MemoryStore
+from rokka.core.storage.engine import DiskStore
+from rokka.core.storage.memory import MemoryStore
 
 
 def make_broker(root: Path, *, memory: bool = False) -> Broker:

@@ -3,12 +3,11 @@
 from pathlib import Path
 
 import pytest
-
-from core.filter import ExpressionFilter, SubscriptionParseError, build_subscription
-from core.groups import ClientInfo, ConsumerRegistry, SubscriptionGroupManager
-from core.model import java_string_hash, tags_code
-from core.offsets import ConsumerOffsetManager
-from core.topics import PERM_INHERIT, TopicConfig, TopicManager, validate_topic_name
+from rokka.core.filter import ExpressionFilter, SubscriptionParseError, build_subscription
+from rokka.core.groups import ClientInfo, ConsumerRegistry, SubscriptionGroupManager
+from rokka.core.model import java_string_hash, tags_code
+from rokka.core.offsets import ConsumerOffsetManager
+from rokka.core.topics import PERM_INHERIT, TopicConfig, TopicManager, validate_topic_name
 
 
 def _topics(path: Path, auto: bool = True) -> TopicManager:

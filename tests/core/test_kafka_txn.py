@@ -10,15 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
-
-from core.broker import Broker
-from core.config import BrokerConfig
-from core.kafka_txn import KafkaTxnCoordinator
-from core.kafka_txn_states import TRANSITIONS, TxnEvent, TxnOutcome, TxnState, next_state
-from core.model import TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF, TRANSACTION_COMMIT_TYPE, Message, StoredMessage
-from core.producer_state import ProducerStateManager
-from core.storage.engine import DiskStore
-from core.txn import PROP_KAFKA_TXN, EndOutcome
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
+from rokka.core.kafka_txn import KafkaTxnCoordinator
+from rokka.core.kafka_txn_states import TRANSITIONS, TxnEvent, TxnOutcome, TxnState, next_state
+from rokka.core.model import TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF, TRANSACTION_COMMIT_TYPE, Message, StoredMessage
+from rokka.core.producer_state import ProducerStateManager
+from rokka.core.storage.engine import DiskStore
+from rokka.core.txn import PROP_KAFKA_TXN, EndOutcome
 
 OK = TxnOutcome.OK
 
@@ -234,7 +233,7 @@ async def test_restart_resumes_ongoing_and_completes_prepared(tmp_path: Path) ->
         txn.state = TxnState.PREPARE_COMMIT
         txn.marks = {("B", 1): 0}
         await n.txns.persist()
-        from core.txn import commit_message
+        from rokka.core.txn import commit_message
 
         first = n.broker.store.read_message(min(txn.halves))
         assert first is not None and n.broker.append([commit_message(first)]).ok

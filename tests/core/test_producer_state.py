@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from core.producer_state import (
+from rokka.core.producer_state import (
     EPOCH_EXHAUSTED,
     FILE_NAME,
     MAX_SEQUENCE,
@@ -15,7 +14,7 @@ from core.producer_state import (
     SequenceOutcome,
     last_sequence,
 )
-from core.storage.metafile import MetadataCorrupt
+from rokka.core.storage.metafile import MetadataCorrupt
 
 A = SequenceOutcome.APPEND
 

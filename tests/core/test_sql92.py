@@ -9,15 +9,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from core.filter import (
+from rokka.core.filter import (
     EXPR_SQL92,
     ExpressionFilter,
     SubscriptionParseError,
     build_subscription,
     compile_sql92,
 )
-from core.sql92 import compile_sql92 as direct_compile
+from rokka.core.sql92 import compile_sql92 as direct_compile
 
 MATCHES = [
     # numeric comparisons: property parsed per the literal's type

@@ -12,10 +12,9 @@ import time
 from pathlib import Path
 
 import trio
-
-from core.broker import Broker
-from core.config import BrokerConfig
-from core.model import (
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
+from rokka.core.model import (
     PROP_PGROUP,
     PROP_REAL_QID,
     PROP_REAL_TOPIC,
@@ -31,9 +30,9 @@ from core.model import (
     Message,
     StoredMessage,
 )
-from core.storage.api import Appended
-from core.storage.engine import DiskStore
-from core.txn import EndOutcome
+from rokka.core.storage.api import Appended
+from rokka.core.storage.engine import DiskStore
+from rokka.core.txn import EndOutcome
 
 
 def make_broker(root: Path, **cfg_kw: object) -> Broker:

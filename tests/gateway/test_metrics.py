@@ -9,12 +9,11 @@ import h11
 import trio
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-
-from core.broker import Broker
-from core.config import BrokerConfig
-from core.model import Message
-from core.storage.memory import MemoryStore
-from gateway.metrics import BrokerCollector, MetricsServer, registry_for
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
+from rokka.core.model import Message
+from rokka.core.storage.memory import MemoryStore
+from rokka.gateway.metrics import BrokerCollector, MetricsServer, registry_for
 
 
 def _broker(tmp_path: Path) -> Broker:

@@ -36,8 +36,7 @@ def start_rokka(workdir: Path, conf_lines: tuple[str, ...] = ("enablePropertyFil
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark", reason=PYSPARK_MISSING)
     from pyspark.sql import SparkSession
-
-    from pipeline.source import register
+    from rokka.pipeline.source import register
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import trio
-
-from gateway.rocketmq.client import Admin, NamesrvClient, OutMessage, Producer, PullConsumer, RemotingClient
+from rokka.gateway.rocketmq.client import Admin, NamesrvClient, OutMessage, Producer, PullConsumer, RemotingClient
 
 
 def produce(namesrv: str, topic: str, messages: Sequence[OutMessage], *, batch: int = 128,

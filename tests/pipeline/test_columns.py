@@ -1,6 +1,6 @@
-"""The column-wise PULL body decoder gives exactly the reference rows (``pipeline.rows``).
+"""The column-wise PULL body decoder gives exactly the reference rows (``rokka.pipeline.rows``).
 
-No Spark needed: records are encoded with ``core.storage.layout.encode_record`` (the CommitLog
+No Spark needed: records are encoded with ``rokka.core.storage.layout.encode_record`` (the CommitLog
 format the broker returns in PULL bodies) and both paths' RecordBatches are compared.
 """
 
@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("pyarrow", reason="pyarrow is needed: pip install -e '.[pipeline]'")
 
-from compat.kafka_records import message_from_record  # noqa: E402
-from core.model import COMPRESSED_FLAG, Message  # noqa: E402
-from core.storage.layout import encode_record  # noqa: E402
-from gateway.rocketmq.client import decode_messages  # noqa: E402
-from pipeline.columns import PullBatchBuilder  # noqa: E402
-from pipeline.rows import BatchBuilder  # noqa: E402
+from rokka.compat.kafka_records import message_from_record  # noqa: E402
+from rokka.core.model import COMPRESSED_FLAG, Message  # noqa: E402
+from rokka.core.storage.layout import encode_record  # noqa: E402
+from rokka.gateway.rocketmq.client import decode_messages  # noqa: E402
+from rokka.pipeline.columns import PullBatchBuilder  # noqa: E402
+from rokka.pipeline.rows import BatchBuilder  # noqa: E402
 
 TOPIC = "ColTopic"
 

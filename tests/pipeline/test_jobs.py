@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("pyspark", reason="pyspark>=4 and pyarrow are needed: pip install -e '.[pipeline]'")
 
-from pipeline.jobs.order_events import JobConfig, drain, expected_revenue, generate, start_query  # noqa: E402
+from rokka.pipeline.jobs.order_events import JobConfig, drain, expected_revenue, generate, start_query  # noqa: E402
+
 from tests.pipeline.helpers import read_all  # noqa: E402
 
 START_MS = 1_700_000_040_000  # a minute boundary

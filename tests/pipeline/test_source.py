@@ -15,10 +15,11 @@ import pytest
 
 pytest.importorskip("pyspark", reason="pyspark>=4 and pyarrow are needed: pip install -e '.[pipeline]'")
 
-from gateway.rocketmq.client import OutMessage  # noqa: E402
+from rokka.gateway.rocketmq.client import OutMessage  # noqa: E402
+from rokka.pipeline.options import SourceOptions  # noqa: E402
+from rokka.pipeline.rows import SCHEMA, SCHEMA_DDL  # noqa: E402
+
 from interop.harness import cpp_available, run_cpp  # noqa: E402
-from pipeline.options import SourceOptions  # noqa: E402
-from pipeline.rows import SCHEMA, SCHEMA_DDL  # noqa: E402
 from tests.pipeline.helpers import produce, read_all, wait_route  # noqa: E402
 
 

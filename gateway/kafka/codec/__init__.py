@@ -4,7 +4,7 @@ Public API: ``APIS`` (api_key -> Api), ``Api`` (encode/decode request/response a
 version), ``Struct`` (decoded values), frame helpers and ``DecodeError``/``EncodeError``.
 """
 
-from gateway.kafka.codec.framing import (
+from rokka.gateway.kafka.codec.framing import (
     API_VERSIONS_KEY,
     APIS,
     RequestHeader,
@@ -16,8 +16,8 @@ from gateway.kafka.codec.framing import (
     encode_response_frame_parts,
     peek_api,
 )
-from gateway.kafka.codec.primitives import DecodeError, EncodeError
-from gateway.kafka.codec.schema import Api, Struct
+from rokka.gateway.kafka.codec.primitives import DecodeError, EncodeError
+from rokka.gateway.kafka.codec.schema import Api, Struct
 
 __all__ = [
     "APIS",

@@ -17,8 +17,7 @@ from __future__ import annotations
 import struct
 
 import cramjam
-
-from gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
+from rokka.gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
 
 __all__ = ["NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "compress", "decompress"]
 

@@ -31,12 +31,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.kafka.codec import primitives as p
-from gateway.kafka.codec.messages_acl import ACL_APIS
-from gateway.kafka.codec.messages_data import API_VERSIONS, DATA_APIS
-from gateway.kafka.codec.messages_groups import GROUP_APIS
-from gateway.kafka.codec.primitives import DecodeError, Reader
-from gateway.kafka.codec.schema import Api, Struct
+from rokka.gateway.kafka.codec import primitives as p
+from rokka.gateway.kafka.codec.messages_acl import ACL_APIS
+from rokka.gateway.kafka.codec.messages_data import API_VERSIONS, DATA_APIS
+from rokka.gateway.kafka.codec.messages_groups import GROUP_APIS
+from rokka.gateway.kafka.codec.primitives import DecodeError, Reader
+from rokka.gateway.kafka.codec.schema import Api, Struct
 
 __all__ = [
     "APIS",

@@ -15,8 +15,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from gateway.kafka.codec.primitives import DecodeError, Reader
-from gateway.kafka.codec.records import COMPRESSION_MASK, NONE, decompress
+from rokka.gateway.kafka.codec.primitives import DecodeError, Reader
+from rokka.gateway.kafka.codec.records import COMPRESSION_MASK, NONE, decompress
 
 
 @dataclass(frozen=True)

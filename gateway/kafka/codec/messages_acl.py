@@ -8,7 +8,7 @@ pattern type), read and built by ``handlers/acl_api.py``; the SCRAM user APIs (v
 
 from __future__ import annotations
 
-from gateway.kafka.codec.schema import BYTES, INT8, INT16, INT32, STRING, Api, arr, f, struct
+from rokka.gateway.kafka.codec.schema import BYTES, INT8, INT16, INT32, STRING, Api, arr, f, struct
 
 #: An ACL binding filter: DescribeAcls's request and each DeleteAcls filter.
 _ACL_FILTER = (

@@ -16,7 +16,7 @@ flexible versions.  Run the cross-check test after any edit.
 
 from __future__ import annotations
 
-from gateway.kafka.codec.schema import (
+from rokka.gateway.kafka.codec.schema import (
     BOOL,
     BYTES,
     INT8,

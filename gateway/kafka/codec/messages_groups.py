@@ -11,7 +11,7 @@ and builds these structs.
 
 from __future__ import annotations
 
-from gateway.kafka.codec.schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, Api, arr, f, struct
+from rokka.gateway.kafka.codec.schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, Api, arr, f, struct
 
 AUTH_OPS_NOT_REQUESTED = -2147483648
 

@@ -43,10 +43,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import crc32c
-
-from gateway.kafka.codec import primitives as p
-from gateway.kafka.codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
-from gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
+from rokka.gateway.kafka.codec import primitives as p
+from rokka.gateway.kafka.codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
+from rokka.gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
 
 __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CONTROL_ABORT", "CONTROL_COMMIT",
@@ -255,7 +254,7 @@ def split_batches(data: bytes) -> tuple[list[RecordBatch], int]:
 
 
 try:    # the plain-record walker in C (gateway/kafka/codec/_crecords.c); absent when not built
-    from gateway.kafka.codec import _crecords
+    from rokka.gateway.kafka.codec import _crecords
 except ImportError:     # pragma: no cover - depends on the build
     _crecords = None  # type: ignore[assignment]
 NATIVE = _crecords is not None

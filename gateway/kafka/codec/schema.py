@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from gateway.kafka.codec import primitives as p
-from gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
+from rokka.gateway.kafka.codec import primitives as p
+from rokka.gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
 
 __all__ = [
     "Api",

@@ -7,15 +7,15 @@ The handler layer builds a ``GroupCoordinator(config, offsets)``, starts
 ``find_coordinator`` (sync).  Results carry Kafka error codes (``ErrorCode``).
 """
 
-from gateway.kafka.groups.coordinator import (
+from rokka.gateway.kafka.groups.coordinator import (
     KEY_TYPE_GROUP,
     KEY_TYPE_TRANSACTION,
     GroupCoordinator,
     OffsetStore,
 )
-from gateway.kafka.groups.errors import ErrorCode
-from gateway.kafka.groups.state import TRANSITIONS, GroupEvent, GroupState, IllegalTransition
-from gateway.kafka.groups.types import (
+from rokka.gateway.kafka.groups.errors import ErrorCode
+from rokka.gateway.kafka.groups.state import TRANSITIONS, GroupEvent, GroupState, IllegalTransition
+from rokka.gateway.kafka.groups.types import (
     CommitOffset,
     CoordinatorInfo,
     CoordinatorStatistics,

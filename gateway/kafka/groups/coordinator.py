@@ -16,7 +16,7 @@ the timers) is inherited from ``GroupMembership``; this module adds:
   synchronously, so a clean shutdown loses nothing.  A crash loses at most
   the changes since the last write; members rejoin after a restart anyway.
 * OffsetCommit / OffsetFetch over the shared offset table
-  (``core.offsets.ConsumerOffsetManager``): the Kafka offset *is* the
+  (``rokka.core.offsets.ConsumerOffsetManager``): the Kafka offset *is* the
   ConsumeQueue offset and the group name is the table key, so one group
   name has one position per queue for both protocols.  Topic names pass
   through unchanged (the handler maps them first if it ever needs to).
@@ -45,14 +45,13 @@ from typing import Protocol
 
 import structlog
 import trio
-
-from core.storage.packfile import write_packed_atomic
-from gateway.kafka.groups.errors import ErrorCode
-from gateway.kafka.groups.group import Group
-from gateway.kafka.groups.membership import GroupMembership, _allow_all
-from gateway.kafka.groups.persist import encode_groups, groups_path, load_groups
-from gateway.kafka.groups.state import GroupEvent, GroupState
-from gateway.kafka.groups.types import (
+from rokka.core.storage.packfile import write_packed_atomic
+from rokka.gateway.kafka.groups.errors import ErrorCode
+from rokka.gateway.kafka.groups.group import Group
+from rokka.gateway.kafka.groups.membership import GroupMembership, _allow_all
+from rokka.gateway.kafka.groups.persist import encode_groups, groups_path, load_groups
+from rokka.gateway.kafka.groups.state import GroupEvent, GroupState
+from rokka.gateway.kafka.groups.types import (
     CommitOffset,
     CoordinatorInfo,
     CoordinatorStatistics,
@@ -73,7 +72,7 @@ UNSTABLE_OFFSET_COMMIT = 88   # OffsetFetch require_stable while a transaction h
 
 
 class OffsetStore(Protocol):
-    """The part of ``core.offsets.ConsumerOffsetManager`` the coordinator uses."""
+    """The part of ``rokka.core.offsets.ConsumerOffsetManager`` the coordinator uses."""
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int, *,
                durable: bool = False) -> None: ...

@@ -32,10 +32,9 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import trio
-
-from gateway.kafka.groups.errors import ErrorCode
-from gateway.kafka.groups.state import GroupEvent, GroupState, next_state
-from gateway.kafka.groups.types import JoinResult, SyncResult
+from rokka.gateway.kafka.groups.errors import ErrorCode
+from rokka.gateway.kafka.groups.state import GroupEvent, GroupState, next_state
+from rokka.gateway.kafka.groups.types import JoinResult, SyncResult
 
 T = TypeVar("T")
 

@@ -45,11 +45,10 @@ from collections.abc import Callable, Sequence
 
 import structlog
 import trio
-
-from gateway.kafka.groups.errors import ErrorCode
-from gateway.kafka.groups.group import Group, Member, Waiter
-from gateway.kafka.groups.state import GroupEvent, GroupState
-from gateway.kafka.groups.types import (
+from rokka.gateway.kafka.groups.errors import ErrorCode
+from rokka.gateway.kafka.groups.group import Group, Member, Waiter
+from rokka.gateway.kafka.groups.state import GroupEvent, GroupState
+from rokka.gateway.kafka.groups.types import (
     GroupConfig,
     JoinedMember,
     JoinRequest,

@@ -24,7 +24,7 @@ Layout (msgpack map, version 1)::
                       "session_ms", "rebalance_ms", "type",
                       "protocols": [[name, bytes], ...], "assignment": bytes}]}]}
 
-Files are written atomically by ``core.storage.packfile``; an unknown
+Files are written atomically by ``rokka.core.storage.packfile``; an unknown
 version is refused (``MetadataCorrupt``) rather than misread.
 """
 
@@ -34,10 +34,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from core.storage.metafile import MetadataCorrupt
-from core.storage.packfile import pack, read_msgpack
-from gateway.kafka.groups.group import Group, Member
-from gateway.kafka.groups.state import GroupState
+from rokka.core.storage.metafile import MetadataCorrupt
+from rokka.core.storage.packfile import pack, read_msgpack
+from rokka.gateway.kafka.groups.group import Group, Member
+from rokka.gateway.kafka.groups.state import GroupState
 
 FILE_NAME = "kafkaGroups.msgpack"
 VERSION = 1

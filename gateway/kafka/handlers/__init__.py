@@ -11,15 +11,15 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from gateway.kafka.handlers.alter_configs import handle_alter_configs, handle_incremental_alter_configs
-from gateway.kafka.handlers.common import KafkaEnv
-from gateway.kafka.handlers.fetch import (
+from rokka.gateway.kafka.handlers.alter_configs import handle_alter_configs, handle_incremental_alter_configs
+from rokka.gateway.kafka.handlers.common import KafkaEnv
+from rokka.gateway.kafka.handlers.fetch import (
     handle_delete_records,
     handle_fetch,
     handle_list_offsets,
     handle_offset_for_leader_epoch,
 )
-from gateway.kafka.handlers.metadata import (
+from rokka.gateway.kafka.handlers.metadata import (
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
@@ -27,8 +27,8 @@ from gateway.kafka.handlers.metadata import (
     handle_describe_configs,
     handle_metadata,
 )
-from gateway.kafka.handlers.produce import handle_produce
-from gateway.kafka.server import Route
+from rokka.gateway.kafka.handlers.produce import handle_produce
+from rokka.gateway.kafka.server import Route
 
 __all__ = ["KafkaEnv", "build_routes"]
 

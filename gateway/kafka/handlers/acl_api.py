@@ -1,7 +1,7 @@
-"""DescribeAcls (29), CreateAcls (30), DeleteAcls (31) over ``gateway.kafka.acls.AclStore``.
+"""DescribeAcls (29), CreateAcls (30), DeleteAcls (31) over ``rokka.gateway.kafka.acls.AclStore``.
 
 Without ``kafkaAclEnable`` there is no authorizer, and the three answer SECURITY_DISABLED as Kafka
-does.  Who may call them is decided in front of them (``gateway.kafka.authz``: cluster DESCRIBE /
+does.  Who may call them is decided in front of them (``rokka.gateway.kafka.authz``: cluster DESCRIBE /
 ALTER).  Bindings and filters that cannot be valid are answered INVALID_REQUEST with the reason;
 every change is logged.
 """
@@ -12,11 +12,10 @@ from functools import partial
 from itertools import groupby
 
 import structlog
-
-from gateway.kafka.acls import Acl, AclFilter, AclStore, invalid_binding
-from gateway.kafka.codec import Struct
-from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.server import KafkaRequestContext, Route
+from rokka.gateway.kafka.acls import Acl, AclFilter, AclStore, invalid_binding
+from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.errors import ErrorCode as E
+from rokka.gateway.kafka.server import KafkaRequestContext, Route
 
 __all__ = ["build_acl_routes"]
 

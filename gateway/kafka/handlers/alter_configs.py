@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The one per-topic config rokka applies is ``retention.ms`` (``core.topic_retention``); it can be
+The one per-topic config rokka applies is ``retention.ms`` (``rokka.core.topic_retention``); it can be
 set, reset (AlterConfigs without it, IncrementalAlterConfigs DELETE, or -1) and changed at any
 time.  Everything else a request names is checked by ``topic_configs.alter_refusal``: a value that
 is in force anyway (``cleanup.policy=delete``) passes, any other is refused with INVALID_CONFIG and
@@ -22,12 +22,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import structlog
-
-from gateway.kafka.codec import Struct
-from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.handlers.common import KafkaEnv, resolve, topic_config
-from gateway.kafka.handlers.topic_configs import RETENTION_MS, alter_refusal, parse_retention_ms
-from gateway.kafka.server import KafkaRequestContext
+from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.errors import ErrorCode as E
+from rokka.gateway.kafka.handlers.common import KafkaEnv, resolve, topic_config
+from rokka.gateway.kafka.handlers.topic_configs import RETENTION_MS, alter_refusal, parse_retention_ms
+from rokka.gateway.kafka.server import KafkaRequestContext
 
 __all__ = ["handle_alter_configs", "handle_incremental_alter_configs", "set_topic_retention"]
 

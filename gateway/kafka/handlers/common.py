@@ -7,13 +7,13 @@ identity this node advertises (node id, host, port, cluster id).  Kafka
 topic = core topic, partition = queue id, Kafka offset = ConsumeQueue offset.
 Leader epoch is the constant 0 everywhere (kafka-wire.md §7.7).
 
-Names a Kafka client may use: ordinary topics; views (``compat.views``:
+Names a Kafka client may use: ordinary topics; views (``rokka.compat.views``:
 resolved to their source topic plus a filter); and RocketMQ's own retry,
 DLQ and schedule topics by their RocketMQ names (``%RETRY%g``, ``%DLQ%g``,
 ``SCHEDULE_TOPIC_XXXX``) when they exist — readable, never auto-created.
 ``topic_config`` and ``resolve`` are the one place that decides this.
 
-In a cluster (``gateway.kafka.cluster``) a topic's partitions are spread
+In a cluster (``rokka.gateway.kafka.cluster``) a topic's partitions are spread
 over the brokers: ``local_queue`` is the one translation from a Kafka
 partition to this broker's queue id (None when another broker owns it:
 ``partition_error`` then answers NOT_LEADER_OR_FOLLOWER so the client
@@ -28,21 +28,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from compat.kafka_records import KafkaRow, PlainPiece, kafka_pieces, kafka_rows
-from compat.views import ViewRegistry
-from core.broker import Broker
-from core.filter import ExpressionFilter
-from core.kafka_txn import KafkaTxnCoordinator
-from core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_SCHEDULE
-from core.producer_state import ProducerStateManager
-from core.storage.api import RecordRun, release_runs
-from core.topics import TopicConfig, is_system_topic
-from gateway.kafka.codec import records as R
-from gateway.kafka.codec.primitives import Pieces
-from gateway.kafka.errors import ErrorCode as E
+from rokka.compat.kafka_records import KafkaRow, PlainPiece, kafka_pieces, kafka_rows
+from rokka.compat.views import ViewRegistry
+from rokka.core.broker import Broker
+from rokka.core.filter import ExpressionFilter
+from rokka.core.kafka_txn import KafkaTxnCoordinator
+from rokka.core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_SCHEDULE
+from rokka.core.producer_state import ProducerStateManager
+from rokka.core.storage.api import RecordRun, release_runs
+from rokka.core.topics import TopicConfig, is_system_topic
+from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.codec.primitives import Pieces
+from rokka.gateway.kafka.errors import ErrorCode as E
 
 if TYPE_CHECKING:
-    from gateway.kafka.cluster import ClusterView
+    from rokka.gateway.kafka.cluster import ClusterView
 
 LEADER_EPOCH = 0
 _KAFKA_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -145,7 +145,7 @@ def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
 def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_bytes: int,
                  max_msgs: int = 1000) -> tuple[Pieces, int]:
     """``build_batches(read_records(...))`` without a filter, from the store's runs: plain stretches
-    become one batch each straight from the CommitLog bytes (``compat.kafka_pieces``).
+    become one batch each straight from the CommitLog bytes (``rokka.compat.kafka_pieces``).
 
     ``max_bytes`` counts Kafka bytes, as the client meant it.  The store counts stored bytes, more
     per record (RocketMQ's header, topic and properties: ~2.2x a 100 B Kafka record), so a first

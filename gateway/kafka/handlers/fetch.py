@@ -16,7 +16,7 @@ requested partition appears in the reply; session_id is always 0.  Once the
 reply is sent, partitions that returned records and have more are read ahead
 for the connection's next Fetch (``readahead``).
 
-A view (``compat.views``) reads its source topic through its filter: the
+A view (``rokka.compat.views``) reads its source topic through its filter: the
 batches carry only matching records (offset gaps), and a range that was
 scanned past the last returned record ends with a control record
 (``skip_marker``) so the consumer's position moves past the non-matching
@@ -28,13 +28,12 @@ from __future__ import annotations
 from typing import Any
 
 import trio
-
-from compat.kafka_records import record_from_message
-from core.storage.layout import decode_record
-from gateway.kafka.codec import Struct
-from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.handlers import readahead
-from gateway.kafka.handlers.common import (
+from rokka.compat.kafka_records import record_from_message
+from rokka.core.storage.layout import decode_record
+from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.errors import ErrorCode as E
+from rokka.gateway.kafka.handlers import readahead
+from rokka.gateway.kafka.handlers.common import (
     LEADER_EPOCH,
     KafkaEnv,
     build_batches,
@@ -47,8 +46,8 @@ from gateway.kafka.handlers.common import (
     skip_marker,
     topic_config,
 )
-from gateway.kafka.handlers.readahead import Plan, ReadAhead
-from gateway.kafka.server import KafkaRequestContext
+from rokka.gateway.kafka.handlers.readahead import Plan, ReadAhead
+from rokka.gateway.kafka.server import KafkaRequestContext
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 SCAN_CHUNK = 256

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 These handlers only translate.  A request of any version is turned into the
-coordinator's own request type (``gateway.kafka.groups.types``), the
+coordinator's own request type (``rokka.gateway.kafka.groups.types``), the
 coordinator decides (and may park the call: JoinGroup and SyncGroup wait for
 the rebalance), and the result is laid out in the shape the request's version
 needs (e.g. LeaveGroup v0-v2 answers one top-level error, v3+ per member;
@@ -11,10 +11,10 @@ OffsetFetch v8 nests by group).  InitProducerId goes to the producer-state
 manager; its outcomes map to Kafka codes here.  DeleteGroups and OffsetDelete
 act on the shared offset table (see ``GroupCoordinator.delete_group``).
 
-Offsets committed for a view (``compat.views``) are stored under the view's
+Offsets committed for a view (``rokka.compat.views``) are stored under the view's
 source topic (``resolve_topic``), and answered under the name the client used.
 
-In a multi-broker cluster (``routed`` = ``gateway.kafka.cluster.RoutedOffsets``):
+In a multi-broker cluster (``routed`` = ``rokka.gateway.kafka.cluster.RoutedOffsets``):
 FindCoordinator for a group answers the broker ``ClusterView.coordinator_for``
 picks (crc32 of the group over the live brokers), so clients bootstrapped on
 different brokers meet in one coordinator; transactional ids stay on the
@@ -33,13 +33,13 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from core.producer_state import InitOutcome, ProducerStateManager
-from gateway.kafka.groups.coordinator import GroupCoordinator
-from gateway.kafka.groups.types import CommitOffset, JoinRequest, LeavingMember, PartitionError, SyncRequest
-from gateway.kafka.server import KafkaRequestContext, Route
+from rokka.core.producer_state import InitOutcome, ProducerStateManager
+from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
+from rokka.gateway.kafka.groups.types import CommitOffset, JoinRequest, LeavingMember, PartitionError, SyncRequest
+from rokka.gateway.kafka.server import KafkaRequestContext, Route
 
 if TYPE_CHECKING:
-    from gateway.kafka.cluster import RoutedOffsets
+    from rokka.gateway.kafka.cluster import RoutedOffsets
 
 COORDINATOR_NOT_AVAILABLE = 15
 

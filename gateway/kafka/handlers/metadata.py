@@ -10,13 +10,13 @@ Metadata auto-creation (v4+ flag, always on before v4) creates the topic with
 ``kafka_num_partitions`` and answers it with error 0.  Topic names follow
 Kafka's rules; RocketMQ system/retry/DLQ topics are hidden from listings but
 retry, DLQ and schedule topics answer when asked for by their RocketMQ names.
-Views (``compat.views``) are listed like topics, with their source's
+Views (``rokka.compat.views``) are listed like topics, with their source's
 partitions; CreateTopics with ``rokka.view.*`` configs creates one,
 DeleteTopics removes it, DescribeConfigs shows its configs.  Other topic
 configs are checked by ``topic_configs`` (compaction and per-topic
 LogAppendTime refused, unknown names refused, the rest logged as not applied).
 
-In a cluster (``env.cluster``, see ``gateway.kafka.cluster``) Metadata and
+In a cluster (``env.cluster``, see ``rokka.gateway.kafka.cluster``) Metadata and
 DescribeCluster list every live broker that published a Kafka endpoint;
 each partition's leader is the broker owning the queue (partitions of a
 broker that died stay listed with leader -1 and LEADER_NOT_AVAILABLE, so
@@ -32,13 +32,12 @@ from __future__ import annotations
 import uuid
 
 import structlog
-
-from compat.views import view_from_configs
-from core.topics import TopicConfig, is_system_topic
-from gateway.kafka.codec import Struct
-from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.handlers.alter_configs import set_topic_retention
-from gateway.kafka.handlers.common import (
+from rokka.compat.views import view_from_configs
+from rokka.core.topics import TopicConfig, is_system_topic
+from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.errors import ErrorCode as E
+from rokka.gateway.kafka.handlers.alter_configs import set_topic_retention
+from rokka.gateway.kafka.handlers.common import (
     LEADER_EPOCH,
     KafkaEnv,
     ensure_routes,
@@ -49,8 +48,8 @@ from gateway.kafka.handlers.common import (
     resolve,
     topic_config,
 )
-from gateway.kafka.handlers.topic_configs import RETENTION_MS, check_topic_configs, parse_retention_ms
-from gateway.kafka.server import KafkaRequestContext
+from rokka.gateway.kafka.handlers.topic_configs import RETENTION_MS, check_topic_configs, parse_retention_ms
+from rokka.gateway.kafka.server import KafkaRequestContext
 
 log = structlog.get_logger(__name__)
 

@@ -6,7 +6,7 @@ Each partition's ``records`` must hold exactly one magic-2 batch (otherwise
 87 INVALID_RECORD) with a valid CRC (else 2 CORRUPT_MESSAGE), or a legacy
 magic 0/1 message set (Produce v0-v2 from old clients; decompressed and
 stored one message per record, never idempotent).
-Records are mapped by ``compat.kafka_records`` and appended through the
+Records are mapped by ``rokka.compat.kafka_records`` and appended through the
 broker's send pipeline (``Broker.append``, then ``wait_durable``: under
 SYNC_FLUSH it waits for fsync, which is what acks=all means on one node).
 A batch whose records all lack headers and have no key or text keys is
@@ -15,14 +15,14 @@ is the ConsumeQueue offset of the first record.  Produce never auto-creates
 topics (3 UNKNOWN_TOPIC_OR_PARTITION).  acks=0: the server sends no reply.
 
 Idempotent producers (producer id >= 0): the batch's sequence range is
-checked against ``core.producer_state`` *before* appending: a duplicate of
+checked against ``rokka.core.producer_state`` *before* appending: a duplicate of
 one of the last five batches is answered with its original base offset and
 not written again; a gap gets OUT_OF_ORDER_SEQUENCE_NUMBER (45), an old
 epoch INVALID_PRODUCER_EPOCH (47).  Check, append and record happen with no
 await in between; only the fsync wait (acks=all under SYNC_FLUSH) follows.
 
 Transactional batches (attribute bit 0x10): the transaction coordinator
-(``core.kafka_txn``) first checks that the producer's transaction is open
+(``rokka.core.kafka_txn``) first checks that the producer's transaction is open
 and holds this partition (else 48 INVALID_TXN_STATE; a fenced epoch gets
 47, an unknown producer id 49); the sequence check above still applies;
 the records are then stored as *half messages* (``append_halves``), which
@@ -34,7 +34,7 @@ kafkajs baseOffset "-1"; none of them use it for sequencing).  Check,
 half append and record happen with no await in between.
 
 Delay (``rocketmq.DELAY`` / ``rocketmq.DELIVER_AT`` headers, see
-``compat.kafka_records``): delayed records are parked by the core's send
+``rokka.compat.kafka_records``): delayed records are parked by the core's send
 pipeline and appear in the partition when due; their produce response
 carries base_offset -1 (unknown), which Kafka clients accept.
 """
@@ -42,8 +42,7 @@ carries base_offset -1 (unknown), which Kafka clients accept.
 from __future__ import annotations
 
 import structlog
-
-from compat.kafka_records import (
+from rokka.compat.kafka_records import (
     PROP_KAFKA_HEADERS,
     apply_delay,
     message_from_record,
@@ -51,17 +50,17 @@ from compat.kafka_records import (
     plain_run,
     plain_span_run,
 )
-from core.broker import now_ms
-from core.kafka_txn import TxnOutcome
-from core.model import Message, UniformBatch
-from core.producer_state import SequenceOutcome, last_sequence
-from gateway.kafka.codec import Struct
-from gateway.kafka.codec import records as R
-from gateway.kafka.codec.legacy import decode_legacy_message_set
-from gateway.kafka.codec.primitives import DecodeError
-from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.handlers.common import KafkaEnv, ensure_routes, local_queue, partition_error, resolve
-from gateway.kafka.server import KafkaRequestContext
+from rokka.core.broker import now_ms
+from rokka.core.kafka_txn import TxnOutcome
+from rokka.core.model import Message, UniformBatch
+from rokka.core.producer_state import SequenceOutcome, last_sequence
+from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.codec.legacy import decode_legacy_message_set
+from rokka.gateway.kafka.codec.primitives import DecodeError
+from rokka.gateway.kafka.errors import ErrorCode as E
+from rokka.gateway.kafka.handlers.common import KafkaEnv, ensure_routes, local_queue, partition_error, resolve
+from rokka.gateway.kafka.server import KafkaRequestContext
 
 log = structlog.get_logger(__name__)
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.topics import TopicConfig
-from gateway.kafka.handlers.common import KafkaEnv, read_batches
-from gateway.kafka.server import KafkaRequestContext
+from rokka.core.topics import TopicConfig
+from rokka.gateway.kafka.handlers.common import KafkaEnv, read_batches
+from rokka.gateway.kafka.server import KafkaRequestContext
 
 #: Most bytes of Kafka batches kept per connection.
 MAX_BYTES = 16 << 20

@@ -15,12 +15,12 @@ client relies on and rokka cannot give:
 * ``message.timestamp.type=LogAppendTime``: the broker does not rewrite
   record timestamps per topic (a producer's LogAppendTime batch is honoured).
 
-``retention.ms`` is applied (``core.topic_retention``): a topic keeps its
+``retention.ms`` is applied (``rokka.core.topic_retention``): a topic keeps its
 records for at most that long; the store-wide retention still removes whole
 segments, so a longer value (or -1, "forever") cannot lengthen it and is
 logged as such.  Every other known Kafka topic config is accepted and not
 applied; the handler logs them, and DescribeConfigs shows the values that do
-apply.  ``rokka.view.*`` configs create a view (``compat.views``).
+apply.  ``rokka.view.*`` configs create a view (``rokka.compat.views``).
 
 AlterConfigs / IncrementalAlterConfigs (``alter_refusal``) are an explicit
 request to change behaviour, so there every config rokka does not apply is

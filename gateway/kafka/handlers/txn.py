@@ -1,4 +1,4 @@
-"""Kafka transaction APIs: wire structs <-> ``core.kafka_txn.KafkaTxnCoordinator``.
+"""Kafka transaction APIs: wire structs <-> ``rokka.core.kafka_txn.KafkaTxnCoordinator``.
 
 Theory of operation
 -------------------
@@ -40,15 +40,21 @@ from functools import partial
 from typing import Any
 
 import structlog
-
-from core.kafka_txn import KafkaTxnCoordinator, TxnOutcome, TxnState
-from core.producer_state import MAX_TXN_TIMEOUT_MS, NO_PRODUCER_ID, ProducerStateManager
-from core.topics import is_system_topic
-from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.groups.coordinator import GroupCoordinator
-from gateway.kafka.handlers import group_api
-from gateway.kafka.handlers.common import KafkaEnv, ensure_routes, has_partition, local_queue, partition_error, resolve
-from gateway.kafka.server import KafkaRequestContext, Route
+from rokka.core.kafka_txn import KafkaTxnCoordinator, TxnOutcome, TxnState
+from rokka.core.producer_state import MAX_TXN_TIMEOUT_MS, NO_PRODUCER_ID, ProducerStateManager
+from rokka.core.topics import is_system_topic
+from rokka.gateway.kafka.errors import ErrorCode as E
+from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
+from rokka.gateway.kafka.handlers import group_api
+from rokka.gateway.kafka.handlers.common import (
+    KafkaEnv,
+    ensure_routes,
+    has_partition,
+    local_queue,
+    partition_error,
+    resolve,
+)
+from rokka.gateway.kafka.server import KafkaRequestContext, Route
 
 log = structlog.get_logger(__name__)
 

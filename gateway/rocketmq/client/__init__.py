@@ -10,12 +10,12 @@ Typical use::
         pulled = await consumer.pull(result.queue, result.queue_offset)
 """
 
-from gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-from gateway.rocketmq.client.admin import TRANSACTION_COMMIT, TRANSACTION_ROLLBACK, Admin
-from gateway.rocketmq.client.consumer import PullConsumer, decode_messages
-from gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient, register_broker, unregister_broker
-from gateway.rocketmq.client.producer import Producer, new_uniq_key
-from gateway.rocketmq.client.remoting import (
+from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+from rokka.gateway.rocketmq.client.admin import TRANSACTION_COMMIT, TRANSACTION_ROLLBACK, Admin
+from rokka.gateway.rocketmq.client.consumer import PullConsumer, decode_messages
+from rokka.gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient, register_broker, unregister_broker
+from rokka.gateway.rocketmq.client.producer import Producer, new_uniq_key
+from rokka.gateway.rocketmq.client.remoting import (
     ClientError,
     ConnectError,
     NoRouteError,
@@ -23,8 +23,8 @@ from gateway.rocketmq.client.remoting import (
     ResponseError,
     split_addr,
 )
-from gateway.rocketmq.client.types import MessageQueue, OutMessage, PullResult, SendResult, TopicRoute
-from gateway.rocketmq.codec.lenient_json import loads_lenient
+from rokka.gateway.rocketmq.client.types import MessageQueue, OutMessage, PullResult, SendResult, TopicRoute
+from rokka.gateway.rocketmq.codec.lenient_json import loads_lenient
 
 __all__ = [
     "TRANSACTION_COMMIT", "TRANSACTION_ROLLBACK", "Admin", "BrokerRegistrar", "ChannelClosedError", "ClientError",

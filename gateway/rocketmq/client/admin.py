@@ -15,16 +15,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from core.model import StoredMessage
-from core.storage.layout import decode_offset_msg_id
-from gateway.rocketmq.client.consumer import decode_messages
-from gateway.rocketmq.client.namesrv import NamesrvClient
-from gateway.rocketmq.client.remoting import ClientError, RemotingClient
-from gateway.rocketmq.client.types import MessageQueue
-from gateway.rocketmq.codec.bodies import dumps, loads_body, topic_config_json
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import to_ext
-from gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.core.model import StoredMessage
+from rokka.core.storage.layout import decode_offset_msg_id
+from rokka.gateway.rocketmq.client.consumer import decode_messages
+from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
+from rokka.gateway.rocketmq.client.remoting import ClientError, RemotingClient
+from rokka.gateway.rocketmq.client.types import MessageQueue
+from rokka.gateway.rocketmq.codec.bodies import dumps, loads_body, topic_config_json
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 TRANSACTION_COMMIT = 8
 TRANSACTION_ROLLBACK = 12

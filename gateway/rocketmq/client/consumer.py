@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A thin, explicit API: the caller picks the queue and the offset (like the
 Java ``DefaultMQPullConsumer``).  ``pull`` decodes the body with
-``core.storage.layout.iter_records`` (the CommitLog record format, defined
+``rokka.core.storage.layout.iter_records`` (the CommitLog record format, defined
 once there) and inflates zlib bodies flagged COMPRESSED.  Pull codes 19/20/21
 are results, not errors (``PullResult.code``); anything else raises
 ``ResponseError``.
@@ -21,15 +21,15 @@ import os
 import socket
 import zlib
 
-from core.model import COMPRESSED_FLAG, StoredMessage
-from core.storage.layout import iter_records
-from gateway.rocketmq.client.namesrv import NamesrvClient
-from gateway.rocketmq.client.remoting import ClientError, NoRouteError, RemotingClient, ResponseError
-from gateway.rocketmq.client.types import MessageQueue, PullResult, TopicRoute
-from gateway.rocketmq.codec.bodies import dumps, loads_body
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import to_ext
-from gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.core.model import COMPRESSED_FLAG, StoredMessage
+from rokka.core.storage.layout import iter_records
+from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
+from rokka.gateway.rocketmq.client.remoting import ClientError, NoRouteError, RemotingClient, ResponseError
+from rokka.gateway.rocketmq.client.types import MessageQueue, PullResult, TopicRoute
+from rokka.gateway.rocketmq.codec.bodies import dumps, loads_body
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2

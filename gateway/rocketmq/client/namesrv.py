@@ -23,15 +23,14 @@ from typing import Any
 
 import structlog
 import trio
-
-from core.namesrv.routes import RegisterResult
-from gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-from gateway.rocketmq.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError
-from gateway.rocketmq.client.types import TopicRoute
-from gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, loads_body
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import to_ext
-from gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.core.namesrv.routes import RegisterResult
+from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+from rokka.gateway.rocketmq.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError
+from rokka.gateway.rocketmq.client.types import TopicRoute
+from rokka.gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, loads_body
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 

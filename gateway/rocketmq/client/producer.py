@@ -24,17 +24,16 @@ import time
 from collections.abc import Sequence
 
 import trio
-
-from core.model import PROP_DELAY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, PROP_WAIT, TOPIC_DEFAULT
-from core.storage.layout import encode_properties
-from gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-from gateway.rocketmq.client.namesrv import NamesrvClient
-from gateway.rocketmq.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError
-from gateway.rocketmq.client.types import MessageQueue, OutMessage, SendResult, TopicRoute
-from gateway.rocketmq.codec.batch import encode_batch
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import V1_TO_V2_SEND, to_ext
-from gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.core.model import PROP_DELAY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, PROP_WAIT, TOPIC_DEFAULT
+from rokka.core.storage.layout import encode_properties
+from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
+from rokka.gateway.rocketmq.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError
+from rokka.gateway.rocketmq.client.types import MessageQueue, OutMessage, SendResult, TopicRoute
+from rokka.gateway.rocketmq.codec.batch import encode_batch
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import V1_TO_V2_SEND, to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 _SEND_STATUS: dict[int, str] = {
     ResponseCode.SUCCESS: "SEND_OK",
@@ -207,7 +206,7 @@ class Producer:
     # -- lifecycle -----------------------------------------------------------------------------
     async def heartbeat(self, client_id: str) -> None:
         """HEART_BEAT with this producer group to every master address in the cached routes."""
-        from gateway.rocketmq.codec.bodies import dumps  # noqa: PLC0415
+        from rokka.gateway.rocketmq.codec.bodies import dumps  # noqa: PLC0415
 
         body = dumps({"clientID": client_id, "consumerDataSet": [], "producerDataSet": [{"groupName": self.group}]})
         for addr in self._master_addrs():

@@ -24,10 +24,9 @@ from types import TracebackType
 
 import structlog
 import trio
-
-from gateway.rocketmq.channel import Channel, ChannelClosedError, Handler, RequestTimeoutError
-from gateway.rocketmq.codec.codes import DEFAULT_VERSION, ResponseCode
-from gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCommand
+from rokka.gateway.rocketmq.channel import Channel, ChannelClosedError, Handler, RequestTimeoutError
+from rokka.gateway.rocketmq.codec.codes import DEFAULT_VERSION, ResponseCode
+from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCommand
 
 log = structlog.get_logger(__name__)
 
@@ -157,7 +156,7 @@ class RemotingClient:
         cmd.language = self.language
         cmd.version = self.version
         if self.credentials is not None:
-            from gateway.rocketmq.acl import ACCESS_KEY, SIGNATURE, sign
+            from rokka.gateway.rocketmq.acl import ACCESS_KEY, SIGNATURE, sign
 
             access_key, secret_key = self.credentials
             ext = dict(cmd.ext_fields or {})

@@ -20,14 +20,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from core.model import StoredMessage
-from gateway.rocketmq.client.consumer import PullConsumer
-from gateway.rocketmq.client.remoting import RemotingClient, ResponseError
-from gateway.rocketmq.client.types import MessageQueue
-from gateway.rocketmq.codec.bodies import loads_body
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import to_ext
-from gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.core.model import StoredMessage
+from rokka.gateway.rocketmq.client.consumer import PullConsumer
+from rokka.gateway.rocketmq.client.remoting import RemotingClient, ResponseError
+from rokka.gateway.rocketmq.client.types import MessageQueue
+from rokka.gateway.rocketmq.codec.bodies import loads_body
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 PULL_FOUND, PULL_NO_NEW, PULL_NO_MATCH, PULL_OFFSET_ILLEGAL = 0, 19, 20, 21
 

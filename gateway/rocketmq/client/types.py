@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.model import StoredMessage
+from rokka.core.model import StoredMessage
 
 PERM_READ = 4
 PERM_WRITE = 2

@@ -17,7 +17,7 @@ length against the remaining bytes and raises ``BatchFormatError`` (a
 handlers should answer MESSAGE_ILLEGAL themselves).
 
 Properties stay raw bytes here (``properties_raw``); the property string
-format is defined once in ``core.storage.layout``.
+format is defined once in ``rokka.core.storage.layout``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from gateway.rocketmq.codec.errors import HeaderFieldError
+from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
 
 _HEAD = struct.Struct(">iiiii")  # totalsize, magic, bodycrc, flag, bodylen
 
@@ -42,8 +42,8 @@ class BatchElement:
 
     @property
     def properties(self) -> dict[str, str]:
-        """Decoded properties (via ``core.storage.layout.decode_properties``)."""
-        from core.storage.layout import decode_properties  # noqa: PLC0415
+        """Decoded properties (via ``rokka.core.storage.layout.decode_properties``)."""
+        from rokka.core.storage.layout import decode_properties  # noqa: PLC0415
 
         return dict(decode_properties(self.properties_raw))
 

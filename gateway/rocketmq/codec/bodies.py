@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.rocketmq.codec.errors import HeaderFieldError
-from gateway.rocketmq.codec.lenient_json import loads_lenient
+from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
+from rokka.gateway.rocketmq.codec.lenient_json import loads_lenient
 
 _I32 = struct.Struct(">i")
 

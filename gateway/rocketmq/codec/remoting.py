@@ -40,7 +40,7 @@ import json
 import struct
 from dataclasses import dataclass, field, replace
 
-from gateway.rocketmq.codec.codes import (
+from rokka.gateway.rocketmq.codec.codes import (
     DEFAULT_VERSION,
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -48,7 +48,7 @@ from gateway.rocketmq.codec.codes import (
     SERIALIZE_ROCKETMQ,
     LanguageCode,
 )
-from gateway.rocketmq.codec.errors import LocalProtocolError, RemoteProtocolError
+from rokka.gateway.rocketmq.codec.errors import LocalProtocolError, RemoteProtocolError
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 _MAX_HEADER_BYTES = 0xFFFFFF

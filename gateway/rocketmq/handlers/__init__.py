@@ -12,10 +12,10 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gateway.rocketmq.codec.codes import RequestCode as RC
-from gateway.rocketmq.codec.remoting import RemotingCommand
-from gateway.rocketmq.handlers import admin, client, pull, reset, send, txn
-from gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.handlers import admin, client, pull, reset, send, txn
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
 

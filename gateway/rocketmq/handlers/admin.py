@@ -16,14 +16,13 @@ import time
 from typing import Any
 
 import structlog
-
-from core.groups import SubscriptionGroupConfig
-from core.storage.layout import decode_offset_msg_id
-from core.topics import TopicConfig, is_system_topic, validate_topic_name
-from gateway.rocketmq.codec.codes import ResponseCode
-from gateway.rocketmq.codec.headers import Header
-from gateway.rocketmq.codec.remoting import RemotingCommand
-from gateway.rocketmq.handlers.context import BrokerContext
+from rokka.core.groups import SubscriptionGroupConfig
+from rokka.core.storage.layout import decode_offset_msg_id
+from rokka.core.topics import TopicConfig, is_system_topic, validate_topic_name
+from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.codec.headers import Header
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
 

@@ -27,13 +27,12 @@ import time
 from typing import Any
 
 import structlog
-
-from core.filter import SubscriptionParseError, build_subscription
-from core.groups import MESSAGE_MODEL_CLUSTERING, ClientInfo
-from gateway.rocketmq.codec.codes import ResponseCode
-from gateway.rocketmq.codec.headers import Header
-from gateway.rocketmq.codec.remoting import RemotingCommand
-from gateway.rocketmq.handlers.context import BrokerContext, physical_memory_bytes
+from rokka.core.filter import SubscriptionParseError, build_subscription
+from rokka.core.groups import MESSAGE_MODEL_CLUSTERING, ClientInfo
+from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.codec.headers import Header
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.handlers.context import BrokerContext, physical_memory_bytes
 
 log = structlog.get_logger(__name__)
 

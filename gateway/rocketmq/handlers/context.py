@@ -8,7 +8,7 @@ name server registration), and the wire-level actions that need a client
 connection: notifying a consumer group that its membership changed
 (NOTIFY_CONSUMER_IDS_CHANGED, oneway, to every member).  Handlers are plain
 async functions ``(ctx, channel, request) -> response | None`` bound to the
-context by ``gateway.rocketmq.handlers.build_handlers``.
+context by ``rokka.gateway.rocketmq.handlers.build_handlers``.
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ from typing import Any
 
 import structlog
 import trio
-
-from core.broker import Broker
-from gateway.rocketmq.codec.codes import RequestCode
-from gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.core.broker import Broker
+from rokka.gateway.rocketmq.codec.codes import RequestCode
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 

@@ -27,14 +27,13 @@ from typing import Any, NamedTuple
 
 import structlog
 import trio
-
-from core.filter import EXPR_SQL92, ExpressionFilter, Subscription, SubscriptionParseError, build_subscription
-from core.groups import MESSAGE_MODEL_BROADCASTING
-from core.storage.api import GetResult, GetStatus
-from gateway.rocketmq.codec.codes import ResponseCode
-from gateway.rocketmq.codec.headers import Header
-from gateway.rocketmq.codec.remoting import RemotingCommand
-from gateway.rocketmq.handlers.context import BrokerContext
+from rokka.core.filter import EXPR_SQL92, ExpressionFilter, Subscription, SubscriptionParseError, build_subscription
+from rokka.core.groups import MESSAGE_MODEL_BROADCASTING
+from rokka.core.storage.api import GetResult, GetStatus
+from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.codec.headers import Header
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
 

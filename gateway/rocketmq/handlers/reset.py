@@ -21,11 +21,10 @@ import json
 from typing import Any
 
 import structlog
-
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import Header
-from gateway.rocketmq.codec.remoting import RemotingCommand
-from gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import Header
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
 

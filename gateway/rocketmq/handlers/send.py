@@ -29,8 +29,7 @@ import zlib
 from typing import Any
 
 import structlog
-
-from core.model import (
+from rokka.core.model import (
     COMPRESSED_FLAG,
     DLQ_PREFIX,
     PROP_DELAY,
@@ -43,14 +42,14 @@ from core.model import (
     BatchBody,
     Message,
 )
-from core.storage.api import PutResult, PutStatus
-from core.storage.layout import decode_properties, encode_offset_msg_id, msg_id_prefix
-from core.topics import NOT_ALLOWED_SEND, PERM_WRITE, validate_topic_name
-from gateway.rocketmq.codec.batch import BatchFormatError, decode_batch
-from gateway.rocketmq.codec.codes import ResponseCode
-from gateway.rocketmq.codec.headers import Header, normalize_send_header
-from gateway.rocketmq.codec.remoting import RemotingCommand
-from gateway.rocketmq.handlers.context import BrokerContext
+from rokka.core.storage.api import PutResult, PutStatus
+from rokka.core.storage.layout import decode_properties, encode_offset_msg_id, msg_id_prefix
+from rokka.core.topics import NOT_ALLOWED_SEND, PERM_WRITE, validate_topic_name
+from rokka.gateway.rocketmq.codec.batch import BatchFormatError, decode_batch
+from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.codec.headers import Header, normalize_send_header
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
 

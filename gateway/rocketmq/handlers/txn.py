@@ -1,4 +1,4 @@
-"""END_TRANSACTION (37) and CHECK_TRANSACTION_STATE (39): the wire side of ``core.txn``.
+"""END_TRANSACTION (37) and CHECK_TRANSACTION_STATE (39): the wire side of ``rokka.core.txn``.
 
 Theory of operation
 -------------------
@@ -9,7 +9,7 @@ channel; when it is two-way the reply is SUCCESS, or SYSTEM_ERROR with the
 Java broker's remark.  UNKNOWN (0) and invalid values get no reply at all,
 as in Java.  A slave refuses with SLAVE_NOT_AVAILABLE.
 
-``send_check`` is the ``core.txn.Checker`` the check loop calls for every
+``send_check`` is the ``rokka.core.txn.Checker`` the check loop calls for every
 half that needs a check: it picks the live producer channels of the half's
 PGROUP (heartbeats register them in ``Broker.producers``) in random order
 and sends CHECK_TRANSACTION_STATE oneway to the first one that accepts the
@@ -31,14 +31,13 @@ from typing import Any
 
 import structlog
 import trio
-
-from core.model import PROP_REAL_QID, PROP_REAL_TOPIC, PROP_UNIQ_KEY, Message, StoredMessage
-from core.storage.layout import encode_offset_msg_id, encode_record
-from core.txn import EndOutcome
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import Header
-from gateway.rocketmq.codec.remoting import RemotingCommand
-from gateway.rocketmq.handlers.context import BrokerContext
+from rokka.core.model import PROP_REAL_QID, PROP_REAL_TOPIC, PROP_UNIQ_KEY, Message, StoredMessage
+from rokka.core.storage.layout import encode_offset_msg_id, encode_record
+from rokka.core.txn import EndOutcome
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import Header
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.namesrv.routes import RouteInfoManager
+from rokka.core.namesrv.routes import RouteInfoManager
 
 
 def tc(read: int = 4, write: int = 4, perm: int = 6) -> dict:

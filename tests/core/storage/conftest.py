@@ -6,11 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rokka.core.storage.api import MessageStore
+from rokka.core.storage.engine import DiskStore
+from rokka.core.storage.memory import MemoryStore
 from storage_helpers import small_config
-
-from core.storage.api import MessageStore
-from core.storage.engine import DiskStore
-from core.storage.memory import MemoryStore
 
 
 @pytest.fixture(params=["disk", "memory"])

@@ -7,8 +7,8 @@ import mmap
 import os
 from pathlib import Path
 
-from core.model import Message
-from core.storage.api import StoreConfig
+from rokka.core.model import Message
+from rokka.core.storage.api import StoreConfig
 
 
 def small_config(root: Path, **kw: object) -> StoreConfig:

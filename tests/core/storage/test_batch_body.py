@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rokka.core.model import BatchBody, Message
+from rokka.core.storage import layout
+from rokka.core.storage.api import PutStatus
+from rokka.core.storage.engine import DiskStore
+from rokka.core.storage.memory import MemoryStore
+from rokka.gateway.rocketmq.codec.batch import decode_batch, encode_batch
 from storage_helpers import small_config
-
-from core.model import BatchBody, Message
-from core.storage import layout
-from core.storage.api import PutStatus
-from core.storage.engine import DiskStore
-from core.storage.memory import MemoryStore
-from gateway.rocketmq.codec.batch import decode_batch, encode_batch
 
 
 def _body(elements: list[tuple[int, bytes, dict[str, str]]], trailing_sep: bool = True) -> bytes:

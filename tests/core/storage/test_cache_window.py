@@ -9,10 +9,9 @@ import mmap
 from pathlib import Path
 
 import pytest
+from rokka.core.config import BrokerConfig
+from rokka.core.storage.engine import DiskStore
 from storage_helpers import cached_pages, fs_type, msg, page_cache_is_droppable, small_config
-
-from core.config import BrokerConfig
-from core.storage.engine import DiskStore
 
 SEGMENT = 64 * 1024
 BODY = 4000

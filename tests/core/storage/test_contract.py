@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from rokka.core.model import TOPIC_SCHEDULE, Message
+from rokka.core.storage import layout
+from rokka.core.storage.api import GetStatus, MessageStore, PutStatus
 from storage_helpers import msg
-
-from core.model import TOPIC_SCHEDULE, Message
-from core.storage import layout
-from core.storage.api import GetStatus, MessageStore, PutStatus
 
 
 class TagFilter:

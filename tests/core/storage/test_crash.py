@@ -18,9 +18,10 @@ import sys
 import time
 from pathlib import Path
 
+from rokka.core.storage import layout
+from rokka.core.storage.engine import DiskStore
+
 from benchmarks.storage_crash_writer import body_for, crash_config
-from core.storage import layout
-from core.storage.engine import DiskStore
 
 ROOT = Path(__file__).resolve().parents[3]
 ROUNDS = 20

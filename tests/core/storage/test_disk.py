@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 import structlog
+from rokka.core.model import UniformBatch
+from rokka.core.storage import layout, retention
+from rokka.core.storage.api import GetStatus, PutStatus, StoreConfig
+from rokka.core.storage.engine import DiskStore, StoreLocked
+from rokka.core.storage.index import key_hash
+from rokka.core.storage.recovery import StoreCorrupt
 from storage_helpers import msg, small_config
-
-from core.model import UniformBatch
-from core.storage import layout, retention
-from core.storage.api import GetStatus, PutStatus, StoreConfig
-from core.storage.engine import DiskStore, StoreLocked
-from core.storage.index import key_hash
-from core.storage.recovery import StoreCorrupt
 
 
 def _open(cfg: StoreConfig, **kw: bool) -> DiskStore:

@@ -9,12 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
+from rokka.core.storage.api import FlushDiskType
+from rokka.core.storage.engine import DiskStore
+from rokka.core.storage.flush import FlushService
+from rokka.core.storage.memory import MemoryStore
 from storage_helpers import msg, small_config
-
-from core.storage.api import FlushDiskType
-from core.storage.engine import DiskStore
-from core.storage.flush import FlushService
-from core.storage.memory import MemoryStore
 
 
 async def test_sync_flush_group_commit(tmp_path: Path) -> None:

@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rokka.core.model import Message
+from rokka.core.storage import layout, reader
+from rokka.core.storage.api import release_runs
+from rokka.core.storage.engine import DiskStore
 from storage_helpers import small_config
-
-from core.model import Message
-from core.storage import layout, reader
-from core.storage.api import release_runs
-from core.storage.engine import DiskStore
 
 
 class _ClogView:

@@ -6,9 +6,8 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from core.storage import index as I
-from core.storage.layout import NATIVE
+from rokka.core.storage import index as I
+from rokka.core.storage.layout import NATIVE
 
 
 def test_native_index_writer_is_built() -> None:

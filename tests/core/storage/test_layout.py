@@ -7,9 +7,8 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from core.model import Message, java_string_hash
-from core.storage import layout
+from rokka.core.model import Message, java_string_hash
+from rokka.core.storage import layout
 
 
 def _msg(**kw: object) -> Message:

@@ -6,10 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
+from rokka.core.storage.api import MessageStore
+from rokka.core.topic_retention import TopicRetention, first_offset_stored_since
 from storage_helpers import msg
-
-from core.storage.api import MessageStore
-from core.topic_retention import TopicRetention, first_offset_stored_since
 
 
 def test_first_offset_stored_since() -> None:

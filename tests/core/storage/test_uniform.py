@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rokka.core.model import Message, PackedBodies, UniformBatch
+from rokka.core.storage import layout
+from rokka.core.storage.api import MessageStore, PutStatus
+from rokka.core.storage.engine import DiskStore
 from storage_helpers import small_config
-
-from core.model import Message, PackedBodies, UniformBatch
-from core.storage import layout
-from core.storage.api import MessageStore, PutStatus
-from core.storage.engine import DiskStore
 
 
 def test_native_encoder_is_built() -> None:

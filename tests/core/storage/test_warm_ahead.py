@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from rokka.core.config import BrokerConfig
+from rokka.core.storage import warmer
+from rokka.core.storage.engine import DiskStore
 from storage_helpers import cached_pages, fs_type, msg, page_cache_is_droppable, small_config
 
-from core.config import BrokerConfig
-from core.storage import warmer
-from core.storage.engine import DiskStore
 from interop.harness import wait_until
 
 MIB = 1 << 20
@@ -107,7 +107,7 @@ def test_the_warmer_follows_the_writer_into_the_next_segment(tmp_path: Path) -> 
 
 def test_the_native_thread_waits_for_quiet_and_reads_only_what_was_asked(tmp_path: Path) -> None:
     _needs_real_page_cache(tmp_path)
-    from core.storage._cwarm import Warmer
+    from rokka.core.storage._cwarm import Warmer
 
     path = tmp_path / "sparse"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import structlog
 from click.testing import CliRunner
+from rokka.gateway.cli.main import main
 
-from gateway.cli.main import main
 from interop import harness
 
 

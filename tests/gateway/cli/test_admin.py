@@ -14,9 +14,9 @@ import time
 import click
 import pytest
 import trio
+from rokka.gateway.cli.admin import TIMESTAMP
+from rokka.gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
 
-from gateway.cli.admin import TIMESTAMP
-from gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
 from interop import harness
 from tests.gateway.cli.conftest import AdminFn, create_topic, wait_for
 

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.model import Message
-from core.storage.api import StoreConfig
-from core.storage.engine import DiskStore
+from rokka.core.model import Message
+from rokka.core.storage.api import StoreConfig
+from rokka.core.storage.engine import DiskStore
 
 ROKKA = str(Path(sys.executable).parent / "rokka")
 

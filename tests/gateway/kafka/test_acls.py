@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from gateway.kafka import KafkaError, KafkaRequestContext, KafkaServer, Route
-from gateway.kafka.acls import CLUSTER_NAME, Acl, AclFilter, AclStore, Op, Pattern, Perm, Res, invalid_binding
-from gateway.kafka.authz import Authz, authorize_routes
-from gateway.kafka.codec import Struct
+from rokka.gateway.kafka import KafkaError, KafkaRequestContext, KafkaServer, Route
+from rokka.gateway.kafka.acls import CLUSTER_NAME, Acl, AclFilter, AclStore, Op, Pattern, Perm, Res, invalid_binding
+from rokka.gateway.kafka.authz import Authz, authorize_routes
+from rokka.gateway.kafka.codec import Struct
 
 ANY = 1
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from gateway.kafka import KafkaError, KafkaRequestContext, KafkaServer
-from gateway.kafka.acls import Acl, AclStore, Op, Pattern, Perm, Res
-from gateway.kafka.authz import ADAPTERS, Authz
-from gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_response_frame
+from rokka.gateway.kafka import KafkaError, KafkaRequestContext, KafkaServer
+from rokka.gateway.kafka.acls import Acl, AclStore, Op, Pattern, Perm, Res
+from rokka.gateway.kafka.authz import ADAPTERS, Authz
+from rokka.gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_response_frame
 
 TAF, GAF, CAF, TXAF = 29, 30, 31, 53
 

@@ -13,24 +13,23 @@ from typing import Any
 
 import pytest
 import trio
-
-from core.broker import Broker
-from core.config import BrokerConfig
-from core.storage.memory import MemoryStore
-from gateway.kafka import KafkaServer
-from gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, TopicLayout, derive_node_id
-from gateway.kafka.codec import APIS, Struct
-from gateway.kafka.codec import records as R
-from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.handlers import KafkaEnv
-from gateway.kafka.handlers import fetch as F
-from gateway.kafka.handlers import metadata as M
-from gateway.kafka.handlers import produce as P
-from gateway.kafka.handlers.common import local_queue
-from gateway.kafka.server import KafkaRequestContext
-from gateway.namesrv.server import NamesrvServer
-from gateway.rocketmq.client import NamesrvClient, RemotingClient, register_broker
-from gateway.rocketmq.client.namesrv import dumps_wrapper
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
+from rokka.core.storage.memory import MemoryStore
+from rokka.gateway.kafka import KafkaServer
+from rokka.gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, TopicLayout, derive_node_id
+from rokka.gateway.kafka.codec import APIS, Struct
+from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.errors import ErrorCode as E
+from rokka.gateway.kafka.handlers import KafkaEnv
+from rokka.gateway.kafka.handlers import fetch as F
+from rokka.gateway.kafka.handlers import metadata as M
+from rokka.gateway.kafka.handlers import produce as P
+from rokka.gateway.kafka.handlers.common import local_queue
+from rokka.gateway.kafka.server import KafkaRequestContext
+from rokka.gateway.namesrv.server import NamesrvServer
+from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient, register_broker
+from rokka.gateway.rocketmq.client.namesrv import dumps_wrapper
 
 A_NODE = KafkaNode(11, "127.0.0.1", 19092)
 B_NODE = KafkaNode(22, "127.0.0.1", 29092)

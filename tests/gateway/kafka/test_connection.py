@@ -11,11 +11,10 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_request_frame
-from gateway.kafka.codec.framing import decode_api_versions_any
-from gateway.kafka.connection import LARGE_FRAME, ConnectionState, KafkaServerConnection
-from gateway.kafka.errors import KafkaProtocolError
+from rokka.gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_request_frame
+from rokka.gateway.kafka.codec.framing import decode_api_versions_any
+from rokka.gateway.kafka.connection import LARGE_FRAME, ConnectionState, KafkaServerConnection
+from rokka.gateway.kafka.errors import KafkaProtocolError
 
 META = APIS[3]
 PRODUCE = APIS[0]

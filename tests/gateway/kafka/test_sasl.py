@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from gateway.filewatch import watch_files
-from gateway.kafka.sasl import (
+from rokka.gateway.filewatch import watch_files
+from rokka.gateway.kafka.sasl import (
     MECHANISMS,
     SaslAuthenticator,
     SaslConfigError,

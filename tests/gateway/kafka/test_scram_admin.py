@@ -7,10 +7,10 @@ import hashlib
 import json
 from pathlib import Path
 
-from gateway.kafka import KafkaRequestContext, KafkaServer
-from gateway.kafka.codec import APIS, Struct
-from gateway.kafka.sasl import UserStore
-from gateway.kafka.scram_admin import ScramAdmin
+from rokka.gateway.kafka import KafkaRequestContext, KafkaServer
+from rokka.gateway.kafka.codec import APIS, Struct
+from rokka.gateway.kafka.sasl import UserStore
+from rokka.gateway.kafka.scram_admin import ScramAdmin
 
 SHA256, SHA512 = 1, 2
 

@@ -6,8 +6,7 @@ import os
 
 import pytest
 import trio
-
-from gateway.kafka.server import SENDMSG_MAX_BUFFERS, send_parts
+from rokka.gateway.kafka.server import SENDMSG_MAX_BUFFERS, send_parts
 
 
 async def _read_all(stream: trio.SocketStream, n: int) -> bytes:

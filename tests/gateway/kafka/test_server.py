@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-
-from gateway.kafka import KafkaError, KafkaRequestContext, KafkaServer, Route
-from gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_request_frame
-from gateway.kafka.codec.framing import decode_api_versions_any
+from rokka.gateway.kafka import KafkaError, KafkaRequestContext, KafkaServer, Route
+from rokka.gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_request_frame
+from rokka.gateway.kafka.codec.framing import decode_api_versions_any
 
 API_VERSIONS, DESCRIBE_CLUSTER, PRODUCE, DELETE_TOPICS = APIS[18], APIS[60], APIS[0], APIS[20]
 

@@ -9,13 +9,12 @@ import ssl
 from pathlib import Path
 
 import pytest
+import rokka.gateway.kafka.server as server_mod
 import trio
 import trustme
-
-import gateway.kafka.server as server_mod
-from gateway.kafka import KafkaServer
-from gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_request_frame
-from gateway.kafka.tls import TlsConfigError, principal, server_context, settings_from
+from rokka.gateway.kafka import KafkaServer
+from rokka.gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_request_frame
+from rokka.gateway.kafka.tls import TlsConfigError, principal, server_context, settings_from
 
 API_VERSIONS = APIS[18]
 

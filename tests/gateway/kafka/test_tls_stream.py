@@ -11,8 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 import trustme
-
-from gateway.kafka.tls_stream import SEND_CHUNK, TlsStream
+from rokka.gateway.kafka.tls_stream import SEND_CHUNK, TlsStream
 
 
 @pytest.fixture

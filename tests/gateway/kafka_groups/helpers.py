@@ -13,9 +13,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
-
-from core.offsets import ConsumerOffsetManager
-from gateway.kafka.groups import (
+from rokka.core.offsets import ConsumerOffsetManager
+from rokka.gateway.kafka.groups import (
     ErrorCode,
     GroupConfig,
     GroupCoordinator,

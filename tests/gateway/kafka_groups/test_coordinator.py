@@ -7,8 +7,8 @@ from pathlib import Path
 import trio
 import trio.lowlevel
 import trio.testing
+from rokka.gateway.kafka.groups import ErrorCode, GroupState, LeavingMember, SyncRequest
 
-from gateway.kafka.groups import ErrorCode, GroupState, LeavingMember, SyncRequest
 from tests.gateway.kafka_groups.helpers import (
     REBALANCE_MS,
     SESSION_MS,
@@ -173,7 +173,7 @@ async def test_illegal_generation_everywhere(tmp_path: Path, autojump_clock: tri
         assert coord.heartbeat("g", 7, mid) == ErrorCode.ILLEGAL_GENERATION
         res = await coord.sync(SyncRequest("g", 7, mid))
         assert res.error_code == ErrorCode.ILLEGAL_GENERATION
-        from gateway.kafka.groups import CommitOffset
+        from rokka.gateway.kafka.groups import CommitOffset
         errs = coord.offset_commit("g", 7, mid, [CommitOffset("t", 0, 5)])
         assert [e.error_code for e in errs] == [ErrorCode.ILLEGAL_GENERATION]
 

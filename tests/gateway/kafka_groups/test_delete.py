@@ -7,10 +7,10 @@ from pathlib import Path
 
 import trio
 import trio.testing
+from rokka.core.offsets import ConsumerOffsetManager
+from rokka.gateway.kafka.groups import CommitOffset, ErrorCode, GroupConfig, GroupCoordinator, LeavingMember
+from rokka.gateway.kafka.groups.group import subscription_topics
 
-from core.offsets import ConsumerOffsetManager
-from gateway.kafka.groups import CommitOffset, ErrorCode, GroupConfig, GroupCoordinator, LeavingMember
-from gateway.kafka.groups.group import subscription_topics
 from tests.gateway.kafka_groups.helpers import form_group, running
 
 

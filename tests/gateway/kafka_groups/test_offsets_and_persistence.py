@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from rokka.core.offsets import ConsumerOffsetManager
+from rokka.core.storage.metafile import MetadataCorrupt
+from rokka.gateway.kafka.groups import CommitOffset, ErrorCode, GroupConfig, GroupCoordinator, SyncRequest
+from rokka.gateway.kafka.groups.persist import FILE_NAME
 
-from core.offsets import ConsumerOffsetManager
-from core.storage.metafile import MetadataCorrupt
-from gateway.kafka.groups import CommitOffset, ErrorCode, GroupConfig, GroupCoordinator, SyncRequest
-from gateway.kafka.groups.persist import FILE_NAME
 from tests.gateway.kafka_groups.helpers import form_group, join, make_coordinator, running
 
 

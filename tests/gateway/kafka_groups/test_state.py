@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from gateway.kafka.groups import TRANSITIONS, GroupEvent, GroupState, IllegalTransition
-from gateway.kafka.groups.state import next_state
+from rokka.gateway.kafka.groups import TRANSITIONS, GroupEvent, GroupState, IllegalTransition
+from rokka.gateway.kafka.groups.state import next_state
 
 
 def test_table_matches_the_protocol() -> None:

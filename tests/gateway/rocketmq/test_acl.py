@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 import trio
-
-from core.config import BrokerConfig
-from gateway import runtime
-from gateway.namesrv.server import NamesrvServer
-from gateway.rocketmq.acl import AclConfigError, PlainAcl, resources, sign
-from gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
-from gateway.rocketmq.client.remoting import ResponseError
-from gateway.rocketmq.codec.codes import RequestCode as RC
-from gateway.rocketmq.codec.codes import ResponseCode
-from gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.core.config import BrokerConfig
+from rokka.gateway import runtime
+from rokka.gateway.namesrv.server import NamesrvServer
+from rokka.gateway.rocketmq.acl import AclConfigError, PlainAcl, resources, sign
+from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.gateway.rocketmq.client.remoting import ResponseError
+from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
+from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 ACL = """\
 globalWhiteRemoteAddresses:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import rokka.gateway.runtime as runtime  # noqa: E402
 import trio
-
-from core.config import BrokerConfig
-from gateway.namesrv.server import NamesrvServer
-from gateway.rocketmq.client import (
+from rokka.core.config import BrokerConfig
+from rokka.gateway.namesrv.server import NamesrvServer
+from rokka.gateway.rocketmq.client import (
     Admin,
     MessageQueue,
     NamesrvClient,
@@ -22,8 +22,6 @@ from gateway.rocketmq.client import (
     PullConsumer,
     RemotingClient,
 )
-
-import gateway.runtime as runtime  # noqa: E402
 
 
 async def start_stack(nursery: trio.Nursery, root: Path) -> tuple[str, str, object]:

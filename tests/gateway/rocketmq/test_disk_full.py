@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import trio
+from rokka.core.storage import retention
+from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.gateway.rocketmq.client.remoting import ResponseError
+from rokka.gateway.rocketmq.codec.codes import ResponseCode
 
-from core.storage import retention
-from gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
-from gateway.rocketmq.client.remoting import ResponseError
-from gateway.rocketmq.codec.codes import ResponseCode
 from tests.gateway.rocketmq.test_txn_handlers import addr_of, start_stack, wait_route
 
 

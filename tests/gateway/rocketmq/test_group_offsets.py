@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
+from rokka.gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
-from gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import to_ext
-from gateway.rocketmq.codec.remoting import RemotingCommand
 from tests.gateway.rocketmq.test_txn_handlers import addr_of, start_stack, wait_route
 
 

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 import trio
+from rokka.gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
-from gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.remoting import RemotingCommand
 from tests.gateway.rocketmq.test_client import start_stack
 
 

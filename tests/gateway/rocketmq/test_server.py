@@ -10,17 +10,16 @@ from __future__ import annotations
 import struct
 
 import trio
-
-from gateway.rocketmq.channel import Channel
-from gateway.rocketmq.codec import (
+from rokka.gateway.rocketmq.channel import Channel
+from rokka.gateway.rocketmq.codec import (
     FLAG_ONEWAY,
     REMARK_SYSTEM_BUSY,
     RemotingCommand,
     ResponseCode,
     encode_command,
 )
-from gateway.rocketmq.connection import RemotingConnection
-from gateway.rocketmq.server import RemotingServer
+from rokka.gateway.rocketmq.connection import RemotingConnection
+from rokka.gateway.rocketmq.server import RemotingServer
 
 
 class RawPeer:
@@ -91,7 +90,7 @@ async def test_echo_unknown_and_exception() -> None:
 
 
 async def test_bad_header_field_is_system_error() -> None:
-    from gateway.rocketmq.codec import Header
+    from rokka.gateway.rocketmq.codec import Header
 
     async def needs_topic(channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
         Header(cmd).str("topic")
@@ -218,7 +217,7 @@ async def test_broker_to_client_request_and_close_callback() -> None:
 
 
 async def test_send_request_timeout_and_channel_close() -> None:
-    from gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+    from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
 
     got: list[Channel] = []
 

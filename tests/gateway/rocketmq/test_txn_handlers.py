@@ -12,20 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rokka.gateway.runtime as runtime  # noqa: E402
 import trio
-
-from core.config import BrokerConfig
-from core.model import PROP_REAL_TOPIC, PROP_TRAN_MSG, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK
-from core.storage.layout import decode_offset_msg_id
-from gateway.namesrv.server import NamesrvServer
-from gateway.rocketmq.channel import Channel
-from gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
-from gateway.rocketmq.client.consumer import decode_messages
-from gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from gateway.rocketmq.codec.headers import to_ext
-from gateway.rocketmq.codec.remoting import RemotingCommand
-
-import gateway.runtime as runtime  # noqa: E402
+from rokka.core.config import BrokerConfig
+from rokka.core.model import PROP_REAL_TOPIC, PROP_TRAN_MSG, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK
+from rokka.core.storage.layout import decode_offset_msg_id
+from rokka.gateway.namesrv.server import NamesrvServer
+from rokka.gateway.rocketmq.channel import Channel
+from rokka.gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.gateway.rocketmq.client.consumer import decode_messages
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 GROUP = "txn-pg"
 

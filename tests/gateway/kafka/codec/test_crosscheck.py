@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gateway.kafka.codec import APIS
-from gateway.kafka.codec.schema import Array, Field, Primitive, StructType, versions
+from rokka.gateway.kafka.codec import APIS
+from rokka.gateway.kafka.codec.schema import Array, Field, Primitive, StructType, versions
 
 _ROOT = Path(__file__).resolve().parents[4]
 REF = Path(os.environ.get("KAFKA_MESSAGES_DIR", _ROOT.parent / "shared" / "reference" / "kafka-messages"))

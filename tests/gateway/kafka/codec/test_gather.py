@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_response_frame
-from gateway.kafka.codec import primitives as p
-from gateway.kafka.codec.framing import encode_response_frame_parts
+from rokka.gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_response_frame
+from rokka.gateway.kafka.codec import primitives as p
+from rokka.gateway.kafka.codec.framing import encode_response_frame_parts
 
 FETCH = APIS[1]
 

@@ -6,7 +6,7 @@ the sheet without running anything.
 
 from __future__ import annotations
 
-from gateway.kafka.codec import (
+from rokka.gateway.kafka.codec import (
     APIS,
     Struct,
     decode_request_header,
@@ -16,8 +16,8 @@ from gateway.kafka.codec import (
     encode_response_frame,
     peek_api,
 )
-from gateway.kafka.codec import primitives as p
-from gateway.kafka.codec.primitives import Reader
+from rokka.gateway.kafka.codec import primitives as p
+from rokka.gateway.kafka.codec.primitives import Reader
 
 API_VERSIONS = APIS[18]
 METADATA = APIS[3]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from gateway.kafka.codec import records as R
+from rokka.gateway.kafka.codec import records as R
 
 
 def test_native_walker_is_built() -> None:

@@ -14,10 +14,9 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from gateway.kafka.codec import records as R
-from gateway.kafka.codec.legacy import decode_legacy_message_set
-from gateway.kafka.codec.primitives import DecodeError
+from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.codec.legacy import decode_legacy_message_set
+from rokka.gateway.kafka.codec.primitives import DecodeError
 
 CODECS = [R.NONE, R.GZIP, R.SNAPPY, R.LZ4, R.ZSTD]
 

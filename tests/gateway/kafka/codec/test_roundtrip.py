@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gateway.kafka.codec import APIS, Struct
-from gateway.kafka.codec.schema import Field, Primitive, StructType
+from rokka.gateway.kafka.codec import APIS, Struct
+from rokka.gateway.kafka.codec.schema import Field, Primitive, StructType
 
 _INTS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 

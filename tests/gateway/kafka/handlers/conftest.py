@@ -6,10 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from core.broker import Broker
-from core.config import BrokerConfig
-from gateway.kafka.handlers import KafkaEnv
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
+from rokka.gateway.kafka.handlers import KafkaEnv
 
 
 @pytest.fixture

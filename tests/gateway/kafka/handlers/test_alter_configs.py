@@ -7,17 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from core.broker import Broker
-from core.config import BrokerConfig
-from core.storage.memory import MemoryStore
-from gateway.kafka import KafkaServer
-from gateway.kafka.codec import APIS, Struct
-from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.handlers import KafkaEnv
-from gateway.kafka.handlers import alter_configs as A
-from gateway.kafka.handlers import metadata as M
-from gateway.kafka.server import KafkaRequestContext
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
+from rokka.core.storage.memory import MemoryStore
+from rokka.gateway.kafka import KafkaServer
+from rokka.gateway.kafka.codec import APIS, Struct
+from rokka.gateway.kafka.errors import ErrorCode as E
+from rokka.gateway.kafka.handlers import KafkaEnv
+from rokka.gateway.kafka.handlers import alter_configs as A
+from rokka.gateway.kafka.handlers import metadata as M
+from rokka.gateway.kafka.server import KafkaRequestContext
 
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND = 0, 1, 2

@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 import trio
-
-from core.broker import Broker
-from core.config import BrokerConfig
-from core.storage.memory import MemoryStore
-from gateway.kafka import KafkaServer
-from gateway.kafka.handlers import KafkaEnv, build_routes
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
+from rokka.core.storage.memory import MemoryStore
+from rokka.gateway.kafka import KafkaServer
+from rokka.gateway.kafka.handlers import KafkaEnv, build_routes
 
 
 def _client_session(host: str, port: int) -> dict[str, Any]:

@@ -12,21 +12,20 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-
-from compat.kafka_records import message_from_record, record_from_message
-from core.broker import Broker
-from core.config import BrokerConfig
-from core.model import Message
-from core.storage.layout import decode_record
-from core.storage.memory import MemoryStore
-from gateway.kafka import KafkaServer
-from gateway.kafka.codec import APIS, Struct
-from gateway.kafka.codec import records as R
-from gateway.kafka.handlers import KafkaEnv
-from gateway.kafka.handlers import fetch as F
-from gateway.kafka.handlers import metadata as M
-from gateway.kafka.handlers import produce as P
-from gateway.kafka.server import KafkaRequestContext
+from rokka.compat.kafka_records import message_from_record, record_from_message
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
+from rokka.core.model import Message
+from rokka.core.storage.layout import decode_record
+from rokka.core.storage.memory import MemoryStore
+from rokka.gateway.kafka import KafkaServer
+from rokka.gateway.kafka.codec import APIS, Struct
+from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.handlers import KafkaEnv
+from rokka.gateway.kafka.handlers import fetch as F
+from rokka.gateway.kafka.handlers import metadata as M
+from rokka.gateway.kafka.handlers import produce as P
+from rokka.gateway.kafka.server import KafkaRequestContext
 
 
 @pytest.fixture

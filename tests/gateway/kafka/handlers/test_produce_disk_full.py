@@ -6,15 +6,14 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from core.storage import retention
-from gateway.kafka import KafkaServer
-from gateway.kafka.codec import APIS, Struct
-from gateway.kafka.codec import records as R
-from gateway.kafka.errors import ErrorCode as E
-from gateway.kafka.handlers import KafkaEnv
-from gateway.kafka.handlers import produce as P
-from gateway.kafka.server import KafkaRequestContext
+from rokka.core.storage import retention
+from rokka.gateway.kafka import KafkaServer
+from rokka.gateway.kafka.codec import APIS, Struct
+from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.errors import ErrorCode as E
+from rokka.gateway.kafka.handlers import KafkaEnv
+from rokka.gateway.kafka.handlers import produce as P
+from rokka.gateway.kafka.server import KafkaRequestContext
 
 
 async def produce(env: KafkaEnv, values: list[bytes]) -> int:

@@ -10,15 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from gateway.kafka import KafkaServer
-from gateway.kafka.codec import APIS, Struct
-from gateway.kafka.codec import records as R
-from gateway.kafka.handlers import KafkaEnv, readahead
-from gateway.kafka.handlers import fetch as F
-from gateway.kafka.handlers import metadata as M
-from gateway.kafka.handlers import produce as P
-from gateway.kafka.server import KafkaRequestContext
+from rokka.gateway.kafka import KafkaServer
+from rokka.gateway.kafka.codec import APIS, Struct
+from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.handlers import KafkaEnv, readahead
+from rokka.gateway.kafka.handlers import fetch as F
+from rokka.gateway.kafka.handlers import metadata as M
+from rokka.gateway.kafka.handlers import produce as P
+from rokka.gateway.kafka.server import KafkaRequestContext
 
 VALUE = b"v" * 100
 

@@ -12,22 +12,21 @@ from typing import Any
 
 import pytest
 import trio
-
-from core.broker import Broker
-from core.config import BrokerConfig
-from core.kafka_txn import KafkaTxnCoordinator, TxnState
-from core.producer_state import ProducerStateManager
-from core.storage.memory import MemoryStore
-from gateway.kafka import KafkaServer
-from gateway.kafka.codec import APIS, Struct
-from gateway.kafka.codec import records as R
-from gateway.kafka.groups.coordinator import GroupCoordinator
-from gateway.kafka.groups.types import GroupConfig
-from gateway.kafka.handlers import KafkaEnv
-from gateway.kafka.handlers import fetch as F
-from gateway.kafka.handlers import produce as P
-from gateway.kafka.handlers import txn as X
-from gateway.kafka.server import KafkaRequestContext
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
+from rokka.core.kafka_txn import KafkaTxnCoordinator, TxnState
+from rokka.core.producer_state import ProducerStateManager
+from rokka.core.storage.memory import MemoryStore
+from rokka.gateway.kafka import KafkaServer
+from rokka.gateway.kafka.codec import APIS, Struct
+from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
+from rokka.gateway.kafka.groups.types import GroupConfig
+from rokka.gateway.kafka.handlers import KafkaEnv
+from rokka.gateway.kafka.handlers import fetch as F
+from rokka.gateway.kafka.handlers import produce as P
+from rokka.gateway.kafka.handlers import txn as X
+from rokka.gateway.kafka.server import KafkaRequestContext
 
 
 class Env:
