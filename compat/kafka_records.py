@@ -26,6 +26,13 @@ Mapping, chosen to be lossless for Kafka and natural for RocketMQ:
   ``CLUSTER``, which must not come back as headers).  Kafka records get no
   ``CLUSTER`` stamp of their own (RocketMQ's send path adds it, Kafka's Produce
   does not): a plain record's properties are ``KAFKA_HEADERS=[]`` alone.
+* key and headers too large for the properties (RocketMQ's properties block has a 2-byte length:
+  ``ENVELOPE_BUDGET`` bytes are used at most, leaving room for what the broker adds) go into an
+  *envelope* in the body instead: ``KAFKA_ENVELOPE=<key length>,<headers length>`` (decimal, key
+  length -1 for a null key) and body = key bytes + headers JSON (the ``KAFKA_HEADERS`` format,
+  UTF-8) + value.  A RocketMQ consumer finds the value at ``body[key length + headers length:]``
+  (a null key counts 0).  The envelope keeps what fits of the header copies, ``rocketmq.*``
+  features and the ``KEYS`` index entry; Kafka readers get key, headers and value back exactly.
 * timestamp -> ``born_timestamp`` (CreateTime).  LogAppendTime batches set
   ``KAFKA_TS_TYPE=1`` and read back the store timestamp.
 * RocketMQ features for Kafka producers, through headers with the documented
@@ -77,7 +84,13 @@ PROP_KAFKA_KEY = "KAFKA_KEY"
 PROP_KAFKA_HEADERS = "KAFKA_HEADERS"
 PROP_KAFKA_NULL_VALUE = "KAFKA_NULL_VALUE"
 PROP_KAFKA_TS_TYPE = "KAFKA_TS_TYPE"
+PROP_KAFKA_ENVELOPE = "KAFKA_ENVELOPE"
 PROP_KEYS = "KEYS"
+#: Most property bytes a Kafka record's mapping may take (RocketMQ allows 32767; the rest is room
+#: for what the delay, transaction and re-send paths add).  Beyond it: the envelope (module doc).
+ENVELOPE_BUDGET = layout.MAX_PROPERTIES_BYTES - 1024
+_CACHED_HEADERS_MAX = 4096     # header lists up to this many bytes are cached by _header_props
+_ENVELOPE_KEYS_MAX = 1024       # an envelope's text key is still indexed (KEYS) up to this size
 
 # RocketMQ MessageConst system property names (never used for copied headers or
 # exposed as headers).
@@ -89,14 +102,15 @@ SYSTEM_PROPERTIES = frozenset({
     "CHECK_IMMUNITY_TIME_IN_SECONDS", "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL",
     "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER", "MESSAGE_TYPE", "INNER_MULTI_QUEUE_OFFSET",
     "SHARDING_KEY", "__STARTDELIVERTIME", "INNER_NUM", "INNER_MULTI_DISPATCH", "TIMER_DELIVER_MS",
-    PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KAFKA_NULL_VALUE, PROP_KAFKA_TS_TYPE,
+    PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KAFKA_NULL_VALUE, PROP_KAFKA_TS_TYPE, PROP_KAFKA_ENVELOPE,
 })
 HEADER_PREFIX = "rocketmq."
 HEADER_TAGS = HEADER_PREFIX + "TAGS"
 HEADER_KEYS = HEADER_PREFIX + "KEYS"
 HEADER_DELAY = HEADER_PREFIX + "DELAY"
 HEADER_DELIVER_AT = HEADER_PREFIX + "DELIVER_AT"
-_INTERNAL = frozenset({PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KAFKA_NULL_VALUE, PROP_KAFKA_TS_TYPE})
+_INTERNAL = frozenset({PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KAFKA_NULL_VALUE, PROP_KAFKA_TS_TYPE,
+                       PROP_KAFKA_ENVELOPE})
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _SEPARATORS = ("\x01", "\x02")
 
@@ -164,7 +178,9 @@ def message_from_record(
     # Always present on Kafka-produced messages ("[]" when there are none): it marks the Kafka origin,
     # so a Kafka reader gets exactly the headers that were sent and no rocketmq.* extras.
     if headers:
-        exact_json, copies = _header_props(headers)
+        # the cache is for the usual small, repeated header lists; big ones would pin their bytes in it
+        big = sum(len(k) + len(v or b"") for k, v in headers) > _CACHED_HEADERS_MAX
+        exact_json, copies = (_header_props.__wrapped__ if big else _header_props)(headers)
         props[PROP_KAFKA_HEADERS] = exact_json
         for k, text in copies:
             if k.startswith(HEADER_PREFIX):
@@ -173,8 +189,45 @@ def message_from_record(
                 props.setdefault(k, text)
     else:
         props[PROP_KAFKA_HEADERS] = "[]"
+    if _props_size(props) > ENVELOPE_BUDGET:
+        return _enveloped(topic, partition, key, value, headers, timestamp, props)
     return Message(topic=topic, queue_id=partition, body=value or b"", properties=props,
                    born_timestamp=timestamp)
+
+
+def _props_size(props: dict[str, str]) -> int:
+    """Encoded size of ``props`` (exact when it may matter: characters first, bytes near the budget)."""
+    chars = sum(len(k) + len(v) + 2 for k, v in props.items())
+    if chars * 4 <= ENVELOPE_BUDGET:        # UTF-8 takes at most 4 bytes a character
+        return chars
+    return len(layout.encode_properties(props)) + 1
+
+
+def _enveloped(topic: str, partition: int, key: bytes | None, value: bytes | None,
+               headers: tuple[tuple[str, bytes | None], ...], timestamp: int, mapped: dict[str, str]) -> Message:
+    """The envelope form (module doc) of a record whose ``mapped`` properties do not fit."""
+    hjson = _header_props.__wrapped__(headers)[0].encode("ascii") if headers else b""
+    props = {PROP_KAFKA_ENVELOPE: f"{-1 if key is None else len(key)},{len(hjson)}"}
+    for name in (PROP_KAFKA_NULL_VALUE, PROP_KAFKA_TS_TYPE):
+        if name in mapped:
+            props[name] = mapped[name]
+    keys = mapped.get(PROP_KEYS, "")
+    # KEYS = the key's index text (the key, or its base64 when binary), then rocketmq.KEYS ones
+    own_key = "" if key is None else (mapped[PROP_KAFKA_KEY][1:] if PROP_KAFKA_KEY in mapped else key.decode("utf-8"))
+    if own_key and len(own_key) <= _ENVELOPE_KEYS_MAX:
+        props[PROP_KEYS] = own_key
+    size = _props_size(props)
+    for name, text in mapped.items():     # what fits of the header copies and rocketmq.* features, in order
+        if name in props or name in (PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KEYS):
+            continue
+        if size + len(name) + 4 * len(text) + 2 <= ENVELOPE_BUDGET:
+            props[name] = text
+            size = _props_size(props)
+    extra = keys[len(own_key):].strip() if keys.startswith(own_key) else ""
+    if extra and size + 4 * len(extra) + 8 <= ENVELOPE_BUDGET:       # rocketmq.KEYS index keys
+        props[PROP_KEYS] = f"{props[PROP_KEYS]} {extra}" if PROP_KEYS in props else extra
+    body = b"".join((key or b"", hjson, value or b""))
+    return Message(topic=topic, queue_id=partition, body=body, properties=props, born_timestamp=timestamp)
 
 
 def messages_from_batch(
@@ -267,11 +320,44 @@ def _body(msg: StoredMessage) -> bytes:
     return msg.body
 
 
-KafkaProps = tuple[bytes | None, bool, tuple[tuple[str, bytes | None], ...], bool]
+# (key, null value, headers, LogAppendTime, envelope (key length, headers length) or None)
+KafkaProps = tuple[bytes | None, bool, tuple[tuple[str, bytes | None], ...], bool, tuple[int, int] | None]
+
+
+def _envelope(props: dict[str, str]) -> tuple[int, int] | None:
+    raw = props.get(PROP_KAFKA_ENVELOPE)
+    if raw is None:
+        return None
+    try:
+        klen, hlen = (int(x) for x in raw.split(","))
+    except ValueError:
+        return None
+    return (klen, hlen) if klen >= -1 and hlen >= 0 else None
+
+
+def _open_envelope(body: bytes, envelope: tuple[int, int],
+                   null_value: bool) -> tuple[bytes | None, tuple[tuple[str, bytes | None], ...], bytes | None]:
+    """(key, headers, value) of an envelope body (module doc); a body that does not hold the
+    lengths it announces is given as the value, with no key or headers."""
+    klen, hlen = envelope
+    start = max(klen, 0)
+    if start + hlen > len(body):
+        return None, (), None if null_value else body
+    try:
+        raw = body[start:start + hlen]
+        headers = tuple((str(k), None if v is None else base64.b64decode(v))
+                        for k, v in json.loads(raw)) if hlen else ()
+    except (ValueError, TypeError):
+        return None, (), None if null_value else body
+    key = None if klen < 0 else body[:klen]
+    return key, headers, None if null_value else body[start + hlen:]
 
 
 def _kafka_props(props: dict[str, str]) -> KafkaProps:
-    """(key, null value, headers, LogAppendTime) of a stored message's properties."""
+    """(key, null value, headers, LogAppendTime, envelope) of a stored message's properties."""
+    envelope = _envelope(props)
+    if envelope is not None:    # key and headers are in the body
+        return None, props.get(PROP_KAFKA_NULL_VALUE) == "1", (), props.get(PROP_KAFKA_TS_TYPE) == "1", envelope
     key: bytes | None = None
     if PROP_KAFKA_KEY in props:
         key = base64.b64decode(props[PROP_KAFKA_KEY][1:])
@@ -288,13 +374,15 @@ def _kafka_props(props: dict[str, str]) -> KafkaProps:
     else:
         headers = tuple((k if k not in SYSTEM_PROPERTIES else HEADER_PREFIX + k, v.encode("utf-8"))
                         for k, v in props.items() if k not in _INTERNAL)
-    return key, null_value, headers, props.get(PROP_KAFKA_TS_TYPE) == "1"
+    return key, null_value, headers, props.get(PROP_KAFKA_TS_TYPE) == "1", None
 
 
 def record_from_message(msg: StoredMessage) -> KafkaRecord:
     """The Kafka view of a stored message (Kafka offset = queue offset)."""
-    key, null_value, headers, log_append = _kafka_props(msg.properties)
+    key, null_value, headers, log_append, envelope = _kafka_props(msg.properties)
     value = None if null_value else _body(msg)
+    if envelope is not None:
+        key, headers, value = _open_envelope(_body(msg), envelope, null_value)
     ts = msg.store_timestamp if log_append else msg.born_timestamp
     return KafkaRecord(msg.queue_offset, ts, log_append, key, value, headers)
 
@@ -362,8 +450,8 @@ def kafka_rows(raws: Iterable[bytes]) -> list[KafkaRow]:
             raise layout.RecordError(f"malformed record: {exc}") from exc
         if pos + plen != total or len(raw_props) != plen or len(body) != body_len:
             raise layout.RecordError("malformed record: sizes do not add up")
-        key, null_value, headers, log_append = props_view(raw_props)
-        if null_value:
+        key, null_value, headers, log_append, envelope = props_view(raw_props)
+        if null_value and envelope is None:
             value = None
         elif sysflag & COMPRESSED_FLAG:
             try:
@@ -372,6 +460,8 @@ def kafka_rows(raws: Iterable[bytes]) -> list[KafkaRow]:
                 value = body
         else:
             value = body
+        if envelope is not None:
+            key, headers, value = _open_envelope(value or b"", envelope, null_value)
         append((qoff, store_ts if log_append else born_ts, log_append, key, value, headers))
     return out
 
@@ -505,8 +595,8 @@ def _learn_plain(raw: bytes) -> bool:
         props = props[props.index(b"\x02") + 1:]
     if props in _PLAIN_PROPS:
         return False        # known already: this record is not plain for another reason
-    key, null_value, headers, log_append = _props_view(props)
-    if key is not None or null_value or headers or log_append:
+    key, null_value, headers, log_append, envelope = _props_view(props)
+    if key is not None or null_value or headers or log_append or envelope is not None:
         return False
     _PLAIN_PROPS = (*_PLAIN_PROPS, props)
     return True
