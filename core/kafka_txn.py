@@ -63,6 +63,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +82,7 @@ from rokka.core.kafka_txn_states import (
 )
 from rokka.core.model import PROP_TRAN_MSG, TOPIC_TRANS_HALF, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, Message
 from rokka.core.storage.metafile import MetadataCorrupt
-from rokka.core.storage.packfile import pack, read_msgpack, write_packed_atomic
+from rokka.core.storage.packfile import pack, read_msgpack, take_ticket, write_packed_atomic
 from rokka.core.txn import PROP_KAFKA_TXN, SCAN_BATCH, commit_message, op_message
 
 if TYPE_CHECKING:
@@ -489,14 +490,14 @@ class KafkaTxnCoordinator:
         if self._path is None:
             return
         async with self._write_lock:
-            data = self._encode()
-            await trio.to_thread.run_sync(write_packed_atomic, self._path, data)
+            data, ticket = self._encode(), take_ticket()   # a later save() (shutdown) wins even if it lands first
+            await trio.to_thread.run_sync(partial(write_packed_atomic, self._path, data, ticket=ticket))
 
     def save(self) -> None:
-        """Write the table now, synchronously (shutdown)."""
+        """Write the table now, synchronously (shutdown; safe while a ``persist`` is writing)."""
         self._dirty = False
         if self._path is not None:
-            write_packed_atomic(self._path, self._encode())
+            write_packed_atomic(self._path, self._encode(), ticket=take_ticket())
 
     def _encode(self) -> bytes:
         rows = [[t.tid, t.producer_id, t.epoch, t.timeout_ms, t.state.value,

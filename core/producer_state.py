@@ -65,13 +65,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import structlog
 import trio
 from rokka.core.storage.metafile import MetadataCorrupt
-from rokka.core.storage.packfile import pack, read_msgpack, write_packed_atomic
+from rokka.core.storage.packfile import pack, read_msgpack, take_ticket, write_packed_atomic
 
 log = structlog.get_logger(__name__)
 
@@ -373,9 +374,9 @@ class ProducerStateManager:
             return
         async with self._write_lock:
             self.expire()
-            data = self._encode(clean=False)
+            data, ticket = self._encode(clean=False), take_ticket()   # close() wins even if it lands first
             self._dirty = False
-            await trio.to_thread.run_sync(write_packed_atomic, self._path, data)
+            await trio.to_thread.run_sync(partial(write_packed_atomic, self._path, data, ticket=ticket))
 
     async def run(self, flush_interval_s: float = 1.0, *,
                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -390,7 +391,7 @@ class ProducerStateManager:
         """Clean shutdown: write the table marked clean (after the store is flushed)."""
         if self._path is not None:
             self.expire()
-            write_packed_atomic(self._path, self._encode(clean=True))
+            write_packed_atomic(self._path, self._encode(clean=True), ticket=take_ticket())
             self._dirty = False
 
     def _encode(self, *, clean: bool) -> bytes:

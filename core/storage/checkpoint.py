@@ -12,8 +12,8 @@ tool reading it sees sensible values.  We add, after them::
     @40 crc32 of bytes [0, 40)  (a torn checkpoint is detected, not trusted)
 
 Written after the data it describes is durable ("append, fsync, then move
-the checkpoint"), through ``<file>.tmp`` + rename, so the file is never
-rewritten in place.  An unreadable checkpoint is reported and ignored:
+the checkpoint"), through a uniquely named temp file + rename, so the file is
+never rewritten in place and two writers never share a temp file.  An unreadable checkpoint is reported and ignored:
 recovery then scans the whole CommitLog, which is slower but safe.
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import struct
+import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,11 +61,15 @@ def write_checkpoint(path: Path, cp: Checkpoint) -> None:
                      cp.physic_offset, cp.dispatch_offset)
     data = body + CRC.pack(zlib.crc32(body))
     data += bytes(FILE_SIZE - len(data))
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".tmp.", dir=path.parent)
     try:
-        os.write(fd, data)
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            os.fchmod(fd, 0o644)
+            os.write(fd, data)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

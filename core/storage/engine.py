@@ -70,7 +70,7 @@ from rokka.core.storage.commitlog import CommitLog
 from rokka.core.storage.consumequeue import UNIT_SIZE, ConsumeQueue
 from rokka.core.storage.dispatch import Dispatcher
 from rokka.core.storage.index import IndexService
-from rokka.core.storage.metafile import read_json, write_json_atomic
+from rokka.core.storage.metafile import read_json, remove_stale_temps, write_json_atomic
 from rokka.core.storage.recovery import StoreCorrupt, cut_tail, scan_and_replay, trim_queues
 
 log = structlog.get_logger(__name__)
@@ -115,6 +115,8 @@ class DiskStore(reader.TimeQueries):
         """
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock()
+        for directory in (self.root, self.root / "config"):    # we hold the lock: no writer is running
+            remove_stale_temps(directory)
         abort = self.root / "abort"
         unclean = abort.exists()
         abort.touch()
@@ -569,8 +571,8 @@ class DiskStore(reader.TimeQueries):
         return flushed
 
     def checkpoint(self) -> None:
-        # Called from worker threads (the flush service) and from close(): one writer at a time,
-        # or two renames of the same checkpoint.tmp race.
+        # Called from worker threads (the flush service) and from close(): one writer at a time, so the
+        # checkpoint never moves backwards.
         with self._checkpoint_lock:
             dispatched = self.clog.write_offset
             ts = self._last_store_ts

@@ -9,14 +9,15 @@ JSON would be wasteful: Kafka group metadata and idempotent-producer state.
 ``write_msgpack_atomic`` uses ``metafile.write_bytes_atomic``: the target is
 replaced by an fsynced temp file and the previous version is kept as
 ``<name>.bak``.  A crash leaves either the old or the new file in place (plus
-possibly a stale ``.tmp``, which is ignored and overwritten next time).
+possibly a stale temp file, which readers ignore and the store removes at start).
 ``read_msgpack`` falls back to ``.bak`` when the main file is missing or does
 not decode, and raises ``MetadataCorrupt`` only when a file exists but
 neither copy decodes, so damaged state is never silently replaced by an
 empty table.
 
-Writers must serialise calls for one path themselves (one writer task, or a
-lock): two concurrent writers would share the ``.tmp`` name.
+Concurrent writers of one path are safe (unique temp names, a per-path lock);
+a periodic snapshot and a shutdown snapshot should pass the ``ticket`` taken
+when each was encoded (``take_ticket``) so the older one never lands last.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from typing import Any
 
 import msgpack
 import structlog
-from rokka.core.storage.metafile import MetadataCorrupt, write_bytes_atomic
+from rokka.core.storage.metafile import MetadataCorrupt, take_ticket, write_bytes_atomic
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["MetadataCorrupt", "pack", "read_msgpack", "write_msgpack_atomic", "write_packed_atomic"]
+__all__ = ["MetadataCorrupt", "pack", "read_msgpack", "take_ticket", "write_msgpack_atomic", "write_packed_atomic"]
 
 
 def pack(obj: Any) -> bytes:
@@ -39,13 +40,15 @@ def pack(obj: Any) -> bytes:
     return data
 
 
-def write_packed_atomic(path: Path, data: bytes) -> None:
-    """Durably replace ``path`` with already-packed ``data`` (see the module docstring)."""
-    write_bytes_atomic(path, data)
+def write_packed_atomic(path: Path, data: bytes, *, ticket: int | None = None) -> bool:
+    """Durably replace ``path`` with already-packed ``data`` (see the module docstring).
+
+    Returns False when skipped because a write with a later ``ticket`` already landed."""
+    return write_bytes_atomic(path, data, ticket=ticket)
 
 
-def write_msgpack_atomic(path: Path, obj: Any) -> None:
-    write_packed_atomic(path, pack(obj))
+def write_msgpack_atomic(path: Path, obj: Any, *, ticket: int | None = None) -> bool:
+    return write_packed_atomic(path, pack(obj), ticket=ticket)
 
 
 def read_msgpack(path: Path) -> Any | None:
