@@ -53,7 +53,17 @@ class BrokerConfig:
     namesrv_addr: str = ""          # "h:p;h:p"
     register_name_server_period: int = 30_000
     server_channel_max_idle_time_seconds: int = 120
-    max_frame_bytes: int = 16 * 1024 * 1024
+    max_frame_bytes: int = 16 * 1024 * 1024    # RocketMQ frames (broker and name server), Java's 16 MiB
+    # connection and memory budgets of all listeners (rokka's keys; README, Security / Limits)
+    max_connections: int = 0                   # open connections, all listeners (0 = open-file limit - 512)
+    max_connections_per_ip: int = 1000         # from one client address, all listeners (0 = no limit)
+    max_buffered_frame_bytes: int = 256 << 20  # bytes of unfinished frames, all connections together
+    frame_timeout_seconds: int = 30            # to finish a frame once its first byte arrived
+    connection_write_timeout_seconds: int = 30  # a response send that makes no progress this long closes
+    max_pending_write_bytes: int = 64 << 20    # RocketMQ responses waiting for one slow reader
+    max_read_ahead_bytes: int = 128 << 20      # Kafka Fetch read-ahead, all connections together
+    kafka_max_frame_bytes: int = 100 << 20     # Kafka's socket.request.max.bytes
+    kafka_sasl_max_receive_bytes: int = 524288  # frames before SASL authentication (sasl.server.max.receive.size)
     # store
     store_path_root_dir: str = "./data"
     store_path_commit_log: str = ""
@@ -171,6 +181,11 @@ class BrokerConfig:
             raise ValueError("commitLogWarmAhead must be >= 0 (0 turns the warm-ahead off)")
         if not 1 <= self.disk_max_used_space_ratio <= 95:
             raise ValueError("diskMaxUsedSpaceRatio must be within 1..95")
+        for key in ("maxConnections", "maxConnectionsPerIp", "maxBufferedFrameBytes", "frameTimeoutSeconds",
+                    "connectionWriteTimeoutSeconds", "maxPendingWriteBytes", "maxReadAheadBytes",
+                    "kafkaMaxFrameBytes", "kafkaSaslMaxReceiveBytes"):
+            if getattr(self, camel_to_snake(key)) < 0:
+                raise ValueError(f"{key} must be >= 0")
         if self.metrics_exporter_type.upper() not in ("DISABLE", "PROM"):
             raise ValueError(f"metricsExporterType={self.metrics_exporter_type}: rokka offers DISABLE or PROM "
                              "(Prometheus text on metricsPromExporterPort)")
