@@ -7,7 +7,8 @@ message: uint32 CRC-32 (zlib) over the rest, int8 magic, int8 attributes (bits 0
 timestamp type on magic 1), int64 timestamp (magic 1 only), key and value as int32-length bytes
 (-1 = null).  A compressed "wrapper" message's value is itself a message set (one level deep).
 rokka only decodes them: they become one stored message per inner message; Fetch always answers
-with v2 batches.
+with v2 batches.  Wrapper values inflate within one budget for the whole set (``limit``, the
+message size limit): past it ``InflateLimitError`` (a decompression bomb).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 
 from rokka.gateway.kafka.codec.primitives import DecodeError, Reader
-from rokka.gateway.kafka.codec.records import COMPRESSION_MASK, NONE, decompress
+from rokka.gateway.kafka.codec.records import COMPRESSION_MASK, DEFAULT_INFLATE_LIMIT, NONE, decompress
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,17 @@ class LegacyMessage:
     value: bytes | None
 
 
-def decode_legacy_message_set(data: bytes, *, _depth: int = 0) -> list[LegacyMessage]:
+def decode_legacy_message_set(data: bytes, *, limit: int = DEFAULT_INFLATE_LIMIT,
+                               _depth: int = 0) -> list[LegacyMessage]:
     """Flatten a magic 0/1 message set, decompressing wrapper messages.
 
     Inner offsets of a v1 wrapper are relative (0..n-1); they are returned as-is
     (producers write 0..n-1 anyway; the broker assigns real offsets).
     Raises:
+        InflateLimitError: the wrapper values together inflate past ``limit`` bytes.
         DecodeError: bad CRC, truncated message, unknown codec or nesting > 1.
     """
+    inflated = 0
     r = Reader(data)
     out: list[LegacyMessage] = []
     while r.remaining() >= 12:
@@ -62,5 +66,7 @@ def decode_legacy_message_set(data: bytes, *, _depth: int = 0) -> list[LegacyMes
             continue
         if _depth or value is None:
             raise DecodeError("nested or empty compressed legacy message")
-        out.extend(decode_legacy_message_set(decompress(codec, value), _depth=1))
+        inner = decompress(codec, value, limit - inflated)
+        inflated += len(inner)
+        out.extend(decode_legacy_message_set(inner, limit=limit, _depth=1))
     return out

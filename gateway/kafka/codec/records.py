@@ -44,11 +44,21 @@ from dataclasses import dataclass, replace
 
 import crc32c
 from rokka.gateway.kafka.codec import primitives as p
-from rokka.gateway.kafka.codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
+from rokka.gateway.kafka.codec.compression import (
+    DEFAULT_INFLATE_LIMIT,
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    ZSTD,
+    InflateLimitError,
+    compress,
+    decompress,
+)
 from rokka.gateway.kafka.codec.primitives import DecodeError, EncodeError, Reader
 
 __all__ = [
-    "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CONTROL_ABORT", "CONTROL_COMMIT",
+    "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CONTROL_ABORT", "CONTROL_COMMIT", "InflateLimitError",
     "BATCH_HEADER_SIZE", "BatchHeader", "Header", "Record", "RecordBatch",
     "compress", "decompress", "plain_spans", "plain_values", "wrap_records", "batch_header", "encode_batch",
     "encode_rows_batch",
@@ -162,16 +172,21 @@ class RecordBatch:
         body = self.payload() if payload is None else payload
         return read_record_fields(body, _checked_count(self.header.record_count, len(body)))
 
-    def payload(self) -> bytes:
-        """The records' bytes, decompressed.  Raises DecodeError."""
-        body = self.raw[BATCH_HEADER_SIZE:]
-        return body if self.header.compression == NONE else decompress(self.header.compression, body)
+    def payload(self, limit: int = DEFAULT_INFLATE_LIMIT) -> bytes:
+        """The records' bytes, decompressed: at most ``limit`` bytes are inflated.
 
-    def payload_view(self) -> bytes | memoryview:
+        Raises:
+            InflateLimitError: compressed records that inflate past ``limit``.
+            DecodeError: corrupt compressed data.
+        """
+        body = self.raw[BATCH_HEADER_SIZE:]
+        return body if self.header.compression == NONE else decompress(self.header.compression, body, limit)
+
+    def payload_view(self, limit: int = DEFAULT_INFLATE_LIMIT) -> bytes | memoryview:
         """``payload``, as a memoryview into ``raw`` when uncompressed (no copy of the records)."""
         if self.header.compression == NONE:
             return memoryview(self.raw)[BATCH_HEADER_SIZE:]
-        return self.payload()
+        return self.payload(limit)
 
     def with_base_offset(self, base_offset: int, leader_epoch: int | None = None) -> RecordBatch:
         """The same batch with base_offset (and leader epoch) rewritten; the CRC stays valid."""

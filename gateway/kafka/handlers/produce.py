@@ -84,10 +84,13 @@ def _txn_error(env: KafkaEnv, topic: str, partition: int, header: R.BatchHeader)
     return _TXN_CODES.get(outcome, E.INVALID_TXN_STATE)
 
 
-def _legacy_messages(topic: str, partition: int, data: bytes) -> tuple[int, list, R.BatchHeader | None]:  # type: ignore[type-arg]
+def _legacy_messages(topic: str, partition: int, data: bytes,
+                     limit: int) -> tuple[int, list, R.BatchHeader | None]:  # type: ignore[type-arg]
     """Produce v0-v2 (and old clients): a magic 0/1 message set, decompressed and flattened."""
     try:
-        legacy = decode_legacy_message_set(data)
+        legacy = decode_legacy_message_set(data, limit=limit)
+    except R.InflateLimitError as exc:
+        return _too_large(topic, partition, exc), [], None
     except DecodeError:
         return E.CORRUPT_MESSAGE, [], None
     if not legacy:
@@ -103,12 +106,18 @@ def _legacy_messages(topic: str, partition: int, data: bytes) -> tuple[int, list
     return 0, msgs, header
 
 
-def _messages(topic: str, partition: int,
-              data: bytes | None) -> tuple[int, list[Message] | UniformBatch, R.BatchHeader | None]:
+def _too_large(topic: str, partition: int, exc: R.InflateLimitError) -> int:
+    log.warning("kafka.produce_inflate_limit", topic=topic, partition=partition, codec=exc.codec, limit=exc.limit)
+    return E.MESSAGE_TOO_LARGE
+
+
+def _messages(topic: str, partition: int, data: bytes | None,
+              limit: int) -> tuple[int, list[Message] | UniformBatch, R.BatchHeader | None]:
+    """``limit``: the most bytes compressed records may inflate to (maxMessageSize), else RECORD_TOO_LARGE."""
     if not data:
         return E.INVALID_RECORD, [], None
     if len(data) > 16 and data[16] in (0, 1):  # the magic byte sits at offset 16 in both formats
-        return _legacy_messages(topic, partition, data)
+        return _legacy_messages(topic, partition, data, limit)
     try:
         batches, trailing = R.split_batches(data)
     except DecodeError:
@@ -120,7 +129,7 @@ def _messages(topic: str, partition: int,
         return E.CORRUPT_MESSAGE, [], None
     h = batch.header
     try:
-        view = batch.payload_view()     # the records in place (uncompressed) for the native walker
+        view = batch.payload_view(limit)    # the records in place (uncompressed) for the native walker
         uniform = not h.log_append_time and not h.is_transactional
         spans = None
         if uniform:
@@ -136,6 +145,8 @@ def _messages(topic: str, partition: int,
             if run is not None:
                 return 0, run, h
         rows = batch.record_fields(payload)
+    except R.InflateLimitError as exc:
+        return _too_large(topic, partition, exc), [], None
     except DecodeError:
         return E.CORRUPT_MESSAGE, [], None
     msgs = messages_from_batch(topic, partition, rows, base_timestamp=h.base_timestamp,
@@ -155,7 +166,7 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
         out.error_code = partition_error(env, topic, p.index)
         return out
     topic = resolve(env, topic)[0]  # producing to a view writes its source topic
-    err, msgs, header = _messages(topic, queue, p.records)
+    err, msgs, header = _messages(topic, queue, p.records, env.broker.cfg.max_message_size)
     if err or header is None:
         out.error_code = err
         return out
