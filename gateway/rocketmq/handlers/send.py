@@ -29,6 +29,7 @@ import zlib
 from typing import Any
 
 import structlog
+from rokka.core.inflate import compressed_body_error
 from rokka.core.model import (
     COMPRESSED_FLAG,
     DLQ_PREFIX,
@@ -166,6 +167,8 @@ async def handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
         return _base_response(req, ctx, code, remark)
     if ctx.cfg.reject_transaction_message and (sysflag & TRANSACTION_MASK):
         return _base_response(req, ctx, ResponseCode.NO_PERMISSION, "the broker rejects transaction messages")
+    if remark := compressed_body_error(req.body, sysflag, ctx.cfg.max_message_size):   # decompression bombs
+        return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, remark)
     batch_props = parse_properties(h.str("properties", None))
     # An empty body is accepted, as the Java broker does (only clients refuse it): records with an
     # empty or null Kafka value are stored that way, and a RocketMQ relay must be able to re-send them.

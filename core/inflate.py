@@ -1,0 +1,55 @@
+"""Bounded zlib inflation of RocketMQ bodies (sysFlag COMPRESSED): no decompression bombs.
+
+Theory of operation
+-------------------
+A RocketMQ producer compresses a body with zlib and sets ``COMPRESSED_FLAG``; the broker stores it
+as sent and only the readers inflate it (RocketMQ consumers in the client, Kafka consumers in
+rokka's Fetch).  RocketMQ checks only the compressed size against ``maxMessageSize``, so a 1 MiB
+body could inflate to 1 GiB in every reader.  rokka refuses such a body at send time
+(``compressed_body_error``: MESSAGE_ILLEGAL with that remark), and every inflation in the broker
+goes through ``inflate_zlib``, which stops one byte past its limit (``zlib.decompressobj`` with
+``max_length``), so nothing much larger than the limit is ever allocated -- also for bodies stored
+before the check existed.  A body that does not inflate at all (corrupt zlib) is left to the
+readers, as RocketMQ does.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import structlog
+from rokka.core.model import COMPRESSED_FLAG
+
+__all__ = ["compressed_body_error", "inflate_zlib"]
+
+log = structlog.get_logger(__name__)
+
+
+def inflate_zlib(data: bytes | memoryview, limit: int) -> bytes | None:
+    """``data`` inflated (zlib, or gzip/raw deflate as zlib's auto-detection reads them), or None
+    when it would inflate past ``limit`` bytes.
+
+    Raises:
+        zlib.error: the data is not a complete zlib stream.
+    """
+    d = zlib.decompressobj()
+    out = d.decompress(data, limit + 1)
+    if len(out) > limit:
+        return None
+    if not d.eof:
+        raise zlib.error("incomplete or truncated zlib stream")
+    return out
+
+
+def compressed_body_error(body: bytes | None, sysflag: int, limit: int) -> str | None:
+    """The refusal remark for a send whose COMPRESSED body inflates past ``limit`` (maxMessageSize),
+    logged once; None when the body is not compressed, fits, or does not inflate at all."""
+    if not body or not sysflag & COMPRESSED_FLAG:
+        return None
+    try:
+        if inflate_zlib(body, limit) is not None:
+            return None
+    except zlib.error:
+        return None
+    log.warning("rocketmq.send_inflate_limit", compressed=len(body), limit=limit)
+    return f"the compressed body inflates past maxMessageSize {limit}"
