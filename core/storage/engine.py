@@ -52,7 +52,7 @@ from rokka.core.model import (
     StoredMessage,
     UniformBatch,
 )
-from rokka.core.storage import layout, reader, retention
+from rokka.core.storage import layout, paths, reader, retention
 from rokka.core.storage.api import (
     Appended,
     ArrivalListener,
@@ -252,6 +252,8 @@ class DiskStore(reader.TimeQueries):
             return refused
         if batch.queue_id < 0:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {batch.queue_id}")
+        if not paths.is_safe_component(batch.topic):
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"topic {batch.topic!r} is not a valid name")
         extra = layout.encode_properties(batch.properties)
         clog = self.clog
         now = int(time.time() * 1000)
@@ -368,6 +370,8 @@ class DiskStore(reader.TimeQueries):
                     tlen = len(layout.topic_blob(topic)) - 1
                 except layout.RecordError:
                     tlen = room + 1     # refused below, with the reason
+                if not paths.is_safe_component(topic):
+                    return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"topic {topic!r} is not a valid name")
             body_len = len(m.body)
             if (body_len > max_body or len(props) > max_props or m.queue_id < 0
                     or body_len + tlen + len(props) > room):
@@ -449,8 +453,7 @@ class DiskStore(reader.TimeQueries):
         return out
 
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        q = ConsumeQueue(self.root / "consumequeue" / topic / str(queue_id), topic, queue_id,
-                         self.config.consumequeue_file_size)
+        q = ConsumeQueue(self._queue_dir(topic, queue_id), topic, queue_id, self.config.consumequeue_file_size)
         self.cqs[(topic, queue_id)] = q
         return q
 
@@ -542,10 +545,24 @@ class DiskStore(reader.TimeQueries):
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self.dispatcher.listeners.append(listener)
 
+    def _queue_dir(self, topic: str, queue_id: int) -> Path:
+        """``consumequeue/<topic>/<queueId>``; a name that would leave it (only records stored before
+        names were checked can carry one) gets a directory under ``quarantine/`` instead."""
+        try:
+            return paths.child(self.root / "consumequeue", topic, str(queue_id))
+        except paths.UnsafePathError as exc:
+            log.error("store.unsafe_path", op="create_queue", topic=topic, reason=str(exc))
+            return paths.child(self.root / "quarantine", topic.encode("utf-8", "replace").hex() or "-", str(queue_id))
+
     def delete_topic(self, topic: str) -> None:
+        try:
+            topic_dir = paths.child(self.root / "consumequeue", topic)
+        except paths.UnsafePathError as exc:
+            log.warning("store.unsafe_path", op="delete_topic", topic=topic, reason=str(exc))
+            return
         for key in [k for k in self.cqs if k[0] == topic]:
             self.cqs.pop(key).destroy()
-        shutil.rmtree(self.root / "consumequeue" / topic, ignore_errors=True)
+        shutil.rmtree(topic_dir, ignore_errors=True)
         if any(k[0] == topic for k in self.logical_min):
             self.logical_min = {k: v for k, v in self.logical_min.items() if k[0] != topic}
             self._save_min_offsets()
