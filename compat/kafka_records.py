@@ -45,7 +45,11 @@ Mapping, chosen to be lossless for Kafka and natural for RocketMQ:
 * Messages written by RocketMQ producers (no ``KAFKA_HEADERS``) expose their
   user properties as headers and every system property as
   ``rocketmq.<NAME>`` (``rocketmq.TAGS``, ``rocketmq.UNIQ_KEY`` ...); a body
-  the producer compressed (sysflag COMPRESSED) is inflated for Kafka readers.
+  the producer compressed (sysflag COMPRESSED) is inflated for Kafka readers,
+  at most ``inflate_limit`` bytes of it (maxMessageSize; ``rokka.core.inflate``):
+  a stored body that inflates further (stored before sends were checked) or
+  not at all is returned as stored, compressed, with one log line, so it never
+  becomes a poison message.
 
 Transactional/idempotent batch metadata (producer id, sequences) is not kept
 per message here; the idempotence and transaction layers own that.
@@ -63,6 +67,8 @@ import zlib
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+import structlog
+from rokka.core.inflate import inflate_zlib
 from rokka.core.model import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
@@ -113,6 +119,7 @@ _INTERNAL = frozenset({PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KAFKA_NULL_VALUE
                        PROP_KAFKA_ENVELOPE})
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _SEPARATORS = ("\x01", "\x02")
+log = structlog.get_logger(__name__)
 
 
 # (offset, timestamp, log_append_time, key, value, headers): what Fetch encodes.
@@ -311,12 +318,30 @@ def apply_delay(msg: Message, delay_levels_ms: list[int], now_ms: int) -> Messag
                    msg.born_host, msg.reconsume_times, msg.prepared_transaction_offset, msg.store_timestamp)
 
 
-def _body(msg: StoredMessage) -> bytes:
+#: Default bound of a stored compressed body's inflation (rokka's default maxMessageSize).
+DEFAULT_INFLATE_LIMIT = 4 * 1024 * 1024
+
+
+def _inflated(body: bytes, offset: int, limit: int) -> bytes:
+    """A COMPRESSED body inflated for Kafka readers, or as stored (with a log line) when it inflates
+    past ``limit`` or is not zlib at all."""
+    try:
+        value = inflate_zlib(body, limit)
+    except zlib.error:
+        value = None
+        reason = "corrupt"
+    else:
+        reason = "inflate_limit"
+    if value is None:
+        log.warning("kafka.fetch_body_as_stored", queue_offset=offset, reason=reason, compressed=len(body),
+                    limit=limit)
+        return body
+    return value
+
+
+def _body(msg: StoredMessage, limit: int = DEFAULT_INFLATE_LIMIT) -> bytes:
     if msg.sysflag & COMPRESSED_FLAG:
-        try:
-            return zlib.decompress(msg.body)
-        except zlib.error:
-            return msg.body
+        return _inflated(msg.body, msg.queue_offset, limit)
     return msg.body
 
 
@@ -416,18 +441,19 @@ assert all(_VIEW[b].size == h.size for b, h in layout.HEADERS.items())
 assert [n for n in (fl.name for fl in layout.FIELDS) if n in _VIEW_FIELDS] == list(_VIEW_FIELDS)
 
 
-def kafka_row(raw: bytes) -> KafkaRow:
+def kafka_row(raw: bytes, inflate_limit: int = DEFAULT_INFLATE_LIMIT) -> KafkaRow:
     """``record_from_message(decode_record(raw))`` as a tuple ``(offset, timestamp,
     log_append_time, key, value, headers)``, without building the StoredMessage.
 
     Raises:
         RecordError: the bytes are not a well-formed CommitLog record.
     """
-    return kafka_rows((raw,))[0]
+    return kafka_rows((raw,), inflate_limit)[0]
 
 
-def kafka_rows(raws: Iterable[bytes]) -> list[KafkaRow]:
-    """``kafka_row`` of each record (one loop: the Fetch hot path)."""
+def kafka_rows(raws: Iterable[bytes], inflate_limit: int = DEFAULT_INFLATE_LIMIT) -> list[KafkaRow]:
+    """``kafka_row`` of each record (one loop: the Fetch hot path); a compressed body inflates to at
+    most ``inflate_limit`` bytes (see the module doc)."""
     out: list[KafkaRow] = []
     append = out.append
     views, props_view, props_len = _VIEW, _props_view, layout.PROPS_LEN
@@ -454,10 +480,7 @@ def kafka_rows(raws: Iterable[bytes]) -> list[KafkaRow]:
         if null_value and envelope is None:
             value = None
         elif sysflag & COMPRESSED_FLAG:
-            try:
-                value = zlib.decompress(body)
-            except zlib.error:
-                value = body
+            value = _inflated(body, qoff, inflate_limit)
         else:
             value = body
         if envelope is not None:
@@ -602,7 +625,8 @@ def _learn_plain(raw: bytes) -> bool:
     return True
 
 
-def kafka_pieces(run: RecordRun, *, native: bool = True) -> list[PlainPiece | list[KafkaRow]]:
+def kafka_pieces(run: RecordRun, *, native: bool = True,
+                 inflate_limit: int = DEFAULT_INFLATE_LIMIT) -> list[PlainPiece | list[KafkaRow]]:
     """The Kafka view of a run, in order: ``PlainPiece`` s for plain stretches, ``kafka_rows`` lists
     for the other records.  Raises RecordError for malformed record bytes (as ``kafka_rows``).
     ``run.data`` may be a memoryview (``get_runs(views=True)``): nothing returned refers to it."""
@@ -621,7 +645,7 @@ def kafka_pieces(run: RecordRun, *, native: bool = True) -> list[PlainPiece | li
         raw = bytes(data[pos:pos + sizes[i]])      # data may be a memoryview lent by the store
         if _learn_plain(raw):
             continue        # walk again: the record is plain after all
-        row = kafka_row(raw)
+        row = kafka_row(raw, inflate_limit)
         if out and isinstance(out[-1], list):
             out[-1].append(row)
         else:

@@ -139,7 +139,7 @@ def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
     """
     res = env.broker.store.get_messages(topic, partition, offset, max_msgs, max_bytes=max(max_bytes, 1),
                                         message_filter=message_filter)
-    return kafka_rows(res.records), res.next_begin_offset
+    return kafka_rows(res.records, env.broker.cfg.max_message_size), res.next_begin_offset
 
 
 def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_bytes: int,
@@ -162,7 +162,7 @@ def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
     for _ in range(2):
         runs, _ = store.get_runs(topic, partition, offset + count, max_msgs - count, budget, views=True)
         try:
-            pieces, n = _batches_of(runs)
+            pieces, n = _batches_of(runs, env.broker.cfg.max_message_size)
             stored = sum(len(run.data) for run in runs)
         finally:
             release_runs(runs)     # the runs' data were lent by the store (memoryviews into its map)
@@ -180,11 +180,11 @@ def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
     return Pieces(parts), count
 
 
-def _batches_of(runs: list[RecordRun]) -> tuple[Pieces, int]:
+def _batches_of(runs: list[RecordRun], inflate_limit: int) -> tuple[Pieces, int]:
     out: list[bytes] = []
     count = 0
     for run in runs:
-        for piece in kafka_pieces(run):
+        for piece in kafka_pieces(run, inflate_limit=inflate_limit):
             if isinstance(piece, PlainPiece):
                 out.append(R.batch_header(piece.payload, base_offset=piece.offset, last_offset_delta=piece.count - 1,
                                           count=piece.count, base_timestamp=piece.first_timestamp,
