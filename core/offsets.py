@@ -11,6 +11,22 @@ Writes are cheap (a dict update plus a dirty flag); ``persist_if_dirty`` is
 called by the broker every few seconds and at shutdown, as RocketMQ persists
 every 5 s.  ``commit(..., durable=True)`` persists at once (Kafka OffsetCommit
 uses it so that a committed offset survives a crash).
+
+Kafka commit metadata and leader epochs
+---------------------------------------
+A Kafka commit also carries a metadata string and the leader epoch of the
+committed position.  RocketMQ's table has no room for them, so they live in
+a side table ``topic@group`` -> {queueId: [offset, metadata, leaderEpoch]}
+kept in the same file under the extra top-level key
+``kafkaOffsetMetadata`` (written only while it has entries; RocketMQ's
+fastjson-based loader ignores keys it does not know, and a file without the
+key loads as before).  An entry belongs to the offset it was committed with:
+``commit_metadata`` answers it only while the queue's committed offset is
+still that offset, so a later RocketMQ commit (which knows no metadata)
+makes it "" / -1 again, as would a RocketMQ tool that rewrote the file
+without the key.  A transactional commit's extras are staged
+(``stage_metadata``) and take effect when the transaction applies that
+same offset with a plain ``commit``.
 """
 
 from __future__ import annotations
@@ -18,19 +34,25 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import structlog
 from rokka.core.storage.metafile import read_json, write_json_atomic
 
 log = structlog.get_logger(__name__)
 
-Snapshot = tuple[int, dict[str, dict[str, dict[str, int]]]]
+Snapshot = tuple[int, dict[str, Any]]
+EXTRAS_KEY = "kafkaOffsetMetadata"
+NO_METADATA: tuple[str, int] = ("", -1)
+Extra = tuple[int, str, int]      # (offset it belongs to, metadata, leader epoch)
 
 
 class ConsumerOffsetManager:
     def __init__(self, config_dir: Path) -> None:
         self._path = config_dir / "consumerOffset.json"
         self._table: dict[str, dict[int, int]] = {}
+        self._extras: dict[str, dict[int, Extra]] = {}
+        self._staged: dict[tuple[str, str, int], Extra] = {}
         self._dirty = False
         self._generation = 0
         self._written = 0
@@ -38,16 +60,69 @@ class ConsumerOffsetManager:
         data = read_json(self._path) or {}
         for key, queues in (data.get("offsetTable") or {}).items():
             self._table[key] = {int(q): int(o) for q, o in queues.items()}
+        self._load_extras(data.get(EXTRAS_KEY))
+
+    def _load_extras(self, raw: Any) -> None:
+        """Read the side table; a malformed one is dropped (metadata is advisory), never the offsets."""
+        if raw is None:
+            return
+        try:
+            for key, queues in raw.items():
+                self._extras[str(key)] = {int(q): (int(e[0]), str(e[1]), int(e[2])) for q, e in queues.items()}
+        except (AttributeError, TypeError, ValueError, IndexError) as exc:
+            self._extras = {}
+            log.warning("offsets.metadata_unreadable", path=str(self._path), error=str(exc))
 
     @staticmethod
     def _key(group: str, topic: str) -> str:
         return f"{topic}@{group}"
 
-    def commit(self, group: str, topic: str, queue_id: int, offset: int, *, durable: bool = False) -> None:
-        self._table.setdefault(self._key(group, topic), {})[queue_id] = offset
+    def commit(self, group: str, topic: str, queue_id: int, offset: int, *, durable: bool = False,
+               metadata: str | None = None, leader_epoch: int = -1) -> None:
+        """Store a committed offset.
+
+        ``metadata`` None (RocketMQ, or a transaction applying its offsets) says nothing of
+        metadata: a staged transactional entry for exactly this offset takes effect, and an
+        entry of another offset is dropped.  A string (Kafka OffsetCommit) replaces the entry.
+        """
+        key = self._key(group, topic)
+        self._table.setdefault(key, {})[queue_id] = offset
+        if metadata is None:
+            staged = self._staged.get((group, topic, queue_id)) if self._staged else None
+            if staged is not None and staged[0] == offset:
+                del self._staged[(group, topic, queue_id)]
+                self._set_extra(key, queue_id, staged)
+            elif self._extras:
+                extra = self._extras.get(key, {}).get(queue_id)
+                if extra is not None and extra[0] != offset:
+                    self._set_extra(key, queue_id, (offset, *NO_METADATA))
+        else:
+            self._set_extra(key, queue_id, (offset, metadata, leader_epoch))
         self._dirty = True
         if durable:
             self.persist()
+
+    def _set_extra(self, key: str, queue_id: int, extra: Extra) -> None:
+        if extra[1] or extra[2] >= 0:
+            self._extras.setdefault(key, {})[queue_id] = extra
+            return
+        queues = self._extras.get(key)
+        if queues is not None:
+            queues.pop(queue_id, None)
+            if not queues:
+                del self._extras[key]
+
+    def stage_metadata(self, group: str, topic: str, queue_id: int, offset: int, metadata: str | None,
+                       leader_epoch: int) -> None:
+        """Extras of a transactional commit, applied when ``commit`` later stores this very offset."""
+        self._staged[(group, topic, queue_id)] = (offset, metadata or "", leader_epoch)
+
+    def commit_metadata(self, group: str, topic: str, queue_id: int) -> tuple[str, int]:
+        """(metadata, leader epoch) committed with the queue's current offset; ("", -1) if none."""
+        extra = self._extras.get(self._key(group, topic), {}).get(queue_id)
+        if extra is None or extra[0] != self.query(group, topic, queue_id):
+            return NO_METADATA
+        return extra[1], extra[2]
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         return self._table.get(self._key(group, topic), {}).get(queue_id)
@@ -73,6 +148,7 @@ class ConsumerOffsetManager:
         for key in [k for k in self._table if k.split("@", 1)[1] == group
                     and (topic is None or k.split("@", 1)[0] == topic)]:
             del self._table[key]
+            self._extras.pop(key, None)
         self._dirty = True
         if durable:
             self.persist()
@@ -84,6 +160,7 @@ class ConsumerOffsetManager:
         if queues is not None:
             for q in queue_ids:
                 queues.pop(q, None)
+                self._set_extra(key, q, (-1, *NO_METADATA))
             if not queues:
                 del self._table[key]
         self._dirty = True
@@ -93,10 +170,16 @@ class ConsumerOffsetManager:
     def delete_topic(self, topic: str) -> None:
         for key in [k for k in self._table if k.split("@", 1)[0] == topic]:
             del self._table[key]
+            self._extras.pop(key, None)
         self._dirty = True
 
-    def serialize(self) -> dict[str, dict[str, dict[str, int]]]:
-        return {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self._table.items()}}
+    def serialize(self) -> dict[str, Any]:
+        """RocketMQ's layout, plus the Kafka side table while it has entries (module docstring)."""
+        out: dict[str, Any] = {"offsetTable": {k: {str(q): o for q, o in v.items()}
+                                               for k, v in self._table.items()}}
+        if self._extras:
+            out[EXTRAS_KEY] = {k: {str(q): list(e) for q, e in v.items()} for k, v in self._extras.items()}
+        return out
 
     def persist(self) -> None:
         self.write_snapshot(self._snapshot())

@@ -36,7 +36,10 @@ partition lives in the offset table of the broker that owns the queue, under the
 so RocketMQ consumers of the same group see it.  Local partitions go to the local table;
 commits for remote partitions are collected (``take_outbox``) and forwarded with
 UPDATE_CONSUMER_OFFSET (``push``); fetches of remote partitions are read beforehand with
-QUERY_CONSUMER_OFFSET (``prefetch``) and answered from that per-request snapshot.
+QUERY_CONSUMER_OFFSET (``prefetch``) and answered from that per-request snapshot.  Kafka commit
+metadata and leader epochs travel with them as two extra header fields, ``kafkaMetadata`` and
+``kafkaLeaderEpoch`` (on the commit request and the query response); a RocketMQ broker ignores
+fields it does not know, so an owner that is not rokka keeps the offset and drops the extras.
 """
 
 from __future__ import annotations
@@ -298,10 +301,15 @@ class ClusterView:
             return []
 
 
+META_FIELD = "kafkaMetadata"
+EPOCH_FIELD = "kafkaLeaderEpoch"
+
+
 class OffsetStore(Protocol):
     def commit(self, group: str, topic: str, queue_id: int, offset: int, *,
-               durable: bool = False) -> None: ...
+               durable: bool = False, metadata: str | None = None, leader_epoch: int = -1) -> None: ...
     def query(self, group: str, topic: str, queue_id: int) -> int | None: ...
+    def commit_metadata(self, group: str, topic: str, queue_id: int) -> tuple[str, int]: ...
     def offsets(self, group: str, topic: str) -> dict[int, int]: ...
     def topics_of_group(self, group: str) -> set[str]: ...
     def delete_group(self, group: str, topic: str | None = None, *, durable: bool = False) -> None: ...
@@ -317,6 +325,8 @@ class RemoteCommit:
     partition: int
     queue_id: int
     offset: int
+    metadata: str | None = None
+    leader_epoch: int = -1
 
 
 class RoutedOffsets:
@@ -332,6 +342,7 @@ class RoutedOffsets:
         self.view, self.local, self.client = view, local, client
         self._outbox: list[RemoteCommit] = []
         self._remote: dict[tuple[str, str, int], int] = {}   # (group, topic, partition) -> offset
+        self._remote_meta: dict[tuple[str, str, int], tuple[str, int]] = {}
 
     def _owner(self, topic: str, partition: int) -> tuple[str, int]:
         lay = self.view.layout(topic)
@@ -340,12 +351,20 @@ class RoutedOffsets:
             return self.view.broker_name, partition
         return found[0].broker, found[1]
 
-    def commit(self, group: str, topic: str, queue_id: int, offset: int, *, durable: bool = False) -> None:
+    def commit(self, group: str, topic: str, queue_id: int, offset: int, *, durable: bool = False,
+               metadata: str | None = None, leader_epoch: int = -1) -> None:
         broker, q = self._owner(topic, queue_id)
         if broker == self.view.broker_name:
-            self.local.commit(group, topic, q, offset, durable=durable)
+            self.local.commit(group, topic, q, offset, durable=durable, metadata=metadata,
+                              leader_epoch=leader_epoch)
         else:
-            self._outbox.append(RemoteCommit(broker, group, topic, queue_id, q, offset))
+            self._outbox.append(RemoteCommit(broker, group, topic, queue_id, q, offset, metadata, leader_epoch))
+
+    def commit_metadata(self, group: str, topic: str, queue_id: int) -> tuple[str, int]:
+        broker, q = self._owner(topic, queue_id)
+        if broker == self.view.broker_name:
+            return self.local.commit_metadata(group, topic, q)
+        return self._remote_meta.get((group, topic, queue_id), ("", -1))
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         broker, q = self._owner(topic, queue_id)
@@ -399,6 +418,8 @@ class RoutedOffsets:
         failed: set[tuple[str, int]] = set()
         for c in commits:
             ext = to_ext(consumerGroup=c.group, topic=c.topic, queueId=c.queue_id, commitOffset=c.offset)
+            if c.metadata is not None:
+                ext.update(to_ext(**{META_FIELD: c.metadata, EPOCH_FIELD: c.leader_epoch}))
             if await self._call(c.broker, RequestCode.UPDATE_CONSUMER_OFFSET, ext) is None:
                 failed.add((c.topic, c.partition))
         return failed
@@ -410,7 +431,8 @@ class RoutedOffsets:
         snapshot is installed at the end (no await after it), ``forget`` drops it.
         """
         fetched: dict[tuple[str, str, int], int] = {}
-        self._remote = {}
+        meta: dict[tuple[str, str, int], tuple[str, int]] = {}
+        self._remote, self._remote_meta = {}, {}
         if not self.view.clustered:
             return
         if wanted is None:
@@ -430,10 +452,13 @@ class RoutedOffsets:
                                     to_ext(consumerGroup=group, topic=topic, queueId=q, setZeroIfNotFound=False))
             if resp is not None and resp.code == ResponseCode.SUCCESS:
                 fetched[(group, topic, partition)] = int(resp.ext_fields.get("offset", "-1"))
-        self._remote = fetched
+                epoch = resp.ext_fields.get(EPOCH_FIELD, "-1")
+                meta[(group, topic, partition)] = (resp.ext_fields.get(META_FIELD, ""),
+                                                   int(epoch) if epoch.lstrip("-").isdigit() else -1)
+        self._remote, self._remote_meta = fetched, meta
 
     def forget(self) -> None:
-        self._remote = {}
+        self._remote, self._remote_meta = {}, {}
 
     async def _call(self, broker: str, code: int, ext: dict[str, str]) -> RemotingCommand | None:
         addr = self.view.master_addr(broker)

@@ -20,7 +20,10 @@ the timers) is inherited from ``GroupMembership``; this module adds:
   ConsumeQueue offset and the group name is the table key, so one group
   name has one position per queue for both protocols.  Topic names pass
   through unchanged (the handler maps them first if it ever needs to).
-  The table keeps neither commit metadata nor leader epochs.
+  Commit metadata (at most ``max_metadata_bytes`` characters, counted as
+  Java's ``String.length()`` as Kafka does, else OFFSET_METADATA_TOO_LARGE) and the committed leader epoch go with the
+  offset into the table's side table and come back from OffsetFetch while
+  the offset is still the one they were committed with ("" / -1 otherwise).
 * DescribeGroups, ListGroups, FindCoordinator (this broker coordinates every
   group and every transactional id).
 * DeleteGroups and OffsetDelete.  A group "exists" for them when it has Kafka
@@ -75,8 +78,9 @@ class OffsetStore(Protocol):
     """The part of ``rokka.core.offsets.ConsumerOffsetManager`` the coordinator uses."""
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int, *,
-               durable: bool = False) -> None: ...
+               durable: bool = False, metadata: str | None = None, leader_epoch: int = -1) -> None: ...
     def query(self, group: str, topic: str, queue_id: int) -> int | None: ...
+    def commit_metadata(self, group: str, topic: str, queue_id: int) -> tuple[str, int]: ...
     def offsets(self, group: str, topic: str) -> dict[int, int]: ...
     def topics_of_group(self, group: str) -> set[str]: ...
     def delete_group(self, group: str, topic: str | None = None, *, durable: bool = False) -> None: ...
@@ -188,11 +192,20 @@ class GroupCoordinator(GroupMembership):
                 accepted.append(o)
         for i, o in enumerate(accepted):
             durable = self._config.durable_commits and i == len(accepted) - 1
-            self._offsets.commit(group_id, o.topic, o.partition, o.offset, durable=durable)
+            self._offsets.commit(group_id, o.topic, o.partition, o.offset, durable=durable,
+                                 metadata=o.metadata or "", leader_epoch=o.leader_epoch)
         return out
 
+    def metadata_too_large(self, metadata: str | None) -> bool:
+        """Kafka's ``offset.metadata.max.bytes`` check: Java's ``String.length()`` (UTF-16 code units)
+        of the metadata against the limit; null passes."""
+        return metadata is not None and \
+            len(metadata.encode("utf-16-le")) // 2 > self._config.max_metadata_bytes
+
     def _check_partition(self, o: CommitOffset) -> int:
-        if o.metadata is not None and len(o.metadata.encode("utf-8")) > self._config.max_metadata_bytes:
+        if self.metadata_too_large(o.metadata):
+            log.info("kafka.offset_metadata_too_large", topic=o.topic, partition=o.partition,
+                     limit=self._config.max_metadata_bytes)
             return ErrorCode.OFFSET_METADATA_TOO_LARGE
         if o.partition < 0 or (self._partition_exists is not None
                                and not self._partition_exists(o.topic, o.partition)):
@@ -256,7 +269,10 @@ class GroupCoordinator(GroupMembership):
         pending = self.pending_txn_offset
         if require_stable and pending is not None and pending(group_id, topic, q):
             return FetchedOffset(topic, q, -1, UNSTABLE_OFFSET_COMMIT)
-        return FetchedOffset(topic, q, off)
+        if off < 0:
+            return FetchedOffset(topic, q, off)
+        metadata, epoch = self._offsets.commit_metadata(group_id, topic, q)
+        return FetchedOffset(topic, q, off, metadata=metadata, leader_epoch=epoch)
 
     def validate_txn_commit(self, group_id: str, generation_id: int, member_id: str,
                             instance_id: str | None) -> int:

@@ -170,9 +170,14 @@ class Group:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def check_member(self, member_id: str, instance_id: str | None) -> ErrorCode:
-        """Kafka's ``validateCurrentMember`` without the generation check."""
-        if instance_id is not None and self.static.get(instance_id, member_id) != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
+        """Kafka's ``validateCurrentMember`` without the generation check: an instance id must be
+        known (else UNKNOWN_MEMBER_ID) and mapped to ``member_id`` (else FENCED_INSTANCE_ID: an
+        older incarnation of a restarted static member); without one the member id must exist."""
+        if instance_id is not None:
+            current = self.static.get(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.NONE if current == member_id else ErrorCode.FENCED_INSTANCE_ID
         if member_id not in self.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE
@@ -194,3 +199,10 @@ class Group:
 
     def all_joined(self) -> bool:
         return not self.pending and all(m.join_waiter is not None for m in self.members.values())
+
+    def joined_leader(self) -> str | None:
+        """Kafka's ``maybeElectNewJoinedLeader``: the leader if it rejoined, else the first member
+        that did; None when nobody rejoined (only absent static members are left)."""
+        if self.leader in self.members and self.members[self.leader].join_waiter is not None:
+            return self.leader
+        return next((mid for mid, m in self.members.items() if m.join_waiter is not None), None)

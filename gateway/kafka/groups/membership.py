@@ -31,11 +31,30 @@ Rule 2: after removing members call ``_after_removal``; after adding or
 rejoining call ``_maybe_complete_join``; after any mutation call
 ``_changed`` so timers are recomputed and the snapshot rewritten.
 
-Deliberate simplifications: a static member (group.instance.id; none of
-the clients in the wire sheet sets one by default) that rejoins with an
-empty member id replaces the old member and goes through the normal
-rejoin path, so a leader or a member with new metadata triggers a
-rebalance where Kafka could skip it.
+Static membership (KIP-345, ``group.instance.id``, JoinGroup v5+), as
+Kafka's coordinator does it:
+
+* A static member joins without MEMBER_ID_REQUIRED.  ``Group.static`` maps
+  its instance id to its current member id.
+* A restarted static member joins with an empty member id and a known
+  instance id: it takes over the old member (new member id, same
+  assignment); the old id is fenced (its parked requests, and any later
+  request naming the instance id with the old member id, get
+  FENCED_INSTANCE_ID).  In Stable, when the assignor the group would pick
+  is unchanged, the group does *not* rebalance: the member is answered at
+  once with the current generation and the *old* leader id (a restarted
+  leader thus acts as a follower and does not run the assignor, Kafka's
+  answer before JoinGroup v9's skip_assignment), then SyncGroup gives it
+  its old assignment.  In CompletingRebalance the group rebalances (the
+  leader may have assigned the old id); in PreparingRebalance it just
+  counts as rejoined.
+* A rebalance completes without static members that did not rejoin: they
+  stay members (their old subscription goes to the leader) until their
+  session times out; dynamic ones are evicted.  If no member at all
+  rejoined, completion waits another rebalance timeout.  A static member
+  leaves for good by session timeout or by LeaveGroup v3+ naming its
+  instance id (clients do not send LeaveGroup for a static member on
+  close).
 """
 
 from __future__ import annotations
@@ -226,10 +245,19 @@ class GroupMembership:
             self._complete_join(g)
 
     def _complete_join(self, g: Group) -> None:
-        for mid in [mid for mid, m in g.members.items() if m.join_waiter is None]:
+        for mid in [mid for mid, m in g.members.items() if m.join_waiter is None and m.group_instance_id is None]:
             log.info("kafka member missed rebalance", group=g.group_id, member=mid, generation=g.generation)
             self._remove_member(g, mid, ErrorCode.UNKNOWN_MEMBER_ID)
-        g.join_deadline = g.initial_delay_until = None
+        g.initial_delay_until = None
+        leader = g.joined_leader()
+        if g.members and leader is None:   # only absent static members: wait for them or their expiry
+            g.join_deadline = self._now() + g.max_rebalance_timeout_ms() / 1000
+            log.warning("kafka.rebalance_postponed", group=g.group_id, reason="no member rejoined",
+                        members=len(g.members))
+            self._changed()
+            return
+        g.join_deadline = None
+        g.leader = leader
         g.generation += 1
         if not g.members:
             g.protocol_name = None
@@ -238,8 +266,6 @@ class GroupMembership:
             log.info("kafka group empty", group=g.group_id, generation=g.generation)
             self._changed()
             return
-        if g.leader not in g.members:
-            g.leader = next(iter(g.members))
         g.protocol_name = g.select_protocol()
         g.fire(GroupEvent.JOIN_COMPLETE)
         now = self._now()
@@ -307,8 +333,7 @@ class GroupMembership:
             member_id = new_member_id(iid)
             old_id = g.static.get(iid)
             if old_id is not None:
-                self._replace_static_member(g, old_id, member_id)
-                return self._join_known(g, req, member_id)
+                return self._rejoin_static(g, req, old_id, member_id)
             return self._add_member(g, member_id, req)
         member_id = new_member_id(req.client_id or "member")
         if req.require_known_member_id:
@@ -316,6 +341,22 @@ class GroupMembership:
             self._changed()
             return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
         return self._add_member(g, member_id, req)
+
+    def _rejoin_static(self, g: Group, req: JoinRequest, old_id: str,
+                       new_id: str) -> JoinResult | Waiter[JoinResult]:
+        """A known instance id with an empty member id (Kafka ``updateStaticMemberAndRebalance``)."""
+        old_leader = g.leader
+        self._replace_static_member(g, old_id, new_id)
+        m = g.members[new_id]
+        if g.state is GroupState.STABLE:
+            self._update_member(m, req)
+            if g.select_protocol() == g.protocol_name:
+                log.info("kafka static member rejoined without rebalance", group=g.group_id,
+                         member=new_id, generation=g.generation)
+                self._changed()
+                return JoinResult(ErrorCode.NONE, new_id, g.generation, g.protocol_type, g.protocol_name,
+                                  old_leader or "", ())
+        return self._update_and_park(g, m, req, f"static member rejoined in {g.state.value}")
 
     def _replace_static_member(self, g: Group, old_id: str, new_id: str) -> None:
         old = g.members.pop(old_id)
@@ -375,12 +416,15 @@ class GroupMembership:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         return handler(self, g, g.members[member_id], req)
 
-    def _update_and_park(self, g: Group, m: Member, req: JoinRequest, reason: str) -> Waiter[JoinResult]:
+    def _update_member(self, m: Member, req: JoinRequest) -> None:
         m.protocols = [(n, bytes(meta)) for n, meta in req.protocols]
         m.session_timeout_ms = req.session_timeout_ms
         m.rebalance_timeout_ms = self._rebalance_timeout(req)
         m.client_id, m.client_host = req.client_id, req.client_host
         m.touch(self._now())
+
+    def _update_and_park(self, g: Group, m: Member, req: JoinRequest, reason: str) -> Waiter[JoinResult]:
+        self._update_member(m, req)
         if m.join_waiter is not None:   # a duplicate JoinGroup replaces the older one
             m.join_waiter.fire(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, m.member_id))
         waiter: Waiter[JoinResult] = Waiter()

@@ -156,9 +156,9 @@ class PartitionError:
 class FetchedOffset:
     """One OffsetFetch partition: offset -1 when nothing is committed.
 
-    The offset table is RocketMQ's ``consumerOffset.json``, which keeps
-    neither commit metadata nor leader epochs: metadata is always "" and
-    the leader epoch -1.
+    ``metadata`` and ``leader_epoch`` are what the commit of this offset
+    carried ("" and -1 when nothing was committed, when the committer sent
+    none, or when a RocketMQ consumer committed the queue since).
     """
 
     topic: str

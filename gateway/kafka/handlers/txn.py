@@ -24,7 +24,8 @@ AddPartitionsToTxn: an unknown partition gets 3 and every other partition
 of the request 55 OPERATION_NOT_ATTEMPTED (nothing is added).
 TxnOffsetCommit: the committer is validated by the group coordinator
 (``validate_txn_commit``); the offsets wait in the transaction and are
-applied by EndTxn(commit).
+applied by EndTxn(commit); their metadata and leader epochs wait in the
+offset table (staged) and take effect with them.
 
 Admin views: DescribeTransactions (105 TRANSACTIONAL_ID_NOT_FOUND for an
 unknown id), ListTransactions v0-1 (v2's regular-expression filter is not
@@ -164,11 +165,20 @@ def _offset_codes(env: KafkaEnv, coord: GroupCoordinator, ctx: KafkaRequestConte
                 out[(t.name, p.partition_index)] = int(group_code)
             elif not _kafka_partition(env, t.name, p.partition_index):
                 out[(t.name, p.partition_index)] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
-            elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > 4096:
+            elif coord.metadata_too_large(p.committed_metadata):
                 out[(t.name, p.partition_index)] = int(E.OFFSET_METADATA_TOO_LARGE)
             else:
                 out[(t.name, p.partition_index)] = 0
     return out
+
+
+def _stage_metadata(env: KafkaEnv, req: Any, codes: dict[tuple[str, int], int]) -> None:
+    """The accepted partitions' metadata and leader epochs (v2+), kept by the offset table until
+    EndTxn(commit) applies these offsets (``ConsumerOffsetManager.stage_metadata``)."""
+    for t in req.topics:
+        for p in (p for p in t.partitions if codes[(t.name, p.partition_index)] == 0):
+            env.broker.offsets.stage_metadata(req.group_id, t.name, p.partition_index, p.committed_offset,
+                                              p.committed_metadata, p.committed_leader_epoch)
 
 
 async def txn_offset_commit(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: GroupCoordinator,
@@ -183,6 +193,8 @@ async def txn_offset_commit(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: Gro
         code = code_for(outcome, ctx.api_version)
         for topic, partition, _ in accepted:
             codes[(topic, partition)] = code
+        if code == 0:
+            _stage_metadata(env, req, codes)
     elif any(codes.values()):
         log.info("kafka.txn_refused", api="TxnOffsetCommit", transactional_id=req.transactional_id,
                  group=req.group_id, codes=sorted(set(codes.values())))
