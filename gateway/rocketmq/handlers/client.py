@@ -163,12 +163,17 @@ async def handle_query_offset(ctx: BrokerContext, channel: Any, req: RemotingCom
         else:
             return req.make_response(ResponseCode.QUERY_NOT_FOUND,
                                      "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
-    return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+    ext = {"offset": str(offset)}
+    metadata, epoch = ctx.broker.offsets.commit_metadata(group, topic, queue_id)
+    if metadata or epoch >= 0:  # Kafka commit extras for a routed OffsetFetch (kafka/cluster.py)
+        ext.update(kafkaMetadata=metadata, kafkaLeaderEpoch=str(epoch))
+    return req.make_response(ResponseCode.SUCCESS, ext_fields=ext)
 
 
 async def handle_update_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = Header(req)
-    ctx.broker.offsets.commit(h.str("consumerGroup"), h.str("topic"), h.int("queueId"), h.long("commitOffset"))
+    ctx.broker.offsets.commit(h.str("consumerGroup"), h.str("topic"), h.int("queueId"), h.long("commitOffset"),
+                              metadata=h.str("kafkaMetadata", None), leader_epoch=h.int("kafkaLeaderEpoch", -1))
     return req.make_response(ResponseCode.SUCCESS)
 
 
