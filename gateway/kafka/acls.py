@@ -21,18 +21,24 @@ Filters (DescribeAcls, DeleteAcls) follow Kafka's ``AclBindingFilter``: ANY matc
 a null name, principal or host matches all, and the MATCH pattern type selects every binding that
 would apply to the named resource (literal, wildcard and prefixes of it).
 
+``authorized_operations`` lays out what a principal may do with one resource as Kafka's
+``*_authorized_operations`` fields do (KIP-430): bit ``1 << op`` for each operation the resource
+type supports (ALL excluded); ``AUTH_OPS_NOT_REQUESTED`` (-2^31) when the client did not ask.
+Without an authorizer every supported operation is set (Kafka's ``AuthHelper`` without one).
+
 The bindings are rokka's own state: ``config/kafkaAcls.msgpack``, rewritten atomically on change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from rokka.core.storage.packfile import read_msgpack, write_msgpack_atomic
 
-__all__ = ["Acl", "AclFilter", "AclStore", "CLUSTER_NAME", "Op", "Pattern", "Perm", "Res", "invalid_binding"]
+__all__ = ["AUTH_OPS_NOT_REQUESTED", "Acl", "AclFilter", "AclStore", "CLUSTER_NAME", "Op", "Pattern", "Perm", "Res",
+           "authorized_operations", "invalid_binding"]
 
 FILE_NAME = "kafkaAcls.msgpack"
 CLUSTER_NAME = "kafka-cluster"
@@ -67,7 +73,18 @@ SUPPORTED_OPS = {
                   Op.ALTER, Op.DESCRIBE},
     Res.TRANSACTIONAL_ID: {Op.ALL, Op.DESCRIBE, Op.WRITE},
 }
+AUTH_OPS_NOT_REQUESTED = -2147483648
 IMPLIES = {Op.DESCRIBE: {Op.READ, Op.WRITE, Op.DELETE, Op.ALTER}, Op.DESCRIBE_CONFIGS: {Op.ALTER_CONFIGS}}
+
+
+def authorized_operations(resource_type: int, allowed: Callable[[int], bool] | None = None) -> int:
+    """Kafka's bit field of the operations ``allowed`` (None: no authorizer, all) on a resource of
+    the type: bit ``op`` set for each supported operation but ALL."""
+    bits = 0
+    for op in SUPPORTED_OPS[resource_type] - {Op.ALL}:
+        if allowed is None or allowed(op):
+            bits |= 1 << op
+    return bits
 
 
 @dataclass(frozen=True, order=True)

@@ -10,6 +10,16 @@ the handler sees only the rest (or is not called), and a request whose refusal h
 error code gets it.  Metadata and the list APIs leave out what the principal may not DESCRIBE.
 An API without an adapter is refused for everyone but the super users (fail closed).
 
+Views (``rokka.compat.views``) read and write their source topic, so a check of READ, WRITE or
+DESCRIBE on a view also checks the same operation on its source: rights on a view's name alone
+never reach the source.  Creating a view (CreateTopics with ``rokka.view.topic``) needs READ on
+the source besides CREATE, and AlterConfigs naming ``rokka.view.topic`` needs READ on the topic
+it names.
+
+Authorized operations (KIP-430): when Metadata, DescribeCluster or DescribeGroups ask for them,
+the answer carries the bit field of what the principal may do with each topic / the cluster /
+each group (``acls.authorized_operations``), 0 for the cluster without cluster DESCRIBE.
+
 The principal is ``User:<SASL user>``, else ``User:<client certificate subject>`` (TLS), else
 ``User:ANONYMOUS``; the host is the peer address.  Refusals are logged (``kafka.authz_denied``),
 except the silent filtering of listings.
@@ -18,8 +28,10 @@ What each API needs (resource: operation): Produce topic WRITE (+ transactional 
 Fetch topic READ; ListOffsets, OffsetForLeaderEpoch, Metadata topic DESCRIBE (auto-creation also
 needs CREATE on the cluster or the topic); FindCoordinator group / transactional id DESCRIBE;
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup group READ; OffsetCommit group READ + topic READ;
-OffsetFetch group DESCRIBE + topic DESCRIBE; DescribeGroups group DESCRIBE; ListGroups cluster
-DESCRIBE or each group DESCRIBE; DeleteGroups group DELETE; OffsetDelete group DELETE + topic READ;
+OffsetFetch group DESCRIBE + topic DESCRIBE (v0/v1 have no top-level error code: a refused
+group answers GROUP_AUTHORIZATION_FAILED in every requested partition); DescribeGroups group
+DESCRIBE; ListGroups cluster DESCRIBE or each group DESCRIBE; DeleteGroups group DELETE;
+OffsetDelete group DELETE + topic READ;
 CreateTopics cluster or topic CREATE; DeleteTopics, DeleteRecords topic DELETE; CreatePartitions
 topic ALTER; DescribeConfigs / AlterConfigs / IncrementalAlterConfigs topic or cluster
 DESCRIBE_CONFIGS / ALTER_CONFIGS; InitProducerId transactional id WRITE, or for an idempotent
@@ -27,7 +39,8 @@ producer cluster IDEMPOTENT_WRITE or WRITE on some topic; AddPartitionsToTxn, Ad
 EndTxn, TxnOffsetCommit transactional id WRITE (+ topic WRITE / group READ / topic READ);
 DescribeProducers topic READ; DescribeTransactions / ListTransactions transactional id DESCRIBE;
 DescribeAcls, DescribeUserScramCredentials cluster DESCRIBE; CreateAcls, DeleteAcls,
-AlterUserScramCredentials cluster ALTER; DescribeCluster anyone.
+AlterUserScramCredentials cluster ALTER; DescribeCluster anyone (its authorized operations need
+cluster DESCRIBE).
 """
 
 from __future__ import annotations
@@ -37,7 +50,8 @@ from functools import partial
 from typing import Any, TypeVar
 
 import structlog
-from rokka.gateway.kafka.acls import CLUSTER_NAME, AclStore, Op, Res
+from rokka.compat.views import CONFIG_TOPIC
+from rokka.gateway.kafka.acls import AUTH_OPS_NOT_REQUESTED, CLUSTER_NAME, AclStore, Op, Res, authorized_operations
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.errors import KafkaError
 from rokka.gateway.kafka.server import KafkaRequestContext, Route
@@ -49,6 +63,8 @@ log = structlog.get_logger(__name__)
 TAF, GAF, CAF, OP_NOT_ATTEMPTED, TXAF = 29, 30, 31, 55, 53
 Handler = Callable[[KafkaRequestContext, Struct], Awaitable[Any]]
 T = TypeVar("T")
+#: Operations on a view that act on its source topic as well (reading, writing, its offsets and layout).
+VIEW_SOURCE_OPS = frozenset({Op.READ, Op.WRITE, Op.DESCRIBE})
 
 
 def _s(out: Any) -> Any:
@@ -61,6 +77,21 @@ def _a(x: Any, name: str) -> Any:
     return x.get(name) if isinstance(x, dict) else getattr(x, name, None)
 
 
+def _set(x: Any, name: str, value: Any) -> None:
+    if isinstance(x, dict):
+        x[name] = value
+    else:
+        setattr(x, name, value)
+
+
+def view_source(configs: Iterable[Any] | None) -> str | None:
+    """The source topic a CreateTopics / AlterConfigs config list names with ``rokka.view.topic``."""
+    for c in configs or ():
+        if _a(c, "name") == CONFIG_TOPIC:
+            return str(_a(c, "value") or "")
+    return None
+
+
 def principal_of(ctx: KafkaRequestContext) -> str:
     sasl = ctx.conn_state.get("sasl")
     if sasl is not None and sasl.principal:
@@ -71,16 +102,30 @@ def principal_of(ctx: KafkaRequestContext) -> str:
 
 
 class Authz:
-    def __init__(self, store: AclStore) -> None:
+    """The ACL decisions for one broker; ``views`` (a ``ViewRegistry``) maps a view to its source."""
+
+    def __init__(self, store: AclStore, views: Any = None) -> None:
         self.store = store
+        self.views = views
+
+    def source_of(self, name: str) -> str | None:
+        view = self.views.get(name) if self.views is not None else None
+        return None if view is None else str(view.topic)
 
     def ok(self, ctx: KafkaRequestContext, rtype: int, name: str | None, op: int, *, quiet: bool = False) -> bool:
         principal = principal_of(ctx)
         allowed = name is not None and self.store.allowed(principal, ctx.peer[0], rtype, name, op)
+        source = self.source_of(name) if allowed and rtype == Res.TOPIC and op in VIEW_SOURCE_OPS and name else None
+        if source is not None:
+            allowed = self.store.allowed(principal, ctx.peer[0], Res.TOPIC, source, op)
         if not allowed and not quiet:
             log.info("kafka.authz_denied", principal=principal, host=ctx.peer[0], resource_type=rtype,
-                     resource=name, operation=op, api=ctx.api_key)
+                     resource=name, operation=op, api=ctx.api_key, **({"view_source": source} if source else {}))
         return allowed
+
+    def operations(self, ctx: KafkaRequestContext, rtype: int, name: str) -> int:
+        """KIP-430's bit field of what the principal may do with the resource."""
+        return authorized_operations(rtype, lambda op: self.ok(ctx, rtype, name, op, quiet=True))
 
     def split(self, ctx: KafkaRequestContext, items: Iterable[T], name: Callable[[T], str | None], rtype: int,
               op: int) -> tuple[list[T], list[T]]:
@@ -182,8 +227,25 @@ async def _metadata(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struc
     out = _s(await h(ctx, body))
     out.topics = [t for t in out.topics if _a(t, 'name') and az.ok(ctx, Res.TOPIC, _a(t, 'name'), Op.DESCRIBE,
                                                                      quiet=True)]
+    if getattr(body, "include_topic_authorized_operations", False):
+        for t in out.topics:
+            _set(t, "topic_authorized_operations", az.operations(ctx, Res.TOPIC, _a(t, "name")))
+    if ctx.api_version <= 10 and getattr(body, "include_cluster_authorized_operations", False):
+        out.cluster_authorized_operations = _cluster_operations(az, ctx)
     out.topics += [Struct(error_code=TAF, name=t.name, is_internal=False, partitions=[],
-                          topic_authorized_operations=-2147483648) for t in denied]
+                          topic_authorized_operations=AUTH_OPS_NOT_REQUESTED) for t in denied]
+    return out
+
+
+def _cluster_operations(az: Authz, ctx: KafkaRequestContext) -> int:
+    """The cluster's authorized operations; 0 without cluster DESCRIBE (as Kafka)."""
+    return az.operations(ctx, Res.CLUSTER, CLUSTER_NAME) if az.cluster(ctx, Op.DESCRIBE, quiet=True) else 0
+
+
+async def _describe_cluster(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    out = _s(await h(ctx, body))
+    if body.include_cluster_authorized_operations:
+        out.cluster_authorized_operations = _cluster_operations(az, ctx)
     return out
 
 
@@ -232,7 +294,11 @@ def _fetched(az: Authz, ctx: KafkaRequestContext,
 async def _offset_fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if ctx.api_version < 8:
         if not az.ok(ctx, Res.GROUP, body.group_id, Op.DESCRIBE):
-            raise KafkaError(GAF)
+            if ctx.api_version >= 2:
+                raise KafkaError(GAF)
+            return Struct(throttle_time_ms=0, error_code=GAF, topics=[Struct(name=t.name, partitions=[Struct(
+                partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=GAF)
+                for i in t.partition_indexes]) for t in body.topics or []])     # v0/v1: no top-level code
         body.topics, complete = _fetched(az, ctx, body.topics)
         out = _s(await h(ctx, body))
         out.topics = complete(list(out.topics))
@@ -255,10 +321,15 @@ async def _offset_fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: S
 
 
 async def _describe_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    return await _filtered(az, h, ctx, body, field="groups", name=lambda g: g, rtype=Res.GROUP, op=Op.DESCRIBE,
-                           answer="groups", refused=lambda g: Struct(
-                               error_code=GAF, group_id=g, group_state="", protocol_type="", protocol_data="",
-                               members=[], authorized_operations=-2147483648))
+    out = await _filtered(az, h, ctx, body, field="groups", name=lambda g: g, rtype=Res.GROUP, op=Op.DESCRIBE,
+                          answer="groups", refused=lambda g: Struct(
+                              error_code=GAF, group_id=g, group_state="", protocol_type="", protocol_data="",
+                              members=[], authorized_operations=AUTH_OPS_NOT_REQUESTED))
+    if getattr(body, "include_authorized_operations", False):
+        for g in out.groups:
+            if _a(g, "error_code") != GAF:
+                _set(g, "authorized_operations", az.operations(ctx, Res.GROUP, _a(g, "group_id")))
+    return out
 
 
 async def _list_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
@@ -282,13 +353,27 @@ async def _offset_delete(az: Authz, h: Handler, ctx: KafkaRequestContext, body: 
 
 # -- admin -----------------------------------------------------------------------------------------
 
+def _create_refused(t: Any, why: str) -> Struct:
+    return Struct(name=t.name, error_code=TAF, error_message=why, num_partitions=-1, replication_factor=-1,
+                  configs=None)
+
+
 async def _create_topics(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    """CREATE on the cluster or the topic; a view also needs READ on its source."""
+    kept, blind = [], []
+    for t in body.topics:
+        source = view_source(t.configs)
+        (kept if source is None or az.ok(ctx, Res.TOPIC, source, Op.READ) else blind).append(t)
+    body.topics = kept
     if az.cluster(ctx, Op.CREATE, quiet=True):
-        return await h(ctx, body)
-    return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.CREATE,
-                           answer="topics", refused=lambda t: Struct(
-                               name=t.name, error_code=TAF, error_message="not authorized to create it",
-                               num_partitions=-1, replication_factor=-1, configs=None))
+        out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, topics=[])
+    else:
+        out = await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC,
+                              op=Op.CREATE, answer="topics",
+                              refused=lambda t: _create_refused(t, "not authorized to create it"))
+    out.topics = list(out.topics) + [_create_refused(
+        t, f"not authorized to read the view's source topic {view_source(t.configs)}") for t in blind]
+    return out
 
 
 async def _delete_topics(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
@@ -310,7 +395,9 @@ async def _create_partitions(az: Authz, h: Handler, ctx: KafkaRequestContext, bo
 
 def _config_resource_ok(az: Authz, ctx: KafkaRequestContext, r: Any, op: int) -> bool:
     if r.resource_type == Res.TOPIC:
-        return az.ok(ctx, Res.TOPIC, r.resource_name, op)
+        source = view_source(getattr(r, "configs", None)) if op == Op.ALTER_CONFIGS else None
+        return az.ok(ctx, Res.TOPIC, r.resource_name, op) and (source is None
+                                                                 or az.ok(ctx, Res.TOPIC, source, Op.READ))
     return az.cluster(ctx, op)                  # BROKER (4) and the rest: the cluster
 
 
@@ -420,10 +507,6 @@ def _delete_acls_refused(body: Struct) -> Struct:
         error_code=CAF, error_message="not authorized to alter ACLs", matching_acls=[]) for _ in body.filters])
 
 
-async def _anyone(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
-    return await h(ctx, body)
-
-
 ADAPTERS: dict[int, Callable[..., Awaitable[Any]]] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
     10: _find_coordinator, 11: _group_read, 12: _group_read, 13: _group_read, 14: _group_read,
@@ -437,7 +520,7 @@ ADAPTERS: dict[int, Callable[..., Awaitable[Any]]] = {
     33: partial(_configs, op=Op.ALTER_CONFIGS, field="responses"),
     37: _create_partitions, 42: _delete_groups,
     44: partial(_configs, op=Op.ALTER_CONFIGS, field="responses"),
-    47: _offset_delete, 60: _anyone,
+    47: _offset_delete, 60: _describe_cluster,
     50: partial(_cluster_op, op=Op.DESCRIBE, refused=_describe_acls_refused),
     51: partial(_cluster_op, op=Op.ALTER, refused=_alter_users_refused),
     61: _describe_producers, 65: _describe_transactions, 66: _list_transactions,

@@ -34,6 +34,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from rokka.core.producer_state import InitOutcome, ProducerStateManager
+from rokka.gateway.kafka.acls import AUTH_OPS_NOT_REQUESTED, Res, authorized_operations
 from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
 from rokka.gateway.kafka.groups.types import CommitOffset, JoinRequest, LeavingMember, PartitionError, SyncRequest
 from rokka.gateway.kafka.server import KafkaRequestContext, Route
@@ -179,8 +180,10 @@ async def offset_fetch(coord: GroupCoordinator, resolve_topic: Callable[[str], s
 
 
 async def describe_groups(coord: GroupCoordinator, ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    ops = authorized_operations(Res.GROUP) if getattr(req, "include_authorized_operations", False) \
+        else AUTH_OPS_NOT_REQUESTED         # KIP-430 without an authorizer: every group operation
     return {"groups": [{
-        "error_code": g.error_code, "group_id": g.group_id, "group_state": g.state,
+        "error_code": g.error_code, "group_id": g.group_id, "group_state": g.state, "authorized_operations": ops,
         "protocol_type": g.protocol_type, "protocol_data": g.protocol_data,
         "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                      "client_id": m.client_id, "client_host": m.client_host, "member_metadata": m.metadata,
