@@ -34,6 +34,7 @@ import uuid
 import structlog
 from rokka.compat.views import view_from_configs
 from rokka.core.topics import TopicConfig, is_system_topic
+from rokka.gateway.kafka.acls import Res, authorized_operations
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers.alter_configs import set_topic_retention
@@ -139,12 +140,21 @@ async def handle_metadata(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) 
                 tc = env.broker.topics.ensure(name, cfg.kafka_num_partitions)
             topics.append(_topic_entry(env, name, tc, 0 if tc or remote else E.UNKNOWN_TOPIC_OR_PARTITION))
     brokers = [Struct(node_id=n, host=h, port=p, rack=None) for n, h, p in _brokers(env)]
-    return Struct(brokers=brokers, cluster_id=env.cluster_id, controller_id=_controller(env), topics=topics)
+    out = Struct(brokers=brokers, cluster_id=env.cluster_id, controller_id=_controller(env), topics=topics)
+    if getattr(req, "include_topic_authorized_operations", False):      # KIP-430 (no authorizer: all)
+        for t in topics:
+            t.topic_authorized_operations = authorized_operations(Res.TOPIC)
+    if ctx.api_version <= 10 and getattr(req, "include_cluster_authorized_operations", False):
+        out.cluster_authorized_operations = authorized_operations(Res.CLUSTER)
+    return out
 
 
 async def handle_describe_cluster(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
-    return Struct(error_code=0, cluster_id=env.cluster_id, controller_id=_controller(env),
-                  brokers=[Struct(broker_id=n, host=h, port=p, rack=None) for n, h, p in _brokers(env)])
+    out = Struct(error_code=0, cluster_id=env.cluster_id, controller_id=_controller(env),
+                 brokers=[Struct(broker_id=n, host=h, port=p, rack=None) for n, h, p in _brokers(env)])
+    if req.include_cluster_authorized_operations:
+        out.cluster_authorized_operations = authorized_operations(Res.CLUSTER)
+    return out
 
 
 async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
