@@ -16,15 +16,16 @@ SELF_TEST_TOPIC, OFFSET_MOVED_EVENT and, as RocketMQ does, topics named after
 the cluster and the broker.  Retry topics (``%RETRY%<group>``) and DLQ topics
 (``%DLQ%<group>``) are created on demand.
 
-Topic names are validated here (``validate_topic_name``) so both protocols
-share one rule: ``^[%|a-zA-Z0-9_-]+$``, at most 127 characters.  Kafka names
-with ``.`` are accepted by ``allow_dot`` because Kafka clients use them; a
-dotted name is still a valid CommitLog topic (the record stores UTF-8).
+Names follow ``rokka.core.names`` (one rule set for both protocols; the
+gateways check every name a client sends and answer the protocol's error).
+The table checks again before it adds a topic: ``put`` / ``ensure`` /
+``create_from_default`` raise ``InvalidNameError`` for a new name that no
+protocol allows (e.g. ``..`` or ``a/b``); topics already in the table (loaded
+from an older ``topics.json``) keep working.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from rokka.core import names
 from rokka.core.model import (
     DLQ_PREFIX,
     RETRY_PREFIX,
@@ -48,9 +50,7 @@ PERM_PRIORITY = 8
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
-TOPIC_MAX_LENGTH = 127
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-_TOPIC_RE_DOT = re.compile(r"^[%|a-zA-Z0-9_.-]+$")
+TOPIC_MAX_LENGTH = names.TOPIC_MAX_LENGTH
 
 SYSTEM_TOPICS = frozenset({
     TOPIC_DEFAULT, TOPIC_SCHEDULE, "BenchmarkTest", TOPIC_TRANS_HALF, "RMQ_SYS_TRACE_TOPIC",
@@ -68,16 +68,8 @@ def is_system_topic(topic: str) -> bool:
 
 
 def validate_topic_name(topic: str, *, allow_dot: bool = False) -> str | None:
-    """Return None when valid, else the RocketMQ-style error remark."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    pattern = _TOPIC_RE_DOT if allow_dot else _TOPIC_RE
-    if not pattern.match(topic):
-        return (f"The specified topic[{topic}] contains illegal characters, "
-                "allowing only ^[%|a-zA-Z0-9_-]+$")
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return f"The specified topic[{topic}] is longer than topic max length {TOPIC_MAX_LENGTH}."
-    return None
+    """Return None when valid, else the RocketMQ-style error remark (``rokka.core.names.topic_problem``)."""
+    return names.topic_problem(topic, allow_dot=allow_dot)
 
 
 @dataclass
@@ -195,6 +187,9 @@ class TopicManager:
 
     # -- changes -----------------------------------------------------------
     def put(self, tc: TopicConfig) -> TopicConfig:
+        """Add or replace ``tc``; a new name must pass ``names.store_topic_problem``."""
+        if tc.topic_name not in self._topics and (why := names.store_topic_problem(tc.topic_name)):
+            raise names.InvalidNameError(why)
         self._topics[tc.topic_name] = tc
         log.info("topic config updated", topic=tc.topic_name, read=tc.read_queue_nums,
                  write=tc.write_queue_nums, perm=tc.perm)

@@ -3,7 +3,19 @@
 Theory of operation
 -------------------
 These mirror the Java broker's AdminBrokerProcessor and QueryMessageProcessor
-for the requests ``mqadmin`` (and ``rokka admin``) use.  Stats bodies contain
+for the requests ``mqadmin`` (and ``rokka admin``) use.  Names are checked as
+RocketMQ 4.9.8 checks them (``rokka.core.names``): a topic that is created or
+deleted must be valid (SYSTEM_ERROR with TopicValidator's remark otherwise,
+one ``rocketmq.bad_name`` log line), and system topics can be neither created
+nor deleted ("The topic[..] is conflict with system topic.").  A topic already
+in the table under a name that is no longer valid (created by an older rokka)
+can still be deleted: its config and offsets go, and the store refuses any
+directory outside ``consumequeue/``.  Subscription groups created by
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP follow RocketMQ 5's ``validateGroup``.
+DELETE_SUBSCRIPTIONGROUP accepts any non-empty group: Kafka group ids (free
+strings) reach it from the Kafka cluster layer, and it only edits JSON tables.
+
+Stats bodies contain
 MessageQueue objects as map keys in Java (the fastjson object-key quirk);
 we emit standard JSON by turning those maps into the key's JSON text, which
 our own client and tools parse, and list the queues in a plain array too.
@@ -16,9 +28,10 @@ import time
 from typing import Any
 
 import structlog
+from rokka.core import names
 from rokka.core.groups import SubscriptionGroupConfig
 from rokka.core.storage.layout import decode_offset_msg_id
-from rokka.core.topics import TopicConfig, is_system_topic, validate_topic_name
+from rokka.core.topics import TopicConfig, is_system_topic
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
@@ -35,12 +48,18 @@ def _mq_key(ctx: BrokerContext, topic: str, queue_id: int) -> str:
     return json.dumps(_mq(ctx, topic, queue_id), separators=(",", ":"))
 
 
+def refuse_name(req: RemotingCommand, channel: Any, kind: str, name: str, reason: str,
+                code: int = ResponseCode.SYSTEM_ERROR) -> RemotingCommand:
+    """The answer to a request carrying a bad topic or group name (and its one log line)."""
+    names.refused("rocketmq", kind, name, reason, request_code=req.code, peer=str(getattr(channel, "peer", "")))
+    return req.make_response(code, reason)
+
+
 async def handle_create_topic(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = Header(req)
     topic = h.str("topic")
-    bad = validate_topic_name(topic, allow_dot=True)
-    if bad:
-        return req.make_response(ResponseCode.SYSTEM_ERROR, bad)
+    if (bad := names.topic_problem(topic)) is not None:
+        return refuse_name(req, channel, "topic", topic, bad)
     if topic == h.str("defaultTopic", None) or (is_system_topic(topic) and topic not in ctx.broker.topics):
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
     read, write = h.int("readQueueNums"), h.int("writeQueueNums")
@@ -56,6 +75,11 @@ async def handle_create_topic(ctx: BrokerContext, channel: Any, req: RemotingCom
 async def handle_delete_topic(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     topic = Header(req).str("topic")
     broker = ctx.broker
+    if (bad := names.topic_problem(topic)) is not None and topic not in broker.topics:
+        return refuse_name(req, channel, "topic", topic, bad)
+    if is_system_topic(topic):
+        return refuse_name(req, channel, "topic", topic, f"The topic[{topic}] is conflict with system topic.")
+    log.info("topic delete requested", topic=topic, peer=str(getattr(channel, "peer", "")))
     broker.topics.delete(topic)
     broker.offsets.delete_topic(topic)
     broker.store.delete_topic(topic)
@@ -119,6 +143,8 @@ async def handle_create_group(ctx: BrokerContext, channel: Any, req: RemotingCom
         cfg = SubscriptionGroupConfig.from_json(json.loads(req.body))
     except (ValueError, KeyError, TypeError) as exc:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad subscription group body: {exc}")
+    if (bad := names.group_problem(cfg.group_name)) is not None:
+        return refuse_name(req, channel, "group", cfg.group_name, bad)
     ctx.broker.sub_groups.put(cfg)
     return req.make_response(ResponseCode.SUCCESS)
 
@@ -132,6 +158,8 @@ async def handle_all_groups(ctx: BrokerContext, channel: Any, req: RemotingComma
 async def handle_delete_group(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = Header(req)
     group = h.str("groupName")
+    if not group:       # any other Kafka group id is allowed here (see the module docstring)
+        return refuse_name(req, channel, "group", group, "The specified group is blank.")
     ctx.broker.sub_groups.delete(group)
     if h.bool("cleanOffset", False):   # RocketMQ 4.9 header field (mqadmin deleteSubGroup -r)
         ctx.broker.offsets.delete_group(group, durable=True)

@@ -18,6 +18,12 @@ the C++ client dereferences them unconditionally.
 Send-back: a consumer returns a message it failed to consume; it is rewritten
 to ``%RETRY%<group>`` with an escalating delay level (3 + reconsumeTimes),
 or to ``%DLQ%<group>`` once it has been retried ``retryMaxTimes`` times.
+
+Names (``rokka.core.names``): the topic of a send is checked before anything
+is created (SYSTEM_ERROR with TopicValidator's remark; "." and ".." refused);
+the group of a send-back must be a valid consumer group whose ``%RETRY%``
+topic is valid, else SUBSCRIPTION_GROUP_NOT_EXIST (RocketMQ 5 does not
+auto-create such a group either).  Each refusal logs ``rocketmq.bad_name``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import zlib
 from typing import Any
 
 import structlog
+from rokka.core import names
 from rokka.core.inflate import compressed_body_error
 from rokka.core.model import (
     COMPRESSED_FLAG,
@@ -45,7 +52,7 @@ from rokka.core.model import (
 )
 from rokka.core.storage.api import PutResult, PutStatus
 from rokka.core.storage.layout import decode_properties, encode_offset_msg_id, msg_id_prefix
-from rokka.core.topics import NOT_ALLOWED_SEND, PERM_WRITE, validate_topic_name
+from rokka.core.topics import NOT_ALLOWED_SEND, PERM_WRITE
 from rokka.gateway.rocketmq.codec.batch import BatchFormatError, decode_batch
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header, normalize_send_header
@@ -108,8 +115,8 @@ def check_topic_for_send(ctx: BrokerContext, topic: str, default_topic: str | No
     broker = ctx.broker
     if not (broker.topics.broker_perm & PERM_WRITE):
         return ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] sending message is forbidden", 0
-    bad = validate_topic_name(topic, allow_dot=True)
-    if bad:
+    if (bad := names.topic_problem(topic)) is not None:
+        names.refused("rocketmq", "topic", topic, bad, op="send")
         return ResponseCode.SYSTEM_ERROR, bad, 0
     if topic in NOT_ALLOWED_SEND:
         return ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.", 0
@@ -239,6 +246,10 @@ async def handle_send_back(ctx: BrokerContext, channel: Any, req: RemotingComman
     group = h.str("group")
     delay_level = h.int("delayLevel")
     broker = ctx.broker
+    if (bad := names.consumer_group_problem(group)) is not None:
+        names.refused("rocketmq", "group", group, bad, op="send_back", peer=str(getattr(channel, "peer", "")))
+        return req.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                 f"subscription group not exist, {group}: {bad}")
     sub_cfg = broker.sub_groups.get(group)
     if sub_cfg is None:
         return req.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
