@@ -7,8 +7,14 @@ ConsumeQueue min offset, HW = LEO = LSO = ConsumeQueue max offset (no open
 transactions are tracked here, so read_committed sees the HW).
 
 Fetch: read every requested partition in order, within partition_max_bytes
-and the response max_bytes budget (the first non-empty partition always
-returns at least one record, KIP-74).  If fewer than min_bytes came back and
+and the response max_bytes budget, as Kafka does (KIP-74): only the first
+partition that returns data may exceed them, by its first record; every
+later partition gets only whole records that fit what is left.  What the
+store read past the limit (it reads stored bytes, and a RocketMQ body it
+inflates may be much larger than stored) is cut at a record boundary
+(``records.truncate_batches``).  An errored partition carries an empty record
+set, never null (Kafka's FetchResponse; librdkafka rejects a null one and
+would refetch forever instead of applying ``auto.offset.reset``).  If fewer than min_bytes came back and
 max_wait_ms > 0, subscribe to arrivals on the requested partitions, wait
 with ``trio.move_on_after`` and read again.  Records are re-encoded as
 uncompressed v2 batches starting exactly at the fetch offset.  Every
@@ -31,6 +37,7 @@ import trio
 from rokka.compat.kafka_records import record_from_message
 from rokka.core.storage.layout import decode_record
 from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.codec import records as R
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers import readahead
 from rokka.gateway.kafka.handlers.common import (
@@ -71,7 +78,7 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
     """The partition's response, its size toward the budget, and what to read ahead for the next
     Fetch (None: nothing, e.g. the partition is at its end)."""
     out = Struct(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
-                 log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None)
+                 log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
     queue = local_queue(env, name, p.partition)  # this broker's queue (partition - its base in a cluster)
     if queue is None:
         out.error_code = partition_error(env, name, p.partition)
@@ -89,7 +96,6 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
         return out, 0, None
     limit = min(p.partition_max_bytes, budget)
     if p.fetch_offset == hw or (limit <= 0 and not must_return):
-        out.records = b""
         return out, 0, None
     plan = None
     if message_filter is None:
@@ -98,17 +104,23 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
         kept = ra.take(name, p.partition, p.fetch_offset, limit, config) if ra is not None else None
         data, count = kept if kept is not None else read_batches(env, topic, queue, p.fetch_offset, limit,
                                                                  max_msgs=_max_records(limit))
+        if len(data) > limit:
+            data, count = R.truncate_batches(bytes(data), limit, min_one=must_return)
         if count and p.fetch_offset + count < hw and config is not None:
             plan = Plan(name, p.partition, topic, queue, p.fetch_offset + count, limit, _max_records(limit), config)
     else:
         recs, next_offset = read_records(env, topic, queue, p.fetch_offset, max(limit, 1),
                                          max_msgs=_max_records(limit), message_filter=message_filter)
         data, count = build_batches(recs), len(recs)
+        if len(data) > limit:
+            data, count = R.truncate_batches(data, limit, min_one=must_return)
         scanned_to = max(next_offset, p.fetch_offset)
-        if scanned_to > (recs[-1][0] + 1 if recs else p.fetch_offset):
-            data += skip_marker(scanned_to - 1)
+        if count == len(recs) and scanned_to > (recs[-1][0] + 1 if recs else p.fetch_offset):
+            marker = skip_marker(scanned_to - 1)
+            if len(data) + len(marker) <= limit or (must_return and not count):
+                data += marker
     out.records = data
-    return out, (len(data) if count else 0), plan
+    return out, len(data), plan
 
 
 def _fetch_all(env: KafkaEnv, req: Struct, ra: ReadAhead | None) -> tuple[list[Struct], int, list[Plan]]:
