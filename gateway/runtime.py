@@ -105,6 +105,9 @@ async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool) -
             from rokka.gateway.namesrv.server import NamesrvServer
 
             namesrv = NamesrvServer()
+            if cfg.acl_enable:      # WIPE_WRITE_PERM_OF_BROKER: admin signature or globalWhiteRemoteAddresses only
+                from rokka.gateway.rocketmq.acl import guard_namesrv
+                guard_namesrv(_load_acl(cfg), namesrv.remoting.handlers)
             ns_addr = await nursery.start(namesrv.serve, cfg.listen_host, namesrv_port)
             parts.append(f"namesrv={_fmt(ns_addr)}")
             stoppers.append(namesrv)
@@ -285,14 +288,18 @@ class BrokerRole:
             assert server.sasl is not None
             server.sasl = (server.sasl[0], store)
 
-        if sasl is not None:        # SCRAM users managed with Kafka's admin APIs
-            routes |= build_scram_routes(ScramAdmin(Path(cfg.kafka_sasl_users),
-                                                    lambda: holder["server"].sasl[1], use_users))  # type: ignore[index]
-        acls = AclStore(config_dir, super_users=[u.strip() for u in cfg.kafka_super_users.split(";") if u.strip()],
+        supers = [u.strip() for u in cfg.kafka_super_users.split(";") if u.strip()]
+        if sasl is not None:        # SCRAM users managed with Kafka's admin APIs (no ACLs: super users or oneself)
+            routes |= build_scram_routes(ScramAdmin(Path(cfg.kafka_sasl_users), lambda: holder["server"].sasl[1],  # type: ignore[index]
+                                                    use_users, None if cfg.kafka_acl_enable else supers))
+        acls = AclStore(config_dir, super_users=supers,
                         allow_if_no_acl=cfg.kafka_allow_everyone_if_no_acl_found) if cfg.kafka_acl_enable else None
+        if cfg.acl_enable and acls is None:
+            log.warning("security.kafka_port_open", port=port, reason="aclEnable covers the RocketMQ ports only: "
+                        "every Kafka client may read and write every topic; set kafkaAclEnable (and SASL or TLS)")
         routes |= build_acl_routes(acls)
         if acls is not None:
-            routes = authorize_routes(routes, Authz(acls))
+            routes = authorize_routes(routes, Authz(acls, views))
             log.info("kafka.acl", acls=len(acls.all()), super_users=sorted(acls.super_users),
                      allow_everyone_if_no_acl_found=acls.allow_if_no_acl)
         tls = tls_settings(cfg.kafka_ssl_cert_file, cfg.kafka_ssl_key_file, cfg.kafka_ssl_key_password,

@@ -23,7 +23,8 @@ T = 20.0
 @pytest.fixture
 def sasl_rokka(configured_rokka: Any) -> harness.ServerProcess:
     return configured_rokka({"kafkaSaslMechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-                             "kafkaSaslUsers": "{dir}/kafka-users.json"},
+                             "kafkaSaslUsers": "{dir}/kafka-users.json",
+                             "kafkaSuperUsers": f"User:{USER}"},     # manages the other users' SCRAM credentials
                             {"kafka-users.json": json.dumps({"users": {USER: PASSWORD, "bob": "bob-secret"}})})
 
 

@@ -13,16 +13,20 @@ through the API is refused (edit the file).
 Errors per user as Kafka's: an unknown mechanism UNSUPPORTED_SASL_MECHANISM; an empty name or an
 iteration count outside 4096..16384 UNACCEPTABLE_CREDENTIAL; the same user and mechanism twice in a
 request DUPLICATE_RESOURCE; deleting a credential that does not exist RESOURCE_NOT_FOUND.  A user
-with an error is left unchanged; the others are applied.  Who may call: cluster DESCRIBE / ALTER
-under ``kafkaAclEnable`` (``rokka.gateway.kafka.authz``); without ACLs, any authenticated user, as in a
-Kafka cluster without an authorizer.
+with an error is left unchanged; the others are applied.
+
+Who may call: cluster DESCRIBE / ALTER under ``kafkaAclEnable`` (``rokka.gateway.kafka.authz``).
+Without ACLs (``super_users`` given), Kafka would let any authenticated user change anyone's
+credentials (no authorizer: everything allowed); rokka is stricter: the ``kafkaSuperUsers`` may
+describe and alter every user, any other user only its own credentials (changing one's own
+password); other users are answered CLUSTER_AUTHORIZATION_FAILED, per user, and logged.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -41,20 +45,46 @@ MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 MECHANISM_IDS = {v: k for k, v in MECHANISMS.items()}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
 UNSUPPORTED_SASL_MECHANISM, RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = 33, 91, 92, 93
+CLUSTER_AUTHORIZATION_FAILED = 31
+NOT_YOURS = (CLUSTER_AUTHORIZATION_FAILED, "only kafkaSuperUsers may manage other users' credentials")
 
 
 class ScramAdmin:
-    def __init__(self, path: Path, current: Callable[[], UserStore], apply: Callable[[UserStore], None]) -> None:
+    """``super_users`` None: an authorizer guards the APIs; else no authorizer, and only these
+    principals (``User:<name>``) may touch other users' credentials."""
+
+    def __init__(self, path: Path, current: Callable[[], UserStore], apply: Callable[[UserStore], None],
+                 super_users: Iterable[str] | None = None) -> None:
         self.path = path
         self.current = current
         self.apply = apply
+        self.super_users = None if super_users is None else frozenset(super_users)
+
+    def _may(self, ctx: KafkaRequestContext, user: str, *, quiet: bool = False) -> bool:
+        """May the caller describe / alter ``user``'s credentials?"""
+        if self.super_users is None:
+            return True
+        sasl = ctx.conn_state.get("sasl")
+        principal = str(sasl.principal) if sasl is not None and sasl.principal else "User:ANONYMOUS"
+        if principal in self.super_users or principal == f"User:{user}":
+            return True
+        if not quiet:
+            log.warning("kafka.scram_admin_denied", principal=principal, user=user, peer=ctx.peer[0])
+        return False
 
     async def describe(self, ctx: KafkaRequestContext, req: Struct) -> Struct:
         known = self.current().mechanisms_of()
-        names = sorted(known) if req.users is None else [u.name for u in req.users]
+        if req.users is None:
+            names = [n for n in sorted(known) if self._may(ctx, n, quiet=True)]
+        else:
+            names = [u.name for u in req.users]
         results = []
         for name in names:
             mechs = known.get(name)
+            if not self._may(ctx, name):
+                results.append(Struct(user=name, error_code=NOT_YOURS[0], error_message=NOT_YOURS[1],
+                                      credential_infos=[]))
+                continue
             if not mechs:
                 results.append(Struct(user=name, error_code=RESOURCE_NOT_FOUND,
                                       error_message="Attempt to describe a user credential that does not exist",
@@ -73,7 +103,7 @@ class ScramAdmin:
         changes: list[tuple[str, str, Any]] = []       # (user, mechanism, entry or None = delete)
         for op, item in [("delete", d) for d in req.deletions] + [("upsert", u) for u in req.upsertions]:
             name, mech = item.name, MECHANISMS.get(item.mechanism)
-            why = self._check(store, scram, op, item, mech, seen)
+            why = self._check(store, scram, op, item, mech, seen) if self._may(ctx, name) else NOT_YOURS
             seen.add((name, item.mechanism))
             if why is not None:
                 errors.setdefault(name, why)

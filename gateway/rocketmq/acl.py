@@ -26,8 +26,10 @@ Order of the checks (RocketMQ's ``PlainPermissionManager.validate``):
 3. an address in the account's ``whiteRemoteAddress`` passes;
 4. ``Signature`` = Base64(HmacSHA1(secretKey, the values of every other
    extField in key order, then the body)) must match (constant time);
-5. admin request codes (create/update/delete topic or group, broker config)
-   need ``admin: true``;
+5. admin request codes (create/update/delete topic or group, broker config;
+   rokka adds the listings GET_ALL_TOPIC_CONFIG / GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+   and VIEW_MESSAGE_BY_ID, which reads any record by its CommitLog offset and
+   whose 4.9 header names no topic to check) need ``admin: true``;
 6. each resource the request touches needs its permission: sending needs
    PUB on the topic, pulling / offsets / heartbeats SUB on the topic and on
    the group (a group is named by its retry topic ``%RETRY%group``, and a
@@ -36,6 +38,27 @@ Order of the checks (RocketMQ's ``PlainPermissionManager.validate``):
    ``defaultTopicPerm`` / ``defaultGroupPerm``.  An admin account with neither
    ``topicPerms`` nor ``groupPerms`` may use every topic and group (4.9's
    ``checkPerm``: no owned permission map and admin).
+
+The resources of a request are read from exactly the fields its handler uses: a
+send's topic is the one ``normalize_send_header`` gives the send handler, whatever
+the request code and whether it came as ``topic`` or ``b`` (4.9 checked ``topic``
+for SEND_MESSAGE and ``b`` for SEND_MESSAGE_V2 while the handler honoured both, so
+a header carrying both was checked against one topic and stored to the other).
+GET_CONSUME_STATS needs SUB on its group (and topic), INVOKE_BROKER_TO_RESET_OFFSET
+SUB on its topic and group, as UPDATE_CONSUMER_OFFSET (RocketMQ 5's ACL 2.0 asks
+GET / UPDATE on both; 4.9 checked nothing).
+
+What is kept from 4.9 and why: the signature covers the extField values
+concatenated without separators (values can be shifted between adjacent fields
+of a captured request) and carries no timestamp (a captured request can be
+replayed): the 4.9 Java client (AccessKey, SecurityToken) and the C++ client
+(AccessKey, OnsChannel) sign exactly that and send no time, so a stricter check
+would refuse every real client.  Keep the RocketMQ ports on a trusted network.
+
+On the name server (``guard_namesrv``, when ``aclEnable`` is on in the same
+process) WIPE_WRITE_PERM_OF_BROKER needs an admin account's signature or an
+address in ``globalWhiteRemoteAddresses``; the rest of the name server stays
+open, as in 4.9 (brokers register there unsigned).
 
 The file is re-read when it changes (``rokka.gateway.filewatch``, as RocketMQ 4.9's file watcher); a file that
 does not load is logged and the accounts in force stay.
@@ -63,9 +86,10 @@ from typing import Any
 import structlog
 from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.codec.headers import normalize_send_header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
-__all__ = ["AclConfigError", "PlainAcl", "guard", "sign"]
+__all__ = ["AclConfigError", "PlainAcl", "guard", "guard_namesrv", "sign"]
 
 log = structlog.get_logger(__name__)
 
@@ -74,7 +98,10 @@ RETRY_PREFIX = "%RETRY%"
 ACCESS_KEY, SIGNATURE = "AccessKey", "Signature"
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 ADMIN_CODES = frozenset({RC.UPDATE_AND_CREATE_TOPIC, RC.UPDATE_BROKER_CONFIG, RC.DELETE_TOPIC_IN_BROKER,
-                         RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RC.DELETE_SUBSCRIPTIONGROUP})
+                         RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RC.DELETE_SUBSCRIPTIONGROUP,
+                         RC.GET_ALL_TOPIC_CONFIG, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RC.VIEW_MESSAGE_BY_ID})
+SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
+NAMESRV_ADMIN_CODES = frozenset({RC.WIPE_WRITE_PERM_OF_BROKER})
 
 Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
 
@@ -227,10 +254,14 @@ def resources(cmd: RemotingCommand) -> dict[str, int]:
     ext = cmd.ext_fields or {}
     out: dict[str, int] = {}
     code = cmd.code
-    if code == RC.SEND_MESSAGE:
-        _topic(ext.get("topic"), PUB, out)
-    elif code in (RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE):
-        _topic(ext.get("b"), PUB, out)
+    if code in SEND_CODES:                 # the very field the send handler stores to
+        _topic(normalize_send_header(ext).get("topic"), PUB, out)
+    elif code == RC.GET_CONSUME_STATS:
+        _topic(ext.get("topic"), SUB, out)
+        _group(ext.get("consumerGroup"), out)
+    elif code == RC.INVOKE_BROKER_TO_RESET_OFFSET:
+        _topic(ext.get("topic"), SUB, out)
+        _group(ext.get("group"), out)
     elif code == RC.CONSUMER_SEND_MSG_BACK:
         _group(ext.get("group"), out)
     elif code == RC.PULL_MESSAGE:
@@ -264,6 +295,41 @@ def guard(acl: PlainAcl, handler: Handler) -> Handler:
         refusal = acl.check(cmd, str(peer[0]))
         if refusal is not None:
             log.warning("acl refused", code=cmd.code, peer=f"{peer[0]}:{peer[1]}", reason=refusal)
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"AclException: {refusal}")
+        return await handler(channel, cmd)
+    return checked
+
+
+def _admin_refusal(acl: PlainAcl, cmd: RemotingCommand, remote_host: str) -> str | None:
+    """None when a globally white-listed address sent ``cmd`` or an admin account signed it."""
+    if any(w(remote_host) for w in acl._global_white):
+        return None
+    ext = cmd.ext_fields or {}
+    access_key = ext.get(ACCESS_KEY)
+    account = acl._accounts.get(access_key or "")
+    if account is None:
+        return "No accessKey is configured" if not access_key else f"No acl config for {access_key}"
+    if not hmac.compare_digest(ext.get(SIGNATURE, "").encode(), sign(ext, cmd.body, account.secret_key).encode()):
+        return f"Check signature failed for accessKey={access_key}"
+    if not account.admin:
+        return f"Need admin permission for request code={cmd.code}, but accessKey={access_key} is not admin"
+    return None
+
+
+def guard_namesrv(acl: PlainAcl, handlers: dict[int, Handler]) -> None:
+    """Put the name server's admin-only codes (``NAMESRV_ADMIN_CODES``) of ``handlers`` (edited in
+    place) behind an admin signature or ``globalWhiteRemoteAddresses``."""
+    for code in NAMESRV_ADMIN_CODES:
+        if code in handlers:
+            handlers[code] = _admin_only(acl, handlers[code])
+
+
+def _admin_only(acl: PlainAcl, handler: Handler) -> Handler:
+    async def checked(channel: Any, cmd: RemotingCommand) -> RemotingCommand | None:
+        peer = getattr(channel, "peer", ("", 0))
+        refusal = _admin_refusal(acl, cmd, str(peer[0]))
+        if refusal is not None:
+            log.warning("acl refused", code=cmd.code, peer=f"{peer[0]}:{peer[1]}", reason=refusal, role="namesrv")
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"AclException: {refusal}")
         return await handler(channel, cmd)
     return checked
