@@ -1,4 +1,4 @@
-"""Per-topic time retention on top of the shared CommitLog.
+"""Per-topic retention (time and size) and per-topic Kafka configs on top of the shared CommitLog.
 
 Theory of operation
 -------------------
@@ -22,9 +22,20 @@ store time cannot be read any more (its segment is gone) counts as expired.
 Kafka deletes whole segments, so it may keep records somewhat longer; rokka's
 cut is exact.
 
-The table (topic -> ms) is rokka's own state: ``config/topicRetention.msgpack``,
-written atomically on every change.  Entries of topics that no longer exist are
-dropped by ``apply``.
+A topic may also cap its size (Kafka's ``retention.bytes``, per partition):
+``apply`` walks each queue's ConsumeQueue back from the end, summing the stored
+record sizes, and moves the minimum offset past the records beyond the cap
+(sizes are CommitLog bytes, RocketMQ's header and properties included; Kafka
+counts its own log bytes and deletes whole segments, so it may keep more).
+
+Besides the two retentions the table keeps the other per-topic configs a
+Kafka client set (``max.message.bytes``, ``message.timestamp.type``, ...) as
+strings, validated by the Kafka gateway, which applies them (``configs``).
+
+The table is rokka's own state: ``config/topicRetention.msgpack``
+(``{"version": 2, "topics": {topic: ms}, "configs": {topic: {name: value}}}``;
+version 1 files have no ``configs``), written atomically on every change.
+Entries of topics that no longer exist are dropped by ``apply``.
 """
 
 from __future__ import annotations
@@ -36,21 +47,27 @@ import structlog
 from rokka.core.storage.api import MessageStore
 from rokka.core.storage.packfile import read_msgpack, write_msgpack_atomic
 
-__all__ = ["FILE_NAME", "TopicRetention", "first_offset_stored_since"]
+__all__ = ["FILE_NAME", "RETENTION_BYTES", "TopicRetention", "first_offset_stored_since",
+           "first_offset_within_bytes"]
 
 log = structlog.get_logger(__name__)
 
 FILE_NAME = "topicRetention.msgpack"
-VERSION = 1
+VERSION = 2
+RETENTION_BYTES = "retention.bytes"
+_SCAN = 4096        # ConsumeQueue units read at a time by the retention.bytes walk
 
 
 class TopicRetention:
     def __init__(self, config_dir: Path | None) -> None:
         self._path = config_dir / FILE_NAME if config_dir is not None else None
         self._ms: dict[str, int] = {}
+        self._configs: dict[str, dict[str, str]] = {}
         if self._path is not None:
             data = read_msgpack(self._path) or {}
             self._ms = {str(t): int(ms) for t, ms in (data.get("topics") or {}).items()}
+            self._configs = {str(t): {str(k): str(v) for k, v in c.items()}
+                             for t, c in (data.get("configs") or {}).items() if c}
 
     def get(self, topic: str) -> int | None:
         """The topic's retention in ms, or None (the store-wide retention alone)."""
@@ -69,22 +86,47 @@ class TopicRetention:
         log.info("topic retention set", topic=topic, retention_ms=retention_ms)
         self._save()
 
+    def configs(self, topic: str) -> dict[str, str] | None:
+        """The configs a client set on the topic (besides retention.ms), or None: read only, the
+        produce path looks here for every batch."""
+        return self._configs.get(topic)
+
+    def set_config(self, topic: str, name: str, value: str | None) -> None:
+        """Set (a string) or clear (None) one per-topic config; the caller has validated it."""
+        own = self._configs.get(topic, {})
+        if own.get(name) == value:
+            return
+        own = dict(own)     # replaced, never changed in place: readers may hold the old dict
+        if value is None:
+            own.pop(name, None)
+        else:
+            own[name] = value
+        if own:
+            self._configs[topic] = own
+        else:
+            self._configs.pop(topic, None)
+        log.info("topic_config.set", topic=topic, name=name, value=value)
+        self._save()
+
     def delete(self, topic: str) -> None:
-        if self._ms.pop(topic, None) is not None:
+        had_ms, had_configs = self._ms.pop(topic, None), self._configs.pop(topic, None)
+        if had_ms is not None or had_configs is not None:
             self._save()
 
     def apply(self, store: MessageStore, now_ms: int, exists: Container[str]) -> int:
         """Move the min offset of every queue of every topic with a retention past its expired
         records; returns how many records were cut off.  Topics not in ``exists`` are forgotten."""
-        gone = [t for t in self._ms if t not in exists]
+        gone = [t for t in {*self._ms, *self._configs} if t not in exists]
         for t in gone:
-            del self._ms[t]
+            self._ms.pop(t, None)
+            self._configs.pop(t, None)
         if gone:
             self._save()
-        if not self._ms:
+        sized = {t: int(c[RETENTION_BYTES]) for t, c in self._configs.items() if RETENTION_BYTES in c}
+        if not self._ms and not sized:
             return 0
         queues = store.queues()
-        cut = 0
+        cut = self._apply_bytes(store, queues, sized)
         for topic, ms in self._ms.items():
             for qid in queues.get(topic, ()):
                 lo, hi = store.min_offset(topic, qid), store.max_offset(topic, qid)
@@ -96,9 +138,25 @@ class TopicRetention:
                     log.info("topic retention cut", topic=topic, queue=qid, min_offset=new, records=new - lo)
         return cut
 
+    def _apply_bytes(self, store: MessageStore, queues: dict[str, list[int]], sized: dict[str, int]) -> int:
+        cut = 0
+        for topic, limit in sized.items():
+            if limit < 0:
+                continue
+            for qid in queues.get(topic, ()):
+                lo, hi = store.min_offset(topic, qid), store.max_offset(topic, qid)
+                new = first_offset_within_bytes(
+                    lambda o, n, t=topic, q=qid: [u.size for u in store.cq_units(t, q, o, n)], lo, hi, limit)
+                if new > lo:
+                    store.set_min_offset(topic, qid, new)
+                    cut += new - lo
+                    log.info("topic_retention.bytes_cut", topic=topic, queue=qid, min_offset=new, records=new - lo)
+        return cut
+
     def _save(self) -> None:
         if self._path is not None:
-            write_msgpack_atomic(self._path, {"version": VERSION, "topics": dict(self._ms)})
+            write_msgpack_atomic(self._path, {"version": VERSION, "topics": dict(self._ms),
+                                              "configs": {t: dict(c) for t, c in self._configs.items()}})
 
 
 def first_offset_stored_since(store_time_at: Callable[[int], int | None], lo: int, hi: int, since_ms: int) -> int:
@@ -113,3 +171,21 @@ def first_offset_stored_since(store_time_at: Callable[[int], int | None], lo: in
         else:
             b = mid
     return a
+
+
+def first_offset_within_bytes(sizes_at: Callable[[int, int], list[int]], lo: int, hi: int, limit: int) -> int:
+    """The first offset in [lo, hi] from which the records up to ``hi`` take at most ``limit`` bytes;
+    ``sizes_at(offset, count)`` gives the stored sizes from ``offset`` (fewer when some are gone:
+    then nothing is cut)."""
+    kept, end = 0, hi
+    while end > lo:
+        start = max(lo, end - _SCAN)
+        sizes = sizes_at(start, end - start)
+        if len(sizes) != end - start:
+            return lo
+        for i in range(len(sizes) - 1, -1, -1):
+            kept += sizes[i]
+            if kept > limit:
+                return start + i + 1
+        end = start
+    return lo

@@ -2,14 +2,16 @@
 
 Theory of operation
 -------------------
-The one per-topic config rokka applies is ``retention.ms`` (``rokka.core.topic_retention``); it can be
-set, reset (AlterConfigs without it, IncrementalAlterConfigs DELETE, or -1) and changed at any
-time.  Everything else a request names is checked by ``topic_configs.alter_refusal``: a value that
-is in force anyway (``cleanup.policy=delete``) passes, any other is refused with INVALID_CONFIG and
-the reason, and a resource is changed only when all its configs pass (as Kafka validates a resource
-before applying it).  ``validate_only`` checks without changing.
+The per-topic configs rokka keeps (``topic_configs.APPLIED``: retention.ms, retention.bytes,
+max.message.bytes, message.timestamp.type, min.insync.replicas, segment.bytes, segment.ms; kept in
+``rokka.core.topic_retention``) can be set, reset (AlterConfigs without them, IncrementalAlterConfigs
+DELETE, or -1 for the retentions) and changed at any time.  Every config a request names is checked
+by ``topic_configs.alter_refusal``: a value that is in force anyway (``cleanup.policy=delete``)
+passes, any other config rokka does not keep is refused with INVALID_CONFIG and the reason, and a
+resource is changed only when all its configs pass (as Kafka validates a resource before applying
+it).  ``validate_only`` checks without changing.
 
-AlterConfigs replaces a topic's whole config set, so a request without ``retention.ms`` resets it;
+AlterConfigs replaces a topic's whole config set, so the kept configs a request leaves out are reset;
 IncrementalAlterConfigs SETs or DELETEs single names (APPEND / SUBTRACT apply to list configs only:
 INVALID_CONFIG).  Broker resources are refused (rokka's broker settings come from broker.conf and
 are not dynamic), other resource types are INVALID_REQUEST.  In a cluster a topic with partitions
@@ -25,10 +27,16 @@ import structlog
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers.common import KafkaEnv, resolve, topic_config
-from rokka.gateway.kafka.handlers.topic_configs import RETENTION_MS, alter_refusal, parse_retention_ms
+from rokka.gateway.kafka.handlers.topic_configs import (
+    APPLIED,
+    RETENTION_MS,
+    alter_refusal,
+    parse_config,
+    parse_retention_ms,
+)
 from rokka.gateway.kafka.server import KafkaRequestContext
 
-__all__ = ["handle_alter_configs", "handle_incremental_alter_configs", "set_topic_retention"]
+__all__ = ["apply_topic_config", "handle_alter_configs", "handle_incremental_alter_configs", "set_topic_retention"]
 
 log = structlog.get_logger(__name__)
 
@@ -48,12 +56,21 @@ def set_topic_retention(env: KafkaEnv, topic: str, retention_ms: int | None) -> 
                     else -1, store_wide_ms=store_ms)
 
 
+def apply_topic_config(env: KafkaEnv, topic: str, name: str, value: str | None) -> None:
+    """Set (``value``, already checked by ``topic_configs``) or reset (None) one kept config of a topic;
+    configs rokka does not keep are left alone."""
+    if name == RETENTION_MS:
+        set_topic_retention(env, topic, parse_retention_ms(value))
+    elif name in APPLIED:
+        env.broker.retention.set_config(topic, name, parse_config(name, value))
+
+
 async def handle_alter_configs(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
     out = []
     for r in req.resources:
         changes = [(c.name, OP_SET, c.value) for c in r.configs]
-        if RETENTION_MS not in {c.name for c in r.configs}:
-            changes.append((RETENTION_MS, OP_DELETE, None))     # a full replace resets what is left out
+        named = {c.name for c in r.configs}
+        changes += [(n, OP_DELETE, None) for n in sorted(APPLIED - named)]  # a full replace resets the rest
         out.append(_alter(env, r.resource_type, r.resource_name, changes, req.validate_only))
     return Struct(throttle_time_ms=0, responses=out)
 
@@ -72,8 +89,7 @@ def _alter(env: KafkaEnv, rtype: int, name: str, changes: Sequence[Change],
         return Struct(error_code=code, error_message=why, resource_type=rtype, resource_name=name)
     if not validate_only:
         for cname, op, value in changes:
-            if cname == RETENTION_MS:
-                set_topic_retention(env, name, None if op == OP_DELETE else parse_retention_ms(value))
+            apply_topic_config(env, name, cname, None if op == OP_DELETE else value)
     return Struct(error_code=0, error_message=None, resource_type=rtype, resource_name=name)
 
 

@@ -13,8 +13,18 @@ retry, DLQ and schedule topics answer when asked for by their RocketMQ names.
 Views (``rokka.compat.views``) are listed like topics, with their source's
 partitions; CreateTopics with ``rokka.view.*`` configs creates one,
 DeleteTopics removes it, DescribeConfigs shows its configs.  Other topic
-configs are checked by ``topic_configs`` (compaction and per-topic
-LogAppendTime refused, unknown names refused, the rest logged as not applied).
+configs are checked by ``topic_configs`` (compaction and unknown names
+refused, the configs rokka keeps per topic applied, the rest logged as not
+applied); DescribeConfigs shows every kept config, its own value or the default.
+
+CreateTopics with a manual replica assignment (``assignments``) is checked as
+Kafka's controller does (num_partitions and replication_factor must be -1, else
+INVALID_REQUEST; partitions 0..n-1 once each, non-empty replica lists of one
+length, no broker twice, every broker registered, else
+INVALID_REPLICA_ASSIGNMENT).  rokka keeps one replica per partition and creates
+a topic on the receiving broker only, so each partition's replicas must be
+exactly ``[this broker]`` (INVALID_REPLICATION_FACTOR for longer lists,
+INVALID_REPLICA_ASSIGNMENT for a partition led by another live broker).
 
 In a cluster (``env.cluster``, see ``rokka.gateway.kafka.cluster``) Metadata and
 DescribeCluster list every live broker that published a Kafka endpoint;
@@ -37,7 +47,7 @@ from rokka.core.topics import TopicConfig, is_system_topic
 from rokka.gateway.kafka.acls import Res, authorized_operations
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.errors import ErrorCode as E
-from rokka.gateway.kafka.handlers.alter_configs import set_topic_retention
+from rokka.gateway.kafka.handlers.alter_configs import apply_topic_config
 from rokka.gateway.kafka.handlers.common import (
     LEADER_EPOCH,
     KafkaEnv,
@@ -49,7 +59,7 @@ from rokka.gateway.kafka.handlers.common import (
     resolve,
     topic_config,
 )
-from rokka.gateway.kafka.handlers.topic_configs import RETENTION_MS, check_topic_configs, parse_retention_ms
+from rokka.gateway.kafka.handlers.topic_configs import APPLIED, RETENTION_MS, check_topic_configs
 from rokka.gateway.kafka.server import KafkaRequestContext
 
 log = structlog.get_logger(__name__)
@@ -188,15 +198,15 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
         elif t.name in env.broker.topics:
             err, msg = E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
         elif t.assignments:
-            err, msg = E.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
+            err, msg, n = _manual_assignment(env, t)
         elif n < 1:
             err, msg = E.INVALID_PARTITIONS, "number of partitions must be at least 1"
         elif t.replication_factor not in (-1, 1):
             err, msg = E.INVALID_REPLICATION_FACTOR, "replication factor must be 1 on a single node"
-        elif not req.validate_only:
+        if not err and view is None and not req.validate_only:
             env.broker.topics.ensure(t.name, n)
-            if RETENTION_MS in configs:
-                set_topic_retention(env, t.name, parse_retention_ms(configs[RETENTION_MS]))
+            for name in APPLIED & configs.keys():
+                apply_topic_config(env, t.name, name, configs[name])
             if ignored:
                 log.warning("kafka topic configs not applied: store-wide settings govern every topic",
                             topic=t.name, configs=ignored)
@@ -205,6 +215,47 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
                               error_code=err, error_message=msg, num_partitions=n if ok else -1,
                               replication_factor=1 if ok else -1, configs=[] if ok else None))
     return Struct(topics=results)
+
+
+def _manual_assignment(env: KafkaEnv, t: Struct) -> tuple[int, str | None, int]:
+    """(error, message, partitions) for CreateTopics with a manual replica assignment (module doc)."""
+    if t.replication_factor != -1:
+        return E.INVALID_REQUEST, ("A manual partition assignment was specified, but replication factor was "
+                                   "not set to -1."), -1
+    if t.num_partitions != -1:
+        return E.INVALID_REQUEST, ("A manual partition assignment was specified, but numPartitions was not "
+                                   "set to -1."), -1
+    registered = {b[0] for b in _brokers(env)}
+    by_index: dict[int, list[int]] = {}
+    for a in t.assignments:
+        if a.partition_index in by_index:
+            return E.INVALID_REPLICA_ASSIGNMENT, f"Found multiple manual partition assignments for partition " \
+                                                 f"{a.partition_index}", -1
+        replicas = list(a.broker_ids or [])
+        if not replicas:
+            return E.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.", -1
+        if len(set(replicas)) != len(replicas):
+            dup = next(r for r in replicas if replicas.count(r) > 1)
+            return E.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes the broker {dup} more " \
+                                                 f"than once.", -1
+        if (unknown := next((r for r in replicas if r not in registered), None)) is not None:
+            return E.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes broker {unknown}, but " \
+                                                 f"no such broker is registered.", -1
+        first = next(iter(by_index.values()), replicas)
+        if len(replicas) != len(first):
+            return E.INVALID_REPLICA_ASSIGNMENT, (
+                f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this is "
+                f"not consistent with previous partitions, which have {len(first)} replica(s)."), -1
+        by_index[a.partition_index] = replicas
+    if sorted(by_index) != list(range(len(by_index))):
+        return E.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence", -1
+    if any(len(r) > 1 for r in by_index.values()):
+        return E.INVALID_REPLICATION_FACTOR, "rokka keeps one replica per partition: list one broker each", -1
+    if (other := next((r[0] for r in by_index.values() if r[0] != env.node_id), None)) is not None:
+        return E.INVALID_REPLICA_ASSIGNMENT, (
+            f"rokka creates a topic on the receiving broker only: broker {other} cannot lead a partition of it "
+            f"(send CreateTopics to that broker, or use 'rokka admin updateTopic -c')"), -1
+    return 0, None, len(by_index)
 
 
 async def handle_delete_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
@@ -250,17 +301,24 @@ def _configs(env: KafkaEnv, resource_type: int, name: str = "") -> dict[str, str
         return view.configs()
     if resource_type == RESOURCE_TOPIC:
         return {"cleanup.policy": "delete", "retention.ms": str(cfg.file_reserved_time * 3600 * 1000),
-                "max.message.bytes": str(cfg.max_message_size), "message.timestamp.type": "CreateTime"}
+                "retention.bytes": "-1", "max.message.bytes": str(cfg.max_message_size),
+                "message.timestamp.type": "CreateTime", "min.insync.replicas": "1",
+                "segment.bytes": str(cfg.mapped_file_size_commit_log), "segment.ms": str(7 * 24 * 3600 * 1000)}
     return {"num.partitions": str(cfg.kafka_num_partitions),
             "auto.create.topics.enable": str(cfg.kafka_auto_create_topics_enable).lower(),
             "message.max.bytes": str(cfg.max_message_size)}
 
 
 def _config_entry(env: KafkaEnv, rtype: int, resource: str, name: str, value: str) -> Struct:
-    """One DescribeConfigs entry: a topic's retention.ms is alterable (its own value: source
-    DYNAMIC_TOPIC_CONFIG); everything else is read-only, from broker.conf or rokka's defaults."""
-    own = env.broker.retention.get(resource) if rtype == RESOURCE_TOPIC and name == RETENTION_MS else None
-    alterable = rtype == RESOURCE_TOPIC and name == RETENTION_MS and env.views.get(resource) is None
+    """One DescribeConfigs entry: a topic's kept configs (``topic_configs.APPLIED``) are alterable (their
+    own value: source DYNAMIC_TOPIC_CONFIG); everything else is read-only, from broker.conf or rokka's
+    defaults (segment.bytes shows the CommitLog's segment size)."""
+    own: str | int | None = None
+    alterable = rtype == RESOURCE_TOPIC and name in APPLIED and env.views.get(resource) is None
+    if alterable and name == RETENTION_MS:
+        own = env.broker.retention.get(resource)
+    elif alterable:
+        own = (env.broker.retention.configs(resource) or {}).get(name)
     return Struct(name=name, value=value if own is None else str(own), read_only=not alterable,
                   is_default=own is None, config_source=5 if own is None else 1, is_sensitive=False,
                   synonyms=[], config_type=0, documentation=None)

@@ -3,9 +3,23 @@
 Theory of operation
 -------------------
 Each partition's ``records`` must hold exactly one magic-2 batch (otherwise
-87 INVALID_RECORD) with a valid CRC (else 2 CORRUPT_MESSAGE), or a legacy
-magic 0/1 message set (Produce v0-v2 from old clients; decompressed and
-stored one message per record, never idempotent).
+87 INVALID_RECORD) with a valid CRC (else 2 CORRUPT_MESSAGE, retriable: the
+bytes were damaged on the way), or a legacy magic 0/1 message set (Produce
+v0-v2 from old clients; decompressed and stored one message per record, never
+idempotent).  A batch whose CRC holds but whose records do not parse was sent
+that way: 87 INVALID_RECORD (not retriable), with ``record_errors`` naming the
+first bad record (Produce v8+) and the reason in ``error_message``.
+
+Per-topic configs (``topic_configs``, kept by ``rokka.core.topic_retention``) are
+checked before anything is stored: acks=all on a topic whose
+``min.insync.replicas`` exceeds its one replica gets 19 NOT_ENOUGH_REPLICAS; a
+batch larger than the topic's ``max.message.bytes`` gets 10 MESSAGE_TOO_LARGE
+(RecordTooLargeException); ``message.timestamp.type=LogAppendTime`` stamps the
+records with the append time (``log_append_time_ms`` in the reply, LogAppendTime
+batches on fetch).  A record the store refuses as too large (its body over
+``maxMessageSize``) is MESSAGE_TOO_LARGE too; KAFKA_STORAGE_ERROR (retriable) is
+kept for the store's own failures (disk full, flush timeout).  Keys and headers
+of any size are stored (``rokka.compat.kafka_records``: the envelope).
 Records are mapped by ``rokka.compat.kafka_records`` and appended through the
 broker's send pipeline (``Broker.append``, then ``wait_durable``: under
 SYNC_FLUSH it waits for fsync, which is what acks=all means on one node).
@@ -43,6 +57,7 @@ from __future__ import annotations
 
 import structlog
 from rokka.compat.kafka_records import (
+    PROP_KAFKA_ENVELOPE,
     PROP_KAFKA_HEADERS,
     apply_delay,
     message_from_record,
@@ -60,6 +75,7 @@ from rokka.gateway.kafka.codec.legacy import decode_legacy_message_set
 from rokka.gateway.kafka.codec.primitives import DecodeError
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers.common import KafkaEnv, ensure_routes, local_queue, partition_error, resolve
+from rokka.gateway.kafka.handlers.topic_configs import MAX_MESSAGE_BYTES, MIN_INSYNC, TIMESTAMP_TYPE
 from rokka.gateway.kafka.server import KafkaRequestContext
 
 log = structlog.get_logger(__name__)
@@ -84,99 +100,168 @@ def _txn_error(env: KafkaEnv, topic: str, partition: int, header: R.BatchHeader)
     return _TXN_CODES.get(outcome, E.INVALID_TXN_STATE)
 
 
-def _legacy_messages(topic: str, partition: int, data: bytes,
-                     limit: int) -> tuple[int, list, R.BatchHeader | None]:  # type: ignore[type-arg]
+Parsed = tuple[int, "list[Message] | UniformBatch", "R.BatchHeader | None", "tuple[int | None, str] | None"]
+
+
+def _legacy_messages(topic: str, partition: int, data: bytes, append_time: bool) -> Parsed:
     """Produce v0-v2 (and old clients): a magic 0/1 message set, decompressed and flattened."""
     try:
-        legacy = decode_legacy_message_set(data, limit=limit)
-    except R.InflateLimitError as exc:
-        return _too_large(topic, partition, exc), [], None
+        legacy = decode_legacy_message_set(data)
     except DecodeError:
-        return E.CORRUPT_MESSAGE, [], None
+        return E.CORRUPT_MESSAGE, [], None, None
     if not legacy:
-        return E.INVALID_RECORD, [], None
+        return E.INVALID_RECORD, [], None, (None, "empty message set")
     now = now_ms()
     msgs = [message_from_record(topic, partition, key=m.key, value=m.value, headers=(),
-                                timestamp=now if m.attributes & 0x08 else m.timestamp,
-                                log_append_time=bool(m.attributes & 0x08)) for m in legacy]
+                                timestamp=now if append_time or m.attributes & 0x08 else m.timestamp,
+                                log_append_time=append_time or bool(m.attributes & 0x08)) for m in legacy]
     stamps = [m.timestamp for m in legacy]
     # A header with no producer id / sequence: legacy sets are never idempotent or transactional.
     header = R.BatchHeader(0, len(data), -1, legacy[0].magic, 0, 0, len(legacy) - 1, stamps[0], max(stamps),
                            -1, -1, -1, len(legacy))
-    return 0, msgs, header
+    return 0, msgs, header, None
 
 
-def _too_large(topic: str, partition: int, exc: R.InflateLimitError) -> int:
-    log.warning("kafka.produce_inflate_limit", topic=topic, partition=partition, codec=exc.codec, limit=exc.limit)
-    return E.MESSAGE_TOO_LARGE
+def _zigzag(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos``: (value, position after it)."""
+    shift = z = 0
+    while True:
+        if pos >= len(buf) or shift > 28:
+            raise DecodeError("bad record length varint")
+        b = buf[pos]
+        z |= (b & 0x7F) << shift
+        pos += 1
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), pos
+        shift += 7
 
 
-def _messages(topic: str, partition: int, data: bytes | None,
-              limit: int) -> tuple[int, list[Message] | UniformBatch, R.BatchHeader | None]:
-    """``limit``: the most bytes compressed records may inflate to (maxMessageSize), else RECORD_TOO_LARGE."""
+def _bad_record(payload: bytes, count: int, exc: DecodeError) -> tuple[int | None, str]:
+    """(index of the first record of the batch that does not parse, or None when the records parse one by
+    one and the batch around them is wrong; the reason): INVALID_RECORD's record_errors."""
+    pos = 0
+    for i in range(count):
+        try:
+            length, start = _zigzag(payload, pos)
+            if length < 0 or start + length > len(payload):
+                raise DecodeError(f"record length {length} invalid")
+            R.read_record_fields(payload[pos:start + length], 1)
+        except DecodeError as bad:
+            return i, f"record {i}: {bad}"
+        pos = start + length
+    return None, str(exc)
+
+
+def _messages(topic: str, partition: int, data: bytes | None, append_time: bool) -> Parsed:
+    """The batch's messages (or a run), its header; ``append_time``: the topic's LogAppendTime."""
     if not data:
-        return E.INVALID_RECORD, [], None
+        return E.INVALID_RECORD, [], None, (None, "no records")
     if len(data) > 16 and data[16] in (0, 1):  # the magic byte sits at offset 16 in both formats
-        return _legacy_messages(topic, partition, data, limit)
+        return _legacy_messages(topic, partition, data, append_time)
     try:
         batches, trailing = R.split_batches(data)
     except DecodeError:
-        return E.CORRUPT_MESSAGE, [], None
+        return E.CORRUPT_MESSAGE, [], None, None
     if len(batches) != 1 or trailing:
-        return E.INVALID_RECORD, [], None
+        return E.INVALID_RECORD, [], None, (None, "a produce request holds exactly one record batch per partition")
     batch = batches[0]
     if not batch.crc_ok():
-        return E.CORRUPT_MESSAGE, [], None
+        return E.CORRUPT_MESSAGE, [], None, None
     h = batch.header
     try:
-        view = batch.payload_view(limit)    # the records in place (uncompressed) for the native walker
-        uniform = not h.log_append_time and not h.is_transactional
+        view = batch.payload_view()     # the records in place (uncompressed) for the native walker
+    except DecodeError:
+        return E.CORRUPT_MESSAGE, [], None, None
+    append_time = append_time or h.log_append_time
+    payload: bytes | memoryview = view
+    try:
+        uniform = not append_time and not h.is_transactional
         spans = None
         if uniform:
             # The common cases (no key, or text keys; no headers): stored as one run (Broker.append_uniform),
             # the values left in the payload when the native walker is built.
             spans = R.plain_spans(view, h) or R.plain_spans(view, h, keyed=True)
             if spans is not None and (run := plain_span_run(topic, partition, view, *spans)) is not None:
-                return 0, run, h
+                return 0, run, h, None
         payload = bytes(view) if type(view) is memoryview else view     # the Python paths slice bytes
         if uniform and spans is None:
             plain = R.plain_values(payload, h) or R.plain_values(payload, h, keyed=True)
             run = plain_run(topic, partition, *plain) if plain is not None else None
             if run is not None:
-                return 0, run, h
+                return 0, run, h, None
         rows = batch.record_fields(payload)
-    except R.InflateLimitError as exc:
-        return _too_large(topic, partition, exc), [], None
-    except DecodeError:
-        return E.CORRUPT_MESSAGE, [], None
+    except DecodeError as exc:
+        why = _bad_record(bytes(payload), h.record_count, exc)
+        log.info("kafka.produce_invalid_record", topic=topic, partition=partition, record=why[0], reason=why[1])
+        return E.INVALID_RECORD, [], None, why
     msgs = messages_from_batch(topic, partition, rows, base_timestamp=h.base_timestamp,
-                               log_append_time=h.log_append_time, now=now_ms())
-    return 0, msgs, h
+                               log_append_time=append_time, now=now_ms())
+    return 0, msgs, h, None
 
 
 def _any_delay_header(msgs: list[Message]) -> bool:
     """Could a message carry rocketmq.DELAY / DELIVER_AT?  Only Kafka headers set them."""
-    return any(m.properties.get(PROP_KAFKA_HEADERS, "[]") != "[]" for m in msgs)
+    return any(m.properties.get(PROP_KAFKA_HEADERS, "[]") != "[]" or PROP_KAFKA_ENVELOPE in m.properties
+               for m in msgs)
 
 
-async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
-    out = Struct(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+def _topic_refusal(topic: str, queue: int, own: dict[str, str], acks: int, size: int) -> tuple[int, str] | None:
+    """NOT_ENOUGH_REPLICAS / MESSAGE_TOO_LARGE from the topic's own configs, before anything is stored."""
+    if acks == -1 and int(own.get(MIN_INSYNC, 1)) > 1:
+        why = (f"The size of the current ISR 1 is insufficient to satisfy the min.isr requirement of "
+               f"{own[MIN_INSYNC]} for partition {topic}-{queue}")
+        return E.NOT_ENOUGH_REPLICAS, why
+    limit = own.get(MAX_MESSAGE_BYTES)
+    if limit is not None and size > int(limit):
+        return E.MESSAGE_TOO_LARGE, (f"The record batch size ({size} bytes) is larger than the topic's "
+                                     f"max.message.bytes ({limit})")
+    return None
+
+
+def _store_error(result_status: str) -> int:
+    """The produce error for a store refusal: the client's mistakes are not retriable."""
+    if result_status == "MESSAGE_ILLEGAL":
+        return E.MESSAGE_TOO_LARGE
+    if result_status == "PROPERTIES_SIZE_EXCEEDED":
+        return E.INVALID_RECORD
+    return E.KAFKA_STORAGE_ERROR
+
+
+async def _produce_partition(env: KafkaEnv, topic: str, p: Struct, acks: int) -> Struct:
+    out = Struct(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+                 record_errors=[], error_message=None)
     queue = local_queue(env, topic, p.index)  # this broker's queue (partition - its base in a cluster)
     if queue is None:
         out.error_code = partition_error(env, topic, p.index)
         return out
     topic = resolve(env, topic)[0]  # producing to a view writes its source topic
-    err, msgs, header = _messages(topic, queue, p.records, env.broker.cfg.max_message_size)
+    own = env.broker.retention.configs(topic)
+    if own is not None and (refusal := _topic_refusal(topic, queue, own, acks, len(p.records or b""))):
+        out.error_code, out.error_message = refusal
+        log.info("kafka.produce_refused", topic=topic, partition=queue, error=int(refusal[0]), reason=refusal[1])
+        return out
+    append_time = own is not None and own.get(TIMESTAMP_TYPE) == "LogAppendTime"
+    err, msgs, header, why = _messages(topic, queue, p.records, append_time)
     if err or header is None:
         out.error_code = err
+        if why is not None:
+            out.error_message = why[1]
+            if why[0] is not None:
+                out.record_errors = [Struct(batch_index=why[0], batch_index_error_message=why[1])]
         return out
+    return await _store(env, topic, queue, msgs, header, out, append_time)
+
+
+async def _store(env: KafkaEnv, topic: str, queue: int, msgs: list[Message] | UniformBatch, header: R.BatchHeader,
+                 out: Struct, append_time: bool) -> Struct:
+    """Delay, transaction and idempotence checks, then the append (module doc)."""
     delayed = False
     if not isinstance(msgs, UniformBatch) and _any_delay_header(msgs):
         now = now_ms()
         msgs = [apply_delay(m, env.broker.delay_levels_ms, now) for m in msgs]
         delayed = any(m.properties.get("DELAY") for m in msgs)
     transactional = header.is_transactional
-    if transactional and (err := _txn_error(env, topic, p.index, header)):
+    if transactional and (err := _txn_error(env, topic, out.index, header)):
         out.error_code = err
         return out
     producers = env.producers
@@ -210,12 +295,14 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct) -> Struct:
     if not result.ok:
         log.warning("kafka.produce_failed", topic=topic, partition=queue, status=result.status.name,
                     remark=result.remark)
-        too_large = result.status.name == "MESSAGE_ILLEGAL"
-        out.error_code = E.MESSAGE_TOO_LARGE if too_large else E.KAFKA_STORAGE_ERROR
+        out.error_code = _store_error(result.status.name)
+        out.error_message = result.remark or None
         return out
     # A delayed record is parked in SCHEDULE_TOPIC_XXXX, a transactional one in the half topic:
     # neither has an offset in this partition yet.
     out.base_offset = -1 if delayed or transactional else result.appended[0].queue_offset
+    if append_time and result.appended:
+        out.log_append_time_ms = result.appended[0].store_timestamp
     out.log_start_offset = env.broker.store.min_offset(topic, queue)
     return out
 
@@ -229,6 +316,6 @@ async def handle_produce(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -
             parts = [Struct(index=p.index, error_code=E.INVALID_REQUIRED_ACKS, base_offset=-1)
                      for p in t.partition_data]
         else:
-            parts = [await _produce_partition(env, t.name, p) for p in t.partition_data]
+            parts = [await _produce_partition(env, t.name, p, req.acks) for p in t.partition_data]
         responses.append(Struct(name=t.name, partition_responses=parts))
     return None if req.acks == 0 else Struct(responses=responses, throttle_time_ms=0)

@@ -1,31 +1,33 @@
-"""Kafka topic configs given to CreateTopics: which rokka honours, refuses or only notes.
+"""Kafka topic configs: which rokka applies per topic, which it accepts, which it refuses.
 
 Theory of operation
 -------------------
-rokka's topics live in one shared CommitLog whose retention, segment size and
-flushing are store-wide (``fileReservedTime``, ``mapedFileSizeCommitLog``,
-``flushDiskType``), so most per-topic Kafka configs cannot take effect.  Kafka
-refuses an unknown config name (``INVALID_CONFIG``, "Unknown topic config
-name"); rokka does the same, and also refuses the configs whose meaning a
-client relies on and rokka cannot give:
+rokka's topics live in one shared CommitLog whose segment size and flushing
+are store-wide (``mapedFileSizeCommitLog``, ``flushDiskType``), so some per-topic
+Kafka configs cannot take effect.  Kafka refuses an unknown config name
+(``INVALID_CONFIG``, "Unknown topic config name"); rokka does the same.
 
-* ``cleanup.policy`` with ``compact``: records are never compacted, so a
-  compacted topic's "latest value per key" contract would silently break
-  (and retention would delete keys a compacted topic keeps forever);
-* ``message.timestamp.type=LogAppendTime``: the broker does not rewrite
-  record timestamps per topic (a producer's LogAppendTime batch is honoured).
+Applied per topic (``APPLIED``; kept in ``rokka.core.topic_retention``, set by
+CreateTopics, AlterConfigs and IncrementalAlterConfigs, shown by DescribeConfigs):
 
-``retention.ms`` is applied (``rokka.core.topic_retention``): a topic keeps its
-records for at most that long; the store-wide retention still removes whole
-segments, so a longer value (or -1, "forever") cannot lengthen it and is
-logged as such.  Every other known Kafka topic config is accepted and not
-applied; the handler logs them, and DescribeConfigs shows the values that do
-apply.  ``rokka.view.*`` configs create a view (``rokka.compat.views``).
+* ``retention.ms`` / ``retention.bytes``: the log start moves past records older
+  / beyond the size (``rokka.core.topic_retention``); the store-wide retention
+  still removes whole segments first when it is shorter.
+* ``max.message.bytes``: a produced batch larger than it gets MESSAGE_TOO_LARGE.
+* ``message.timestamp.type``: ``LogAppendTime`` makes the broker stamp every
+  produced batch with its append time (consumers see LOG_APPEND_TIME).
+* ``min.insync.replicas``: a partition has one replica, so acks=all on a topic
+  asking for more answers NOT_ENOUGH_REPLICAS (as Kafka with a shrunken ISR).
+* ``segment.bytes`` / ``segment.ms``: accepted, stored and shown, *not applied*
+  (the CommitLog's segments hold every topic: ``mapedFileSizeCommitLog``).
 
-AlterConfigs / IncrementalAlterConfigs (``alter_refusal``) are an explicit
-request to change behaviour, so there every config rokka does not apply is
-refused (INVALID_CONFIG with the reason) unless its value is the one that
-applies anyway.
+``cleanup.policy``: ``delete`` is what rokka does and is accepted; ``compact`` is
+refused (records are never compacted, so a compacted topic's "latest value per
+key" contract would silently break).  Every other known Kafka topic config is
+accepted by CreateTopics and logged as not applied, and refused by
+AlterConfigs / IncrementalAlterConfigs (an explicit request to change
+behaviour) unless its value is the one in force.  ``rokka.view.*`` configs
+create a view (``rokka.compat.views``).
 """
 
 from __future__ import annotations
@@ -46,22 +48,58 @@ KAFKA_TOPIC_CONFIGS = frozenset({
 })
 VIEW_PREFIX = "rokka.view."
 RETENTION_MS = "retention.ms"
+RETENTION_BYTES = "retention.bytes"
+MAX_MESSAGE_BYTES = "max.message.bytes"
+TIMESTAMP_TYPE = "message.timestamp.type"
+MIN_INSYNC = "min.insync.replicas"
+CLEANUP_POLICY = "cleanup.policy"
+#: name -> (smallest value, largest value) of the integer configs rokka keeps per topic.
+_INT_RANGES = {RETENTION_MS: (-1, 2**63 - 1), RETENTION_BYTES: (-1, 2**63 - 1), MAX_MESSAGE_BYTES: (0, 2**31 - 1),
+               MIN_INSYNC: (1, 2**31 - 1), "segment.bytes": (14, 2**31 - 1), "segment.ms": (1, 2**63 - 1)}
+#: Configs kept per topic and shown by DescribeConfigs (segment.* are kept and shown, not applied).
+APPLIED = frozenset({*_INT_RANGES, TIMESTAMP_TYPE})
+NOT_APPLIED = frozenset({"segment.bytes", "segment.ms"})
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 #: Values that are what rokka does anyway (accepted by AlterConfigs).
-IN_FORCE = {"cleanup.policy": "delete", "message.timestamp.type": "CreateTime"}
+IN_FORCE = {CLEANUP_POLICY: "delete"}
+_COMPACT = ("cleanup.policy=compact is not supported: rokka never compacts a topic (records stay "
+            "until the store's retention, fileReservedTime, removes them)")
+
+
+def parse_config(name: str, value: str | None) -> str | None:
+    """The normalised value of a config rokka keeps per topic (None: unset, from a null value or
+    ``-1`` for the retentions); ValueError with Kafka's wording when the value is invalid."""
+    if value is None:
+        return None
+    if name == TIMESTAMP_TYPE:
+        if value.strip() not in TIMESTAMP_TYPES:
+            raise ValueError(f"Invalid value {value} for configuration {name}: String must be one of: "
+                             f"{', '.join(TIMESTAMP_TYPES)}")
+        return value.strip()
+    low, high = _INT_RANGES[name]
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise ValueError(f"Invalid value {value} for configuration {name}: not a number") from None
+    if not low <= n <= high:
+        raise ValueError(f"Invalid value {value} for configuration {name}: must be >= {low}")
+    return None if n == -1 and name in (RETENTION_MS, RETENTION_BYTES) else str(n)
 
 
 def parse_retention_ms(value: str | None) -> int | None:
     """``retention.ms`` -> ms (None: no per-topic limit, from -1 or a null value); ValueError
     when it is not an integer >= -1."""
-    if value is None:
-        return None
-    try:
-        ms = int(value.strip())
-    except ValueError:
-        raise ValueError(f"Invalid value {value} for configuration retention.ms: not a number") from None
-    if ms < -1:
-        raise ValueError(f"Invalid value {value} for configuration retention.ms: must be >= -1")
-    return None if ms == -1 else ms
+    parsed = parse_config(RETENTION_MS, value)
+    return None if parsed is None else int(parsed)
+
+
+def _policy_refusal(value: str | None) -> str | None:
+    policy = {p.strip().lower() for p in (value or "").split(",")}
+    if "compact" in policy:
+        return _COMPACT
+    if policy - {"delete", ""}:
+        return f"Invalid value {value} for configuration cleanup.policy: String must be one of: compact, delete"
+    return None
 
 
 def alter_refusal(name: str, value: str | None) -> str | None:
@@ -70,17 +108,18 @@ def alter_refusal(name: str, value: str | None) -> str | None:
         return "a view's configs are fixed when it is created"
     if name not in KAFKA_TOPIC_CONFIGS:
         return f"Unknown topic config name: {name}"
-    if name == RETENTION_MS:
+    if name in APPLIED:
         try:
-            parse_retention_ms(value)
+            parse_config(name, value)
         except ValueError as exc:
             return str(exc)
         return None
+    if name == CLEANUP_POLICY:
+        return _policy_refusal(value)
     if value is None or IN_FORCE.get(name, "").lower() == value.strip().lower():
         return None
-    refused, _ = check_topic_configs({name: value})
-    return refused or (f"{name} is not applied per topic by rokka (retention, segments and flushing "
-                       f"are store-wide: see broker.conf); only retention.ms can be changed")
+    return (f"{name} is not applied per topic by rokka (flushing and the other store settings are store-wide: "
+            f"see broker.conf); per topic rokka applies {', '.join(sorted(APPLIED - NOT_APPLIED))}")
 
 
 def check_topic_configs(configs: dict[str, str | None]) -> tuple[str | None, list[str]]:
@@ -88,19 +127,13 @@ def check_topic_configs(configs: dict[str, str | None]) -> tuple[str | None, lis
     for name in configs:
         if name not in KAFKA_TOPIC_CONFIGS and not name.startswith(VIEW_PREFIX):
             return f"Unknown topic config name: {name}", []
-    policy = {p.strip().lower() for p in (configs.get("cleanup.policy") or "").split(",")}
-    if "compact" in policy:
-        return ("cleanup.policy=compact is not supported: rokka never compacts a topic (records stay "
-                "until the store's retention, fileReservedTime, removes them)"), []
-    if (configs.get("message.timestamp.type") or "").strip().lower() == "logappendtime":
-        return ("message.timestamp.type=LogAppendTime is not supported per topic: records keep the "
-                "producer's timestamp (a LogAppendTime batch is honoured)"), []
-    if RETENTION_MS in configs:
+    if CLEANUP_POLICY in configs and (why := _policy_refusal(configs[CLEANUP_POLICY])) is not None:
+        return why, []
+    for name in APPLIED & configs.keys():
         try:
-            parse_retention_ms(configs[RETENTION_MS])
+            parse_config(name, configs[name])
         except ValueError as exc:
             return str(exc), []
-    ignored = sorted(n for n in configs if not n.startswith(VIEW_PREFIX) and n != RETENTION_MS
-                     and not (n == "cleanup.policy" and policy == {"delete"})
-                     and not (n == "message.timestamp.type" and configs[n] == "CreateTime"))
+    ignored = sorted(n for n in configs if not n.startswith(VIEW_PREFIX) and n != CLEANUP_POLICY
+                     and (n not in APPLIED or n in NOT_APPLIED))
     return None, ignored

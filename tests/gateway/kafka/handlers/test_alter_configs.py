@@ -73,7 +73,8 @@ async def test_alter_configs_replaces_the_whole_set(env: KafkaEnv) -> None:
 async def test_refusals_leave_everything_as_it_was(env: KafkaEnv) -> None:
     await alter(env, {"retention.ms": "1000"})
     for configs, code, why in [
-        ({"segment.bytes": "1", "retention.ms": "7"}, E.INVALID_CONFIG, "not applied per topic"),
+        ({"flush.messages": "1", "retention.ms": "7"}, E.INVALID_CONFIG, "not applied per topic"),
+        ({"segment.bytes": "1", "retention.ms": "7"}, E.INVALID_CONFIG, "must be >= 14"),
         ({"cleanup.policy": "compact"}, E.INVALID_CONFIG, "compact is not supported"),
         ({"retention.ms": "soon"}, E.INVALID_CONFIG, "not a number"),
         ({"no.such.config": "1"}, E.INVALID_CONFIG, "Unknown topic config name"),

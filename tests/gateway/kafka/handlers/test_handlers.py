@@ -158,10 +158,11 @@ async def test_create_topics_checks_topic_configs(env: KafkaEnv) -> None:
         topic("typo", retention_msec="1000"),
         topic("plain", cleanup_policy="delete", retention_ms="3600000", min_insync_replicas="2")]))
     assert [(t.name, t.error_code) for t in ct.topics] == [
-        ("compacted", 40), ("both", 40), ("appendtime", 40), ("typo", 40), ("plain", 0)]
+        ("compacted", 40), ("both", 40), ("appendtime", 0), ("typo", 40), ("plain", 0)]  # LogAppendTime applies
     assert "compact" in ct.topics[0].error_message and "never compacts" in ct.topics[0].error_message
     assert ct.topics[3].error_message == "Unknown topic config name: retention.msec"
-    assert [n for n in ("compacted", "both", "appendtime", "typo", "plain") if n in env.broker.topics] == ["plain"]
+    assert [n for n in ("compacted", "both", "appendtime", "typo", "plain")
+            if n in env.broker.topics] == ["appendtime", "plain"]
 
 
 async def test_kafka_records_store_only_their_mapping(env: KafkaEnv) -> None:
