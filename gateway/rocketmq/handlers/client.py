@@ -15,6 +15,15 @@ broker does on a small store: 0 when the queue's min offset is 0 and its
 first message is still "in memory" (within 40 % of RAM of the CommitLog
 head), else QUERY_NOT_FOUND.
 
+Names (``rokka.core.names``): a consumer group in a heartbeat must be a valid
+consumer group (its ``%RETRY%`` topic is created from it), else the heartbeat
+is answered SYSTEM_ERROR with RocketMQ 5's validateGroup remark and nothing
+is created; a subscription to an invalid, unknown topic is dropped.  The
+offset codes are shared with Kafka (routed OffsetCommit / OffsetFetch carry
+Kafka group ids, which are free strings), so they refuse only an empty group
+and a topic that is neither in the table nor valid for either protocol.  Each
+refusal logs one ``rocketmq.bad_name`` line.
+
 Queue locks (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ) keep an orderly consumer group
 from consuming one queue on two clients; a lock expires 60 s after its last
 renewal.
@@ -27,6 +36,7 @@ import time
 from typing import Any
 
 import structlog
+from rokka.core import names
 from rokka.core.filter import SubscriptionParseError, build_subscription
 from rokka.core.groups import MESSAGE_MODEL_CLUSTERING, ClientInfo
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
@@ -80,6 +90,9 @@ async def handle_heartbeat(ctx: BrokerContext, channel: Any, req: RemotingComman
         group = str(cd.get("groupName") or "")
         if not group:
             continue
+        if (bad := names.consumer_group_problem(group)) is not None:
+            names.refused("rocketmq", "group", group, bad, op="heartbeat", peer=str(getattr(channel, "peer", "")))
+            return req.make_response(ResponseCode.SYSTEM_ERROR, bad)
         refusal = ctx.extra.get("refuse_rocketmq_group")
         if refusal is not None and (reason := refusal(group)):
             return req.make_response(ResponseCode.SYSTEM_ERROR, reason)
@@ -92,8 +105,12 @@ async def handle_heartbeat(ctx: BrokerContext, channel: Any, req: RemotingComman
             ctx.topic_changed()
         subs = []
         for sd in cd.get("subscriptionDataSet") or []:
+            topic = str(sd.get("topic"))
+            if topic not in broker.topics and (bad := names.topic_problem(topic)) is not None:
+                names.refused("rocketmq", "topic", topic, bad, op="heartbeat", group=group)
+                continue
             try:
-                subs.append(build_subscription(str(sd.get("topic")), sd.get("subString"),
+                subs.append(build_subscription(topic, sd.get("subString"),
                                                sd.get("expressionType"), int(sd.get("subVersion") or 0)))
             except (SubscriptionParseError, ValueError) as exc:
                 log.warning("bad subscription in heartbeat", group=group, error=str(exc))
@@ -150,9 +167,23 @@ def _first_message_in_memory(ctx: BrokerContext, topic: str, queue_id: int) -> b
     return behind <= physical_memory_bytes() * 0.4
 
 
+def _offset_names_refusal(ctx: BrokerContext, req: RemotingCommand, group: str, topic: str) -> RemotingCommand | None:
+    """SYSTEM_ERROR for an offset request with an empty group or an unknown topic no protocol allows."""
+    why = "The specified group is blank." if not group else None
+    kind, name = "group", group
+    if why is None and topic not in ctx.broker.topics:
+        why, kind, name = names.store_topic_problem(topic), "topic", topic
+    if why is None:
+        return None
+    names.refused("rocketmq", kind, name, why, request_code=req.code)
+    return req.make_response(ResponseCode.SYSTEM_ERROR, why)
+
+
 async def handle_query_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = Header(req)
     group, topic, queue_id = h.str("consumerGroup"), h.str("topic"), h.int("queueId")
+    if (refused := _offset_names_refusal(ctx, req, group, topic)) is not None:
+        return refused
     offset = ctx.broker.offsets.query(group, topic, queue_id)
     if offset is None or offset < 0:   # a committed -1 reads as none, as in RocketMQ
         # RocketMQ 5's setZeroIfNotFound=false (4.x clients never send it) asks for the plain answer.
@@ -172,7 +203,10 @@ async def handle_query_offset(ctx: BrokerContext, channel: Any, req: RemotingCom
 
 async def handle_update_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = Header(req)
-    ctx.broker.offsets.commit(h.str("consumerGroup"), h.str("topic"), h.int("queueId"), h.long("commitOffset"),
+    group, topic = h.str("consumerGroup"), h.str("topic")
+    if (refused := _offset_names_refusal(ctx, req, group, topic)) is not None:
+        return refused
+    ctx.broker.offsets.commit(group, topic, h.int("queueId"), h.long("commitOffset"),
                               metadata=h.str("kafkaMetadata", None), leader_epoch=h.int("kafkaLeaderEpoch", -1))
     return req.make_response(ResponseCode.SUCCESS)
 

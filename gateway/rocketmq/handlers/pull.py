@@ -19,6 +19,11 @@ FLAG_SUSPEND, the request parks (its own task: it blocks nothing else) until
 a message *matching the filter* is dispatched to that queue, or until
 ``suspendTimeoutMillis`` (capped below the clients' 30 s timeout) expires;
 then it is run once more without suspending.
+
+Names (``rokka.core.names``): the group must be a valid consumer group (else
+SUBSCRIPTION_GROUP_NOT_EXIST: it is never auto-created, as in RocketMQ 5) and
+a topic not in the table must be a valid name (else TOPIC_NOT_EXIST with the
+reason); each refusal logs ``rocketmq.bad_name``.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any, NamedTuple
 
 import structlog
 import trio
+from rokka.core import names
 from rokka.core.filter import EXPR_SQL92, ExpressionFilter, Subscription, SubscriptionParseError, build_subscription
 from rokka.core.groups import MESSAGE_MODEL_BROADCASTING
 from rokka.core.storage.api import GetResult, GetStatus
@@ -132,6 +138,19 @@ def _response(req: RemotingCommand, code: int, result: GetResult | _Found | None
     return req.make_response(code, remark, ext, body)
 
 
+def _name_refusal(req: RemotingCommand, channel: Any, broker: Any, group: str, topic: str) -> RemotingCommand | None:
+    """The answer to a pull whose group or (unknown) topic name is not valid, or None."""
+    peer = str(getattr(channel, "peer", ""))
+    if (why := names.consumer_group_problem(group)) is not None:
+        names.refused("rocketmq", "group", group, why, op="pull", peer=peer)
+        return _response(req, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, None,
+                         f"subscription group [{group}] does not exist: {why}")
+    if topic not in broker.topics and (why := names.topic_problem(topic)) is not None:
+        names.refused("rocketmq", "topic", topic, why, op="pull", peer=peer)
+        return _response(req, ResponseCode.TOPIC_NOT_EXIST, None, f"topic[{topic}] not exist: {why}")
+    return None
+
+
 async def handle_pull(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = Header(req)
     group, topic = h.str("consumerGroup"), h.str("topic")
@@ -141,6 +160,8 @@ async def handle_pull(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
     commit_offset = h.long("commitOffset", 0) or 0
     suspend_ms = h.long("suspendTimeoutMillis", 0) or 0
     broker = ctx.broker
+    if (bad := _name_refusal(req, channel, broker, group, topic)) is not None:
+        return bad
     sub_cfg = broker.sub_groups.get(group)
     if sub_cfg is None:
         return _response(req, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, None,

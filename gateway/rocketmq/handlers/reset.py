@@ -12,7 +12,9 @@ body format follows the member's language: the C++ client parses only the
 array form ``{"offsetTable":[{brokerName, queueId, topic, offset}]}``;
 Java-style clients get the map keyed by MessageQueue objects, written as
 standard JSON (the key is the queue's JSON text).  The admin gets the table
-back in the array form.
+back in the array form.  The group may be any non-empty name (Kafka group ids
+are reset this way too; a group only keys the offset table); the topic must be
+in the table.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 from typing import Any
 
 import structlog
+from rokka.core import names
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
@@ -64,6 +67,9 @@ async def handle_reset_offset(ctx: BrokerContext, channel: Any, req: RemotingCom
     h = Header(req)
     topic, group, timestamp = h.str("topic"), h.str("group"), h.long("timestamp")
     force = bool(h.bool("isForce", True))
+    if not group:
+        names.refused("rocketmq", "group", group, "The specified group is blank.", op="reset_offset")
+        return req.make_response(ResponseCode.SYSTEM_ERROR, "The specified group is blank.")
     if ctx.broker.topics.get(topic) is None:
         return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
     table = compute_offsets(ctx, group, topic, timestamp, force)
