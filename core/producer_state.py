@@ -38,22 +38,27 @@ through ``transactional_entry`` and fences a timed-out producer with
 ``bump_epoch`` (``TxnIdEntry.state`` stays "Empty" here).
 
 Persistence (``config/producerState.msgpack``, atomic, see
-``rokka.core.storage.packfile``):
+``rokka.core.storage.packfile``, plus the journal ``rokka.core.producer_journal``):
 
-* ``run()`` writes the table every ``flush_interval_s`` while it is dirty,
-  and ``close()`` writes it at clean shutdown with ``clean=True``; at start
-  the file is immediately rewritten with ``clean=False``.  So after a clean
-  restart every acknowledged append is known.
-* After a crash (file says ``clean=False``) the table may miss the last
-  appends.  Every partition entry is then *relaxed*: its next batch is
-  accepted with any sequence (rule 5), while the batches still cached keep
-  suppressing duplicates.  The cost is Kafka's own when producer state is
-  lost: a retry of a batch acknowledged after the last snapshot can be
-  written twice; no producer gets a spurious OUT_OF_ORDER.
+* ``record_batch`` appends every batch to the journal before the produce is
+  answered; the journal is fdatasynced by the store's flush before the
+  CommitLog offsets it covers are reported durable (``sync_journal`` is a
+  store flush hook), so it is as durable as the records themselves.
+* ``run()`` writes a snapshot every ``flush_interval_s`` while dirty, and
+  ``close()`` writes it at clean shutdown with ``clean=True``; a snapshot
+  starts the next journal generation and the older journal files go once it
+  is durable.  At start the snapshot is loaded and the journals written
+  since are replayed (Kafka rebuilds the same state from its log), so after a
+  crash (kill -9, or power loss under SYNC_FLUSH) every acknowledged batch is
+  known and a retry of it is answered DUPLICATE instead of being written again.
+* A snapshot from before the journal existed (no ``journal`` key) that says
+  ``clean=False`` may miss the last appends: its entries are then *relaxed*
+  (next batch accepted with any sequence, rule 5), the cached batches still
+  suppressing duplicates.
 * ``recover(log_end)``, called once after store recovery, drops cached
   batches at or beyond a partition's recovered end (the store may have lost
-  unflushed data) and relaxes those entries, so a duplicate never answers
-  with an offset the log no longer holds.
+  unflushed data under ASYNC_FLUSH) and relaxes those entries, so a
+  duplicate never answers with an offset the log no longer holds.
 * Entries idle longer than ``expiration_ms`` (Kafka's
   producer.id.expiration.ms, 1 day) are dropped when a snapshot is taken.
 """
@@ -71,6 +76,7 @@ from typing import Any
 
 import structlog
 import trio
+from rokka.core.producer_journal import ProducerJournal, journal_files, read_entries
 from rokka.core.storage.metafile import MetadataCorrupt
 from rokka.core.storage.packfile import pack, read_msgpack, take_ticket, write_packed_atomic
 
@@ -192,9 +198,33 @@ class ProducerStateManager:
         self._dirty = False
         self._write_lock = trio.Lock()
         self.loaded_clean: bool | None = None
+        self._journal: ProducerJournal | None = None
+        self._journal_from = 0          # the journal generation that follows the loaded snapshot
         if self._path is not None:
             self._load()
-            write_packed_atomic(self._path, self._encode(clean=False))
+            self._open_journal(self._path.parent)
+
+    def _open_journal(self, directory: Path) -> None:
+        """Replay the journals written since the snapshot, then start a new generation."""
+        found = journal_files(directory)
+        replayed = 0
+        for gen, path in found:
+            if gen >= self._journal_from:
+                for entry in read_entries(path):
+                    self._apply(*entry)
+                    replayed += 1
+        if replayed:
+            log.info("producer_state.journal_replayed", batches=replayed, files=len(found))
+        gen = max([self._journal_from] + [g for g, _ in found]) + 1
+        self._journal = ProducerJournal(directory, gen)
+        assert self._path is not None
+        write_packed_atomic(self._path, self._encode(clean=False, journal=gen), ticket=take_ticket())
+        self._journal.drop_before(gen)
+
+    def sync_journal(self) -> None:
+        """fdatasync the journal (register with ``MessageStore.add_flush_hook``; any thread)."""
+        if self._journal is not None:
+            self._journal.sync()
 
     # ------------------------------------------------------------------ InitProducerId
 
@@ -324,17 +354,24 @@ class ProducerStateManager:
     def record_batch(self, producer_id: int, epoch: int, topic: str, partition: int, first_seq: int,
                      last_seq: int, first_offset: int, last_offset: int, timestamp_ms: int | None = None,
                      ) -> None:
-        """Remember a batch the store just appended (after an APPEND verdict)."""
+        """Remember a batch the store just appended (after an APPEND verdict); journaled at once."""
         now = self._clock_ms()
+        ts = now if timestamp_ms is None else timestamp_ms
+        self._apply(producer_id, epoch, topic, partition, first_seq, last_seq, first_offset, last_offset, ts, now)
+        if self._journal is not None:
+            self._journal.append((producer_id, epoch, topic, partition, first_seq, last_seq, first_offset,
+                                  last_offset, ts))
+
+    def _apply(self, producer_id: int, epoch: int, topic: str, partition: int, first_seq: int, last_seq: int,
+               first_offset: int, last_offset: int, timestamp_ms: int, now: int | None = None) -> None:
         key = (producer_id, topic, partition)
         entry = self._entries.get(key)
         if entry is None or epoch > entry.epoch:
             entry = self._entries[key] = PartitionProducer(epoch=epoch)
-        entry.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset,
-                                       now if timestamp_ms is None else timestamp_ms))
+        entry.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset, timestamp_ms))
         entry.last_seq = last_seq
         entry.relaxed = False
-        entry.last_update_ms = now
+        entry.last_update_ms = timestamp_ms if now is None else now
         self._dirty = True
 
     def recover(self, log_end: Callable[[str, int], int]) -> None:
@@ -373,10 +410,19 @@ class ProducerStateManager:
             self._dirty = False
             return
         async with self._write_lock:
+            if self._journal is None:       # closed
+                return
             self.expire()
-            data, ticket = self._encode(clean=False), take_ticket()   # close() wins even if it lands first
+            journal = self._journal
+            gen = journal.rotate()          # batches recorded from now on go to the next journal
+            data, ticket = self._encode(clean=False, journal=gen), take_ticket()   # close() wins even if it lands first
             self._dirty = False
-            await trio.to_thread.run_sync(partial(write_packed_atomic, self._path, data, ticket=ticket))
+            await trio.to_thread.run_sync(partial(self._write_snapshot, data, ticket, gen))
+
+    def _write_snapshot(self, data: bytes, ticket: int, generation: int) -> None:
+        assert self._path is not None
+        if write_packed_atomic(self._path, data, ticket=ticket) and self._journal is not None:
+            self._journal.drop_before(generation)
 
     async def run(self, flush_interval_s: float = 1.0, *,
                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -385,16 +431,23 @@ class ProducerStateManager:
         while True:
             await trio.sleep(flush_interval_s)
             if self._dirty:
-                await self.persist()
+                try:
+                    await self.persist()
+                except OSError as exc:      # a full disk: the journal still has every batch; retry later
+                    self._dirty = True
+                    log.error("producer_state.snapshot_failed", error=str(exc), path=str(self._path))
 
     def close(self) -> None:
         """Clean shutdown: write the table marked clean (after the store is flushed)."""
-        if self._path is not None:
+        if self._path is not None and self._journal is not None:
             self.expire()
-            write_packed_atomic(self._path, self._encode(clean=True), ticket=take_ticket())
+            journal, self._journal = self._journal, None
+            write_packed_atomic(self._path, self._encode(clean=True, journal=journal.generation + 1),
+                                ticket=take_ticket())
+            journal.close(delete=True)
             self._dirty = False
 
-    def _encode(self, *, clean: bool) -> bytes:
+    def _encode(self, *, clean: bool, journal: int) -> bytes:
         producers = [[pid, topic, part, e.epoch, e.last_seq, e.relaxed, e.last_update_ms,
                       [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp_ms]
                        for b in e.batches]]
@@ -402,7 +455,7 @@ class ProducerStateManager:
         txn = [[tid, e.producer_id, e.epoch, e.timeout_ms, e.last_producer_id, e.last_epoch, e.state]
                for tid, e in self._txn.items()]
         return pack({"version": VERSION, "clean": clean, "reserved_until": self._reserved_until,
-                     "txn": txn, "producers": producers})
+                     "txn": txn, "producers": producers, "journal": journal})
 
     def _load(self) -> None:
         assert self._path is not None
@@ -420,12 +473,14 @@ class ProducerStateManager:
         if not isinstance(data, dict) or data.get("version") != VERSION:
             raise MetadataCorrupt(f"{self._path}: unsupported producer state layout")
         self.loaded_clean = bool(data["clean"])
+        journaled = "journal" in data           # the journal holds what the snapshot does not
+        self._journal_from = int(data.get("journal", 0))
         self._next_id = self._reserved_until = int(data["reserved_until"])
         for tid, pid, epoch, timeout, last_pid, last_epoch, state in data["txn"]:
             self._txn[tid] = TxnIdEntry(pid, epoch, timeout, last_pid, last_epoch, state)
             self._txn_by_pid[pid] = tid
         for pid, topic, part, epoch, last_seq, relaxed, updated, batches in data["producers"]:
             entry = PartitionProducer(epoch=epoch, last_seq=last_seq, last_update_ms=updated,
-                                      relaxed=bool(relaxed) or not self.loaded_clean)
+                                      relaxed=bool(relaxed) or not (self.loaded_clean or journaled))
             entry.batches.extend(BatchMeta(*b) for b in batches)
             self._entries[(pid, topic, part)] = entry

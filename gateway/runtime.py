@@ -271,6 +271,7 @@ class BrokerRole:
         coord_holder["c"] = coord
         producers = ProducerStateManager(config_dir)
         producers.recover(broker.store.max_offset)
+        broker.store.add_flush_hook(producers.sync_journal)     # the producer journal is durable before acks
         views = ViewRegistry(config_dir)
         env = KafkaEnv(broker=broker, node_id=node_id, host=host, port=port, producers=producers,
                        views=views, cluster=view)

@@ -315,10 +315,18 @@ class MessageStore(Protocol):
     @property
     def flushed_offset(self) -> int: ...
 
-    def flush(self) -> int:
+    def flush(self, upto: int | None = None) -> int:
         """fsync everything written so far (blocking; call from a worker thread).
 
-        Returns the CommitLog offset now durable."""
+        Runs the flush hooks first (``add_flush_hook``), then makes the CommitLog durable and
+        reports it durable up to ``upto`` (an offset read on the appending thread; None = all,
+        only when nothing is appending).  Returns the CommitLog offset now durable."""
+        ...
+
+    def add_flush_hook(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` (blocking, any thread) in every ``flush`` before the CommitLog offsets are
+        reported durable: state written with the records (the idempotent-producer journal) is then
+        durable before any acknowledgement that waits for them."""
         ...
 
     def checkpoint(self) -> None:

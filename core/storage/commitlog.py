@@ -192,9 +192,12 @@ class CommitLog:
         return layout.store_timestamp_of(seg.mm, offset - seg.base)
 
     # -- durability / lifecycle ----------------------------------------------------
-    def flush(self) -> int:
-        """fdatasync up to the current write offset (thread-safe); returns the durable offset."""
-        target = self.write_offset
+    def flush(self, upto: int | None = None) -> int:
+        """fdatasync up to the current write offset (thread-safe); returns the durable offset.
+
+        ``upto``: report durable only up to this offset (read by the caller on the appending
+        thread, after it made what goes with those records durable; see ``DiskStore.flush``)."""
+        target = self.write_offset if upto is None else min(upto, self.write_offset)
         if target > self.flushed_offset:
             self.files.sync_range(self.flushed_offset, target)
             self.flushed_offset = max(self.flushed_offset, target)

@@ -35,7 +35,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
@@ -103,6 +103,7 @@ class DiskStore(reader.TimeQueries):
         self.disk_full = False          # set by retention.run (another thread: a plain flag)
         self._lock_fd: int | None = None
         self._checkpoint_lock = threading.Lock()
+        self._flush_hooks: list[Callable[[], None]] = []
         self._host = config.store_host
 
     # -- lifecycle ----------------------------------------------------------------
@@ -212,6 +213,7 @@ class DiskStore(reader.TimeQueries):
         if not self._writable:
             return
         self._writable = False
+        self.flush()
         self.checkpoint()
         self._close_files()
         (self.root / "abort").unlink(missing_ok=True)
@@ -582,10 +584,21 @@ class DiskStore(reader.TimeQueries):
     def flushed_offset(self) -> int:
         return self.clog.flushed_offset
 
-    def flush(self) -> int:
-        flushed = self.clog.flush()
+    def flush(self, upto: int | None = None) -> int:
+        """Run the flush hooks, then fdatasync the CommitLog and report it durable up to ``upto``.
+
+        ``upto`` is read on the appending (trio) thread by the caller: everything a hook makes
+        durable for the records below it (the producer journal) was written before it was read,
+        so it is durable before those records are reported durable.  None = everything (only
+        while nothing appends: open, close)."""
+        for hook in self._flush_hooks:
+            hook()
+        flushed = self.clog.flush(upto)
         self.clog.release_cold()
         return flushed
+
+    def add_flush_hook(self, hook: Callable[[], None]) -> None:
+        self._flush_hooks.append(hook)
 
     def checkpoint(self) -> None:
         # Called from worker threads (the flush service) and from close(): one writer at a time, so the
@@ -596,7 +609,9 @@ class DiskStore(reader.TimeQueries):
             for q in tuple(self.cqs.values()):
                 q.sync()
             self.index.sync()
-            physic = self.clog.flush()
+            # What the flush service (or close) made durable; flushing here would report offsets
+            # durable past the flush hooks' coverage (see flush).
+            physic = self.clog.flushed_offset
             write_checkpoint(self.root / "checkpoint", Checkpoint(ts, ts, ts, physic, min(dispatched, physic)))
 
     def statistics(self) -> dict[str, int]:

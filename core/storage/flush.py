@@ -5,6 +5,11 @@ Theory of operation
 The store itself is synchronous; durability is driven from here.  ``run()``
 is a long-lived task (start it with ``nursery.start(flusher.run)``):
 
+The offset to report durable is read here, on the event-loop thread that
+appends, and passed to ``store.flush(upto)``: the store runs its flush hooks
+(the idempotent-producer journal) before the CommitLog fdatasync, so what
+they make durable for those records is durable first.
+
 * **ASYNC_FLUSH**: every ``flush_interval_ms`` it runs ``store.flush()`` on
   a worker thread (``trio.to_thread.run_sync``) if anything new was
   written, and ``store.checkpoint()`` at most once a second.
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 import trio
@@ -88,9 +94,10 @@ class FlushService:
 
     async def _flush_once(self) -> None:
         store = self.store
-        if store.commitlog_max_offset > store.flushed_offset:
+        target = store.commitlog_max_offset     # read here, on the appending thread (see DiskStore.flush)
+        if target > store.flushed_offset:
             try:
-                await trio.to_thread.run_sync(store.flush)
+                await trio.to_thread.run_sync(partial(store.flush, target))
                 self._flushes += 1
             except OSError as exc:
                 self._errors += 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rokka.core.model import BatchBody, Message, StoredMessage, UniformBatch
 from rokka.core.storage import layout, reader
@@ -76,6 +76,7 @@ class MemoryStore(reader.TimeQueries):
         self._times: list[int] = []
         self._end = 0
         self._min = 0
+        self._flush_hooks: list[Callable[[], None]] = []
         self._queues: dict[tuple[str, int], _Queue] = {}
         self._logical_min: dict[tuple[str, int], int] = {}
         self._index = _Index()
@@ -245,8 +246,13 @@ class MemoryStore(reader.TimeQueries):
     def flushed_offset(self) -> int:
         return self._end
 
-    def flush(self) -> int:
+    def flush(self, upto: int | None = None) -> int:
+        for hook in self._flush_hooks:
+            hook()
         return self._end
+
+    def add_flush_hook(self, hook: Callable[[], None]) -> None:
+        self._flush_hooks.append(hook)
 
     def checkpoint(self) -> None:
         return None
