@@ -14,12 +14,19 @@ info in name server for the topic: <t>" + FAQ hint; GET_KV_CONFIG
 QUERY_NOT_FOUND "No config item, Namespace: <ns> Key: <k>"; REGISTER_BROKER
 "crc32 not match".
 
+Names: GET_ROUTEINFO_BY_TOPIC with a name no protocol allows is answered
+TOPIC_NOT_EXIST (the route cannot exist) and DELETE_TOPIC_IN_NAMESRV with one
+SYSTEM_ERROR with TopicValidator's remark, each with one ``rocketmq.bad_name``
+log line (``rokka.core.names.store_topic_problem``: RocketMQ or Kafka names).
+The name server keeps routes in memory only: no name ever becomes a path here.
+
 Editing rule: no state here; everything lives in the manager.
 """
 
 from __future__ import annotations
 
 import structlog
+from rokka.core import names
 from rokka.core.namesrv.routes import RouteInfoManager
 from rokka.gateway.rocketmq.channel import Channel, Handler
 from rokka.gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, dumps, kv_table_json, loads_body
@@ -104,6 +111,9 @@ class NamesrvHandlers:
     # -- routes and topics -------------------------------------------------------------
     async def get_route(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
         topic = Header(cmd).str("topic")
+        if (bad := names.store_topic_problem(topic)) is not None:
+            names.refused("rocketmq", "topic", topic, bad, op="get_route", peer=str(getattr(channel, "peer", "")))
+            return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, route_not_found_remark(topic))
         route = self.routes.get_route(topic)
         if route is None:
             return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, route_not_found_remark(topic))
@@ -121,7 +131,11 @@ class NamesrvHandlers:
 
     async def delete_topic(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
         h = Header(cmd)
-        self.routes.delete_topic(h.str("topic"), h.str("clusterName", None, empty_is_none=True))
+        topic = h.str("topic")
+        if (bad := names.store_topic_problem(topic)) is not None and topic not in self.routes.topic_queues:
+            names.refused("rocketmq", "topic", topic, bad, op="delete_topic_in_namesrv")
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, bad)
+        self.routes.delete_topic(topic, h.str("clusterName", None, empty_is_none=True))
         return cmd.make_response(ResponseCode.SUCCESS)
 
     # -- KV config ---------------------------------------------------------------------------

@@ -12,6 +12,10 @@ resolved to their source topic plus a filter); and RocketMQ's own retry,
 DLQ and schedule topics by their RocketMQ names (``%RETRY%g``, ``%DLQ%g``,
 ``SCHEDULE_TOPIC_XXXX``) when they exist — readable, never auto-created.
 ``topic_config`` and ``resolve`` are the one place that decides this.
+Topic names follow Kafka's rule (``rokka.core.names``: ``[a-zA-Z0-9._-]``,
+at most 249 characters, not "." or ".."); ``refused_topic_name`` is the check
+for names a client asks to create (CreateTopics, Metadata auto-create), with
+its ``kafka.bad_name`` log line.  Group ids are free strings, as in Kafka.
 
 In a cluster (``rokka.gateway.kafka.cluster``) a topic's partitions are spread
 over the brokers: ``local_queue`` is the one translation from a Kafka
@@ -23,13 +27,13 @@ Async handlers call ``ensure_routes`` first so the layout is fresh.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rokka.compat.kafka_records import KafkaRow, PlainPiece, kafka_pieces, kafka_rows
 from rokka.compat.views import ViewRegistry
+from rokka.core import names
 from rokka.core.broker import Broker
 from rokka.core.filter import ExpressionFilter
 from rokka.core.kafka_txn import KafkaTxnCoordinator
@@ -45,7 +49,6 @@ if TYPE_CHECKING:
     from rokka.gateway.kafka.cluster import ClusterView
 
 LEADER_EPOCH = 0
-_KAFKA_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
 @dataclass
@@ -62,7 +65,16 @@ class KafkaEnv:
 
 
 def invalid_topic_name(name: str | None) -> bool:
-    return name is None or name in (".", "..") or not _KAFKA_TOPIC.match(name)
+    """Not a name Kafka allows (no log line: also used to filter listings)."""
+    return names.topic_problem(name, kafka=True) is not None
+
+
+def refused_topic_name(name: str | None, api: str) -> str | None:
+    """Kafka's reason when a client may not create ``name`` (logged once as ``kafka.bad_name``), or None."""
+    why = names.topic_problem(name, kafka=True)
+    if why is not None:
+        names.refused("kafka", "topic", name, why, api=api)
+    return why
 
 
 def kafka_topics(env: KafkaEnv) -> dict[str, TopicConfig]:
