@@ -56,6 +56,7 @@ from rokka.gateway.kafka.handlers.common import (
     is_rocketmq_readable,
     kafka_topics,
     partition_count,
+    refused_topic_name,
     resolve,
     topic_config,
 )
@@ -141,7 +142,7 @@ async def handle_metadata(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) 
                 tc = topic_config(env, name)
                 topics.append(_topic_entry(env, name, tc, 0 if tc else E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            if invalid_topic_name(name):
+            if refused_topic_name(name, "Metadata"):
                 topics.append(_topic_entry(env, name or "", None, E.INVALID_TOPIC_EXCEPTION))
                 continue
             tc = visible.get(name)
@@ -182,8 +183,8 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
             err, msg = E.INVALID_CONFIG, refused
         if err:
             log.info("kafka create topic refused", topic=t.name, error=int(err), reason=msg)
-        elif invalid_topic_name(t.name):
-            err, msg = E.INVALID_TOPIC_EXCEPTION, "topic names use [a-zA-Z0-9._-], at most 249 chars"
+        elif (why := refused_topic_name(t.name, "CreateTopics")) is not None:
+            err, msg = E.INVALID_TOPIC_EXCEPTION, why
         elif (t.name in env.broker.topics or env.views.get(t.name) is not None
               or (env.cluster is not None and env.cluster.layout(t.name) is not None)):
             err, msg = E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
