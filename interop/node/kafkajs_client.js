@@ -16,7 +16,7 @@
 //   watermarks  {topic}                              -> offsets {offsets:[{partition, low, high}]}
 //   delete_groups {groupIds}                         -> deleted {results:[{groupId, errorCode}]} or
 //                                                       refused {groups:[{groupId, errorCode, type}]}
-//   committed   {groupId, topic}                     -> offsets {offsets:[{partition, offset}]}
+//   committed   {groupId, topic}                     -> offsets {offsets:[{partition, offset, metadata}]}
 //   alter_configs {topic, configs:[{name, value}]}   -> altered {resources} or refused {type, message}
 //   describe_configs {topic}                         -> configs {configs:[{name, value, isDefault, readOnly}]}
 //   create_acls {acls:[kafkajs ACL entries]}         -> created_acls {count} or refused {type, message}
@@ -189,7 +189,7 @@ async function committed(p) {
   try {
     const topics = await admin.fetchOffsets({ groupId: p.groupId, topics: [p.topic] });
     emit('offsets', { offsets: topics[0].partitions.map((o) => ({ partition: o.partition,
-      offset: Number(o.offset) })) });
+      offset: Number(o.offset), metadata: o.metadata })) });
   } finally {
     await admin.disconnect();
   }
