@@ -183,8 +183,8 @@ class BrokerConfig:
         if not 1 <= self.disk_max_used_space_ratio <= 95:
             raise ValueError("diskMaxUsedSpaceRatio must be within 1..95")
         for key in ("maxConnections", "maxConnectionsPerIp", "maxBufferedFrameBytes", "frameTimeoutSeconds",
-                    "connectionWriteTimeoutSeconds", "maxPendingWriteBytes", "maxReadAheadBytes", "maxUnreadResponseBytes",
-                    "kafkaMaxFrameBytes", "kafkaSaslMaxReceiveBytes"):
+                    "connectionWriteTimeoutSeconds", "maxPendingWriteBytes", "maxReadAheadBytes",
+                    "maxUnreadResponseBytes", "kafkaMaxFrameBytes", "kafkaSaslMaxReceiveBytes"):
             if getattr(self, camel_to_snake(key)) < 0:
                 raise ValueError(f"{key} must be >= 0")
         if self.metrics_exporter_type.upper() not in ("DISABLE", "PROM"):
