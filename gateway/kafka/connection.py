@@ -21,6 +21,9 @@ appended chunk by chunk to the buffer: its chunks are kept as received and
 joined once, into the payload, when the last one arrives -- one copy of the
 request instead of two.
 
+Anything a malformed body makes the decoder raise is a ``KafkaProtocolError``
+(one log line, the connection closed), never a crash with a traceback.
+
 Once in ERROR every further call raises.  Responses are encoded in whatever
 order the caller asks; keeping them in request order is the caller's job
 (the trio glue handles one request at a time).
@@ -146,6 +149,16 @@ class KafkaServerConnection:
             for v in views:
                 v.release()
 
+    @property
+    def buffered(self) -> int:
+        """Bytes of an unfinished frame held (for the memory budget)."""
+        return len(self._buf) + self._have
+
+    def release(self) -> None:
+        """Drop what is buffered (the connection ended): its memory goes back at once."""
+        self._buf = bytearray()
+        self._parts, self._have, self._need = [], 0, 0
+
     def bytes_wanted(self) -> int:
         """Bytes still missing from the frame being received (0 if its size is not known yet)."""
         if self._parts:
@@ -171,6 +184,9 @@ class KafkaServerConnection:
             body = api.decode_request(version, payload, at)
         except DecodeError as e:
             raise self._fail(f"malformed {api.name} v{version} request: {e}") from None
+        except Exception as e:  # noqa: BLE001 - whatever a hostile body trips is a protocol error, not a crash
+            raise self._fail(f"malformed {api.name} v{version} request: {type(e).__name__}: {str(e)[:200]}") \
+                from None
         return KafkaRequest(api_key, version, correlation_id, header.client_id, body)
 
     def encode_response(self, request: KafkaRequest, body: Any) -> bytes:

@@ -39,6 +39,19 @@ UNSUPPORTED_VERSION); until a connection has authenticated, any other API closes
 frames are limited to ``MAX_UNAUTHENTICATED_FRAME``; a failed authentication
 is answered (SASL_AUTHENTICATION_FAILED) and the connection closed.
 
+Budgets (``budget``, see ``rokka.gateway.budget``; shared by every listener of the process when
+the runtime passes one): a connection is admitted (``maxConnections``, ``maxConnectionsPerIp``)
+before anything is read, else closed at once; after each read its unfinished frame is reported to
+its lease and the connection is closed when the process-wide ``maxBufferedFrameBytes`` would be
+crossed; a frame must be finished within ``frameTimeoutSeconds`` of waiting once its first byte
+arrived.  A response send that makes no progress for ``write_timeout_s`` (the peer does not read)
+closes the connection, so a consumer that never reads holds its one response for that long at
+most; and responses the peers have not read (what the first ``sendmsg`` left unsent) may not
+exceed ``maxUnreadResponseBytes`` over all connections: the connection that would cross it is
+closed at once.  Hooks in ``conn_state[ON_CLOSE]`` run when the connection ends (Fetch read-ahead gives its
+bytes back there).  Lines caused by the peer's input are rate-limited per address
+(``rokka.gateway.logs.limited``): malformed input is one warning line without traceback.
+
 TLS (``tls`` = an SSLContext, see ``rokka.gateway.kafka.tls``): each connection is wrapped in a
 ``TlsStream`` (``rokka.gateway.kafka.tls_stream``: bulk reads and writes) and must finish its handshake
 within ``HANDSHAKE_TIMEOUT_S``; after that it is served as above (SASL_SSL when SASL is on too).
@@ -46,6 +59,7 @@ within ``HANDSHAKE_TIMEOUT_S``; after that it is served as above (SASL_SSL when 
 
 from __future__ import annotations
 
+import math
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -54,6 +68,7 @@ from typing import Any
 
 import structlog
 import trio
+from rokka.gateway.budget import SMALL_FRAME, Budget, FrameClock, Lease
 from rokka.gateway.kafka.codec.framing import API_VERSIONS_KEY, APIS
 from rokka.gateway.kafka.codec.schema import Struct
 from rokka.gateway.kafka.connection import KafkaRequest, KafkaServerConnection
@@ -62,14 +77,23 @@ from rokka.gateway.kafka.sasl import MAX_UNAUTHENTICATED_FRAME, SaslAuthenticato
 from rokka.gateway.kafka.tls import HANDSHAKE_TIMEOUT_S
 from rokka.gateway.kafka.tls import principal as tls_principal
 from rokka.gateway.kafka.tls_stream import TlsStream
+from rokka.gateway.logs import limited
 
-__all__ = ["Handler", "KafkaRequestContext", "KafkaServer", "Route"]
+__all__ = ["ON_CLOSE", "Handler", "KafkaRequestContext", "KafkaServer", "Route"]
 
 log = structlog.get_logger(__name__)
 
 RECEIVE_SIZE = 65536
 RECEIVE_MAX = 4 << 20      # one receive call for up to this much of a frame already announced
 CLOSE_TIMEOUT_S = 1.0
+#: ``conn_state`` key: callables (no arguments) run once when the connection ends.
+ON_CLOSE = "on_close"
+#: A TLS send may take ``write_timeout_s`` plus this long per byte (no per-write progress there).
+TLS_MIN_RATE = 256 * 1024
+
+
+class _Closing(Exception):
+    """End this connection; the reason was logged already."""
 
 
 @dataclass
@@ -117,8 +141,12 @@ class KafkaServer:
         idle_timeout_s: float = 600.0,
         sasl: tuple[tuple[str, ...], UserStore] | None = None,
         tls: ssl.SSLContext | None = None,
+        budget: Budget | None = None,
+        max_unauthenticated_frame_bytes: int = MAX_UNAUTHENTICATED_FRAME,
     ) -> None:
         self.routes = dict(handlers)
+        self.budget = budget if budget is not None else Budget()
+        self.max_unauthenticated_frame_bytes = max_unauthenticated_frame_bytes
         self.sasl = sasl
         self.tls = tls
         #: (api_key, seconds in the handler) after each routed request, when metrics are on
@@ -166,17 +194,34 @@ class KafkaServer:
 
     async def handle_stream(self, stream: trio.SocketStream) -> None:
         """Serve one connection until EOF, idle timeout, or a protocol/handler failure."""
-        self.stats.connections += 1
         try:
             peer = stream.socket.getpeername()
             peer_addr = (str(peer[0]), int(peer[1]))
         except OSError:
-            peer_addr = ("?", 0)
+            await trio.aclose_forcefully(stream)
+            return
+        lease = self.budget.admit("kafka", peer_addr)
+        if lease is None:
+            await trio.aclose_forcefully(stream)
+            return
+        self.stats.connections += 1
         conn = KafkaServerConnection(max_frame_bytes=self.max_frame_bytes, advertised=self.advertised)
-        state: dict[str, Any] = {}
+        state: dict[str, Any] = {"lease": lease, ON_CLOSE: []}
+        try:
+            await self._handle_admitted(stream, conn, peer_addr, state)
+        finally:
+            lease.note(conn.buffered)
+            conn.release()
+            for hook in state.pop(ON_CLOSE, []):
+                _run_hooks([hook])
+            state.clear()
+            lease.release()
+
+    async def _handle_admitted(self, stream: trio.SocketStream, conn: KafkaServerConnection,
+                               peer_addr: tuple[str, int], state: dict[str, Any]) -> None:
         if self.sasl is not None:
             state["sasl"] = SaslAuthenticator(*self.sasl)
-            conn.max_frame_bytes = min(self.max_frame_bytes, MAX_UNAUTHENTICATED_FRAME)
+            conn.max_frame_bytes = min(self.max_frame_bytes, self.max_unauthenticated_frame_bytes)
         if self.tls is not None:
             secure = await _tls_handshake(stream, self.tls, peer_addr)
             if secure is None:
@@ -194,12 +239,14 @@ class KafkaServer:
             await self._serve_connection(stream, conn, peer_addr, state)
         except KafkaProtocolError as e:
             self.stats.protocol_errors += 1
-            log.warning("kafka.protocol_error", peer=peer_addr, hint=e.hint)
+            limited(log, "warning", "kafka.protocol_error", peer_addr[0], peer=peer_addr, hint=e.hint)
+        except _Closing:
+            pass
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             log.debug("kafka.connection_lost", peer=peer_addr)
         except Exception:
             self.stats.handler_errors += 1
-            log.exception("kafka.handler_failed", peer=peer_addr)
+            limited(log, "error", "kafka.handler_failed", peer_addr[0], peer=peer_addr, exc_info=True)
         finally:
             # bounded: TLS sends close_notify, and the peer may not be reading (the socket is
             # closed all the same when the wait is cut short)
@@ -213,15 +260,29 @@ class KafkaServer:
         peer: tuple[str, int],
         state: dict[str, Any],
     ) -> None:
+        clock = FrameClock(self.budget.limits.frame_timeout_s or math.inf)
+        lease: Lease = state["lease"]
         while True:
-            with trio.move_on_after(self.idle_timeout_s) as idle:
+            pending = conn.buffered > 0
+            started = trio.current_time()
+            with trio.move_on_after(clock.timeout(self.idle_timeout_s, pending)) as idle:
                 # a large frame (a produce batch) is read in as few calls as the socket allows
                 data = await stream.receive_some(min(max(RECEIVE_SIZE, conn.bytes_wanted()), RECEIVE_MAX))
             if idle.cancelled_caught:
-                log.info("kafka.idle_timeout", peer=peer)
+                if pending:
+                    limited(log, "warning", "kafka.frame_timeout", peer[0], peer=peer, buffered=conn.buffered,
+                            frame_timeout_s=clock.limit_s)
+                else:
+                    log.info("kafka.idle_timeout", peer=peer)
                 return
             requests = conn.receive_data(data)
             if not data:
+                return
+            clock.waited(trio.current_time() - started, pending and conn.buffered > 0, bool(requests))
+            if not lease.buffer(conn.buffered):
+                limited(log, "warning", "kafka.memory_budget", peer[0], peer=peer, buffered=conn.buffered,
+                        budget_in_use=lease.budget.buffered,
+                        max_buffered_frame_bytes=lease.budget.limits.max_buffered_frame_bytes)
                 return
             held: list[Any] = []     # responses of quick requests, sent together (below)
             hooks: list[Callable[[], None]] = []    # after_response of requests answered in `held`
@@ -231,7 +292,7 @@ class KafkaServer:
                 self.stats.requests += 1
                 if req.api_key not in QUICK_APIS:
                     if held:
-                        await _send(stream, held)
+                        await self._send(stream, held, peer, lease)
                         held = []
                     _run_hooks(hooks)
                 ctx = KafkaRequestContext(peer, req.client_id, req.api_key, req.api_version,
@@ -240,14 +301,46 @@ class KafkaServer:
                     held += await self._respond(conn, req, ctx)
                 except Exception:
                     if held:        # answers already due leave before the connection closes
-                        await _send(stream, held)
+                        await self._send(stream, held, peer, lease)
                     raise
                 hooks += ctx.after_response
             if held:
-                await _send(stream, held)
+                await self._send(stream, held, peer, lease)
             _run_hooks(hooks)
             if state.get("close"):
                 return
+
+    async def _send(self, stream: trio.abc.Stream, parts: list[Any], peer: tuple[str, int], lease: Lease) -> None:
+        """Send a response; a peer that accepts no byte for ``write_timeout_s`` is closed."""
+        budget = self.budget
+        timeout = budget.limits.write_timeout_s or math.inf
+        size = sum(len(x) if isinstance(x, bytes | bytearray) else memoryview(x).nbytes for x in parts)
+        lease.note(size)
+        reserved = 0
+
+        def stalled(left: int) -> None:     # the peer has not read what is already in flight
+            nonlocal reserved
+            if left >= SMALL_FRAME:
+                if not budget.reserve_unread(left):
+                    limited(log, "warning", "kafka.unread_budget", peer[0], peer=peer, unsent_bytes=left,
+                            unread_in_use=budget.unread,
+                            max_unread_response_bytes=budget.limits.max_unread_response_bytes)
+                    raise _Closing
+                reserved = left
+
+        try:
+            if isinstance(stream, trio.SocketStream):
+                await send_parts(stream, parts, progress_timeout_s=timeout, stalled=stalled)
+            else:
+                with trio.fail_after(timeout + size / TLS_MIN_RATE):
+                    await _send(stream, parts)
+        except trio.TooSlowError:
+            limited(log, "warning", "kafka.slow_reader", peer[0], peer=peer, response_bytes=size,
+                    write_timeout_s=timeout)
+            raise _Closing from None
+        finally:
+            if reserved:
+                budget.release_unread(reserved)
 
     async def _respond(
         self, conn: KafkaServerConnection, req: KafkaRequest, ctx: KafkaRequestContext
@@ -262,8 +355,9 @@ class KafkaServer:
         if sasl is not None and sasl.principal is None:
             if req.api_key == SASL_HANDSHAKE_KEY:
                 if req.api_version == 0:
-                    log.warning("kafka.sasl_failed", peer=ctx.peer, reason="SaslHandshake v0 (raw SASL tokens) "
-                                "is not supported; clients with SaslAuthenticate (Kafka >= 1.0) are")
+                    limited(log, "warning", "kafka.sasl_failed", ctx.peer[0], peer=ctx.peer,
+                            reason="SaslHandshake v0 (raw SASL tokens) is not supported; clients with "
+                            "SaslAuthenticate (Kafka >= 1.0) are")
                     ctx.conn_state["close"] = True
                     code = UNSUPPORTED_VERSION
                 else:
@@ -292,7 +386,8 @@ class KafkaServer:
         try:
             token = sasl.step(bytes(body.auth_bytes))
         except SaslError as exc:
-            log.warning("kafka.sasl_failed", peer=ctx.peer, mechanism=sasl.mechanism, reason=str(exc))
+            limited(log, "warning", "kafka.sasl_failed", ctx.peer[0], peer=ctx.peer, mechanism=sasl.mechanism,
+                    reason=str(exc))
             ctx.conn_state["close"] = True
             return Struct(error_code=SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b"",
                           session_lifetime_ms=0)
@@ -392,17 +487,26 @@ async def _send(stream: trio.abc.Stream, parts: list[Any]) -> None:
         await send_parts(stream, parts)
 
 
-async def send_parts(stream: trio.SocketStream, parts: list[Any]) -> None:
+async def send_parts(stream: trio.SocketStream, parts: list[Any], *, progress_timeout_s: float = math.inf,
+                     stalled: Callable[[int], None] | None = None) -> None:
     """Send ``parts`` in order by scatter/gather ``sendmsg`` (no joined copy of a large frame).
 
     Partial sends resume inside the buffer they stopped in.  Socket errors surface as trio's
-    ``BrokenResourceError``, as from ``SocketStream.send_all``."""
+    ``BrokenResourceError``, as from ``SocketStream.send_all``; ``trio.TooSlowError`` when the
+    socket accepted no byte for ``progress_timeout_s`` (the peer does not read).  ``stalled(n)``
+    is called once when the first ``sendmsg`` left ``n`` bytes unsent (it may raise to give up)."""
     sock = stream.socket
     views = [memoryview(x) for x in parts]
+    left = sum(v.nbytes for v in views)
     i = 0
     try:
         while i < len(views):
-            sent = await sock.sendmsg(views[i:i + SENDMSG_MAX_BUFFERS])
+            with trio.fail_after(progress_timeout_s):
+                sent = await sock.sendmsg(views[i:i + SENDMSG_MAX_BUFFERS])
+            left -= sent
+            if stalled is not None and left:
+                stalled(left)
+                stalled = None
             while i < len(views) and sent >= len(views[i]):
                 sent -= len(views[i])
                 i += 1

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import structlog
 import trio
 from rokka.core.namesrv.routes import BROKER_EXPIRED_MS, RouteInfoManager
+from rokka.gateway.budget import Budget
 from rokka.gateway.namesrv.handlers import NamesrvHandlers
 from rokka.gateway.rocketmq.channel import Channel, HostPort
 from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
@@ -33,18 +34,20 @@ class NamesrvServer:
         clock: "now" in ms for broker expiry (injected in tests); default wall clock.
         scan_interval_s: how often expired brokers are removed.
         broker_expired_ms: silence after which a broker is dropped.
+        budget: connection and memory budget shared with the process's other listeners
+            (``rokka.gateway.budget``; default: a private one).
     """
 
     def __init__(self, *, clock: Callable[[], int] | None = None, scan_interval_s: float = 10.0,
                  broker_expired_ms: int = BROKER_EXPIRED_MS, idle_timeout_s: float | None = 120.0,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, budget: Budget | None = None) -> None:
         self.routes = (RouteInfoManager(clock, broker_expired_ms) if clock is not None
                        else RouteInfoManager(broker_expired_ms=broker_expired_ms))
         self.handlers = NamesrvHandlers(self.routes)
         self.scan_interval_s = scan_interval_s
         self.remoting = RemotingServer(
             self.handlers.table(), name="namesrv", idle_timeout_s=idle_timeout_s,
-            max_frame_bytes=max_frame_bytes, on_channel_closed=self._channel_closed)
+            max_frame_bytes=max_frame_bytes, on_channel_closed=self._channel_closed, budget=budget)
 
     def _channel_closed(self, channel: Channel) -> None:
         gone = self.routes.on_channel_closed(channel.id)

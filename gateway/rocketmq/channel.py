@@ -23,7 +23,16 @@ CHECK_TRANSACTION_STATE) and client->broker requests share one code path.
 
 Writes go through one lock per channel and a write timeout.  The channel
 ends on EOF, on a protocol violation (logged, no reply: Netty closes too),
-after ``idle_timeout_s`` without incoming bytes, or on ``close()``.  Ending
+after ``idle_timeout_s`` without incoming bytes, or on ``close()``.
+
+Budgets (server channels, see ``rokka.gateway.budget``): a ``lease`` is told
+after every read how many bytes of an unfinished frame the decoder holds, and
+the channel closes when the process-wide budget refuses them; a frame must be
+finished within ``frame_timeout_s`` of waiting once its first byte arrived
+(slowloris); responses waiting to be written may not exceed
+``max_pending_write_bytes`` (a peer that sends requests but never reads is
+closed).  Lines caused by what the peer sends are rate-limited per address
+(``rokka.gateway.logs.limited``); malformed input is one line, no traceback.  Ending
 cancels in-flight handlers, fails pending ``send_request`` calls with
 ``ChannelClosedError``, closes the socket and calls ``on_closed(channel)``
 (sync or async; async ones run shielded for at most 5 s).
@@ -43,6 +52,8 @@ from typing import Any
 
 import structlog
 import trio
+from rokka.gateway.budget import FrameClock, Lease
+from rokka.gateway.logs import limited
 from rokka.gateway.rocketmq.codec.codes import REMARK_SYSTEM_BUSY, ResponseCode, remark_not_supported
 from rokka.gateway.rocketmq.codec.errors import HeaderFieldError, LocalProtocolError, RemoteProtocolError
 from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCommand
@@ -107,6 +118,9 @@ class Channel:
         idle_timeout_s: float | None = None,
         write_timeout_s: float = 30.0,
         on_closed: ClosedCallback | None = None,
+        lease: Lease | None = None,
+        frame_timeout_s: float | None = None,
+        max_pending_write_bytes: int | None = None,
     ) -> None:
         self._stream = stream
         self._handlers: Mapping[int, Handler] = handlers if handlers is not None else {}
@@ -115,6 +129,10 @@ class Channel:
         self._idle_timeout_s = idle_timeout_s if idle_timeout_s else math.inf
         self._write_timeout_s = write_timeout_s
         self._on_closed = on_closed
+        self._lease = lease
+        self._frame_clock = FrameClock(frame_timeout_s or math.inf)
+        self._max_pending_write = max_pending_write_bytes or math.inf
+        self._pending_write = 0
         self._write_lock = trio.Lock()
         self._waiters: dict[int, _Waiter] = {}
         self._inflight = 0
@@ -211,22 +229,44 @@ class Channel:
         finally:
             await self._finish()
 
+    def _note(self, level: str, event: str, **fields: Any) -> None:
+        """A line caused by what the peer sent: rate-limited per peer address."""
+        limited(self._log, level, event, self.peer[0], **fields)
+
     async def _read_loop(self, nursery: trio.Nursery) -> None:
+        clock = self._frame_clock
         while True:
             data = b""
-            with trio.move_on_after(self._idle_timeout_s) as idle:
+            pending = self._conn.buffered > 0
+            started = trio.current_time()
+            with trio.move_on_after(clock.timeout(self._idle_timeout_s, pending)) as idle:
                 try:
                     data = await self._stream.receive_some(RECEIVE_BYTES)
                 except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                     self._log.debug("connection lost", error=str(exc))
                     return
             if idle.cancelled_caught:
-                self._log.info("closing idle connection", idle_timeout_s=self._idle_timeout_s)
+                if pending:
+                    self._note("warning", "frame not finished in time, closing connection",
+                               frame_timeout_s=clock.limit_s, buffered=self._conn.buffered)
+                else:
+                    self._log.info("closing idle connection", idle_timeout_s=self._idle_timeout_s)
                 return
             try:
                 commands = self._conn.receive_data(data)
             except RemoteProtocolError as exc:
-                self._log.warning("protocol violation, closing connection", error=str(exc))
+                self._note("warning", "protocol violation, closing connection", error=str(exc))
+                return
+            except Exception as exc:  # noqa: BLE001 - undecodable input is the peer's fault: one line
+                self._note("warning", "protocol violation, closing connection",
+                           error=f"{type(exc).__name__}: {str(exc)[:200]}")
+                return
+            clock.waited(trio.current_time() - started, pending and self._conn.buffered > 0, bool(commands))
+            if self._lease is not None and not self._lease.buffer(self._conn.buffered):
+                budget = self._lease.budget
+                self._note("warning", "memory budget for unfinished frames spent, closing connection",
+                           buffered=self._conn.buffered, budget_in_use=budget.buffered,
+                           max_buffered_frame_bytes=budget.limits.max_buffered_frame_bytes)
                 return
             for cmd in commands:
                 await self._dispatch(cmd, nursery)
@@ -248,7 +288,7 @@ class Channel:
                     self._slot_freed = trio.Event()
                     await self._slot_freed.wait()
             else:
-                self._log.warning("too many requests in flight", code=cmd.code, inflight=self._inflight)
+                self._note("warning", "too many requests in flight", code=cmd.code, inflight=self._inflight)
                 busy = cmd.make_response(ResponseCode.SYSTEM_BUSY, REMARK_SYSTEM_BUSY)
                 await self._reply(cmd, busy)
                 return
@@ -267,17 +307,17 @@ class Channel:
     async def _call_handler(self, cmd: RemotingCommand) -> RemotingCommand | None:
         handler = self._handlers.get(cmd.code)
         if handler is None:
-            self._log.info("request code not supported", code=cmd.code)
+            self._note("info", "request code not supported", code=cmd.code)
             return cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark_not_supported(cmd.code))
         try:
             return await handler(self, cmd)
         except HeaderFieldError as exc:
-            self._log.info("bad request header", code=cmd.code, error=str(exc))
+            self._note("info", "bad request header", code=cmd.code, error=str(exc))
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
         except ChannelClosedError:
             return None
         except Exception as exc:  # noqa: BLE001 - answered as SYSTEM_ERROR, server keeps going
-            self._log.exception("handler failed", code=cmd.code)
+            self._note("error", "handler failed", code=cmd.code, exc_info=True)
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or type(exc).__name__)
 
     async def _reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
@@ -303,6 +343,14 @@ class Channel:
     async def _write(self, data: bytes) -> None:
         if not data:
             return
+        if self._pending_write and self._pending_write + len(data) > self._max_pending_write:
+            self._note("warning", "peer does not read its responses, closing connection",
+                       pending_write_bytes=self._pending_write, max_pending_write_bytes=self._max_pending_write)
+            self.close()
+            raise ChannelClosedError(f"channel {self.id}: {self._pending_write} bytes of responses not read")
+        self._pending_write += len(data)
+        if self._lease is not None:
+            self._lease.note(self._pending_write)
         try:
             async with self._write_lock:
                 with trio.fail_after(self._write_timeout_s):
@@ -311,10 +359,14 @@ class Channel:
             self._log.info("write failed, closing", error=repr(exc))
             self.close()
             raise ChannelClosedError(f"channel {self.id}: write failed: {exc!r}") from None
+        finally:
+            self._pending_write -= len(data)
 
     # -- teardown --------------------------------------------------------------------
     async def _finish(self) -> None:
         self._close_requested = True
+        if self._lease is not None:
+            self._lease.note(self._conn.buffered)
         self._conn.close()
         for waiter in self._waiters.values():
             waiter.error = ChannelClosedError(f"channel {self.id} closed")
@@ -322,6 +374,8 @@ class Channel:
         self._closed_event.set()
         with trio.CancelScope(shield=True):
             await trio.aclose_forcefully(self._stream)
+            if self._lease is not None:
+                self._lease.release()
             if self._on_closed is not None:
                 with trio.move_on_after(5):
                     try:

@@ -103,6 +103,11 @@ class RemotingConnection:
         self.error = exc
         raise exc
 
+    @property
+    def buffered(self) -> int:
+        """Bytes of an unfinished frame held by the decoder."""
+        return self._decoder.buffered
+
     # -- outgoing ----------------------------------------------------------------
     def next_opaque(self) -> int:
         opaque = self._next_opaque
@@ -150,3 +155,4 @@ class RemotingConnection:
         if self.state is ConnectionState.OPEN:
             self.state = ConnectionState.CLOSED
         self._pending.clear()
+        self._decoder.clear()

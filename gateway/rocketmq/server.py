@@ -17,6 +17,13 @@ instead closes everything at once.
 
 Handlers are looked up per request in the live ``handlers`` mapping, so
 ``register()`` works while serving.
+
+Budgets: every accepted socket asks the ``Budget`` (``rokka.gateway.budget``;
+shared by all listeners of the process when the runtime passes one) for a
+lease before anything is read; a refused one is closed at once (the refusal
+is logged, rate-limited).  The channel reports its unfinished frame to the
+lease, finishes frames within ``frameTimeoutSeconds`` and bounds the
+responses a non-reading peer makes it hold.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from dataclasses import dataclass
 
 import structlog
 import trio
+from rokka.gateway.budget import Budget
 from rokka.gateway.rocketmq.channel import Channel, ClosedCallback, Handler, HostPort
 from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
 
@@ -55,6 +63,7 @@ class RemotingServer:
         idle_timeout_s: close connections silent for this long (Java: 120 s).
         max_inflight: concurrent requests per connection before SYSTEM_BUSY.
         on_channel_closed: called with the ``Channel`` when a connection ends.
+        budget: connection and memory budget (default: a private one with default limits).
     """
 
     def __init__(
@@ -67,6 +76,7 @@ class RemotingServer:
         max_inflight: int = 1024,
         write_timeout_s: float = 30.0,
         on_channel_closed: ClosedCallback | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.handlers: dict[int, Handler] = dict(handlers)
         self.name = name
@@ -75,6 +85,7 @@ class RemotingServer:
         self._max_inflight = max_inflight
         self._write_timeout_s = write_timeout_s
         self._on_channel_closed = on_channel_closed
+        self.budget = budget if budget is not None else Budget()
         self._channels: dict[str, Channel] = {}
         self._addresses: tuple[HostPort, ...] = ()
         self._accepted = 0
@@ -161,11 +172,24 @@ class RemotingServer:
 
     async def _handle_stream(self, stream: trio.SocketStream) -> None:
         try:
+            peer = stream.socket.getpeername()
+        except OSError as exc:  # peer already gone
+            self._log.info("connection lost before setup", error=str(exc))
+            await trio.aclose_forcefully(stream)
+            return
+        lease = self.budget.admit(self.name, (str(peer[0]), int(peer[1])))
+        if lease is None:
+            await trio.aclose_forcefully(stream)
+            return
+        limits = self.budget.limits
+        try:
             channel = Channel(
                 stream, handlers=self.handlers, name=self.name, max_frame_bytes=self._max_frame_bytes,
                 max_inflight=self._max_inflight, idle_timeout_s=self._idle_timeout_s,
-                write_timeout_s=self._write_timeout_s, on_closed=self._channel_closed)
+                write_timeout_s=self._write_timeout_s, on_closed=self._channel_closed, lease=lease,
+                frame_timeout_s=limits.frame_timeout_s, max_pending_write_bytes=limits.max_pending_write_bytes)
         except OSError as exc:  # peer already gone (getpeername fails)
+            lease.release()
             self._log.info("connection lost before setup", error=str(exc))
             await trio.aclose_forcefully(stream)
             return

@@ -20,8 +20,12 @@ What is kept is valid when it is used:
   a fetch offset below the log start (DeleteRecords, retention) is OFFSET_OUT_OF_RANGE before
   anything kept is looked at; high watermark and log start are read fresh, as for any Fetch.
 
-Bounded: at most ``MAX_BYTES`` per connection, and nothing for a partition at its end (a consumer
-that follows the log pays nothing).  Filtered topics (views) are never read ahead.
+Bounded: at most ``MAX_BYTES`` per connection, at most ``maxReadAheadBytes`` over all connections
+(reserved in the server's ``Budget``: what does not fit is simply not read ahead), and nothing for a
+partition at its end (a consumer that follows the log pays nothing).  The reservation is given back
+when the next Fetch takes the read-ahead, or when the connection ends (``ON_CLOSE`` hook), so a
+consumer that stops reading, or leaves, holds nothing past that.  Filtered topics (views) are never
+read ahead.
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from rokka.core.topics import TopicConfig
+from rokka.gateway.budget import Budget
 from rokka.gateway.kafka.handlers.common import KafkaEnv, read_batches
-from rokka.gateway.kafka.server import KafkaRequestContext
+from rokka.gateway.kafka.server import ON_CLOSE, KafkaRequestContext
 
 #: Most bytes of Kafka batches kept per connection.
 MAX_BYTES = 16 << 20
 
 _KEY = "fetch.readahead"
+_HOOKED = "fetch.readahead.on_close"
 
 
 @dataclass(frozen=True)
@@ -63,8 +69,17 @@ class _Kept:
 class ReadAhead:
     """What the previous Fetch of one connection read ahead (taken by the next one)."""
 
-    def __init__(self, kept: dict[tuple[str, int, int, int], _Kept]) -> None:
+    def __init__(self, kept: dict[tuple[str, int, int, int], _Kept], budget: Budget | None = None,
+                 reserved: int = 0) -> None:
         self._kept = kept
+        self._budget = budget
+        self._reserved = reserved
+
+    def release(self) -> None:
+        """Give the reserved bytes back to the budget (once)."""
+        if self._budget is not None and self._reserved:
+            self._budget.release_read_ahead(self._reserved)
+        self._reserved = 0
 
     def take(self, name: str, partition: int, offset: int, limit: int,
              config: TopicConfig | None) -> tuple[Any, int] | None:
@@ -78,16 +93,20 @@ class ReadAhead:
 
 def previous(ctx: KafkaRequestContext) -> ReadAhead | None:
     """The read-ahead the previous Fetch of this connection left (dropped from the connection)."""
-    return ctx.conn_state.pop(_KEY, None)  # type: ignore[no-any-return]
+    ra: ReadAhead | None = ctx.conn_state.pop(_KEY, None)
+    if ra is not None:
+        ra.release()        # what this Fetch uses lives as long as the request, no longer
+    return ra
 
 
 def schedule(env: KafkaEnv, ctx: KafkaRequestContext, plans: list[Plan]) -> None:
     """Read ``plans`` ahead once this request's response has been sent."""
     if plans:
-        ctx.after_response.append(lambda: _read(env, ctx.conn_state, plans))
+        budget = ctx.server.budget
+        ctx.after_response.append(lambda: _read(env, ctx.conn_state, plans, budget))
 
 
-def _read(env: KafkaEnv, conn_state: dict[str, Any], plans: list[Plan]) -> None:
+def _read(env: KafkaEnv, conn_state: dict[str, Any], plans: list[Plan], budget: Budget) -> None:
     kept: dict[tuple[str, int, int, int], _Kept] = {}
     total = 0
     for plan in plans:
@@ -97,7 +116,19 @@ def _read(env: KafkaEnv, conn_state: dict[str, Any], plans: list[Plan]) -> None:
             continue
         data, count = read_batches(env, plan.topic, plan.queue, plan.offset, plan.limit, max_msgs=plan.max_msgs)
         if count:
+            if not budget.reserve_read_ahead(len(data)):
+                break       # the process-wide read-ahead budget is spent: read when asked
             kept[(plan.name, plan.partition, plan.offset, plan.limit)] = _Kept(plan, data, count)
             total += len(data)
     if kept:
-        conn_state[_KEY] = ReadAhead(kept)
+        conn_state[_KEY] = ReadAhead(kept, budget, total)
+        hooks = conn_state.get(ON_CLOSE)
+        if hooks is not None and not conn_state.get(_HOOKED):
+            conn_state[_HOOKED] = True
+            hooks.append(lambda: _drop(conn_state))
+
+
+def _drop(conn_state: dict[str, Any]) -> None:
+    ra: ReadAhead | None = conn_state.pop(_KEY, None)
+    if ra is not None:
+        ra.release()

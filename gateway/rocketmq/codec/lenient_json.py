@@ -19,18 +19,24 @@ The standard ``json`` module rejects both.
   exactly JSON's.
 
 Standard JSON parses to the same result as ``json.loads``.  Errors raise
-``ValueError`` with a position.
+``ValueError`` with a position.  Hostile bodies are refused the same way:
+nesting deeper than ``MAX_DEPTH`` (counted, never left to the interpreter's
+recursion limit) and numbers that overflow a double (``1e400``), which
+fastjson would not turn into a value either.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
 _decoder = json.JSONDecoder()
+#: Deepest nesting of objects/arrays accepted (real bodies nest a handful of levels).
+MAX_DEPTH = 200
 
 
 def object_key(value: Any) -> str:
@@ -58,11 +64,12 @@ def loads_lenient(text: str | bytes) -> Any:
 
 
 class _Parser:
-    __slots__ = ("text", "pos")
+    __slots__ = ("text", "pos", "depth")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def skip_ws(self) -> None:
         m = _WS.match(self.text, self.pos)
@@ -77,10 +84,13 @@ class _Parser:
         if self.pos >= len(self.text):
             raise self.error("unexpected end of input")
         ch = self.text[self.pos]
-        if ch == "{":
-            return self.obj()
-        if ch == "[":
-            return self.arr()
+        if ch in "{[":
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.error(f"JSON nested deeper than {MAX_DEPTH} levels")
+            out = self.obj() if ch == "{" else self.arr()
+            self.depth -= 1
+            return out
         if ch == '"':
             return self.string()
         for word, val in (("true", True), ("false", False), ("null", None)):
@@ -91,7 +101,12 @@ class _Parser:
         if not m:
             raise self.error(f"unexpected character {ch!r}")
         self.pos = m.end()
-        return float(m.group()) if (m.group(1) or m.group(2)) else int(m.group())
+        if not (m.group(1) or m.group(2)):
+            return int(m.group())       # ValueError beyond 4300 digits (Python's own limit)
+        out = float(m.group())
+        if math.isinf(out):
+            raise self.error(f"number {m.group()[:20]} overflows a double")
+        return out
 
     def string(self) -> str:
         try:

@@ -19,6 +19,9 @@ JSON header: keys ``code, extFields, flag, language, opaque, remark,
 serializeTypeCurrentRPC, version`` (fastjson writes them sorted, omits null).
 Peers send extFields values of any JSON type (C++: numbers; ali-ons:
 booleans), so decoding coerces every scalar to the Java string form;
+code/flag/opaque/version must fit a Java ``int`` and ``NaN``/``Infinity`` or
+nesting beyond the parser's depth are refused (``RemoteProtocolError``), as
+fastjson refuses them;
 encoding writes them all as JSON strings and code/flag/opaque/version as
 numbers (jsoncpp's ``asInt`` on a string throws).
 
@@ -115,13 +118,29 @@ def coerce_ext_value(value: object) -> str | None:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+_INT32 = range(-(1 << 31), 1 << 31)
+
+
 def _as_int(value: object, what: str) -> int:
+    """A Java ``int`` header field: fastjson refuses what does not fit (``1e400``, ``2**40``)."""
     if isinstance(value, bool) or value is None:
-        raise RemoteProtocolError(f"header field {what} is not a number: {value!r}")
+        raise RemoteProtocolError(f"header field {what} is not a number: {_short(value)}")
     try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        raise RemoteProtocolError(f"header field {what} is not a number: {value!r}") from None
+        out = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        raise RemoteProtocolError(f"header field {what} is not a number: {_short(value)}") from None
+    if out not in _INT32 or (isinstance(value, float) and not value.is_integer()):
+        raise RemoteProtocolError(f"header field {what} is not a 32-bit integer: {_short(value)}")
+    return out
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
 
 
 # --------------------------------------------------------------------------
@@ -148,9 +167,11 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
 
 def decode_json_header(data: bytes) -> RemotingCommand:
     try:
-        obj = json.loads(data.decode("utf-8"))
+        obj = json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise RemoteProtocolError(f"JSON header does not parse: {exc}") from None
+    except RecursionError:
+        raise RemoteProtocolError("JSON header nested too deeply") from None
     if not isinstance(obj, dict):
         raise RemoteProtocolError("JSON header is not an object")
     if "code" not in obj:
@@ -316,6 +337,10 @@ class FrameDecoder:
 
     def feed(self, data: bytes) -> None:
         self._buf += data
+
+    def clear(self) -> None:
+        """Drop what is buffered (the connection ended): its memory goes back at once."""
+        self._buf = bytearray()
 
     def next_payload(self) -> bytes | None:
         """The next complete frame payload, or ``None`` if more bytes are needed."""
