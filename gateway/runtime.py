@@ -12,6 +12,11 @@ broker registers with its name servers, then exactly one line goes to stdout:
 
     rokka ready namesrv=H:P broker=H:P kafka=H:P
 
+Every listener (name server, broker ports, Kafka) shares one ``Budget`` (``rokka.gateway.budget``,
+from broker.conf's maxConnections, maxConnectionsPerIp, maxBufferedFrameBytes, frameTimeoutSeconds,
+connectionWriteTimeoutSeconds, maxPendingWriteBytes, maxReadAheadBytes, maxUnreadResponseBytes): caps count
+across all ports, and its trim loop gives memory freed by departed connections back to the kernel.
+
 SIGTERM / SIGINT: stop accepting, let in-flight requests finish (bounded),
 unregister from the name servers, flush, write the checkpoint, remove the
 abort marker, exit 0.  A store that cannot be opened (corruption that
@@ -34,6 +39,7 @@ import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
 from rokka.gateway import allocator
+from rokka.gateway.budget import Budget, Limits
 
 log = structlog.get_logger("rokka")
 
@@ -91,6 +97,16 @@ def _load_acl(cfg: BrokerConfig) -> Any:
     return acl
 
 
+def budget_from(cfg: BrokerConfig) -> Budget:
+    """The process's connection and memory budget from broker.conf (0 = off for the timeouts)."""
+    return Budget(Limits(
+        max_connections=cfg.max_connections, max_connections_per_ip=cfg.max_connections_per_ip,
+        max_buffered_frame_bytes=cfg.max_buffered_frame_bytes, frame_timeout_s=float(cfg.frame_timeout_seconds),
+        write_timeout_s=float(cfg.connection_write_timeout_seconds),
+        max_pending_write_bytes=cfg.max_pending_write_bytes, max_read_ahead_bytes=cfg.max_read_ahead_bytes,
+        max_unread_response_bytes=cfg.max_unread_response_bytes))
+
+
 def _fmt(addr: tuple[str, int]) -> str:
     return f"{addr[0]}:{addr[1]}"
 
@@ -101,10 +117,14 @@ async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool) -
     async with trio.open_nursery() as nursery:
         stop = trio.Event()
         nursery.start_soon(_watch_signals, stop)
+        budget = budget_from(cfg)
+        nursery.start_soon(budget.run)
+        log.info("limits", max_connections=budget.max_connections, max_connections_per_ip=cfg.max_connections_per_ip,
+                 max_buffered_frame_bytes=cfg.max_buffered_frame_bytes, frame_timeout_s=cfg.frame_timeout_seconds)
         if namesrv_port is not None:
             from rokka.gateway.namesrv.server import NamesrvServer
 
-            namesrv = NamesrvServer()
+            namesrv = NamesrvServer(max_frame_bytes=cfg.max_frame_bytes, budget=budget)
             if cfg.acl_enable:      # WIPE_WRITE_PERM_OF_BROKER: admin signature or globalWhiteRemoteAddresses only
                 from rokka.gateway.rocketmq.acl import guard_namesrv
                 guard_namesrv(_load_acl(cfg), namesrv.remoting.handlers)
@@ -116,7 +136,7 @@ async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool) -
                 cfg.namesrv_addr = ";".join([own, *[a for a in cfg.namesrv_addrs if a != own]])
         broker_role = None
         if run_broker:
-            broker_role = BrokerRole(cfg)
+            broker_role = BrokerRole(cfg, budget)
             await nursery.start(broker_role.run)
             parts.append(f"broker={_fmt(broker_role.broker_addr)}")
             parts.append(f"kafka={_fmt(broker_role.kafka_addr)}")
@@ -149,8 +169,9 @@ async def _watch_signals(stop: trio.Event) -> None:
 class BrokerRole:
     """The broker: RocketMQ listeners + Kafka listener over one core ``Broker``."""
 
-    def __init__(self, cfg: BrokerConfig) -> None:
+    def __init__(self, cfg: BrokerConfig, budget: Budget | None = None) -> None:
         self.cfg = cfg
+        self.budget = budget if budget is not None else budget_from(cfg)
         self.broker: Broker | None = None
         self.broker_addr: tuple[str, int] = ("", 0)
         self.kafka_addr: tuple[str, int] = ("", 0)
@@ -183,6 +204,8 @@ class BrokerRole:
                 holder: dict[str, BrokerContext] = {}
                 rmq = RemotingServer({}, name="broker", max_frame_bytes=cfg.max_frame_bytes,
                                      idle_timeout_s=cfg.server_channel_max_idle_time_seconds,
+                                     budget=self.budget,
+                                     write_timeout_s=float(cfg.connection_write_timeout_seconds or 1e9),
                                      on_channel_closed=lambda ch: on_channel_closed(holder["ctx"], ch)
                                      if "ctx" in holder else None)
                 ports = [cfg.listen_port, cfg.vip_port] if cfg.listen_port else [0, 0]
@@ -305,8 +328,10 @@ class BrokerRole:
                      allow_everyone_if_no_acl_found=acls.allow_if_no_acl)
         tls = tls_settings(cfg.kafka_ssl_cert_file, cfg.kafka_ssl_key_file, cfg.kafka_ssl_key_password,
                            cfg.kafka_ssl_ca_file, cfg.kafka_ssl_client_auth)
-        server = holder["server"] = KafkaServer(routes, max_frame_bytes=cfg.max_frame_bytes, sasl=sasl,
-                                                tls=server_context(tls) if tls is not None else None)
+        server = holder["server"] = KafkaServer(routes, max_frame_bytes=cfg.kafka_max_frame_bytes, sasl=sasl,
+                                                tls=server_context(tls) if tls is not None else None,
+                                                budget=self.budget,
+                                                max_unauthenticated_frame_bytes=cfg.kafka_sasl_max_receive_bytes)
         if tls is not None:
             def use_tls(context: Any) -> None:
                 server.tls = context
