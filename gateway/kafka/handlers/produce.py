@@ -103,10 +103,18 @@ def _txn_error(env: KafkaEnv, topic: str, partition: int, header: R.BatchHeader)
 Parsed = tuple[int, "list[Message] | UniformBatch", "R.BatchHeader | None", "tuple[int | None, str] | None"]
 
 
-def _legacy_messages(topic: str, partition: int, data: bytes, append_time: bool) -> Parsed:
+def _too_large(topic: str, partition: int, exc: R.InflateLimitError) -> Parsed:
+    """RECORD_TOO_LARGE for compressed records that inflate past maxMessageSize (a decompression bomb)."""
+    log.warning("kafka.produce_inflate_limit", topic=topic, partition=partition, codec=exc.codec, limit=exc.limit)
+    return E.MESSAGE_TOO_LARGE, [], None, (None, f"the records inflate past maxMessageSize ({exc.limit} bytes)")
+
+
+def _legacy_messages(topic: str, partition: int, data: bytes, append_time: bool, limit: int) -> Parsed:
     """Produce v0-v2 (and old clients): a magic 0/1 message set, decompressed and flattened."""
     try:
-        legacy = decode_legacy_message_set(data)
+        legacy = decode_legacy_message_set(data, limit=limit)
+    except R.InflateLimitError as exc:
+        return _too_large(topic, partition, exc)
     except DecodeError:
         return E.CORRUPT_MESSAGE, [], None, None
     if not legacy:
@@ -152,12 +160,13 @@ def _bad_record(payload: bytes, count: int, exc: DecodeError) -> tuple[int | Non
     return None, str(exc)
 
 
-def _messages(topic: str, partition: int, data: bytes | None, append_time: bool) -> Parsed:
-    """The batch's messages (or a run), its header; ``append_time``: the topic's LogAppendTime."""
+def _messages(topic: str, partition: int, data: bytes | None, append_time: bool, limit: int) -> Parsed:
+    """The batch's messages (or a run), its header; ``append_time``: the topic's LogAppendTime;
+    ``limit``: the most bytes compressed records may inflate to (maxMessageSize)."""
     if not data:
         return E.INVALID_RECORD, [], None, (None, "no records")
     if len(data) > 16 and data[16] in (0, 1):  # the magic byte sits at offset 16 in both formats
-        return _legacy_messages(topic, partition, data, append_time)
+        return _legacy_messages(topic, partition, data, append_time, limit)
     try:
         batches, trailing = R.split_batches(data)
     except DecodeError:
@@ -169,7 +178,9 @@ def _messages(topic: str, partition: int, data: bytes | None, append_time: bool)
         return E.CORRUPT_MESSAGE, [], None, None
     h = batch.header
     try:
-        view = batch.payload_view()     # the records in place (uncompressed) for the native walker
+        view = batch.payload_view(limit)    # the records in place (uncompressed) for the native walker
+    except R.InflateLimitError as exc:
+        return _too_large(topic, partition, exc)
     except DecodeError:
         return E.CORRUPT_MESSAGE, [], None, None
     append_time = append_time or h.log_append_time
@@ -241,7 +252,7 @@ async def _produce_partition(env: KafkaEnv, topic: str, p: Struct, acks: int) ->
         log.info("kafka.produce_refused", topic=topic, partition=queue, error=int(refusal[0]), reason=refusal[1])
         return out
     append_time = own is not None and own.get(TIMESTAMP_TYPE) == "LogAppendTime"
-    err, msgs, header, why = _messages(topic, queue, p.records, append_time)
+    err, msgs, header, why = _messages(topic, queue, p.records, append_time, env.broker.cfg.max_message_size)
     if err or header is None:
         out.error_code = err
         if why is not None:
