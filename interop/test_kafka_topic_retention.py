@@ -80,7 +80,7 @@ def test_kafka_python(quick_rokka: harness.ServerProcess) -> None:
         assert consumer.beginning_offsets([parts[0]]) == {parts[0]: 5}
         # what rokka cannot apply per topic is refused with the reason, and nothing changes
         res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
-                                                  configs={"segment.bytes": "1048576", "retention.ms": "5"})],
+                                                  configs={"flush.messages": "1", "retention.ms": "5"})],
                                   raise_on_unknown=False)
         assert "not applied per topic" in res["topic"][topic]
         res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "-5"})],
@@ -165,5 +165,5 @@ def test_kafkajs(quick_rokka: harness.ServerProcess, workdir: Any) -> None:
     (configs,) = [e["configs"] for e in run("describe_configs") if e.get("event") == "configs"]
     (ret,) = [c for c in configs if c["name"] == "retention.ms"]
     assert (ret["value"], ret["isDefault"], ret["readOnly"]) == ("3600000", False, False)
-    refused = run("alter_configs", configs=[{"name": "segment.bytes", "value": "1048576"}])
+    refused = run("alter_configs", configs=[{"name": "flush.messages", "value": "1"}])
     assert [e["type"] for e in refused if e.get("event") == "refused"] == ["INVALID_CONFIG"], refused
