@@ -178,7 +178,7 @@ def _stage_metadata(env: KafkaEnv, req: Any, codes: dict[tuple[str, int], int]) 
     for t in req.topics:
         for p in (p for p in t.partitions if codes[(t.name, p.partition_index)] == 0):
             env.broker.offsets.stage_metadata(req.group_id, t.name, p.partition_index, p.committed_offset,
-                                              p.committed_metadata, p.committed_leader_epoch)
+                                              p.committed_metadata, getattr(p, "committed_leader_epoch", -1))
 
 
 async def txn_offset_commit(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: GroupCoordinator,
