@@ -1,7 +1,8 @@
-"""Offset commit metadata and leader epochs with real clients: confluent-kafka (TopicPartition metadata /
-leader_epoch), kafka-python (OffsetAndMetadata), kafkajs (admin.fetchOffsets metadata); Kafka's
-OFFSET_METADATA_TOO_LARGE past 4096 characters; both survive a broker restart; in a two-broker cluster
-the metadata of a partition owned by the other broker round-trips too."""
+"""Offset commit metadata and leader epochs with real clients: confluent-kafka (TopicPartition
+metadata / leader_epoch, also through a transaction's TxnOffsetCommit), kafka-python (OffsetAndMetadata),
+kafkajs (admin.fetchOffsets metadata); Kafka's OFFSET_METADATA_TOO_LARGE past 4096 characters; both
+survive a broker restart; in a two-broker cluster the metadata of a partition owned by the other broker
+round-trips too."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from kafka_common import topic_name, wait_until
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (interop/install.sh)")
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 T = 20.0  # seconds, per client call
@@ -80,6 +81,27 @@ def test_too_large_metadata_is_refused(rokka: harness.ServerProcess) -> None:
     got = committed(rokka.kafka, group, topic, 2)
     assert (got[0].offset, got[0].metadata) == (1, "ok")          # the refused commit changed nothing
     assert (got[1].offset, got[1].metadata) == (2, "y" * 4095)
+
+
+def test_transactional_offsets_keep_their_metadata(rokka: harness.ServerProcess) -> None:
+    """TxnOffsetCommit: the metadata takes effect with the transaction's commit, an abort leaves none."""
+    topic, group = create_topic(rokka.kafka), topic_name("g")
+    c = consumer(rokka.kafka, group)
+    p = Producer({"bootstrap.servers": rokka.kafka, "transactional.id": topic_name("tid")})
+    try:
+        p.init_transactions(T)
+        p.begin_transaction()
+        p.send_offsets_to_transaction([TopicPartition(topic, 0, 3, metadata="txn-a", leader_epoch=0)],
+                                      c.consumer_group_metadata(), T)
+        p.commit_transaction(T)
+        p.begin_transaction()
+        p.send_offsets_to_transaction([TopicPartition(topic, 0, 5, metadata="aborted")],
+                                      c.consumer_group_metadata(), T)
+        p.abort_transaction(T)
+    finally:
+        c.close()
+    got = committed(rokka.kafka, group, topic, 2)[0]
+    assert (got.offset, got.metadata, got.leader_epoch) == (3, "txn-a", 0)
 
 
 def test_kafka_python_offset_and_metadata(rokka: harness.ServerProcess) -> None:
