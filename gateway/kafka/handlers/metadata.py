@@ -21,10 +21,10 @@ CreateTopics with a manual replica assignment (``assignments``) is checked as
 Kafka's controller does (num_partitions and replication_factor must be -1, else
 INVALID_REQUEST; partitions 0..n-1 once each, non-empty replica lists of one
 length, no broker twice, every broker registered, else
-INVALID_REPLICA_ASSIGNMENT).  rokka keeps one replica per partition and creates
-a topic on the receiving broker only, so each partition's replicas must be
-exactly ``[this broker]`` (INVALID_REPLICATION_FACTOR for longer lists,
-INVALID_REPLICA_ASSIGNMENT for a partition led by another live broker).
+INVALID_REPLICA_ASSIGNMENT).  rokka keeps one replica per partition (the first
+listed: the others are logged and ignored) and creates a topic on the
+receiving broker only, so each partition's first replica must be this broker
+(INVALID_REPLICA_ASSIGNMENT for a partition led by another live broker).
 
 In a cluster (``env.cluster``, see ``rokka.gateway.kafka.cluster``) Metadata and
 DescribeCluster list every live broker that published a Kafka endpoint;
@@ -251,7 +251,8 @@ def _manual_assignment(env: KafkaEnv, t: Struct) -> tuple[int, str | None, int]:
     if sorted(by_index) != list(range(len(by_index))):
         return E.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence", -1
     if any(len(r) > 1 for r in by_index.values()):
-        return E.INVALID_REPLICATION_FACTOR, "rokka keeps one replica per partition: list one broker each", -1
+        log.warning("kafka.create_topic_replicas_ignored", topic=t.name, replicas=len(first),
+                    reason="rokka keeps one replica per partition, on its first listed broker")
     if (other := next((r[0] for r in by_index.values() if r[0] != env.node_id), None)) is not None:
         return E.INVALID_REPLICA_ASSIGNMENT, (
             f"rokka creates a topic on the receiving broker only: broker {other} cannot lead a partition of it "
