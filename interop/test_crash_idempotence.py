@@ -1,0 +1,222 @@
+"""Stops under load and idempotent retries across a crash, against the real ``rokka serve``.
+
+Issue 19, items 5 and 6:
+
+* SIGTERM while a Kafka idempotent producer and a RocketMQ producer are writing: every stop
+  exits 0 (before: about 1 stop in 8 exited 2, two writers of ``producerState.msgpack`` sharing
+  its ``.tmp`` name).
+* kill -9 right after an acknowledged idempotent batch, then the producer resends that very
+  batch (same producer id, epoch and sequence) after the restart: it is answered as Kafka answers
+  a duplicate (no error, the original base offset) and not stored again (before: stored twice,
+  the producer state was only saved at a clean stop).  The resend is the exact v2 batch bytes an
+  idempotent producer retries with (built with rokka's codec: no client library lets a test
+  choose when to retry); kafka-python's idempotent producer writes before and after.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from interop import harness
+from interop.kafka_common import topic_name
+
+TIMEOUT_S = 30
+
+
+def _conf(server_dir: Path) -> Path:
+    server_dir.mkdir(parents=True, exist_ok=True)
+    conf = server_dir / "broker.conf"
+    conf.write_text("flushDiskType=SYNC_FLUSH\n")
+    return conf
+
+
+def _serve(tmp_path: Path) -> harness.ServerProcess:
+    server_dir = tmp_path / "server"
+    return harness.start_serve(server_dir, conf=_conf(server_dir))
+
+
+class RawKafka:
+    """One Kafka connection speaking rokka's codec (requests and responses by API version)."""
+
+    def __init__(self, addr: str) -> None:
+        host, port = addr.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
+        self.corr = 0
+
+    def call(self, api_key: int, version: int, **body: Any) -> Any:
+        from rokka.gateway.kafka.codec import APIS, decode_response_frame, encode_request_frame
+
+        api = APIS[api_key]
+        self.corr += 1
+        self.sock.sendall(encode_request_frame(api, version, self.corr, api.request.make(**body), client_id="idem"))
+        size = struct.unpack(">i", self._read(4))[0]
+        corr, resp = decode_response_frame(api, version, self._read(size))
+        assert corr == self.corr
+        return resp
+
+    def _read(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            out += chunk
+        return out
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
+    from rokka.gateway.kafka.codec import records as R
+
+    return R.encode_batch([R.Record(i, i, None, v) for i, v in enumerate(values)],
+                          base_timestamp=int(time.time() * 1000), producer_id=pid, producer_epoch=epoch,
+                          base_sequence=seq)
+
+
+def _produce(conn: RawKafka, topic: str, batch: bytes) -> tuple[int, int]:
+    from rokka.gateway.kafka.codec import Struct
+
+    resp = conn.call(0, 3, transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[
+        Struct(name=topic, partition_data=[Struct(index=0, records=batch)])])
+    part = resp.responses[0].partition_responses[0]
+    return int(part.error_code), int(part.base_offset)
+
+
+def _create_topic(srv: harness.ServerProcess, topic: str) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=srv.kafka, request_timeout_ms=TIMEOUT_S * 1000)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    finally:
+        admin.close()
+
+
+def _read_all(srv: harness.ServerProcess, topic: str, at_least: int) -> list[bytes]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=srv.kafka, enable_auto_commit=False, auto_offset_reset="earliest",
+                      consumer_timeout_ms=3000)
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            batch = [m.value for ms in c.poll(timeout_ms=1000).values() for m in ms]
+            got += batch
+            if len(got) >= at_least and not batch:
+                break
+        return got
+    finally:
+        c.close()
+
+
+@pytest.mark.timeout(180)
+def test_retry_after_kill9_is_not_stored_twice(tmp_path: Path) -> None:
+    from kafka import KafkaProducer
+
+    srv = _serve(tmp_path)
+    try:
+        topic = topic_name("idem-crash")
+        _create_topic(srv, topic)
+        p = KafkaProducer(bootstrap_servers=srv.kafka, enable_idempotence=True, acks="all")
+        p.send(topic, b"client-0", partition=0).get(timeout=TIMEOUT_S)
+        p.close(timeout=10)
+        conn = RawKafka(srv.kafka)
+        init = conn.call(22, 1, transactional_id=None, transaction_timeout_ms=60_000)
+        assert init.error_code == 0
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        assert _produce(conn, topic, _batch(pid, epoch, 0, [b"a0", b"a1", b"a2"])) == (0, 1)
+        retried = _batch(pid, epoch, 3, [b"b3", b"b4"])
+        assert _produce(conn, topic, retried) == (0, 4)       # acknowledged (fsynced: SYNC_FLUSH) ...
+        conn.close()
+        srv.kill9()                                           # ... and the broker dies at once
+        srv.start()
+        conn = RawKafka(srv.kafka)
+        assert _produce(conn, topic, retried) == (0, 4)       # the producer's retry: DUPLICATE, old offset
+        assert _produce(conn, topic, _batch(pid, epoch, 5, [b"c5"])) == (0, 6)
+        assert _produce(conn, topic, _batch(pid, epoch, 7, [b"gap"]))[0] == 45   # OUT_OF_ORDER_SEQUENCE_NUMBER
+        conn.close()
+        p = KafkaProducer(bootstrap_servers=srv.kafka, enable_idempotence=True, acks="all")
+        p.send(topic, b"client-1", partition=0).get(timeout=TIMEOUT_S)
+        p.close(timeout=10)
+        got = _read_all(srv, topic, 7)
+        assert got == [b"client-0", b"a0", b"a1", b"a2", b"b3", b"b4", b"c5", b"client-1"]
+    finally:
+        print(srv.stderr_tail(40))
+        srv.stop_clean()
+
+
+def _kafka_load(addr: str, topic: str, stop: threading.Event, sent: list[int]) -> None:
+    from kafka import KafkaProducer
+
+    try:
+        p = KafkaProducer(bootstrap_servers=addr, enable_idempotence=True, acks="all", linger_ms=2,
+                          retries=0, request_timeout_ms=5000, max_block_ms=5000)
+    except Exception:       # the server may already be stopping
+        return
+    try:
+        while not stop.is_set():
+            p.send(topic, b"k-%d" % len(sent))
+            sent.append(1)
+            if len(sent) % 50 == 0:
+                time.sleep(0.001)
+    except Exception:       # the server went away under us: that is the point
+        pass
+    finally:
+        p.close(timeout=2)
+
+
+def _rocketmq_load(namesrv: str, topic: str, stop: threading.Event, sent: list[int]) -> None:
+    from rokka.gateway.rocketmq.client import NamesrvClient, Producer, RemotingClient
+
+    async def run() -> None:
+        with trio.move_on_after(TIMEOUT_S):
+            async with RemotingClient() as rc:
+                producer = Producer(rc, NamesrvClient(rc, [namesrv]), "stop-pg")
+                while not stop.is_set():
+                    await producer.send(topic, b"r-%d" % len(sent))
+                    sent.append(1)
+
+    try:
+        trio.run(run)
+    except Exception:       # the server went away under us
+        pass
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_under_load_always_exits_0(tmp_path: Path) -> None:
+    srv = _serve(tmp_path)
+    topic = topic_name("stop-load")
+    _create_topic(srv, topic)
+    try:
+        for _ in range(4):
+            stop = threading.Event()
+            kafka_sent: list[int] = []
+            rmq_sent: list[int] = []
+            workers = [threading.Thread(target=_kafka_load, args=(srv.kafka, topic, stop, kafka_sent)),
+                       threading.Thread(target=_rocketmq_load, args=(srv.namesrv, topic, stop, rmq_sent))]
+            for w in workers:
+                w.start()
+            deadline = time.monotonic() + TIMEOUT_S
+            while (len(kafka_sent) < 200 or len(rmq_sent) < 50) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            code = srv.stop()                       # SIGTERM under load
+            stop.set()
+            for w in workers:
+                w.join(timeout=TIMEOUT_S)
+            assert code == 0, srv.stderr_tail(60)
+            assert (srv.data_dir / "config" / "producerState.msgpack").exists()
+            srv.start()
+    finally:
+        srv.stop_clean()
