@@ -95,6 +95,7 @@ PROP_KEYS = "KEYS"
 #: Most property bytes a Kafka record's mapping may take (RocketMQ allows 32767; the rest is room
 #: for what the delay, transaction and re-send paths add).  Beyond it: the envelope (module doc).
 ENVELOPE_BUDGET = layout.MAX_PROPERTIES_BYTES - 1024
+_PLAIN_KEY_MAX = ENVELOPE_BUDGET - 64      # a longer key takes the general path (and the envelope)
 _CACHED_HEADERS_MAX = 4096     # header lists up to this many bytes are cached by _header_props
 _ENVELOPE_KEYS_MAX = 1024       # an envelope's text key is still indexed (KEYS) up to this size
 
@@ -271,7 +272,7 @@ def plain_run(topic: str, partition: int, values: Sequence[bytes], timestamps: S
     if keys is not None:
         texts = []
         for key in keys:
-            if not key or b" " in key or b"\x01" in key or b"\x02" in key:
+            if not key or b" " in key or b"\x01" in key or b"\x02" in key or len(key) > _PLAIN_KEY_MAX:
                 return None
             try:
                 texts.append(key.decode("utf-8"))

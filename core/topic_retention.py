@@ -122,7 +122,8 @@ class TopicRetention:
             self._configs.pop(t, None)
         if gone:
             self._save()
-        sized = {t: int(c[RETENTION_BYTES]) for t, c in self._configs.items() if RETENTION_BYTES in c}
+        sized = {t: int(c[RETENTION_BYTES]) for t, c in self._configs.items()
+                 if c.get(RETENTION_BYTES, "").lstrip("-").isdigit()}      # a hand-edited file cannot stop the pass
         if not self._ms and not sized:
             return 0
         queues = store.queues()

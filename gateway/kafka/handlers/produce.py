@@ -216,14 +216,22 @@ def _any_delay_header(msgs: list[Message]) -> bool:
                for m in msgs)
 
 
+def _int(value: str | None, default: int = 0) -> int:
+    """A kept config's integer (validated when set; ``default`` if the file was edited by hand)."""
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
 def _topic_refusal(topic: str, queue: int, own: dict[str, str], acks: int, size: int) -> tuple[int, str] | None:
     """NOT_ENOUGH_REPLICAS / MESSAGE_TOO_LARGE from the topic's own configs, before anything is stored."""
-    if acks == -1 and int(own.get(MIN_INSYNC, 1)) > 1:
+    if acks == -1 and _int(own.get(MIN_INSYNC)) > 1:
         why = (f"The size of the current ISR 1 is insufficient to satisfy the min.isr requirement of "
                f"{own[MIN_INSYNC]} for partition {topic}-{queue}")
         return E.NOT_ENOUGH_REPLICAS, why
     limit = own.get(MAX_MESSAGE_BYTES)
-    if limit is not None and size > int(limit):
+    if limit is not None and size > _int(limit, size):
         return E.MESSAGE_TOO_LARGE, (f"The record batch size ({size} bytes) is larger than the topic's "
                                      f"max.message.bytes ({limit})")
     return None

@@ -89,6 +89,10 @@ async def test_big_keys_are_stored_and_store_refusals_are_not_retriable(env: Kaf
     out = await produce(env, batch(b"v", key=key))
     assert out.error_code == 0
     assert [(r[3], r[4]) for r in rows(env)] == [(key, b"v")]
+    text = b"k" * 40_000        # a text key, on the plain-run path below the properties limit
+    assert (await produce(env, batch(b"v1", b"v2", key=text))).error_code == 0
+    stored = kafka_rows(env.broker.store.get_messages("t", 0, 1, 10).records)
+    assert [(r[3], r[4]) for r in stored] == [(text, b"v1"), (text, b"v2")]
     huge = await produce(env, batch(b"v", key=os.urandom(5 << 20)))      # over maxMessageSize (4 MiB)
     assert huge.error_code == E.MESSAGE_TOO_LARGE
 
