@@ -78,6 +78,9 @@ class BrokerConfig:
     file_reserved_time: int = 72
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
+    # RocketMQ's key, rokka's default: above 85 % disk use, delete unexpired (maybe unconsumed) CommitLog
+    # segments (true, RocketMQ's default) or refuse writes until space returns (false)
+    clean_file_forcibly_enable: bool = False
     clean_resource_interval: int = 10_000   # ms between retention passes (RocketMQ cleanResourceInterval)
     max_message_size: int = 4 * 1024 * 1024
     max_index_num: int = 20_000_000
@@ -163,6 +166,7 @@ class BrokerConfig:
             file_reserved_time_hours=self.file_reserved_time,
             delete_when=self.delete_when,
             disk_max_used_space_ratio=self.disk_max_used_space_ratio,
+            clean_file_forcibly_enable=self.clean_file_forcibly_enable,
             max_message_size=self.max_message_size,
             store_host=(self.advertised_host, self.listen_port),
             delay_levels_ms=self.delay_levels_ms,

@@ -67,6 +67,7 @@ class StoreConfig:
     file_reserved_time_hours: int = 72         # fileReservedTime
     delete_when: str = "04"                    # deleteWhen (hours, ";" separated)
     disk_max_used_space_ratio: int = 75        # diskMaxUsedSpaceRatio
+    clean_file_forcibly_enable: bool = False   # cleanFileForciblyEnable (RocketMQ's default: true)
     max_message_size: int = 4 * 1024 * 1024    # maxMessageSize (body)
     store_host: HostPort = ("127.0.0.1", 10911)
     delay_levels_ms: list[int] = field(default_factory=lambda: parse_delay_levels(DEFAULT_DELAY_LEVELS))
