@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import time
+from typing import Any
 
 import pytest
 import trio
@@ -105,3 +106,33 @@ def test_kafka_python(rokka: harness.ServerProcess) -> None:
         c.close()
     assert got == [(KEY, VALUE, HEADERS)]
     _check_rocketmq_view(rokka, topic, 1)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.usefixtures("need_cpp")
+def test_rocketmq_cpp_pull_consumer_sees_the_envelope(rokka: harness.ServerProcess, workdir: Any) -> None:
+    """The RocketMQ C++ client (pull consumer) gets the documented envelope of a record with a 1 MiB
+    text key (text, so the script's JSON output carries the body exactly)."""
+    pytest.importorskip("kafka", reason="kafka-python is not installed")
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    from interop import rmq_cpp
+
+    topic = topic_name("bigkey")
+    key, headers = b"K" * (1 << 20), [("note", b"n" * 40_000)]
+    admin = KafkaAdminClient(bootstrap_servers=rokka.kafka)
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    admin.close()
+    p = KafkaProducer(bootstrap_servers=rokka.kafka, max_request_size=8 << 20, retries=0)
+    try:
+        p.send(topic, key=key, value=VALUE, headers=headers, partition=0).get(timeout=20)
+    finally:
+        p.close(timeout=10)
+    msgs, _ = rmq_cpp.pull_all(rokka.namesrv, workdir, topic, props=["KAFKA_ENVELOPE", "KAFKA_KEY", "KAFKA_HEADERS"])
+    assert len(msgs) == 1
+    props, body = msgs[0]["props"], msgs[0]["body"].encode()
+    assert not props["KAFKA_KEY"] and not props["KAFKA_HEADERS"]      # absent ("" from the C++ client)
+    klen, hlen = (int(x) for x in props["KAFKA_ENVELOPE"].split(","))
+    assert body[:klen] == key and body[klen + hlen:] == VALUE
+    assert [(k, base64.b64decode(v)) for k, v in json.loads(body[klen:klen + hlen])] == headers
