@@ -10,11 +10,11 @@ the handler sees only the rest (or is not called), and a request whose refusal h
 error code gets it.  Metadata and the list APIs leave out what the principal may not DESCRIBE.
 An API without an adapter is refused for everyone but the super users (fail closed).
 
-Views (``rokka.compat.views``) read and write their source topic, so a check of READ, WRITE or
-DESCRIBE on a view also checks the same operation on its source: rights on a view's name alone
-never reach the source.  Creating a view (CreateTopics with ``rokka.view.topic``) needs READ on
-the source besides CREATE, and AlterConfigs naming ``rokka.view.topic`` needs READ on the topic
-it names.
+Views (``rokka.compat.views``) read and write their source topic, so a check of READ, WRITE,
+DESCRIBE or DELETE (DeleteRecords; DeleteTopics only drops the view) on a view also checks the same
+operation on its source: rights on a view's name alone never reach the source.  Creating a view
+(CreateTopics with ``rokka.view.topic``) needs READ on the source besides CREATE, and AlterConfigs
+naming ``rokka.view.topic`` needs READ on the topic it names.
 
 Authorized operations (KIP-430): when Metadata, DescribeCluster or DescribeGroups ask for them,
 the answer carries the bit field of what the principal may do with each topic / the cluster /
@@ -63,8 +63,10 @@ log = structlog.get_logger(__name__)
 TAF, GAF, CAF, OP_NOT_ATTEMPTED, TXAF = 29, 30, 31, 55, 53
 Handler = Callable[[KafkaRequestContext, Struct], Awaitable[Any]]
 T = TypeVar("T")
-#: Operations on a view that act on its source topic as well (reading, writing, its offsets and layout).
-VIEW_SOURCE_OPS = frozenset({Op.READ, Op.WRITE, Op.DESCRIBE})
+#: Operations on a view that act on its source topic as well (reading, writing, its offsets and layout,
+#: DeleteRecords); DELETE in DeleteTopics only drops the view.
+VIEW_SOURCE_OPS = frozenset({Op.READ, Op.WRITE, Op.DESCRIBE, Op.DELETE})
+DELETE_TOPICS = 20
 
 
 def _s(out: Any) -> Any:
@@ -115,7 +117,8 @@ class Authz:
     def ok(self, ctx: KafkaRequestContext, rtype: int, name: str | None, op: int, *, quiet: bool = False) -> bool:
         principal = principal_of(ctx)
         allowed = name is not None and self.store.allowed(principal, ctx.peer[0], rtype, name, op)
-        source = self.source_of(name) if allowed and rtype == Res.TOPIC and op in VIEW_SOURCE_OPS and name else None
+        through = rtype == Res.TOPIC and op in VIEW_SOURCE_OPS and (op != Op.DELETE or ctx.api_key != DELETE_TOPICS)
+        source = self.source_of(name) if allowed and through and name else None
         if source is not None:
             allowed = self.store.allowed(principal, ctx.peer[0], Res.TOPIC, source, op)
         if not allowed and not quiet:

@@ -53,7 +53,8 @@ def test_a_view_checks_its_source_too() -> None:
     for op in (Op.READ, Op.WRITE, Op.DESCRIBE):
         assert not az.ok(c, Res.TOPIC, "alice-view", op)            # rights on the view's name only
         assert az.ok(c, Res.TOPIC, "alice-mine", op)                # a view of her own topic
-    assert az.ok(c, Res.TOPIC, "alice-view", Op.DELETE)             # dropping the view touches no data
+    assert az.ok(ctx(20, 6), Res.TOPIC, "alice-view", Op.DELETE)    # DeleteTopics drops the view, no data
+    assert not az.ok(ctx(21, 2), Res.TOPIC, "alice-view", Op.DELETE)  # DeleteRecords would trim the source
     assert az.ok(ctx(1, 12, "admin"), Res.TOPIC, "alice-view", Op.READ)
 
 
