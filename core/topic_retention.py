@@ -63,6 +63,7 @@ class TopicRetention:
         self._path = config_dir / FILE_NAME if config_dir is not None else None
         self._ms: dict[str, int] = {}
         self._configs: dict[str, dict[str, str]] = {}
+        self._windows: dict[tuple[str, int], tuple[int, int, int, int]] = {}    # retention.bytes: see _within_bytes
         if self._path is not None:
             data = read_msgpack(self._path) or {}
             self._ms = {str(t): int(ms) for t, ms in (data.get("topics") or {}).items()}
@@ -120,6 +121,8 @@ class TopicRetention:
         for t in gone:
             self._ms.pop(t, None)
             self._configs.pop(t, None)
+        for key in [k for k in self._windows if k[0] not in exists]:
+            del self._windows[key]
         if gone:
             self._save()
         sized = {t: int(c[RETENTION_BYTES]) for t, c in self._configs.items()
@@ -146,13 +149,41 @@ class TopicRetention:
                 continue
             for qid in queues.get(topic, ()):
                 lo, hi = store.min_offset(topic, qid), store.max_offset(topic, qid)
-                new = first_offset_within_bytes(
-                    lambda o, n, t=topic, q=qid: [u.size for u in store.cq_units(t, q, o, n)], lo, hi, limit)
+                new = self._within_bytes(store, topic, qid, lo, hi, limit)
                 if new > lo:
                     store.set_min_offset(topic, qid, new)
                     cut += new - lo
                     log.info("topic_retention.bytes_cut", topic=topic, queue=qid, min_offset=new, records=new - lo)
         return cut
+
+    def _within_bytes(self, store: MessageStore, topic: str, qid: int, lo: int, hi: int, limit: int) -> int:
+        """``first_offset_within_bytes`` for one queue, incrementally: the last pass's window
+        (start, end, bytes) is extended by the records appended since and shrunk from its start,
+        so a pass reads only new units; anything else (the log start moved for another reason, a
+        different limit) walks back from the end again."""
+        def sizes(o: int, n: int) -> list[int]:
+            return [u.size for u in store.cq_units(topic, qid, o, n)]
+
+        last = self._windows.get((topic, qid))
+        if last is not None and last[0] == lo and last[1] <= hi and last[3] == limit:
+            start, kept = lo, last[2]
+            for o in range(last[1], hi, _SCAN):
+                got = sizes(o, min(_SCAN, hi - o))
+                kept += sum(got)
+            while kept > limit and start < hi:
+                got = sizes(start, min(_SCAN, hi - start))
+                for size in got:
+                    if kept <= limit:
+                        break
+                    kept -= size
+                    start += 1
+                if not got:
+                    break
+        else:
+            start = first_offset_within_bytes(sizes, lo, hi, limit)
+            kept = sum(sum(sizes(o, min(_SCAN, hi - o))) for o in range(start, hi, _SCAN))
+        self._windows[(topic, qid)] = (start, hi, kept, limit)
+        return start
 
     def _save(self) -> None:
         if self._path is not None:

@@ -119,8 +119,17 @@ async def test_retention_bytes_moves_the_log_start(env: KafkaEnv, tmp_path: Path
     assert (await set_configs(env, retention_bytes=str(3 * size))).error_code == 0
     assert env.broker.retention.apply(env.broker.store, now_ms(), env.broker.topics) == 7
     assert env.broker.store.min_offset("t", 0) == 7
+    for i in range(5):      # the next passes read only the new units (the window), with the same result
+        assert (await produce(env, batch(b"%03d" % i))).error_code == 0
+        assert env.broker.retention.apply(env.broker.store, now_ms(), env.broker.topics) == 1
+        assert env.broker.store.min_offset("t", 0) == 8 + i
+    assert (await set_configs(env, retention_bytes=str(5 * size))).error_code == 0   # a new limit: walk again
+    assert env.broker.retention.apply(env.broker.store, now_ms(), env.broker.topics) == 0
+    assert (await set_configs(env, retention_bytes=str(size))).error_code == 0
+    assert env.broker.retention.apply(env.broker.store, now_ms(), env.broker.topics) == 2
+    assert env.broker.store.min_offset("t", 0) == 14
     reloaded = TopicRetention(Path(tmp_path) / "config")
-    assert reloaded.configs("t") == {"retention.bytes": str(3 * size)}
+    assert reloaded.configs("t") == {"retention.bytes": str(size)}
 
 
 async def test_describe_configs_shows_the_kept_configs(env: KafkaEnv) -> None:
