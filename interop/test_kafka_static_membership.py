@@ -1,4 +1,4 @@
-"""Static group membership (KIP-345, ``group.instance.id``) with confluent-kafka (librdkafka).
+"""Static group membership (KIP-345, ``group.instance.id``) with confluent-kafka (librdkafka) and kafka-python.
 
 A group of three static consumers; one closes (a static member sends no LeaveGroup on close) and a new
 process with the same instance id comes back within the session timeout: it gets the old member's
@@ -152,4 +152,68 @@ def test_static_member_that_stays_away_is_removed(rokka: harness.ServerProcess) 
     finally:
         for m in members:
             if m.is_alive():
+                m.close()
+
+
+class KpStaticMember(threading.Thread):
+    """The same with kafka-python (``group_instance_id``); rebalance callbacks via a listener."""
+
+    def __init__(self, srv: harness.ServerProcess, topic: str, group: str, instance: str) -> None:
+        import kafka
+
+        super().__init__(name=instance, daemon=True)
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.assigns = self.revokes = 0
+        self.assigned: set[int] = set()
+        member = self
+
+        class Listener(kafka.ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                member.revokes += 1
+                member.assigned = set()
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                member.assigns += 1
+                member.assigned = {tp.partition for tp in assigned}
+
+        self.c = kafka.KafkaConsumer(bootstrap_servers=srv.kafka, group_id=group, group_instance_id=instance,
+                                     client_id=instance, session_timeout_ms=30000, heartbeat_interval_ms=1000,
+                                     enable_auto_commit=False, request_timeout_ms=45000)
+        self.c.subscribe([topic], listener=Listener())
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                self.c.poll(timeout_ms=200)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+        finally:
+            self.c.close()
+
+    close = StaticMember.close
+
+
+def test_kafka_python_static_member_restarts_without_rebalance(rokka: harness.ServerProcess) -> None:
+    pytest.importorskip("kafka", reason="kafka-python is not installed (interop/install.sh)")
+    topic, group = create_topic(rokka), topic_name("sg")
+    members = [KpStaticMember(rokka, topic, group, f"kp-{i}") for i in range(2)]
+    restarted: KpStaticMember | None = None
+    try:
+        for m in members:
+            m.start()
+        wait_until(lambda: settled(members), 60, "two kafka-python static members share the partitions")
+        before_gens = generations(rokka, group)
+        before = {m.name: (m.assigns, m.revokes, set(m.assigned)) for m in members}
+        gone, other = members
+        gone.close()
+        restarted = KpStaticMember(rokka, topic, group, gone.name)
+        restarted.start()
+        wait_until(lambda: restarted.assigned, 60, "the restarted member is assigned")
+        assert restarted.assigned == before[gone.name][2]
+        assert (other.assigns, other.revokes, other.assigned) == before[other.name]
+        assert generations(rokka, group) == before_gens
+    finally:
+        for m in [*members, restarted]:
+            if m is not None and m.is_alive():
                 m.close()
