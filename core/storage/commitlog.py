@@ -44,8 +44,10 @@ to the kernel.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
+from bisect import bisect_right
 from pathlib import Path
 
 import structlog
@@ -119,6 +121,24 @@ class CommitLog:
     def discard(self) -> None:
         self._staged.clear()
         self._stage_start = self._stage_end = self.write_offset
+
+    def rollback(self, offset: int) -> None:
+        """Forget everything from ``offset`` (the start of a put whose write failed) and make those
+        bytes zero again, so neither a later shorter write nor a recovery finds records of it.
+
+        The range is deallocated (``fallocate`` PUNCH_HOLE: no new blocks needed on a full disk);
+        segments created after ``offset``'s segment are deleted.  Raises OSError if the bytes could
+        not be cleared (the caller then stays read-only)."""
+        self._staged.clear()
+        offset = max(offset, self.min_offset)
+        self.write_offset = self._stage_start = self._stage_end = offset
+        self.flushed_offset = min(self.flushed_offset, offset)
+        later = bisect_right(self.files.bases, offset)
+        if later < len(self.files.segments):
+            self.files.drop_from(later)
+        seg = self.files.find(offset)
+        if seg is not None:
+            _punch_hole(seg.fd, offset - seg.base, seg.end - offset)
 
     def _write_staged(self) -> None:
         if not self._staged:
@@ -200,7 +220,8 @@ class CommitLog:
         target = self.write_offset if upto is None else min(upto, self.write_offset)
         if target > self.flushed_offset:
             self.files.sync_range(self.flushed_offset, target)
-            self.flushed_offset = max(self.flushed_offset, target)
+            # min: a failed write may have rolled write_offset back while this flush ran (see rollback)
+            self.flushed_offset = max(self.flushed_offset, min(target, self.write_offset))
         return self.flushed_offset
 
     RELEASE_CHUNK = 16 << 20
@@ -260,3 +281,24 @@ class CommitLog:
 
 
 _FADVISE = hasattr(os, "posix_fadvise") and hasattr(mmap, "MADV_DONTNEED")
+
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _fallocate = _libc.fallocate
+    _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    _fallocate.restype = ctypes.c_int
+except (OSError, AttributeError):      # not Linux/glibc: a failed write leaves the store read-only
+    _fallocate = None
+
+
+def _punch_hole(fd: int, pos: int, length: int) -> None:
+    """Make ``[pos, pos + length)`` of the file read as zeros, freeing its blocks."""
+    if length <= 0:
+        return
+    if _fallocate is None:
+        raise OSError("fallocate is not available: cannot clear a failed write")
+    if _fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, pos, length) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"fallocate(PUNCH_HOLE) failed: {os.strerror(err)}")

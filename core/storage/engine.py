@@ -16,12 +16,19 @@ exists (unclean stop), creates it, and runs recovery (``recovery.py``);
 Writes: ``put_messages`` validates the whole batch first (nothing is written
 for an illegal batch), encodes each record at its final offset, stages the
 bytes, commits them with one ``pwrite`` per touched segment, then dispatches
-(CQ unit, index keys, arrival listeners).  An I/O error while committing
-leaves the store read-only (SERVICE_NOT_AVAILABLE) until a restart, whose
-recovery puts CommitLog and queues back in agreement.  Before that can happen,
-retention (``retention.py``) marks the disk full above 90 % use (RocketMQ's
-diskSpaceWarningLevelRatio): puts are refused, nothing is written, until a
-later pass sees the disk below it again.
+(CQ unit, index keys, arrival listeners).  Before a disk can fill up,
+``retention.check_space`` marks it full above 90 % use (RocketMQ's
+diskSpaceWarningLevelRatio) or below a small reserve: puts are refused with
+SERVICE_NOT_AVAILABLE and RocketMQ's remark, nothing is written, until a
+later check sees room again (checks run on each retention pass, every few
+MiB appended, and once a second while refusing).  An I/O error while
+committing (ENOSPC when something else filled the disk) rolls the CommitLog
+back to the start of that put and clears the bytes it may have written
+(``CommitLog.rollback``), then puts are refused the same way until a check
+finds room: writes resume without a restart.  Only when the failed bytes
+cannot be cleared does the store stay read-only until a restart, whose
+recovery puts CommitLog and queues back in agreement.  Refusals are logged
+at most every ``REFUSAL_LOG_INTERVAL_S`` seconds.
 
 Thread model: everything runs on the caller's (trio) thread except
 ``flush()`` and ``checkpoint()``, which may run on a worker thread; they only
@@ -78,6 +85,14 @@ log = structlog.get_logger(__name__)
 __all__ = ["DiskStore", "StoreCorrupt", "StoreLocked"]
 
 
+#: Seconds between two ``store.write_refused`` log lines.
+REFUSAL_LOG_INTERVAL_S = 10.0
+#: Seconds between two space checks on the put path while writes are refused.
+RECHECK_INTERVAL_S = 1.0
+#: RocketMQ's SERVICE_NOT_AVAILABLE remark for a put the store refused (SendMessageProcessor).
+DISK_FULL_REMARK = ("service not available now. It may be caused by one of the following reasons: the broker's "
+                    "disk is full [{}], messages are put to the slave, message store has been shut down, etc.")
+
 # Topics whose dispatch has its own rules (delivery time as tags code, halves): never a raw batch.
 _SYSTEM_RUN_TOPICS = frozenset({TOPIC_SCHEDULE, TOPIC_TRANS_HALF})
 
@@ -100,7 +115,11 @@ class DiskStore(reader.TimeQueries):
         self.logical_min: dict[tuple[str, int], int] = {}
         self._last_store_ts = 0
         self._writable = False
-        self.disk_full = False          # set by retention.run (another thread: a plain flag)
+        self.disk_full = False          # set by retention.check_space (also another thread: a plain flag)
+        self.write_error: str | None = None     # a failed write, cleared by check_space once there is room
+        self._space_checked_at = 0      # CommitLog offset of the last put-path space check
+        self._recheck_at = 0.0          # monotonic time of the next put-path check while refusing
+        self._refusal_logged_at = -REFUSAL_LOG_INTERVAL_S
         self._lock_fd: int | None = None
         self._checkpoint_lock = threading.Lock()
         self._flush_hooks: list[Callable[[], None]] = []
@@ -123,6 +142,10 @@ class DiskStore(reader.TimeQueries):
         abort.touch()
         if unclean:
             log.warning("store was not closed cleanly; recovering", path=str(self.root))
+        if self.config.clean_file_forcibly_enable:
+            log.warning("store.clean_file_forcibly_enabled", path=str(self.root),
+                        warning="cleanFileForciblyEnable=true: above 85 % disk use, CommitLog segments that have "
+                                "not expired (and may not have been consumed) are DELETED to keep accepting writes")
         try:
             self._recover(unclean)
         except BaseException:
@@ -234,10 +257,11 @@ class DiskStore(reader.TimeQueries):
         problem = self._validate(messages)
         if isinstance(problem, PutResult):
             return problem
+        start = self.clog.write_offset
         try:
             appended = self._append(messages, problem)
         except OSError as exc:
-            return self._write_failed(exc)
+            return self._write_failed(exc, start)
         self.dispatcher.dispatch_batch(messages, appended)
         self._last_store_ts = appended[-1].store_timestamp
         return PutResult(PutStatus.PUT_OK, tuple(appended))
@@ -284,27 +308,68 @@ class DiskStore(reader.TimeQueries):
 
     def _commit_run(self, data: bytes) -> PutResult | None:
         """Write one encoded run (it fits the current segment); a PutResult only if the write failed."""
+        start = self.clog.write_offset
         try:
             self.clog.stage(data)
             self.clog.commit()
         except OSError as exc:
-            return self._write_failed(exc)
+            return self._write_failed(exc, start)
         return None
 
     def _not_accepting(self) -> PutResult | None:
         """Why no put can be taken now (closed, failed write, full disk), or None."""
         if not self._writable:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
-        if self.disk_full:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="the broker's disk is full")
-        return None
+        refusing = self.disk_full or self.write_error is not None
+        if self.clog.write_offset - self._space_checked_at >= retention.SPACE_CHECK_BYTES or (
+                refusing and time.monotonic() >= self._recheck_at):
+            self._space_checked_at = self.clog.write_offset
+            self._recheck_at = time.monotonic() + RECHECK_INTERVAL_S
+            retention.check_space(self)
+            refusing = self.disk_full or self.write_error is not None
+        return self._refused() if refusing else None
 
-    def _write_failed(self, exc: OSError) -> PutResult:
-        self.clog.discard()
-        self._writable = False
-        log.error("commitlog write failed; store is read-only until restart", error=str(exc),
-                  offset=self.clog.write_offset, path=str(self.clog.files.directory))
-        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"write failed: {exc}")
+    def _refused(self) -> PutResult:
+        remark = DISK_FULL_REMARK.format(self.disk_util())
+        now = time.monotonic()
+        if now - self._refusal_logged_at >= REFUSAL_LOG_INTERVAL_S:
+            self._refusal_logged_at = now
+            log.warning("store.write_refused", reason="write failed" if self.write_error else "disk full",
+                        error=self.write_error, disk=self.disk_util(), path=str(self.clog.files.directory))
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=remark)
+
+    def disk_util(self) -> str:
+        """RocketMQ's ``diskUtil()``: the used share of the CommitLog, ConsumeQueue and index disks."""
+        parts = []
+        for name, path in (("CL", self.clog.files.directory), ("CQ", self.root / "consumequeue"),
+                           ("INDEX", self.root / "index")):
+            try:
+                ratio = retention.path_used_ratio(path if path.exists() else self.root)[0] / 100
+            except OSError:
+                ratio = -1.0
+            parts.append(f"{name}: {ratio:5.2f}")
+        return " ".join(parts)
+
+    def _write_failed(self, exc: OSError, start: int) -> PutResult:
+        """A commit failed (``start``: the CommitLog offset of the put): roll back, refuse until there is room."""
+        self._recheck_at = time.monotonic() + RECHECK_INTERVAL_S
+        try:
+            self.clog.rollback(start)
+        except OSError as clear_exc:
+            self._writable = False
+            log.error("store.write_failed_read_only", error=str(exc), clear_error=str(clear_exc), offset=start,
+                      path=str(self.clog.files.directory), action="read-only until restart")
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"write failed: {exc}")
+        self.write_error = str(exc)
+        log.error("store.write_failed", error=str(exc), offset=start, path=str(self.clog.files.directory),
+                  action="writes refused until the disk has room again; nothing of this put was kept")
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=DISK_FULL_REMARK.format(self.disk_util()))
+
+    def resume_writes(self, used_percent: float) -> None:
+        """Accept puts again after a failed write (``retention.check_space`` found room)."""
+        if self.write_error is not None:
+            log.warning("store.writes_resumed", after_error=self.write_error, used_percent=round(used_percent, 1))
+            self.write_error = None
 
     def put_uniform(self, batch: UniformBatch) -> PutResult:
         """One run of records that differ only in body and born timestamp (see ``UniformBatch``).

@@ -10,17 +10,26 @@ hours <= now.  Deletion runs when one of these holds:
   * the store's disk is more than ``diskMaxUsedSpaceRatio`` % full (expired
     segments go at any hour).  Above ``FORCIBLY_RATIO`` % (RocketMQ's
     ``diskSpaceCleanForciblyRatio``, 85) the oldest segment goes even if not
-    yet expired, one per call, after the expired ones: unread data is lost
-    only when the disk is about to fill up.  "Full" is counted as ``df`` and
+    yet expired, one per call, after the expired ones -- only with
+    ``cleanFileForciblyEnable=true`` (RocketMQ's default; rokka's is false,
+    and a loud warning is logged at start when it is on): that data may not
+    have been consumed yet.  By default nothing unexpired is deleted; writes
+    are refused instead (below) until space returns.  "Full" is counted as ``df`` and
     RocketMQ's ``UtilAll.getDiskPartitionSpaceUsedPercent`` count it: used /
     (used + available to us), used = total - free blocks.  Blocks reserved
     for root are neither (on a filesystem reserving a big share, total minus
     available would read as full while df shows it half empty).
 
-Above ``WARNING_RATIO`` % (RocketMQ's ``diskSpaceWarningLevelRatio``, 90)
-the store is marked disk-full (``DiskStore.disk_full``: puts are refused with
-SERVICE_NOT_AVAILABLE before a write can fail half way); each pass checks
-again and clears it once the disk is below that.
+Above ``WARNING_RATIO`` % (RocketMQ's ``diskSpaceWarningLevelRatio``, 90),
+or with less than ``RESERVE_BYTES`` available (the ConsumeQueue and index
+files are written through maps: a page fault on a full disk would kill the
+process), the store is marked disk-full (``DiskStore.disk_full``: puts are
+refused with SERVICE_NOT_AVAILABLE before a write can fail half way).
+``check_space`` decides it; it runs on every retention pass, from the put
+path every ``SPACE_CHECK_BYTES`` appended, and at most once a second while
+writes are refused, so writes resume by themselves once space returns --
+also after a write that did fail (ENOSPC from another process filling the
+disk: ``DiskStore`` clears the failed bytes and waits for room).
 
 Rules: never the active (last) segment; only whole segments, oldest first,
 stopping at the first one that must stay (so the CommitLog stays contiguous).
@@ -47,6 +56,12 @@ log = structlog.get_logger(__name__)
 FORCIBLY_RATIO = 85.0
 #: Disk use (%) above which puts are refused (RocketMQ diskSpaceWarningLevelRatio).
 WARNING_RATIO = 90.0
+#: Bytes that must stay available (capped at 5 % of the filesystem), else puts are refused.
+RESERVE_BYTES = 8 << 20
+#: Appended CommitLog bytes between two space checks on the put path.
+SPACE_CHECK_BYTES = 4 << 20
+#: Seconds between two "still keeping unexpired data" warnings.
+WARN_INTERVAL_S = 60.0
 
 
 def delete_hours(spec: str) -> set[int]:
@@ -58,33 +73,55 @@ def delete_hours(spec: str) -> set[int]:
     return out
 
 
-def disk_used_ratio(store: DiskStore) -> float:
-    """Percent of the store's filesystem in use, as df shows it (see module doc)."""
-    st = os.statvfs(store.clog.files.directory)
+def path_used_ratio(path: os.PathLike[str] | str) -> tuple[float, int]:
+    """(percent of ``path``'s filesystem in use as df shows it, bytes available to us)."""
+    st = os.statvfs(path)
     used = (st.f_blocks - st.f_bfree) * st.f_frsize
     usable = st.f_bavail * st.f_frsize
-    return 100.0 * used / (used + usable) if used + usable > 0 else 0.0
+    return (100.0 * used / (used + usable) if used + usable > 0 else 0.0), usable
+
+
+def disk_used_ratio(store: DiskStore) -> float:
+    """Percent of the store's filesystem in use, as df shows it (see module doc)."""
+    return path_used_ratio(store.clog.files.directory)[0]
+
+
+def check_space(store: DiskStore) -> float:
+    """Set ``store.disk_full`` from the disk's state, resume writes after a failed one when there is
+    room again; returns the percent in use (0 when it cannot be read)."""
+    try:
+        st = os.statvfs(store.clog.files.directory)
+    except OSError:
+        return 0.0
+    used_bytes = (st.f_blocks - st.f_bfree) * st.f_frsize
+    usable = st.f_bavail * st.f_frsize
+    used = 100.0 * used_bytes / (used_bytes + usable) if used_bytes + usable > 0 else 0.0
+    reserve = min(RESERVE_BYTES, st.f_blocks * st.f_frsize // 20)
+    full = used > WARNING_RATIO or usable < reserve
+    if full != store.disk_full:
+        store.disk_full = full
+        if full:
+            log.error("store.disk_full", used_percent=round(used, 1), limit_percent=WARNING_RATIO,
+                      available_bytes=usable, reserve_bytes=reserve, action="refusing writes until space returns")
+        else:
+            log.warning("store.disk_space_returned", used_percent=round(used, 1), available_bytes=usable)
+    if not full and store.write_error is not None:
+        store.resume_writes(used)
+    return used
 
 
 def run(store: DiskStore, now_ms: int, force: bool = False) -> int:
     """Delete what is due; returns the number of files removed."""
     cfg = store.config
     hour = time.localtime(now_ms / 1000).tm_hour
-    try:
-        used = disk_used_ratio(store)
-    except OSError:
-        used = 0.0
-    full = used > WARNING_RATIO
-    if full != store.disk_full:
-        store.disk_full = full
-        if full:
-            log.error("disk full: refusing writes", used_percent=round(used, 1), limit_percent=WARNING_RATIO)
-        else:
-            log.info("disk no longer full: accepting writes", used_percent=round(used, 1))
+    used = check_space(store)
     pressure = used > cfg.disk_max_used_space_ratio
     if not (force or pressure or hour in delete_hours(cfg.delete_when)):
         return 0
     forcibly = used > max(FORCIBLY_RATIO, cfg.disk_max_used_space_ratio)
+    if forcibly and not cfg.clean_file_forcibly_enable:
+        _warn_kept(store, used)
+        forcibly = False
     removed = _delete_segments(store, now_ms, forcibly)
     if removed:
         new_min = store.clog.min_offset
@@ -94,6 +131,20 @@ def run(store: DiskStore, now_ms: int, force: bool = False) -> int:
         log.info("retention deleted files", files=removed, commitlog_min=new_min,
                  disk_used_percent=round(used, 1), disk_pressure=pressure)
     return removed
+
+
+_last_kept_warning = -WARN_INTERVAL_S
+
+
+def _warn_kept(store: DiskStore, used: float) -> None:
+    global _last_kept_warning
+    now = time.monotonic()
+    if now - _last_kept_warning >= WARN_INTERVAL_S:
+        _last_kept_warning = now
+        log.warning("store.disk_nearly_full", used_percent=round(used, 1), forcibly_percent=FORCIBLY_RATIO,
+                    refuse_percent=WARNING_RATIO, path=str(store.clog.files.directory),
+                    action="keeping unexpired data (cleanFileForciblyEnable=false); writes are refused above "
+                           "the refuse level until space is freed")
 
 
 def _delete_segments(store: DiskStore, now_ms: int, forcibly: bool) -> int:

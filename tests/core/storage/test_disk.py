@@ -268,11 +268,11 @@ def test_put_after_close_is_refused(tmp_path: Path) -> None:
     (1000, 200, 200, 0, 0),     # 80 %: over diskMaxUsedSpaceRatio, nothing expired, nothing goes
     (1000, 200, 200, 2, 2),     # 80 %: the expired segments go at any hour
     (1000, 100, 50, 0, 1),      # 95 % (over 85 %): the oldest segment goes although nothing expired
-])
+])                              # (cleanFileForciblyEnable=true; the default keeps it: test_full_disk_keeps_unexpired)
 def test_retention_disk_pressure_counts_like_df(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blocks: int,
                                                 free: int, available: int, expired: int, deleted: int) -> None:
     cfg = small_config(tmp_path, commitlog_file_size=4096, file_reserved_time_hours=1, delete_when="04",
-                       disk_max_used_space_ratio=75)
+                       disk_max_used_space_ratio=75, clean_file_forcibly_enable=True)
     s = _open(cfg)
     s.put_messages([msg(i, body=bytes(300)) for i in range(40)])
     s.flush()

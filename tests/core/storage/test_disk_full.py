@@ -1,0 +1,105 @@
+"""A really full disk (issue 19, item 7): a small tmpfs mounted for the test, filled by a ballast
+file as another process would fill it.
+
+Before: the first ENOSPC left the store read-only until a restart, even with space freed, and a
+write that failed half way left records behind the write offset that a recovery would find.
+Now the failed put is rolled back and cleared, puts are refused with RocketMQ's remark, and
+writes resume without a restart once space returns.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rokka.core.model import UniformBatch
+from rokka.core.storage.api import PutStatus
+from rokka.core.storage.engine import DiskStore
+from rokka.core.storage.layout import decode_record
+from storage_helpers import msg, small_config
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 6 MiB tmpfs (needs CAP_SYS_ADMIN: skipped where mounting is not allowed)."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)], check=True,
+                       capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a tmpfs here: {exc}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True, timeout=30)
+
+
+def _fill(path: Path, leave: int = 0) -> None:
+    """Write a ballast file until the filesystem is full, then give back ``leave`` bytes."""
+    chunk = bytes(64 * 1024)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        while True:
+            try:
+                os.write(fd, chunk)
+            except OSError:
+                break
+    finally:
+        os.close(fd)
+    if leave:
+        size = path.stat().st_size
+        os.truncate(path, max(0, size - leave))
+
+
+def _crash(s: DiskStore) -> None:
+    """Simulate SIGKILL: drop the process state without close() (abort marker stays)."""
+    s._close_files()
+    s._unlock()
+    s._writable = False
+
+
+def _bodies(s: DiskStore, n: int) -> list[bytes]:
+    res = s.get_messages("T", 0, 0, n + 10)
+    return [decode_record(r).body for r in res.records]
+
+
+def test_enospc_refuses_then_resumes_without_restart(small_fs: Path) -> None:
+    cfg = small_config(small_fs / "store", commitlog_file_size=256 * 1024)
+    s = DiskStore(cfg).open()
+    assert s.put_messages([msg(i) for i in range(3)]).ok
+    ballast = small_fs / "ballast"
+    _fill(ballast, leave=12 * 1024)                    # room for part of the next put only
+    end = s.clog.write_offset
+    res = s.put_messages([msg(10 + i, body=bytes([65 + i]) * 3000) for i in range(10)])
+    assert res.status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert "the broker's disk is full [CL:" in res.remark
+    assert s.clog.write_offset == end and s.max_offset("T", 0) == 3
+    seg = s.clog.files.find(end)
+    assert seg is not None and os.pread(seg.fd, 40_000, end - seg.base) == bytes(40_000)   # cleared
+    refused = s.put_uniform(UniformBatch("T", 0, [b"u1", b"u2"], 1000))
+    assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE          # refused while there is no room
+    ballast.unlink()
+    s.run_retention(int(time.time() * 1000))           # the periodic pass sees the space again
+    assert s.write_error is None and not s.disk_full
+    assert s.put_messages([msg(20, body=b"after")]).ok and s.max_offset("T", 0) == 4
+    _crash(s)                                          # recovery must not find the failed put's records
+    again = DiskStore(cfg).open()
+    assert _bodies(again, 4) == [b"body-0", b"body-1", b"body-2", b"after"]
+    again.close()
+
+
+def test_put_path_rechecks_space_while_refusing(small_fs: Path) -> None:
+    cfg = small_config(small_fs / "store", commitlog_file_size=256 * 1024)
+    s = DiskStore(cfg).open()
+    ballast = small_fs / "ballast"
+    _fill(ballast)
+    assert s.put_messages([msg(0, body=bytes(8000))]).status is PutStatus.SERVICE_NOT_AVAILABLE
+    ballast.unlink()
+    s._recheck_at = 0.0                                # as if the 1 s re-check interval had passed
+    assert s.put_messages([msg(1)]).ok                 # no retention pass, no restart
+    s.close()
