@@ -205,7 +205,8 @@ def test_kafka_python_static_member_restarts_without_rebalance(rokka: harness.Se
         wait_until(lambda: settled(members), 60, "two kafka-python static members share the partitions")
         before_gens = generations(rokka, group)
         before = {m.name: (m.assigns, m.revokes, set(m.assigned)) for m in members}
-        gone, other = members
+        gone = next(m for m in members if before_gens[-1][1].startswith(m.name + "-"))   # the leader
+        other = next(m for m in members if m is not gone)
         gone.close()
         restarted = KpStaticMember(rokka, topic, group, gone.name)
         restarted.start()
