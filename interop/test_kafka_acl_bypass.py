@@ -200,3 +200,20 @@ def test_scram_users_are_managed_by_super_users_or_themselves(sasl_rokka: harnes
         include_authorized_operations=True).result(T).authorized_operations) == {
         "CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALTER", "DESCRIBE"}
     assert "kafka.scram_admin_denied" in sasl_rokka.stderr_tail(400)
+
+
+def test_authorized_operations_without_an_authorizer(sasl_rokka: harness.ServerProcess) -> None:
+    """No kafkaAclEnable: every supported operation (Kafka without an authorizer); not asked: none."""
+    pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    bob = AdminClient(ck(sasl_rokka, "bob"))
+    _create(bob, "bobs")
+    topic = bob.describe_topics(TopicCollection(["bobs"]), include_authorized_operations=True)["bobs"].result(T)
+    assert _ops(topic.authorized_operations) == {
+        "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+    group = bob.describe_consumer_groups(["g"], include_authorized_operations=True)["g"].result(T)
+    assert _ops(group.authorized_operations) == {"READ", "DESCRIBE", "DELETE"}
+    plain = bob.describe_topics(TopicCollection(["bobs"]))["bobs"].result(T)
+    assert not plain.authorized_operations
