@@ -38,6 +38,7 @@ hold before it has proven anything:
 from __future__ import annotations
 
 import ctypes
+import functools
 import resource
 from dataclasses import dataclass
 from typing import Any
@@ -234,7 +235,9 @@ class FrameClock:
         return pending and self.spent_s >= self.limit_s
 
 
+@functools.cache
 def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim`` (None elsewhere: musl, macOS)."""
     try:
         fn = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):

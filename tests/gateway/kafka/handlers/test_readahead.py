@@ -104,3 +104,28 @@ async def test_read_ahead_is_not_used_after_delete_records_or_recreation(env: Ka
     await produce(env, "t", [b"new"] * 2000)
     part = await fetch(env, ctx(1, 12, conn), "t", nxt, 4096)
     assert part.error_code == 0 and {v for _, v in records(part)} == {b"new"}
+
+
+async def test_read_ahead_is_bounded_by_the_process_budget_and_given_back(env: KafkaEnv) -> None:
+    from rokka.gateway.budget import Budget, Limits
+    from rokka.gateway.kafka.server import ON_CLOSE
+
+    env.broker.topics.ensure("t", 1)
+    await produce(env, "t", [VALUE] * 3000)
+    budget = Budget(Limits(max_read_ahead_bytes=48 << 10))
+    server = KafkaServer({}, max_frame_bytes=1024, budget=budget)
+    a: dict[str, Any] = {ON_CLOSE: []}
+    b: dict[str, Any] = {ON_CLOSE: []}
+    for conn in (a, b):
+        c = KafkaRequestContext(("127.0.0.1", 1), "t", 1, 12, 1, conn, server)
+        await fetch(env, c, "t", 0, 32 << 10)
+    assert "fetch.readahead" in a and "fetch.readahead" not in b     # the second does not fit
+    assert 0 < budget.read_ahead <= 48 << 10
+    for hook in a[ON_CLOSE]:       # the connection ends: its read-ahead goes back
+        hook()
+    assert budget.read_ahead == 0 and "fetch.readahead" not in a
+    c = KafkaRequestContext(("127.0.0.1", 1), "t", 1, 12, 1, b, server)
+    await fetch(env, c, "t", 0, 32 << 10)
+    assert "fetch.readahead" in b and budget.read_ahead > 0
+    await fetch(env, c, "t", 0, 32 << 10)     # another Fetch drops (and gives back) the previous one
+    assert budget.read_ahead <= 48 << 10
