@@ -185,7 +185,7 @@ class BrokerRole:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         from rokka.gateway.filewatch import watch_files
-        from rokka.gateway.rocketmq.acl import AclConfigError, PlainAcl, guard
+        from rokka.gateway.rocketmq.acl import AclConfigError, PlainAcl, guard, record_topics
         from rokka.gateway.rocketmq.client import RemotingClient
         from rokka.gateway.rocketmq.handlers import build_handlers
         from rokka.gateway.rocketmq.handlers.client import on_channel_closed, scan_expired_clients
@@ -214,6 +214,8 @@ class BrokerRole:
                 cfg.listen_port = addrs[0][1]
                 self.broker_addr = (cfg.advertised_host, cfg.listen_port)
                 self.broker = broker = await trio.to_thread.run_sync(Broker, cfg)
+                if acl is not None:     # a record named by CommitLog offset is checked against its topic
+                    acl.topic_at = record_topics(broker.store)
                 await nursery.start(broker.run)
                 ctx = BrokerContext(broker, _fmt(self.broker_addr), nursery=nursery)
                 ctx.extra["boot_ms"] = int(time.time() * 1000)

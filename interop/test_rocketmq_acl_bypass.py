@@ -4,8 +4,9 @@ that may use ``Open`` and must never touch ``Secret``:
 
 * a send whose header carries both ``topic`` and ``b`` (or only the field its request code does not
   use) is checked against the topic the broker stores it to;
-* VIEW_MESSAGE_BY_ID and the topic / group listings are admin-only, GET_CONSUME_STATS and
-  INVOKE_BROKER_TO_RESET_OFFSET need SUB on their group and topic;
+* VIEW_MESSAGE_BY_ID and CONSUMER_SEND_MSG_BACK need SUB on the topic of the record they name by
+  offset (a send-back could copy any record into the group's retry topic), the topic / group listings
+  are admin-only, GET_CONSUME_STATS and INVOKE_BROKER_TO_RESET_OFFSET need SUB on their group and topic;
 * the name server takes WIPE_WRITE_PERM_OF_BROKER from admin accounts only;
 * ``aclEnable`` without Kafka ACLs says at start-up that the Kafka port is open.
 
@@ -96,8 +97,13 @@ async def test_reads_and_admin_views_need_their_rights(acl_rokka: harness.Server
             viewed = await ops.invoke(broker, RemotingCommand(code=RC.VIEW_MESSAGE_BY_ID,
                                                               ext_fields={"offset": offset}))
             assert viewed.code == ResponseCode.SUCCESS and b"top secret" in (viewed.body or b"")
+            mine = await ops.invoke(broker, _send(RC.SEND_MESSAGE, {"topic": "Open"}, b"open data"))
+            mine_offset = str(int(mine.ext_fields["msgId"][-16:], 16))
             refused = {
                 "view": RemotingCommand(code=RC.VIEW_MESSAGE_BY_ID, ext_fields={"offset": offset}),
+                "copy": RemotingCommand(code=RC.CONSUMER_SEND_MSG_BACK, ext_fields={
+                    "offset": offset, "group": "appGroup", "delayLevel": "0", "originMsgId": "x",
+                    "originTopic": "Open"}),          # would copy Secret's record into %RETRY%appGroup
                 "topics": RemotingCommand(code=RC.GET_ALL_TOPIC_CONFIG, ext_fields={}),
                 "groups": RemotingCommand(code=RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, ext_fields={}),
                 "stats": RemotingCommand(code=RC.GET_CONSUME_STATS, ext_fields={"consumerGroup": "secretGroup",
@@ -113,6 +119,13 @@ async def test_reads_and_admin_views_need_their_rights(acl_rokka: harness.Server
             allowed = await app.invoke(broker, RemotingCommand(code=RC.GET_CONSUME_STATS, ext_fields={
                 "consumerGroup": "appGroup", "topic": "Open"}))
             assert "AclException" not in (allowed.remark or ""), allowed.remark
+            own = await app.invoke(broker, RemotingCommand(code=RC.VIEW_MESSAGE_BY_ID,
+                                                           ext_fields={"offset": mine_offset}))
+            assert own.code == ResponseCode.SUCCESS and b"open data" in (own.body or b""), own.remark
+            back = await app.invoke(broker, RemotingCommand(code=RC.CONSUMER_SEND_MSG_BACK, ext_fields={
+                "offset": mine_offset, "group": "appGroup", "delayLevel": "0", "originMsgId": "x",
+                "originTopic": "Open"}))
+            assert "AclException" not in (back.remark or ""), back.remark
 
 
 async def test_name_server_wipe_write_perm_needs_an_admin(acl_rokka: harness.ServerProcess) -> None:

@@ -27,9 +27,8 @@ Order of the checks (RocketMQ's ``PlainPermissionManager.validate``):
 4. ``Signature`` = Base64(HmacSHA1(secretKey, the values of every other
    extField in key order, then the body)) must match (constant time);
 5. admin request codes (create/update/delete topic or group, broker config;
-   rokka adds the listings GET_ALL_TOPIC_CONFIG / GET_ALL_SUBSCRIPTIONGROUP_CONFIG
-   and VIEW_MESSAGE_BY_ID, which reads any record by its CommitLog offset and
-   whose 4.9 header names no topic to check) need ``admin: true``;
+   rokka adds the listings GET_ALL_TOPIC_CONFIG / GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+   need ``admin: true``;
 6. each resource the request touches needs its permission: sending needs
    PUB on the topic, pulling / offsets / heartbeats SUB on the topic and on
    the group (a group is named by its retry topic ``%RETRY%group``, and a
@@ -44,7 +43,12 @@ send's topic is the one ``normalize_send_header`` gives the send handler, whatev
 the request code and whether it came as ``topic`` or ``b`` (4.9 checked ``topic``
 for SEND_MESSAGE and ``b`` for SEND_MESSAGE_V2 while the handler honoured both, so
 a header carrying both was checked against one topic and stored to the other).
-GET_CONSUME_STATS needs SUB on its group (and topic), INVOKE_BROKER_TO_RESET_OFFSET
+Two codes name a record by its CommitLog offset: CONSUMER_SEND_MSG_BACK copies it
+into the group's retry topic (so a group's consumer could copy any topic's record
+into a queue it may read) and VIEW_MESSAGE_BY_ID returns it.  With the broker's
+``topic_at`` resolver set (offset -> the record's topic), both also need SUB on
+the topic the record is stored in; VIEW_MESSAGE_BY_ID without a resolver is
+admin-only.  GET_CONSUME_STATS needs SUB on its group (and topic), INVOKE_BROKER_TO_RESET_OFFSET
 SUB on its topic and group, as UPDATE_CONSUMER_OFFSET (RocketMQ 5's ACL 2.0 asks
 GET / UPDATE on both; 4.9 checked nothing).
 
@@ -89,7 +93,7 @@ from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import normalize_send_header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
-__all__ = ["AclConfigError", "PlainAcl", "guard", "guard_namesrv", "sign"]
+__all__ = ["AclConfigError", "PlainAcl", "guard", "guard_namesrv", "record_topics", "sign"]
 
 log = structlog.get_logger(__name__)
 
@@ -99,7 +103,8 @@ ACCESS_KEY, SIGNATURE = "AccessKey", "Signature"
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 ADMIN_CODES = frozenset({RC.UPDATE_AND_CREATE_TOPIC, RC.UPDATE_BROKER_CONFIG, RC.DELETE_TOPIC_IN_BROKER,
                          RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RC.DELETE_SUBSCRIPTIONGROUP,
-                         RC.GET_ALL_TOPIC_CONFIG, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RC.VIEW_MESSAGE_BY_ID})
+                         RC.GET_ALL_TOPIC_CONFIG, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG})
+BY_OFFSET_CODES = frozenset({RC.CONSUMER_SEND_MSG_BACK, RC.VIEW_MESSAGE_BY_ID})
 SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
 NAMESRV_ADMIN_CODES = frozenset({RC.WIPE_WRITE_PERM_OF_BROKER})
 
@@ -165,6 +170,9 @@ class PlainAcl:
     def __init__(self, accounts: dict[str, Account], global_white: list[Callable[[str], bool]]) -> None:
         self._accounts = accounts
         self._global_white = global_white
+        #: The broker's CommitLog offset -> topic of the record there (None: no record); unset: the
+        #: codes that name a record by offset cannot be checked per topic (VIEW_MESSAGE_BY_ID admin-only).
+        self.topic_at: Callable[[int], str | None] | None = None
 
     @classmethod
     def load(cls, path: Path) -> PlainAcl:
@@ -220,11 +228,12 @@ class PlainAcl:
         given = ext.get(SIGNATURE, "")
         if not hmac.compare_digest(given.encode(), sign(ext, cmd.body, account.secret_key).encode()):
             return f"Check signature failed for accessKey={access_key}"
-        if cmd.code in ADMIN_CODES and not account.admin:
+        admin_only = cmd.code in ADMIN_CODES or (cmd.code == RC.VIEW_MESSAGE_BY_ID and self.topic_at is None)
+        if admin_only and not account.admin:
             return f"Need admin permission for request code={cmd.code}, but accessKey={access_key} is not admin"
         if account.admin and not account.perms:
             return None         # RocketMQ 4.9: an admin account without topicPerms/groupPerms may use every resource
-        for resource, needed in resources(cmd).items():
+        for resource, needed in resources(cmd, self.topic_at).items():
             owned = account.perms.get(resource)
             if owned is None:
                 owned = account.default_group_perm if resource.startswith(RETRY_PREFIX) else account.default_topic_perm
@@ -249,11 +258,17 @@ def _group(group: str | None, out: dict[str, int]) -> None:
         out[RETRY_PREFIX + group] = out.get(RETRY_PREFIX + group, 0) | SUB
 
 
-def resources(cmd: RemotingCommand) -> dict[str, int]:
-    """Resource -> permission the request needs (RocketMQ ``PlainAccessValidator.parse``)."""
+def resources(cmd: RemotingCommand, topic_at: Callable[[int], str | None] | None = None) -> dict[str, int]:
+    """Resource -> permission the request needs (RocketMQ ``PlainAccessValidator.parse``, and the
+    stored topic of a record named by offset when ``topic_at`` can tell)."""
     ext = cmd.ext_fields or {}
     out: dict[str, int] = {}
     code = cmd.code
+    if code in BY_OFFSET_CODES and topic_at is not None:
+        try:
+            _topic(topic_at(int(ext.get("offset", ""))), SUB, out)
+        except ValueError:
+            pass                            # no offset: the handler refuses the request
     if code in SEND_CODES:                 # the very field the send handler stores to
         _topic(normalize_send_header(ext).get("topic"), PUB, out)
     elif code == RC.GET_CONSUME_STATS:
@@ -286,6 +301,17 @@ def resources(cmd: RemotingCommand) -> dict[str, int]:
                 if not topic.startswith(RETRY_PREFIX):
                     _topic(topic, SUB, out)
     return out
+
+
+def record_topics(store: Any) -> Callable[[int], str | None]:
+    """``PlainAcl.topic_at`` over a message store: the topic of the record at a CommitLog offset."""
+    def topic_at(offset: int) -> str | None:
+        try:
+            msg = store.read_message(offset)
+        except (OSError, ValueError, IndexError):
+            return None
+        return None if msg is None else str(msg.topic)
+    return topic_at
 
 
 def guard(acl: PlainAcl, handler: Handler) -> Handler:

@@ -93,3 +93,16 @@ async def test_name_server_wipe_needs_an_admin(acl: PlainAcl) -> None:
                 assert (await anon.invoke(addr, RemotingCommand(code=RC.GET_BROKER_CLUSTER_INFO))).code == 0
         ns.stop(0)
         nursery.cancel_scope.cancel()
+
+
+def test_records_named_by_offset_are_checked_against_their_topic(acl: PlainAcl) -> None:
+    stored = {100: "secret", 200: "open", 300: "%RETRY%mine"}
+    acl.topic_at = stored.get
+    back = {"group": "mine", "delayLevel": "0", "originTopic": "open"}
+    assert acl.check(signed(RC.CONSUMER_SEND_MSG_BACK, dict(back, offset="100")), "127.0.0.1") == \
+        "No permission for topic secret (needs SUB) for accessKey=app-key"       # no copying secret's record
+    assert acl.check(signed(RC.CONSUMER_SEND_MSG_BACK, dict(back, offset="200")), "127.0.0.1") is None
+    assert acl.check(signed(RC.CONSUMER_SEND_MSG_BACK, dict(back, offset="300")), "127.0.0.1") is None
+    assert acl.check(signed(RC.VIEW_MESSAGE_BY_ID, {"offset": "100"}), "127.0.0.1") is not None
+    assert acl.check(signed(RC.VIEW_MESSAGE_BY_ID, {"offset": "200"}), "127.0.0.1") is None
+    assert acl.check(signed(RC.VIEW_MESSAGE_BY_ID, {"offset": "999"}), "127.0.0.1") is None   # none: handler says
