@@ -228,7 +228,10 @@ class Broker:
             await trio.sleep(PERSIST_INTERVAL_S)
             snapshot = self.offsets.take_snapshot()  # copied on the trio thread; fsync off it
             if snapshot is not None:
-                await trio.to_thread.run_sync(self.offsets.write_snapshot, snapshot)
+                try:
+                    await trio.to_thread.run_sync(self.offsets.write_snapshot, snapshot)
+                except OSError as exc:      # a full disk: keep serving; the next change and close() write it
+                    log.error("broker.offsets_persist_failed", error=str(exc))
 
     async def _retention_loop(self) -> None:
         while True:
