@@ -44,11 +44,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Protocol
 
 import structlog
 import trio
-from rokka.core.storage.packfile import write_packed_atomic
+from rokka.core.storage.packfile import take_ticket, write_packed_atomic
 from rokka.gateway.kafka.groups.errors import ErrorCode
 from rokka.gateway.kafka.groups.group import Group
 from rokka.gateway.kafka.groups.membership import GroupMembership, _allow_all
@@ -149,14 +150,16 @@ class GroupCoordinator(GroupMembership):
             return
         self._dirty = False
         if self._config.config_dir is not None:
-            data = encode_groups(self._groups.values())
-            await trio.to_thread.run_sync(write_packed_atomic, groups_path(self._config.config_dir), data)
+            data, ticket = encode_groups(self._groups.values()), take_ticket()   # a later save() wins
+            await trio.to_thread.run_sync(partial(write_packed_atomic, groups_path(self._config.config_dir), data,
+                                                  ticket=ticket))
 
     def save(self) -> None:
         """Write the group file now, synchronously (shutdown)."""
         self._dirty = False
         if self._config.config_dir is not None:
-            write_packed_atomic(groups_path(self._config.config_dir), encode_groups(self._groups.values()))
+            write_packed_atomic(groups_path(self._config.config_dir), encode_groups(self._groups.values()),
+                                ticket=take_ticket())
 
     def statistics(self) -> CoordinatorStatistics:
         members = [m for g in self._groups.values() for m in g.members.values()]
