@@ -374,7 +374,7 @@ class KafkaServer:
         try:
             body = await self.routes[req.api_key].handler(ctx, req.body)
         except KafkaError as e:
-            body = self._error_body(req, e)
+            body = self._error_body(req, e, ctx.peer)
         if observe is not None:
             observe(req.api_key, time.perf_counter() - started)
         if body is None or not req.expects_response:
@@ -396,7 +396,7 @@ class KafkaServer:
             log.info("kafka.authenticated", peer=ctx.peer, principal=sasl.principal, mechanism=sasl.mechanism)
         return Struct(error_code=0, error_message=None, auth_bytes=token, session_lifetime_ms=0)
 
-    def _error_body(self, req: KafkaRequest, err: KafkaError) -> Struct:
+    def _error_body(self, req: KafkaRequest, err: KafkaError, peer: tuple[str, int]) -> Struct:
         api = APIS[req.api_key]
         has_code = any(
             fl.name == "error_code" and fl.versions[0] <= req.api_version <= fl.versions[1]
@@ -404,7 +404,8 @@ class KafkaServer:
         )
         if not has_code:
             raise err
-        log.info("kafka.request_error", api=api.name, error_code=err.error_code, message=err.message)
+        limited(log, "info", "kafka.request_error", peer[0], peer=peer, api=api.name, error_code=err.error_code,
+                message=err.message)
         return Struct(error_code=err.error_code)
 
 
@@ -472,7 +473,7 @@ async def _tls_handshake(stream: trio.SocketStream, context: ssl.SSLContext,
                 code or "connection closed during the handshake"
     if timer.cancelled_caught:
         reason = f"no TLS handshake within {HANDSHAKE_TIMEOUT_S:.0f} s"
-    log.warning("kafka.tls_failed", peer=peer, reason=reason)
+    limited(log, "warning", "kafka.tls_failed", peer[0], peer=peer, reason=reason)
     await trio.aclose_forcefully(stream)
     return None
 

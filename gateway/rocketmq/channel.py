@@ -29,7 +29,8 @@ Budgets (server channels, see ``rokka.gateway.budget``): a ``lease`` is told
 after every read how many bytes of an unfinished frame the decoder holds, and
 the channel closes when the process-wide budget refuses them; a frame must be
 finished within ``frame_timeout_s`` of waiting once its first byte arrived
-(slowloris); responses waiting to be written may not exceed
+(slowloris); request bodies being served may not exceed ``MAX_INFLIGHT_BYTES``
+(reading pauses until handlers finish); responses waiting to be written may not exceed
 ``max_pending_write_bytes`` (a peer that sends requests but never reads is
 closed).  Lines caused by what the peer sends are rate-limited per address
 (``rokka.gateway.logs.limited``); malformed input is one line, no traceback.  Ending
@@ -66,6 +67,8 @@ ClosedCallback = Callable[["Channel"], Any]
 HostPort = tuple[str, int]
 
 RECEIVE_BYTES = 64 * 1024
+#: Request bodies being served at once on one connection; above it reading pauses (backpressure).
+MAX_INFLIGHT_BYTES = 64 << 20
 _ids = itertools.count(1)
 
 
@@ -136,6 +139,7 @@ class Channel:
         self._write_lock = trio.Lock()
         self._waiters: dict[int, _Waiter] = {}
         self._inflight = 0
+        self._inflight_bytes = 0
         self._slot_freed = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._close_requested = False
@@ -225,7 +229,7 @@ class Channel:
                 await self._read_loop(nursery)
                 nursery.cancel_scope.cancel()
         except Exception:  # noqa: BLE001 - a channel must never take its server down
-            self._log.exception("channel crashed")
+            self._note("error", "channel crashed", exc_info=True)
         finally:
             await self._finish()
 
@@ -292,7 +296,15 @@ class Channel:
                 busy = cmd.make_response(ResponseCode.SYSTEM_BUSY, REMARK_SYSTEM_BUSY)
                 await self._reply(cmd, busy)
                 return
+        # bodies of requests being served are bounded per connection: reading pauses until
+        # handlers finish (a parked SYNC_FLUSH send holds its body until the flush)
+        while self._inflight and self._inflight_bytes + len(cmd.body) > MAX_INFLIGHT_BYTES:
+            self._slot_freed = trio.Event()
+            await self._slot_freed.wait()
         self._inflight += 1
+        self._inflight_bytes += len(cmd.body)
+        if self._lease is not None:
+            self._lease.note(self._inflight_bytes)
         nursery.start_soon(self._run_handler, cmd)
 
     async def _run_handler(self, cmd: RemotingCommand) -> None:
@@ -302,6 +314,7 @@ class Channel:
                 await self._reply(cmd, response)
         finally:
             self._inflight -= 1
+            self._inflight_bytes -= len(cmd.body)
             self._slot_freed.set()
 
     async def _call_handler(self, cmd: RemotingCommand) -> RemotingCommand | None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import structlog
 import trio
+import trio.testing
 from rokka.gateway import logs
 from rokka.gateway.budget import SMALL_FRAME, Budget, Limits
 from rokka.gateway.kafka import KafkaRequestContext, KafkaServer, Route
@@ -408,3 +409,39 @@ async def test_malformed_kafka_frames_are_rate_limited_per_peer(monkeypatch: pyt
     assert [e["event"] for e in lines] == ["kafka.protocol_error"] * 3 + ["log.suppressed", "kafka.protocol_error"]
     assert lines[3]["suppressed"] == 17 and "rate_limited" in lines[2]
     assert not [e for e in captured if e.get("exc_info")]
+
+
+async def test_request_bodies_in_service_are_bounded_per_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rokka.gateway.rocketmq import channel as channel_mod
+
+    monkeypatch.setattr(channel_mod, "MAX_INFLIGHT_BYTES", 3 << 19)     # 1.5 MiB
+    release = trio.Event()
+    calls: list[int] = []
+
+    async def parked(channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        calls.append(len(cmd.body))
+        await release.wait()
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    rmq = RemotingServer({10: parked}, name="broker")
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            addr = (await nursery.start(rmq.serve, "127.0.0.1", [0]))[0]
+            conn = RemotingConnection()
+            async with await trio.open_tcp_stream(*addr) as s:
+
+                async def send() -> None:       # may block: the server stops reading
+                    for _ in range(3):
+                        await s.send_all(conn.start_request(RemotingCommand(code=10, body=b"b" * (1 << 20))))
+
+                nursery.start_soon(send)
+                while len(calls) < 1:     # noqa: ASYNC110
+                    await trio.sleep(0.01)
+                await trio.testing.wait_all_tasks_blocked(0.05)
+                assert calls == [1 << 20]       # the second waits: 2 MiB would exceed 1.5 MiB
+                release.set()
+                got: list[RemotingCommand] = []
+                while len(got) < 3:
+                    got += conn.receive_data(await s.receive_some(65536))
+                assert [c.code for c in got] == [ResponseCode.SUCCESS] * 3 and len(calls) == 3
+            nursery.cancel_scope.cancel()
