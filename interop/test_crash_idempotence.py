@@ -157,6 +157,42 @@ def test_retry_after_kill9_is_not_stored_twice(tmp_path: Path) -> None:
         srv.stop_clean()
 
 
+@pytest.mark.timeout(300)
+def test_kafka_python_idempotent_through_kill9_rounds(tmp_path: Path) -> None:
+    """kafka-python's own retries across kill -9 rounds (the issue's 977 duplicates): none now."""
+    from kafka import KafkaProducer
+
+    srv = _serve(tmp_path)
+    try:
+        topic = topic_name("idem-rounds")
+        _create_topic(srv, topic)
+        p = KafkaProducer(bootstrap_servers=srv.kafka, enable_idempotence=True, acks="all", linger_ms=2,
+                          batch_size=2048, max_in_flight_requests_per_connection=5, retries=1_000_000,
+                          retry_backoff_ms=100, request_timeout_ms=5000, delivery_timeout_ms=120_000)
+        futures = []
+        n = 0
+        for _ in range(3):
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:      # keep batches in flight while the broker dies
+                futures.append(p.send(topic, b"v-%06d" % n, partition=0))
+                n += 1
+                if n % 100 == 0:
+                    time.sleep(0.01)
+            srv.kill9()
+            srv.start()
+        p.flush(timeout=120)
+        acked = {f.get(timeout=1).offset for f in futures if f.succeeded()}
+        p.close(timeout=10)
+        got = _read_all(srv, topic, n)
+        assert len(got) == len(set(got)), f"{len(got) - len(set(got))} duplicates"
+        assert len(acked) == sum(f.succeeded() for f in futures)
+        assert got == sorted(got)                  # produce order kept
+        assert len(got) >= len(acked) > 0
+    finally:
+        print(srv.stderr_tail(40))
+        srv.stop_clean()
+
+
 def _kafka_load(addr: str, topic: str, stop: threading.Event, sent: list[int]) -> None:
     from kafka import KafkaProducer
 
