@@ -118,6 +118,7 @@ class DiskStore(reader.TimeQueries):
         self.disk_full = False          # set by retention.check_space (also another thread: a plain flag)
         self.write_error: str | None = None     # a failed write, cleared by check_space once there is room
         self._space_checked_at = 0      # CommitLog offset of the last put-path space check
+        self.space_low = False          # set by check_space: little room left, check before every put
         self._recheck_at = 0.0          # monotonic time of the next put-path check while refusing
         self._refusal_logged_at = -REFUSAL_LOG_INTERVAL_S
         self._lock_fd: int | None = None
@@ -321,7 +322,7 @@ class DiskStore(reader.TimeQueries):
         if not self._writable:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
         refusing = self.disk_full or self.write_error is not None
-        if self.clog.write_offset - self._space_checked_at >= retention.SPACE_CHECK_BYTES or (
+        if self.space_low or self.clog.write_offset - self._space_checked_at >= retention.SPACE_CHECK_BYTES or (
                 refusing and time.monotonic() >= self._recheck_at):
             self._space_checked_at = self.clog.write_offset
             self._recheck_at = time.monotonic() + RECHECK_INTERVAL_S

@@ -26,10 +26,11 @@ files are written through maps: a page fault on a full disk would kill the
 process), the store is marked disk-full (``DiskStore.disk_full``: puts are
 refused with SERVICE_NOT_AVAILABLE before a write can fail half way).
 ``check_space`` decides it; it runs on every retention pass, from the put
-path every ``SPACE_CHECK_BYTES`` appended, and at most once a second while
-writes are refused, so writes resume by themselves once space returns --
-also after a write that did fail (ENOSPC from another process filling the
-disk: ``DiskStore`` clears the failed bytes and waits for room).
+path every ``SPACE_CHECK_BYTES`` appended (before every put once less than
+four reserves are left), and at most once a second while writes are
+refused, so writes resume by themselves once space returns -- also after a
+write that did fail (ENOSPC from another process filling the disk:
+``DiskStore`` clears the failed bytes and waits for room).
 
 Rules: never the active (last) segment; only whole segments, oldest first,
 stopping at the first one that must stay (so the CommitLog stays contiguous).
@@ -98,6 +99,7 @@ def check_space(store: DiskStore) -> float:
     used = 100.0 * used_bytes / (used_bytes + usable) if used_bytes + usable > 0 else 0.0
     reserve = min(RESERVE_BYTES, st.f_blocks * st.f_frsize // 20)
     full = used > WARNING_RATIO or usable < reserve
+    store.space_low = usable < 4 * reserve     # then every put checks (a statvfs), not every few MiB
     if full != store.disk_full:
         store.disk_full = full
         if full:
