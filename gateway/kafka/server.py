@@ -263,26 +263,8 @@ class KafkaServer:
         clock = FrameClock(self.budget.limits.frame_timeout_s or math.inf)
         lease: Lease = state["lease"]
         while True:
-            pending = conn.buffered > 0
-            started = trio.current_time()
-            with trio.move_on_after(clock.timeout(self.idle_timeout_s, pending)) as idle:
-                # a large frame (a produce batch) is read in as few calls as the socket allows
-                data = await stream.receive_some(min(max(RECEIVE_SIZE, conn.bytes_wanted()), RECEIVE_MAX))
-            if idle.cancelled_caught:
-                if pending:
-                    limited(log, "warning", "kafka.frame_timeout", peer[0], peer=peer, buffered=conn.buffered,
-                            frame_timeout_s=clock.limit_s)
-                else:
-                    log.info("kafka.idle_timeout", peer=peer)
-                return
-            requests = conn.receive_data(data)
-            if not data:
-                return
-            clock.waited(trio.current_time() - started, pending and conn.buffered > 0, bool(requests))
-            if not lease.buffer(conn.buffered):
-                limited(log, "warning", "kafka.memory_budget", peer[0], peer=peer, buffered=conn.buffered,
-                        budget_in_use=lease.budget.buffered,
-                        max_buffered_frame_bytes=lease.budget.limits.max_buffered_frame_bytes)
+            requests = await self._read_requests(stream, conn, clock, lease, peer)
+            if requests is None:
                 return
             held: list[Any] = []     # responses of quick requests, sent together (below)
             hooks: list[Callable[[], None]] = []    # after_response of requests answered in `held`
@@ -309,6 +291,33 @@ class KafkaServer:
             _run_hooks(hooks)
             if state.get("close"):
                 return
+
+    async def _read_requests(self, stream: trio.abc.Stream, conn: KafkaServerConnection, clock: FrameClock,
+                             lease: Lease, peer: tuple[str, int]) -> list[KafkaRequest] | None:
+        """The requests completed by the next read ([] = none yet); None = end the connection (EOF,
+        idle, frame deadline or memory budget; logged)."""
+        pending = conn.buffered > 0
+        started = trio.current_time()
+        with trio.move_on_after(clock.timeout(self.idle_timeout_s, pending)) as idle:
+            # a large frame (a produce batch) is read in as few calls as the socket allows
+            data = await stream.receive_some(min(max(RECEIVE_SIZE, conn.bytes_wanted()), RECEIVE_MAX))
+        if idle.cancelled_caught:
+            if pending:
+                limited(log, "warning", "kafka.frame_timeout", peer[0], peer=peer, buffered=conn.buffered,
+                        frame_timeout_s=clock.limit_s)
+            else:
+                log.info("kafka.idle_timeout", peer=peer)
+            return None
+        requests = conn.receive_data(data)
+        if not data:
+            return None
+        clock.waited(trio.current_time() - started, pending and conn.buffered > 0, bool(requests))
+        if not lease.buffer(conn.buffered):
+            limited(log, "warning", "kafka.memory_budget", peer[0], peer=peer, buffered=conn.buffered,
+                    budget_in_use=lease.budget.buffered,
+                    max_buffered_frame_bytes=lease.budget.limits.max_buffered_frame_bytes)
+            return None
+        return requests
 
     async def _send(self, stream: trio.abc.Stream, parts: list[Any], peer: tuple[str, int], lease: Lease) -> None:
         """Send a response; a peer that accepts no byte for ``write_timeout_s`` is closed."""
