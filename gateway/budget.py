@@ -6,7 +6,9 @@ One ``Budget`` per process (``runtime`` builds it from broker.conf and hands it 
 a listener built without one gets a private default).  It bounds what a peer can make the server
 hold before it has proven anything:
 
-* **Connections.**  ``admit(listener, peer)`` is called for each accepted socket before a byte is
+* **Connections.**  (The runtime first raises the soft open-file limit to the hard one, as the JVM
+  does, and ``maxConnections=0`` leaves ``FD_RESERVE`` descriptors of it to the store.)
+  ``admit(listener, peer)`` is called for each accepted socket before a byte is
   read.  Above ``maxConnections`` in all, or ``maxConnectionsPerIp`` from one address (all
   listeners together), it returns ``None``: the caller closes the socket at once and the refusal is
   logged, at most a few lines per address per minute (``logs.limited``).  An admitted connection
@@ -47,7 +49,7 @@ import structlog
 import trio
 from rokka.gateway.logs import limited
 
-__all__ = ["Budget", "FrameClock", "Lease", "Limits"]
+__all__ = ["Budget", "FrameClock", "Lease", "Limits", "raise_fd_limit"]
 
 log = structlog.get_logger(__name__)
 
@@ -72,6 +74,18 @@ class Limits:
     max_pending_write_bytes: int = 64 << 20      # maxPendingWriteBytes: RocketMQ responses waiting to be sent
     max_read_ahead_bytes: int = 128 << 20        # maxReadAheadBytes: Kafka Fetch read-ahead, all connections
     max_unread_response_bytes: int = 512 << 20   # maxUnreadResponseBytes: responses peers have not read, all
+
+
+def raise_fd_limit() -> int:
+    """Raise the soft open-file limit to the hard one, as the JVM does at start (``MaxFDLimit``);
+    returns the soft limit in force."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError):
+        pass
+    return _fd_limit()
 
 
 def _fd_limit() -> int:

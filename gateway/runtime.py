@@ -39,7 +39,7 @@ import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
 from rokka.gateway import allocator
-from rokka.gateway.budget import Budget, Limits
+from rokka.gateway.budget import Budget, Limits, raise_fd_limit
 
 log = structlog.get_logger("rokka")
 
@@ -99,6 +99,7 @@ def _load_acl(cfg: BrokerConfig) -> Any:
 
 def budget_from(cfg: BrokerConfig) -> Budget:
     """The process's connection and memory budget from broker.conf (0 = off for the timeouts)."""
+    raise_fd_limit()
     return Budget(Limits(
         max_connections=cfg.max_connections, max_connections_per_ip=cfg.max_connections_per_ip,
         max_buffered_frame_bytes=cfg.max_buffered_frame_bytes, frame_timeout_s=float(cfg.frame_timeout_seconds),
