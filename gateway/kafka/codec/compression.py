@@ -94,7 +94,19 @@ def decompress(codec: int, data: bytes, limit: int = DEFAULT_INFLATE_LIMIT) -> b
 
 
 def _gzip(data: bytes, limit: int) -> bytes | None:
-    """Every gzip member of ``data`` (Java's GZIPInputStream reads concatenated members too)."""
+    """Every gzip member of ``data`` (Java's GZIPInputStream reads concatenated members too).
+
+    Fast path: the trailer's ISIZE (the last member's size mod 2**32, untrusted) sizes an output
+    buffer of at most ``limit`` bytes for cramjam, which refuses to write past it; anything else
+    (several members, a lying trailer, corrupt data) takes the bounded zlib path, which decides."""
+    isize = int.from_bytes(data[-4:], "little") if len(data) >= 18 else limit + 1
+    if isize <= limit:
+        buf = bytearray(isize)
+        try:
+            if cramjam.gzip.decompress_into(data, buf) == isize:
+                return bytes(buf)
+        except cramjam.DecompressionError:
+            pass
     out = bytearray()
     rest = data
     while rest:
