@@ -22,11 +22,12 @@ what the codec can speak), so we never advertise an API nobody implements.
 
 Failure policy:
 
-* ``KafkaProtocolError`` from the codec (garbage, unknown api, bad version)
-  -> log the hint, close this connection;
+* ``KafkaProtocolError`` from the codec (garbage, unknown api, bad version, anything a hostile
+  body trips) -> one warning line with the hint (no traceback), close this connection;
 * ``KafkaError(code)`` from a handler -> reply with ``error_code=code`` when
   the response has a top-level error_code at that version, else close;
-* any other handler exception -> log with traceback, close this connection.
+* any other handler exception -> log with traceback, close this connection
+  (all three kinds of lines are rate-limited per peer address).
   Nothing escapes to ``serve_listeners`` (that would kill the server).
 
 Produce with acks=0 never gets a reply; a handler returning ``None`` sends
