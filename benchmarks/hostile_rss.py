@@ -17,9 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from interop import harness
 from rokka.gateway.kafka.codec.framing import APIS, encode_request_frame
 from rokka.gateway.kafka.codec.schema import Struct
+
+from interop import harness
 
 MIB = 1 << 20
 
