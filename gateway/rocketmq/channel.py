@@ -23,20 +23,23 @@ CHECK_TRANSACTION_STATE) and client->broker requests share one code path.
 
 Writes go through one lock per channel and a write timeout.  The channel
 ends on EOF, on a protocol violation (logged, no reply: Netty closes too),
-after ``idle_timeout_s`` without incoming bytes, or on ``close()``.
+after ``idle_timeout_s`` without incoming bytes, or on ``close()``.  Ending
+cancels in-flight handlers, fails pending ``send_request`` calls with
+``ChannelClosedError``, closes the socket and calls ``on_closed(channel)``
+(sync or async; async ones run shielded for at most 5 s).
 
 Budgets (server channels, see ``rokka.gateway.budget``): a ``lease`` is told
 after every read how many bytes of an unfinished frame the decoder holds, and
 the channel closes when the process-wide budget refuses them; a frame must be
 finished within ``frame_timeout_s`` of waiting once its first byte arrived
-(slowloris); request bodies being served may not exceed ``MAX_INFLIGHT_BYTES``
-(reading pauses until handlers finish); responses waiting to be written may not exceed
-``max_pending_write_bytes`` (a peer that sends requests but never reads is
-closed).  Lines caused by what the peer sends are rate-limited per address
-(``rokka.gateway.logs.limited``); malformed input is one line, no traceback.  Ending
-cancels in-flight handlers, fails pending ``send_request`` calls with
-``ChannelClosedError``, closes the socket and calls ``on_closed(channel)``
-(sync or async; async ones run shielded for at most 5 s).
+(slowloris); request bodies being served may not exceed
+``MAX_INFLIGHT_BYTES`` (reading pauses until handlers finish); responses
+waiting to be written may not exceed ``max_pending_write_bytes`` on the
+connection, and large ones queued behind a write in progress count against
+the process-wide ``maxUnreadResponseBytes`` (a peer that sends requests but
+never reads is closed).  Lines caused by what the peer sends are rate-limited
+per address (``rokka.gateway.logs.limited``); malformed input is one line,
+no traceback.
 
 Editing rule: nothing here knows a request code's meaning; that lives in
 handlers.  ``run()`` never raises (except Cancelled).
@@ -53,7 +56,7 @@ from typing import Any
 
 import structlog
 import trio
-from rokka.gateway.budget import FrameClock, Lease
+from rokka.gateway.budget import SMALL_FRAME, FrameClock, Lease
 from rokka.gateway.logs import limited
 from rokka.gateway.rocketmq.codec.codes import REMARK_SYSTEM_BUSY, ResponseCode, remark_not_supported
 from rokka.gateway.rocketmq.codec.errors import HeaderFieldError, LocalProtocolError, RemoteProtocolError
@@ -356,11 +359,16 @@ class Channel:
     async def _write(self, data: bytes) -> None:
         if not data:
             return
-        if self._pending_write and self._pending_write + len(data) > self._max_pending_write:
-            self._note("warning", "peer does not read its responses, closing connection",
-                       pending_write_bytes=self._pending_write, max_pending_write_bytes=self._max_pending_write)
+        self._check_pending_write(len(data))
+        # a large response queued behind a write in progress counts against the process-wide
+        # maxUnreadResponseBytes until it leaves
+        budget = self._lease.budget if self._lease is not None else None
+        queued = len(data) if budget is not None and len(data) >= SMALL_FRAME and self._pending_write else 0
+        if budget is not None and queued and not budget.reserve_unread(queued):
+            self._note("warning", "responses not read beyond the budget, closing connection",
+                       unread_in_use=budget.unread, max_unread_response_bytes=budget.limits.max_unread_response_bytes)
             self.close()
-            raise ChannelClosedError(f"channel {self.id}: {self._pending_write} bytes of responses not read")
+            raise ChannelClosedError(f"channel {self.id}: responses not read beyond the budget")
         self._pending_write += len(data)
         if self._lease is not None:
             self._lease.note(self._pending_write)
@@ -374,6 +382,15 @@ class Channel:
             raise ChannelClosedError(f"channel {self.id}: write failed: {exc!r}") from None
         finally:
             self._pending_write -= len(data)
+            if budget is not None and queued:
+                budget.release_unread(queued)
+
+    def _check_pending_write(self, size: int) -> None:
+        if self._pending_write and self._pending_write + size > self._max_pending_write:
+            self._note("warning", "peer does not read its responses, closing connection",
+                       pending_write_bytes=self._pending_write, max_pending_write_bytes=self._max_pending_write)
+            self.close()
+            raise ChannelClosedError(f"channel {self.id}: {self._pending_write} bytes of responses not read")
 
     # -- teardown --------------------------------------------------------------------
     async def _finish(self) -> None:

@@ -445,3 +445,32 @@ async def test_request_bodies_in_service_are_bounded_per_connection(monkeypatch:
                     got += conn.receive_data(await s.receive_some(65536))
                 assert [c.code for c in got] == [ResponseCode.SUCCESS] * 3 and len(calls) == 3
             nursery.cancel_scope.cancel()
+
+
+async def test_rocketmq_responses_queued_for_non_readers_share_the_process_budget() -> None:
+    budget = Budget(Limits(max_unread_response_bytes=3 << 20))
+
+    async def big(channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.make_response(ResponseCode.SUCCESS, body=b"b" * (1 << 20))
+
+    rmq = RemotingServer({10: big}, name="broker", budget=budget)
+    with trio.fail_after(30), structlog.testing.capture_logs() as captured:
+        async with trio.open_nursery() as nursery:
+            addr = (await nursery.start(rmq.serve, "127.0.0.1", [0]))[0]
+            s = trio.socket.socket()
+            s.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
+            await s.connect(addr)
+            stream = trio.SocketStream(s)
+            conn = RemotingConnection()
+            try:
+                for _ in range(32):     # 32 MiB of answers asked for (below maxPendingWriteBytes), none read
+                    await stream.send_all(conn.start_request(RemotingCommand(code=10)))
+            except trio.BrokenResourceError:
+                pass
+            while not events(captured, "responses not read beyond the budget, closing connection"):  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            while budget.connections:     # noqa: ASYNC110 - the server closes it
+                await trio.sleep(0.01)
+            assert budget.unread == 0
+            await stream.aclose()
+            nursery.cancel_scope.cancel()
