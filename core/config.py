@@ -62,7 +62,7 @@ class BrokerConfig:
     connection_write_timeout_seconds: int = 30  # a response send that makes no progress this long closes
     max_pending_write_bytes: int = 64 << 20    # RocketMQ responses waiting for one slow reader
     max_read_ahead_bytes: int = 128 << 20      # Kafka Fetch read-ahead, all connections together
-    max_unread_response_bytes: int = 512 << 20  # Kafka responses blocked on peers that do not read, all together
+    max_unread_response_bytes: int = 512 << 20  # responses blocked on peers that do not read, all together
     kafka_max_frame_bytes: int = 100 << 20     # Kafka's socket.request.max.bytes
     kafka_sasl_max_receive_bytes: int = 524288  # frames before SASL authentication (sasl.server.max.receive.size)
     # store

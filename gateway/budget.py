@@ -26,8 +26,10 @@ hold before it has proven anything:
 * **Unread responses.**  A response whose first send left bytes unsent (the peer is not reading
   as fast) reserves them (``reserve_unread``) until the send completes; above
   ``maxUnreadResponseBytes`` over all connections the connection is closed at once, and a send
-  that makes no progress for ``connectionWriteTimeoutSeconds`` closes it too.  RocketMQ channels
-  also close above ``maxPendingWriteBytes`` of responses queued on one connection.
+  that makes no progress for ``connectionWriteTimeoutSeconds`` closes it too.  On RocketMQ
+  channels, large responses queued behind a write in progress reserve their bytes the same way,
+  and a channel closes above ``maxPendingWriteBytes`` of responses queued on it alone (its write
+  timeout is the same key, for a whole send).
 * **Read-ahead.**  Kafka's Fetch read-ahead reserves its bytes here (``reserve_read_ahead``), at
   most ``maxReadAheadBytes`` over all connections, and gives them back when they are taken or the
   connection ends.
