@@ -452,11 +452,15 @@ def kafka_row(raw: bytes, inflate_limit: int = DEFAULT_INFLATE_LIMIT) -> KafkaRo
     return kafka_rows((raw,), inflate_limit)[0]
 
 
-def kafka_rows(raws: Iterable[bytes], inflate_limit: int = DEFAULT_INFLATE_LIMIT) -> list[KafkaRow]:
+def kafka_rows(raws: Iterable[bytes], inflate_limit: int = DEFAULT_INFLATE_LIMIT,
+               max_bytes: int | None = None) -> list[KafkaRow]:
     """``kafka_row`` of each record (one loop: the Fetch hot path); a compressed body inflates to at
-    most ``inflate_limit`` bytes (see the module doc)."""
+    most ``inflate_limit`` bytes (see the module doc).  ``max_bytes``: stop after the record whose
+    value takes the values past it (stored bodies may inflate far beyond their stored size, so a
+    Fetch never holds much more than it may send)."""
     out: list[KafkaRow] = []
     append = out.append
+    left = -1 if max_bytes is None else max(max_bytes, 1)
     views, props_view, props_len = _VIEW, _props_view, layout.PROPS_LEN
     v4 = views[0]
     for raw in raws:
@@ -487,6 +491,10 @@ def kafka_rows(raws: Iterable[bytes], inflate_limit: int = DEFAULT_INFLATE_LIMIT
         if envelope is not None:
             key, headers, value = _open_envelope(value or b"", envelope, null_value)
         append((qoff, store_ts if log_append else born_ts, log_append, key, value, headers))
+        if left > 0:
+            left -= len(value) if value is not None else 1
+            if left <= 0:
+                break
     return out
 
 
@@ -626,12 +634,14 @@ def _learn_plain(raw: bytes) -> bool:
     return True
 
 
-def kafka_pieces(run: RecordRun, *, native: bool = True,
-                 inflate_limit: int = DEFAULT_INFLATE_LIMIT) -> list[PlainPiece | list[KafkaRow]]:
+def kafka_pieces(run: RecordRun, *, native: bool = True, inflate_limit: int = DEFAULT_INFLATE_LIMIT,
+                 max_bytes: int | None = None) -> list[PlainPiece | list[KafkaRow]]:
     """The Kafka view of a run, in order: ``PlainPiece`` s for plain stretches, ``kafka_rows`` lists
     for the other records.  Raises RecordError for malformed record bytes (as ``kafka_rows``).
-    ``run.data`` may be a memoryview (``get_runs(views=True)``): nothing returned refers to it."""
+    ``run.data`` may be a memoryview (``get_runs(views=True)``): nothing returned refers to it.
+    ``max_bytes``: stop (with a prefix of the run) once the pieces hold that many bytes of records."""
     out: list[PlainPiece | list[KafkaRow]] = []
+    left = -1 if max_bytes is None else max(max_bytes, 1)
     data, sizes = run.data, run.sizes
     if not native and type(data) is memoryview:     # lent by the store: the Python walk slices bytes
         data = bytes(data)
@@ -642,6 +652,10 @@ def kafka_pieces(run: RecordRun, *, native: bool = True,
             out.append(PlainPiece(run.queue_offset + i, payload, count, first_ts, max_ts))
             i += count
             pos += used
+            if left > 0:
+                left -= len(payload)
+                if left <= 0:
+                    break
             continue
         raw = bytes(data[pos:pos + sizes[i]])      # data may be a memoryview lent by the store
         if _learn_plain(raw):
@@ -653,4 +667,8 @@ def kafka_pieces(run: RecordRun, *, native: bool = True,
             out.append([row])
         i += 1
         pos += sizes[i - 1]
+        if left > 0:
+            left -= len(row[4]) if row[4] is not None else 1
+            if left <= 0:
+                break
     return out

@@ -145,13 +145,15 @@ def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
                  max_msgs: int = 1000, message_filter: ExpressionFilter | None = None,
                  ) -> tuple[list[KafkaRow], int]:
     """Kafka records (``KafkaRow`` tuples) from ``offset`` (at least one if any exists), about
-    ``max_bytes`` of store data.
+    ``max_bytes`` of store data, and no more values than the first past ``max_bytes`` (inflated
+    bodies).
 
     Returns the records and the next offset to read (past everything scanned, matching or not).
     """
     res = env.broker.store.get_messages(topic, partition, offset, max_msgs, max_bytes=max(max_bytes, 1),
                                         message_filter=message_filter)
-    return kafka_rows(res.records, env.broker.cfg.max_message_size), res.next_begin_offset
+    rows = kafka_rows(res.records, env.broker.cfg.max_message_size, max_bytes)
+    return rows, (res.next_begin_offset if len(rows) == len(res.records) else rows[-1][0] + 1)
 
 
 def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_bytes: int,
@@ -174,7 +176,7 @@ def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
     for _ in range(2):
         runs, _ = store.get_runs(topic, partition, offset + count, max_msgs - count, budget, views=True)
         try:
-            pieces, n = _batches_of(runs, env.broker.cfg.max_message_size)
+            pieces, n = _batches_of(runs, env.broker.cfg.max_message_size, max_bytes - nbytes)
             stored = sum(len(run.data) for run in runs)
         finally:
             release_runs(runs)     # the runs' data were lent by the store (memoryviews into its map)
@@ -192,20 +194,29 @@ def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
     return Pieces(parts), count
 
 
-def _batches_of(runs: list[RecordRun], inflate_limit: int) -> tuple[Pieces, int]:
+def _batches_of(runs: list[RecordRun], inflate_limit: int, max_bytes: int) -> tuple[Pieces, int]:
+    """The runs' batches, stopping after the piece that takes them past ``max_bytes`` (a stored
+    compressed body may inflate far beyond its stored size)."""
     out: list[bytes] = []
-    count = 0
+    count = nbytes = 0
     for run in runs:
-        for piece in kafka_pieces(run, inflate_limit=inflate_limit):
+        if count and nbytes >= max_bytes:
+            break
+        before = count
+        for piece in kafka_pieces(run, inflate_limit=inflate_limit, max_bytes=max_bytes - nbytes):
             if isinstance(piece, PlainPiece):
                 out.append(R.batch_header(piece.payload, base_offset=piece.offset, last_offset_delta=piece.count - 1,
                                           count=piece.count, base_timestamp=piece.first_timestamp,
                                           max_timestamp=piece.max_timestamp, partition_leader_epoch=LEADER_EPOCH))
                 out.append(piece.payload)
                 count += piece.count
+                nbytes += len(piece.payload)
             else:
                 out.append(build_batches(piece))
                 count += len(piece)
+                nbytes += sum(len(row[4] or b"") for row in piece)
+        if count - before < len(run.sizes):
+            break       # cut short within the run: what follows must not be skipped
     return Pieces(out), count
 
 

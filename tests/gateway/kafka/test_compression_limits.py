@@ -322,3 +322,23 @@ async def test_fetch_max_bytes_holds_for_rocketmq_compressed_bodies(tmp_path: Pa
                           for r in b.records()]
                 assert values and all(v == body for v in values)
 
+
+
+async def test_fetch_inflates_no_more_stored_bodies_than_it_may_send(tmp_path: Path) -> None:
+    """50 stored bodies of ~1 KB that inflate to 1 MiB each, a 100 KB Fetch: one record read, one sent."""
+    packed = zlib.compress(bytes(LIMIT), 9)
+    with trio.fail_after(60):
+        async with stack(tmp_path) as (_, kafka, role):
+            role.broker.topics.ensure("z", 1)
+            role.broker.store.put_messages([role.broker.prepare(Message("z", 0, packed, {}, sysflag=COMPRESSED_FLAG))
+                                            for _ in range(50)])
+            async with wire(kafka) as k:
+                tracemalloc.start()
+                try:
+                    out = await k.call(FETCH, 12, fetch_req([("z", 0, 0)], max_bytes=100_000, part_max=100_000))
+                    _, peak = tracemalloc.get_traced_memory()
+                finally:
+                    tracemalloc.stop()
+    rows = _records_of(out)
+    assert rows[0][3] == 1 and rows[0][2] < LIMIT + 200
+    assert peak < 8 * LIMIT, f"{peak} bytes held to answer a 100 KB Fetch"
