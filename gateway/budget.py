@@ -35,8 +35,10 @@ hold before it has proven anything:
   connection ends.
 * **Returning memory.**  glibc keeps freed heap (``allocator`` raises its trim threshold for
   speed), so memory freed by a departed hostile connection would stay in the process.  Leases
-  count the large buffers their connection held (``Lease.held``); ``run()`` calls ``malloc_trim(0)``
-  once at least ``TRIM_AFTER_BYTES`` were freed since the last trim (at most once a second).
+  count the largest buffer their connection made the process hold (``Lease.held``); when
+  connections that held at least ``TRIM_AFTER_BYTES`` together have left, ``run()`` calls
+  ``malloc_trim(0)`` (at most once a second).  Only departures count: steady traffic keeps the
+  heap pages ``allocator`` wants reused.
 """
 
 from __future__ import annotations
@@ -152,7 +154,6 @@ class Budget:
 
     def release_read_ahead(self, n: int) -> None:
         self.read_ahead = max(0, self.read_ahead - n)
-        self.freed(n)
 
     # -- responses the peers do not read ------------------------------------------------------
     def reserve_unread(self, n: int) -> bool:
@@ -163,7 +164,6 @@ class Budget:
 
     def release_unread(self, n: int) -> None:
         self.unread = max(0, self.unread - n)
-        self.freed(n)
 
     # -- giving memory back ------------------------------------------------------------------
     def freed(self, n: int) -> None:
