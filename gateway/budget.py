@@ -68,7 +68,8 @@ TRIM_INTERVAL_S = 1.0
 
 @dataclass(frozen=True)
 class Limits:
-    """broker.conf keys (see README, Security / Limits)."""
+    """broker.conf keys (see README, Security / Limits).  0 means: no limit (timeouts: none;
+    ``maxConnections``: derived from the open-file limit; ``maxReadAheadBytes``: no read-ahead)."""
 
     max_connections: int = 0                     # maxConnections: all listeners (0 = open-file limit - 512)
     max_connections_per_ip: int = 1000           # maxConnectionsPerIp: all listeners (0 = no limit)
@@ -157,7 +158,8 @@ class Budget:
 
     # -- responses the peers do not read ------------------------------------------------------
     def reserve_unread(self, n: int) -> bool:
-        if self.unread + n > self.limits.max_unread_response_bytes:
+        limit = self.limits.max_unread_response_bytes
+        if limit and self.unread + n > limit:
             return False
         self.unread += n
         return True
@@ -205,7 +207,8 @@ class Lease:
         budget (nothing was granted: close the connection)."""
         grow = n - self.buffered
         b = self.budget
-        if grow > 0 and n > SMALL_FRAME and b.buffered + grow > b.limits.max_buffered_frame_bytes:
+        limit = b.limits.max_buffered_frame_bytes
+        if grow > 0 and n > SMALL_FRAME and limit and b.buffered + grow > limit:
             b.over_budget += 1
             return False
         b.buffered += grow

@@ -183,13 +183,16 @@ async def test_unfinished_frames_share_one_budget_and_the_connection_crossing_it
 
 
 def test_small_frames_are_always_granted() -> None:
-    budget = Budget(Limits(max_buffered_frame_bytes=0))
+    budget = Budget(Limits(max_buffered_frame_bytes=1))
     lease = budget.admit("t", ("10.0.0.1", 1))
     assert lease is not None
     assert lease.buffer(SMALL_FRAME) and not lease.buffer(SMALL_FRAME + 1)
     lease.release()
     lease.release()
     assert (budget.connections, budget.buffered, budget.per_ip) == (0, 0, {})
+    unlimited = Budget(Limits(max_buffered_frame_bytes=0, max_unread_response_bytes=0))   # 0: no limit
+    lease = unlimited.admit("t", ("10.0.0.1", 1))
+    assert lease is not None and lease.buffer(1 << 30) and unlimited.reserve_unread(1 << 40)
 
 
 # --------------------------------------------------------------------------- frame deadline (slowloris)
