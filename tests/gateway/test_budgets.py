@@ -477,3 +477,35 @@ async def test_rocketmq_responses_queued_for_non_readers_share_the_process_budge
             assert budget.unread == 0
             await stream.aclose()
             nursery.cancel_scope.cancel()
+
+
+async def test_frames_before_sasl_authentication_are_capped_then_the_full_limit_applies() -> None:
+    from rokka.gateway.kafka.sasl import UserStore
+
+    kafka = KafkaServer({60: Route(_describe, 0, 1)}, sasl=(("PLAIN",), UserStore({"alice": "pw"})),
+                        max_unauthenticated_frame_bytes=4096)
+    big_client_id = "x" * 5000      # a 5 KiB DescribeCluster frame
+
+    async def call(s: trio.SocketStream, api_key: int, version: int, body: dict[str, Any],
+                   client_id: str = "t") -> Struct:
+        await s.send_all(encode_request_frame(APIS[api_key], version, 1, body, client_id=client_id))
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
+            chunk = await s.receive_some(65536)
+            assert chunk, "closed instead of answering"
+            buf += chunk
+        return decode_response_frame(APIS[api_key], version, buf[4:])[1]
+
+    with trio.fail_after(20), structlog.testing.capture_logs() as captured:
+        async with trio.open_nursery() as nursery:
+            addr = await nursery.start(kafka.serve, "127.0.0.1", 0)
+            async with await trio.open_tcp_stream(*addr) as early:   # before SASL: 5 KiB is too much
+                await early.send_all(encode_request_frame(DESCRIBE_CLUSTER, 0, 1, {}, client_id=big_client_id))
+                assert await closed_by_server(early)
+            async with await trio.open_tcp_stream(*addr) as s:
+                assert (await call(s, 17, 1, {"mechanism": "PLAIN"})).error_code == 0
+                assert (await call(s, 36, 0, {"auth_bytes": b"\0alice\0pw"})).error_code == 0
+                assert (await call(s, 60, 0, {}, client_id=big_client_id)).cluster_id == "c"
+            nursery.cancel_scope.cancel()
+    errors = events(captured, "kafka.protocol_error")
+    assert len(errors) == 1 and "4096" in errors[0]["hint"]
