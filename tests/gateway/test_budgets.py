@@ -509,3 +509,26 @@ async def test_frames_before_sasl_authentication_are_capped_then_the_full_limit_
             nursery.cancel_scope.cancel()
     errors = events(captured, "kafka.protocol_error")
     assert len(errors) == 1 and "4096" in errors[0]["hint"]
+
+
+def test_broker_conf_keys_reach_the_budget() -> None:
+    from rokka.core.config import BrokerConfig, apply_settings
+    from rokka.gateway.runtime import budget_from
+
+    cfg = BrokerConfig()
+    assert apply_settings(cfg, {"maxConnections": "100", "maxConnectionsPerIp": "7", "maxBufferedFrameBytes": "1024",
+                                "frameTimeoutSeconds": "0", "connectionWriteTimeoutSeconds": "9",
+                                "maxPendingWriteBytes": "5", "maxReadAheadBytes": "6",
+                                "maxUnreadResponseBytes": "8", "kafkaMaxFrameBytes": "1048576",
+                                "kafkaSaslMaxReceiveBytes": "2048"}) == []
+    cfg.validate()
+    b = budget_from(cfg)
+    assert b.max_connections == 100 and b.limits == Limits(
+        max_connections=100, max_connections_per_ip=7, max_buffered_frame_bytes=1024, frame_timeout_s=0.0,
+        write_timeout_s=9.0, max_pending_write_bytes=5, max_read_ahead_bytes=6, max_unread_response_bytes=8)
+    defaults = BrokerConfig()
+    assert (defaults.kafka_max_frame_bytes, defaults.max_frame_bytes, defaults.kafka_sasl_max_receive_bytes) == \
+        (100 << 20, 16 << 20, 524288)
+    with pytest.raises(ValueError, match="maxConnectionsPerIp"):
+        apply_settings(defaults, {"maxConnectionsPerIp": "-1"})
+        defaults.validate()
