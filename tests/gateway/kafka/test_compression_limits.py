@@ -342,3 +342,26 @@ async def test_fetch_inflates_no_more_stored_bodies_than_it_may_send(tmp_path: P
     rows = _records_of(out)
     assert rows[0][3] == 1 and rows[0][2] < LIMIT + 200
     assert peak < 8 * LIMIT, f"{peak} bytes held to answer a 100 KB Fetch"
+
+
+def _rows(data: bytes) -> list[tuple[int, bytes | None]]:
+    batches, trailing = R.split_batches(data)
+    assert trailing == 0 and all(b.crc_ok() for b in batches)
+    return [(b.header.base_offset + r.offset_delta, r.value) for b in batches for r in b.records()]
+
+
+def test_truncate_batches_cuts_at_record_boundaries() -> None:
+    rows = [(10 + i, 5000 + i * 7, False, None, b"v%03d" % i + bytes(95), ()) for i in range(10)]
+    data = R.encode_rows_batch(rows[:4]) + R.encode_rows_batch(rows[4:])
+    every = _rows(data)
+    assert R.truncate_batches(data, len(data), min_one=False) == (data, 10)
+    for limit in range(0, len(data), 37):
+        cut, n = R.truncate_batches(data, limit, min_one=False)
+        assert len(cut) <= limit and _rows(cut) == every[:n]
+        longer, m = R.truncate_batches(data, limit + 200, min_one=False)
+        assert m >= n
+    cut, n = R.truncate_batches(data, 1, min_one=True)          # the first record alone
+    assert n == 1 and _rows(cut) == every[:1]
+    batches, _ = R.split_batches(R.truncate_batches(data, 300, min_one=False)[0])
+    h = batches[0].header
+    assert (h.base_offset, h.base_timestamp, h.max_timestamp, h.last_offset_delta) == (10, 5000, 5007, 1)
