@@ -51,6 +51,7 @@ from typing import Any
 
 import structlog
 import trio
+from rokka.gateway import logs
 from rokka.gateway.logs import limited
 
 __all__ = ["Budget", "FrameClock", "Lease", "Limits", "raise_fd_limit"]
@@ -182,9 +183,14 @@ class Budget:
         return True
 
     async def run(self) -> None:
-        """Trim loop (until cancelled): see the module doc."""
+        """Trim loop (until cancelled): see the module doc; also reports lines the per-peer log
+        limiter suppressed once their window ends."""
+        ticks = 0
         while True:
             await trio.sleep(TRIM_INTERVAL_S)
+            ticks += 1
+            if ticks % 10 == 0:
+                logs.PEER_LOG.flush(log)
             if self._freed >= TRIM_AFTER_BYTES:
                 # a pure C call without the GIL: the event loop goes on meanwhile
                 await trio.to_thread.run_sync(self.trim_now)

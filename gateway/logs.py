@@ -75,6 +75,17 @@ class LogLimiter:
         entry[2] += 1
         return False, reported
 
+    def flush(self, logger: Any) -> int:
+        """Write the ``log.suppressed`` line of every key whose window has ended with lines
+        suppressed (so a peer that went quiet is reported too); returns how many were written."""
+        now = self._clock()
+        done = [(k, e) for k, e in self._keys.items() if now - e[0] >= self.window_s]
+        for key, entry in done:
+            del self._keys[key]
+            if entry[2]:
+                logger.warning("log.suppressed", address=key, suppressed=int(entry[2]), window_s=self.window_s)
+        return sum(1 for _, e in done if e[2])
+
     def used(self, key: str) -> int:
         """Lines written for ``key`` in its current window."""
         entry = self._keys.get(key)

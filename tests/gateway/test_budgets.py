@@ -532,3 +532,17 @@ def test_broker_conf_keys_reach_the_budget() -> None:
     with pytest.raises(ValueError, match="maxConnectionsPerIp"):
         apply_settings(defaults, {"maxConnectionsPerIp": "-1"})
         defaults.validate()
+
+
+def test_a_quiet_peers_suppressed_lines_are_reported_when_its_window_ends() -> None:
+    now = [0.0]
+    lim = logs.LogLimiter(per_window=2, window_s=60, clock=lambda: now[0])
+    logger = structlog.get_logger("t")
+    with structlog.testing.capture_logs() as captured:
+        for _ in range(5):
+            logs.limited(logger, "warning", "x.bad", "10.0.0.9", limiter=lim)
+        assert lim.flush(logger) == 0       # the window is still open
+        now[0] = 61.0
+        assert lim.flush(logger) == 1
+    assert [e["event"] for e in captured] == ["x.bad", "x.bad", "log.suppressed"]
+    assert captured[-1]["suppressed"] == 3 and captured[-1]["address"] == "10.0.0.9"
