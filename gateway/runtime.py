@@ -120,7 +120,8 @@ async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool) -
         nursery.start_soon(_watch_signals, stop)
         budget = budget_from(cfg)
         nursery.start_soon(budget.run)
-        log.info("limits", max_connections=budget.max_connections, max_connections_per_ip=cfg.max_connections_per_ip,
+        log.info("connection.limits", max_connections=budget.max_connections,
+                 max_connections_per_ip=cfg.max_connections_per_ip,
                  max_buffered_frame_bytes=cfg.max_buffered_frame_bytes, frame_timeout_s=cfg.frame_timeout_seconds)
         if namesrv_port is not None:
             from rokka.gateway.namesrv.server import NamesrvServer
