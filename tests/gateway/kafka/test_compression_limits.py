@@ -365,3 +365,25 @@ def test_truncate_batches_cuts_at_record_boundaries() -> None:
     batches, _ = R.split_batches(R.truncate_batches(data, 300, min_one=False)[0])
     h = batches[0].header
     assert (h.base_offset, h.base_timestamp, h.max_timestamp, h.last_offset_delta) == (10, 5000, 5007, 1)
+
+
+async def test_rocketmq_compressed_batch_bomb_is_refused_at_send(tmp_path: Path) -> None:
+    """A C++-client style batch body (sysFlag COMPRESSED over the whole batch) that inflates past the limit."""
+    from rokka.gateway.rocketmq.codec.batch import encode_batch
+    from rokka.gateway.rocketmq.codec.codes import RequestCode
+    from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+
+    elements = encode_batch([(0, bytes(256 << 10), b"") for _ in range(64)])    # 16 MiB of batch body
+    with trio.fail_after(60):
+        async with stack(tmp_path) as (ns_addr, _, role):
+            role.broker.topics.ensure("rb", 1)
+            async with RemotingClient() as rc:
+                producer = Producer(rc, NamesrvClient(rc, [ns_addr]), "pg")
+                await producer.send("rb", b"warm-up", queue=0)      # the route
+                addr, mq = (await producer._targets("rb", 0))[0]
+                header = producer._header("rb", mq, props={}, flag=0, sys_flag=COMPRESSED_FLAG, batch=True)
+                cmd = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, body=zlib.compress(elements, 9),
+                                      ext_fields=header)
+                resp = await rc.invoke(addr, cmd, 10)
+                assert resp.code == 13 and "maxMessageSize" in (resp.remark or "")
+            assert role.broker.store.max_offset("rb", 0) == 1
