@@ -33,10 +33,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rokka.core.inflate import inflate_zlib
 from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
 from rokka.gateway.rocketmq.codec.lenient_json import loads_lenient
 
 _I32 = struct.Struct(">i")
+#: Most bytes a compressed REGISTER_BROKER body may inflate to: the frame limit an uncompressed one
+#: has to fit (RocketMQ's 16 MiB); past it the body is refused (a decompression bomb).
+MAX_REGISTER_BODY = 16 * 1024 * 1024
 
 
 class BodyFormatError(HeaderFieldError):
@@ -113,7 +117,9 @@ class RegisterBrokerBody:
     @classmethod
     def _decode_compressed(cls, body: bytes) -> RegisterBrokerBody:
         try:
-            raw = zlib.decompress(body)
+            raw = inflate_zlib(body, MAX_REGISTER_BODY)
+            if raw is None:
+                raise BodyFormatError(f"compressed register body inflates past {MAX_REGISTER_BODY} bytes")
             pos, version_raw = _read_blob(raw, 0)
             version = loads_body(version_raw)
             count = _I32.unpack_from(raw, pos)[0]

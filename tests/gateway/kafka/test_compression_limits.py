@@ -387,3 +387,18 @@ async def test_rocketmq_compressed_batch_bomb_is_refused_at_send(tmp_path: Path)
                 resp = await rc.invoke(addr, cmd, 10)
                 assert resp.code == 13 and "maxMessageSize" in (resp.remark or "")
             assert role.broker.store.max_offset("rb", 0) == 1
+
+
+def test_a_compressed_register_broker_body_bomb_is_refused() -> None:
+    """The name server's REGISTER_BROKER accepts zlib bodies (compressedRegister): bounded too."""
+    from rokka.gateway.rocketmq.codec.bodies import MAX_REGISTER_BODY, BodyFormatError, RegisterBrokerBody
+
+    bomb = zlib.compress(bytes(4 * MAX_REGISTER_BODY), 9)
+    tracemalloc.start()
+    try:
+        with pytest.raises(BodyFormatError, match="inflates past"):
+            RegisterBrokerBody.decode(bomb, compressed=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * MAX_REGISTER_BODY
