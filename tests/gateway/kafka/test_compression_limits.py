@@ -401,4 +401,4 @@ def test_a_compressed_register_broker_body_bomb_is_refused() -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 2 * MAX_REGISTER_BODY
+    assert peak < 3 * MAX_REGISTER_BODY        # the output buffer of at most limit + 1 bytes, grown by doubling
