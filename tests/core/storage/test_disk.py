@@ -268,7 +268,7 @@ def test_put_after_close_is_refused(tmp_path: Path) -> None:
     (1000, 200, 200, 0, 0),     # 80 %: over diskMaxUsedSpaceRatio, nothing expired, nothing goes
     (1000, 200, 200, 2, 2),     # 80 %: the expired segments go at any hour
     (1000, 100, 50, 0, 1),      # 95 % (over 85 %): the oldest segment goes although nothing expired
-])                              # (cleanFileForciblyEnable=true; the default keeps it: test_full_disk_keeps_unexpired)
+])                              # (cleanFileForciblyEnable=true; the default keeps it: test_disk_full.py)
 def test_retention_disk_pressure_counts_like_df(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blocks: int,
                                                 free: int, available: int, expired: int, deleted: int) -> None:
     cfg = small_config(tmp_path, commitlog_file_size=4096, file_reserved_time_hours=1, delete_when="04",

@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rokka.core.config import BrokerConfig, apply_settings
 from rokka.core.model import UniformBatch
+from rokka.core.storage import retention
 from rokka.core.storage.api import PutStatus
 from rokka.core.storage.engine import DiskStore
 from rokka.core.storage.layout import decode_record
@@ -103,3 +105,26 @@ def test_put_path_rechecks_space_while_refusing(small_fs: Path) -> None:
     s._recheck_at = 0.0                                # as if the 1 s re-check interval had passed
     assert s.put_messages([msg(1)]).ok                 # no retention pass, no restart
     s.close()
+
+
+def test_full_disk_keeps_unexpired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Default (cleanFileForciblyEnable=false): at 95 % nothing unexpired is deleted, writes are refused
+    (before: the oldest segment was deleted, acknowledged records with it)."""
+    cfg = small_config(tmp_path, commitlog_file_size=4096, file_reserved_time_hours=1, delete_when="04")
+    s = DiskStore(cfg).open()
+    s.put_messages([msg(i, body=bytes(300)) for i in range(40)])
+    s.flush()
+    monkeypatch.setattr(retention.os, "statvfs", lambda _path: os.statvfs_result(
+        (4096, 4096, 1000, 50, 50, 0, 0, 0, 0, 255)))                 # 95 % in use
+    assert s.run_retention(int(time.time() * 1000)) == 0
+    assert s.commitlog_min_offset == 0 and s.min_offset("T", 0) == 0
+    res = s.put_messages([msg(99)])
+    assert res.status is PutStatus.SERVICE_NOT_AVAILABLE and "the broker's disk is full [CL:" in res.remark
+    s.close()
+
+
+def test_clean_file_forcibly_enable_is_an_opt_in_key() -> None:
+    cfg = BrokerConfig()
+    assert cfg.clean_file_forcibly_enable is False and cfg.store_config().clean_file_forcibly_enable is False
+    assert apply_settings(cfg, {"cleanFileForciblyEnable": "true"}) == []
+    assert cfg.store_config().clean_file_forcibly_enable is True
