@@ -17,7 +17,16 @@ only in ``flush()``, which may run on a worker thread: it snapshots
 ``write_offset`` first, then fdatasyncs the segments below it.
 
 Invariants: ``min_offset <= flushed_offset <= write_offset``; bytes in
-``[write_offset, segment end)`` of the active segment are zero.
+``[write_offset, segment end)`` of the active segment are zero.  A write
+that fails half way (ENOSPC) would break the second one; ``rollback(start)``
+restores both: the offsets go back to the start of the failed put, its
+bytes are deallocated (``fallocate`` PUNCH_HOLE needs no free blocks) and
+segments created after it are deleted, so neither a later shorter write nor
+a recovery finds records of a put that was refused.
+
+``flush(upto)`` fdatasyncs, then reports durable only up to ``upto`` when
+given: the store passes an offset its caller read on the appending thread
+after the flush hooks ran (see ``DiskStore.flush``).
 
 Warm-ahead: ``start_warmer(ahead)`` starts a ``TailWarmer`` (warmer.py): a
 native idle-priority thread reads the sparse range just past the write
