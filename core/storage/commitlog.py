@@ -25,8 +25,8 @@ segments created after it are deleted, so neither a later shorter write nor
 a recovery finds records of a put that was refused.
 
 ``flush(upto)`` fdatasyncs, then reports durable only up to ``upto`` when
-given: the store passes an offset its caller read on the appending thread
-after the flush hooks ran (see ``DiskStore.flush``).
+given: an offset read on the appending thread before the flush started; the
+store runs its flush hooks before this call (see ``DiskStore.flush``).
 
 Warm-ahead: ``start_warmer(ahead)`` starts a ``TailWarmer`` (warmer.py): a
 native idle-priority thread reads the sparse range just past the write
