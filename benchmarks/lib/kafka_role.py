@@ -8,7 +8,8 @@ settings for every client of the role, e.g. ``security.protocol`` and ``ssl.ca.l
 
 * ``create``: CreateTopics ``topics`` with ``partitions`` partitions, replication 1.
 * ``produce``: ``count`` values of ``size`` bytes to ``topic`` (null key: librdkafka spreads them
-  over the partitions), ``acks`` 1 | all, default batching (linger.ms 5); timed from the first
+  over the partitions; ``shape`` other than ``plain`` adds keys and headers, see ``SHAPES``),
+  ``acks`` 1 | all, default batching (linger.ms 5); timed from the first
   ``produce()`` to the end of ``flush()``.  ``result {messages, seconds, errors}``.
 * ``consume``: ``assign()`` every partition at the beginning (no group join; fetch.queue.backoff.ms
   10, see ``consume``) and count records
@@ -68,6 +69,29 @@ def create(p: dict[str, Any]) -> None:
     raise RuntimeError(f"topics {p['topics']} not visible with {p['partitions']} partitions within 30 s")
 
 
+#: Record shapes of the ``produce`` role (``params["shape"]``; ``bench_kafka_shapes``): the keys cycled
+#: through (None: null keys) and the headers every record carries (None: none).
+SHAPES = ("plain", "text-key", "binary-key", "key+2-headers", "10-headers")
+_TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def shape_parts(shape: str) -> tuple[list[bytes] | None, list[tuple[str, bytes]] | None]:
+    """(keys, headers) of a record shape: text keys ``order-<n>``, binary keys (16 bytes, not UTF-8),
+    ``traceparent`` + ``content-type`` headers, or ten ``h<i>`` text headers."""
+    text_keys = [f"order-{i}".encode() for i in range(1000)]
+    if shape == "plain":
+        return None, None
+    if shape == "text-key":
+        return text_keys, None
+    if shape == "binary-key":
+        return [b"\xff\x00" + i.to_bytes(4, "big") + bytes(range(200, 210)) for i in range(1000)], None
+    if shape == "key+2-headers":
+        return text_keys, [("traceparent", _TRACEPARENT), ("content-type", b"application/json")]
+    if shape == "10-headers":
+        return None, [(f"h{i}", f"value-{i}".encode()) for i in range(10)]
+    raise ValueError(f"unknown shape {shape!r} (one of {SHAPES})")
+
+
 def produce(p: dict[str, Any]) -> None:
     errors: list[str] = []
 
@@ -78,6 +102,7 @@ def produce(p: dict[str, Any]) -> None:
     prod = Producer({"bootstrap.servers": p["bootstrap"], "acks": str(p["acks"]), "linger.ms": 5,
                      "queue.buffering.max.messages": 200000, **p.get("client", {})})
     topic, value, count = p["topic"], b"v" * int(p["size"]), int(p["count"])
+    keys, headers = shape_parts(str(p.get("shape", "plain")))
     prod.produce(topic, value, on_delivery=on_delivery)  # warm up: metadata + connection
     prod.flush(30)
     deadline = time.monotonic() + float(p.get("max_s", 120))
@@ -85,7 +110,11 @@ def produce(p: dict[str, Any]) -> None:
     sent = 0
     while sent < count and time.monotonic() < deadline:
         try:
-            prod.produce(topic, value, on_delivery=on_delivery)
+            if keys is None and headers is None:
+                prod.produce(topic, value, on_delivery=on_delivery)
+            else:
+                prod.produce(topic, value, None if keys is None else keys[sent % len(keys)],
+                             on_delivery=on_delivery, headers=headers)
             sent += 1
         except BufferError:
             prod.poll(0.005)
