@@ -23,6 +23,7 @@ no traceback in the log, log bytes per frame bounded, nothing created outside th
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import signal
@@ -59,7 +60,7 @@ class FuzzConfig:
     families: frozenset[str] = frozenset(hostile.FAMILIES)
     bomb_bytes: int = 64 << 20
     time_limit_s: float = 600.0
-    rss_limit_mib: int = 1024          # the check
+    rss_limit_mib: int = 512           # the strict check (baseline main: ~590 MiB for one 256 MiB bomb)
     kill_rss_mib: int = 4096           # the machine's safety net: the server is killed above this
     log_bytes_per_frame: int = 400     # the strict log check
     ports: tuple[str, ...] = PORTS
@@ -67,6 +68,8 @@ class FuzzConfig:
     workers: int = 4                   # concurrent connections per port
     workdir: Path | None = None
     conf: dict[str, str] = field(default_factory=dict)
+    server_env: dict[str, str] = field(default_factory=dict)  # e.g. PYTHONPATH of another rokka tree
+    avoid: frozenset[str] = frozenset()  # known bugs not to trigger (kafka_frames.KNOWN_BUGS)
 
 
 @dataclass
@@ -98,6 +101,7 @@ class FuzzResult:
     jail_problems: list[str] = field(default_factory=list)
     steady: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
+    suspects: str | None = None    # the frames sent just before RSS passed the limit
 
     def checks(self, strict: bool = False) -> list[str]:
         """The failed checks (empty: passed).  ``strict`` adds ``STRICT_CHECKS``."""
@@ -107,7 +111,7 @@ class FuzzResult:
             bad.append(f"server_up: alive={self.server_alive} killed_for_rss={self.killed_for_rss}")
         bad += [f"answers_after: {p} did not answer" for p, ok in self.answers_after.items() if not ok]
         for name, s in self.steady.items():
-            if s.get("errors") or s.get("missing"):
+            if s.get("errors") or s.get("missing") or s.get("reread_missing"):
                 bad.append(f"steady_{name}: {s.get('errors', [])[:3]} missing={s.get('missing')}")
         if self.peak_rss_mib > cfg["kill_rss_mib"]:
             bad.append(f"rss_kill: peak {self.peak_rss_mib:.0f} MiB > {cfg['kill_rss_mib']} MiB")
@@ -136,12 +140,14 @@ class FuzzResult:
         rows.append(f"server RSS: start {self.start_rss_mib:.0f} MiB, peak {self.peak_rss_mib:.0f} MiB; "
                     f"alive={self.server_alive}; SIGTERM exit={self.sigterm_exit}; log {self.log_bytes / 2**20:.1f}"
                     f" MiB, {self.tracebacks} tracebacks; outside the store: {len(self.jail_problems)}; "
-                    f"{self.seconds:.0f} s")
+                    f"{self.seconds:.0f} s" + (f"; frames sent before the RSS limit: {self.suspects}"
+                                               if self.suspects else ""))
         for kind, n in sorted(self.traceback_kinds.items(), key=lambda kv: -kv[1]):
             rows.append(f"traceback x{n}: {kind}")
         for name, s in self.steady.items():
             rows.append(f"steady {name}: {s.get('acked')} acked, {s.get('read')} read back, "
-                        f"{len(s.get('errors', []))} errors, missing {s.get('missing')}")
+                        f"{len(s.get('errors', []))} errors, missing {s.get('missing')}, missing when re-read "
+                        f"after the fuzz {s.get('reread_missing')}")
         return "\n".join(rows)
 
 
@@ -170,19 +176,25 @@ def rss_mib(pid: int) -> float:
 
 
 class RssWatch(threading.Thread):
-    def __init__(self, server: harness.ServerProcess, kill_mib: int) -> None:
+    """Samples the server's RSS every 50 ms; the first time it passes ``limit_mib`` it calls ``on_limit``
+    (the driver saves the frames just sent, to reproduce); above ``kill_mib`` it kills the server."""
+
+    def __init__(self, server: harness.ServerProcess, kill_mib: int, limit_mib: int,
+                 on_limit: Any = None) -> None:
         super().__init__(daemon=True, name="rss-watch")
-        self.server, self.kill_mib = server, kill_mib
+        self.server, self.kill_mib, self.limit_mib, self.on_limit = server, kill_mib, limit_mib, on_limit
         self.peak = 0.0
         self.killed = False
         self.stop_event = threading.Event()
 
     def run(self) -> None:
-        while not self.stop_event.wait(0.2):
+        while not self.stop_event.wait(0.05):
             proc = self.server.proc
             if proc is None or proc.poll() is not None:
                 continue
             now = rss_mib(proc.pid)
+            if now > self.limit_mib >= self.peak and self.on_limit is not None:
+                self.on_limit()
             self.peak = max(self.peak, now)
             if now > self.kill_mib:
                 self.killed = True
@@ -203,6 +215,7 @@ class PortFuzzer:
     def __init__(self, port: str, addr: str, gens: list[Any], frames: int, deadline: float, seed: int) -> None:
         self.addr, self.frames, self.deadline = _addr(addr), frames, deadline
         self.stats = PortStats(port)
+        self.recent: collections.deque[tuple[float, str, bytes]] = collections.deque(maxlen=48)
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self.run, args=(g, random.Random(seed * 31 + i)), daemon=True,
                                          name=f"fuzz-{port}-{i}") for i, g in enumerate(gens)]
@@ -251,6 +264,7 @@ class PortFuzzer:
                 if not self.take():
                     break
                 frame, label = gen.frame()
+                self.recent.append((time.monotonic(), label, frame))
                 key = label.split(" mutated")[0]
                 st.labels[key] = st.labels.get(key, 0) + 1
                 try:
@@ -350,23 +364,34 @@ def traceback_kinds(log: bytes) -> dict[str, int]:
     return kinds
 
 
-def _start_server(jail: hostile.Jail, conf: dict[str, str]) -> harness.ServerProcess:
+def _start_server(jail: hostile.Jail, conf: dict[str, str], env: dict[str, str]) -> harness.ServerProcess:
     srv_dir = jail.data_dir.parent
     conf_path = None
     if conf:
         conf_path = srv_dir / "broker.conf"
         conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
     return harness.ServerProcess("rokka-serve", harness.serve_argv(jail.data_dir, "json", conf_path), srv_dir,
-                                 data_dir=jail.data_dir).start()
+                                 data_dir=jail.data_dir, env=env or None).start()
 
 
 def run_fuzz(cfg: FuzzConfig, log: Any = print) -> FuzzResult:
     t0 = time.monotonic()
     base = Path(tempfile.mkdtemp(prefix="rokka-fuzz-", dir=cfg.workdir))
-    jail = hostile.make_jail(base)
-    server = _start_server(jail, cfg.conf)
+    jail = hostile.make_jail(base / "jail")
+    server = _start_server(jail, cfg.conf, cfg.server_env)
     result = FuzzResult(config={**asdict(cfg), "families": sorted(cfg.families), "workdir": str(base)}, ports=[])
-    watch = RssWatch(server, cfg.kill_rss_mib)
+    fuzzers: list[PortFuzzer] = []
+    suspects = base / "suspects"
+
+    def save_suspects() -> None:
+        """The frames each port sent last (files ``<port>-<n>-<label>.bin``: replay one with ``nc``)."""
+        suspects.mkdir(exist_ok=True)
+        for f in fuzzers:
+            for n, (_, label, frame) in enumerate(list(f.recent)):
+                (suspects / f"{f.stats.port}-{n:02d}-{label.replace(' ', '_')}.bin").write_bytes(frame)
+        result.suspects = str(suspects)
+
+    watch = RssWatch(server, cfg.kill_rss_mib, cfg.rss_limit_mib, save_suspects)
     watch.start()
     steadies: list[Any] = []
     try:
@@ -380,15 +405,16 @@ def run_fuzz(cfg: FuzzConfig, log: Any = print) -> FuzzResult:
             for s in steadies:
                 s.wait_started(60)
         deadline = time.monotonic() + cfg.time_limit_s
-        fuzzers = []
-        for i, port in enumerate(cfg.ports):
+        for port in cfg.ports:
             gens = []
             for w in range(cfg.workers):
-                h = hostile.Hostile(random.Random(cfg.seed * 1000 + i * 100 + w), jail, frozenset(cfg.families))
-                gens.append(KafkaFrames(h, supported=supported, bomb_bytes=cfg.bomb_bytes) if port == "kafka"
+                h = hostile.Hostile(random.Random(cfg.seed * 1000 + PORTS.index(port) * 100 + w), jail,
+                                    frozenset(cfg.families))
+                gens.append(KafkaFrames(h, supported=supported, bomb_bytes=cfg.bomb_bytes, avoid=cfg.avoid)
+                            if port == "kafka"
                             else RemotingFrames(h, role=port, bomb_bytes=cfg.bomb_bytes))
             fuzzers.append(PortFuzzer(port, getattr(server, port), gens, cfg.frames_per_port, deadline,
-                                      cfg.seed * 7 + i))
+                                      cfg.seed * 7 + PORTS.index(port)))
         for f in fuzzers:
             f.start()
         while any(f.is_alive() for f in fuzzers):
@@ -398,6 +424,7 @@ def run_fuzz(cfg: FuzzConfig, log: Any = print) -> FuzzResult:
         result.ports = [f.stats for f in fuzzers]
         for s in steadies:
             s.finish(60)
+            s.verify(60)
             result.steady[s.name] = s.report()
         result.server_alive = server.running()
         result.answers_after = {"kafka": kafka_api_versions(server.kafka) is not None,

@@ -132,14 +132,22 @@ class Hostile:
     groups: list[str] = field(default_factory=lambda: [f"fz-g-{i}" for i in range(4)])
 
     calm: bool = False  # set per frame by the generators: a calm frame is a valid request
+    focus: str | None = None  # set per frame: the one hostile family of an otherwise valid frame
 
     def on(self, family: str) -> bool:
-        return not self.calm and family in self.families
+        if self.calm or family not in self.families:
+            return False
+        return self.focus is None or family == self.focus
 
-    def new_frame(self, calm_share: float = 0.5) -> None:
-        """Called by the generators before each frame: about ``calm_share`` of the frames are valid, so
-        a connection gets past its first frame and the later, deeper request paths are reached too."""
-        self.calm = self.rng.random() < calm_share
+    def new_frame(self, calm_share: float = 0.4, focus_share: float = 0.6) -> None:
+        """Called by the generators before each frame: about ``calm_share`` of the frames are valid (so a
+        connection gets past its first frame and deeper request paths are reached), most others carry
+        one hostile family in an otherwise valid request (a bomb in a well-formed Produce, a traversal
+        name in a well-formed delete), the rest mix every family."""
+        r = self.rng
+        self.calm = r.random() < calm_share
+        hostile_families = sorted(self.families - {"valid"})
+        self.focus = r.choice(hostile_families) if hostile_families and r.random() < focus_share else None
 
     # ----- names
     def name(self, kind: str = "topic", max_len: int = 249) -> str:
@@ -147,10 +155,10 @@ class Hostile:
         r = self.rng
         pool = self.groups if kind == "group" else self.pool
         roll = r.random()
+        if self.on("traversal") and self.jail is not None and (self.focus == "traversal" or roll < 0.07):
+            return r.choice(self.jail.traversal_names())
         if roll < 0.55 or not self.on("names"):
             return r.choice(pool)
-        if roll < 0.62 and self.on("traversal") and self.jail is not None:
-            return r.choice(self.jail.traversal_names())
         choice = r.randrange(9)
         if choice == 0:
             return "x" * r.choice((max_len, max_len + 1, 127, 128, 255, 256, 1000, 70_000))

@@ -40,6 +40,10 @@ REQUESTS = ("Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "Offs
             "DescribeUserScramCredentials", "AlterUserScramCredentials", "DescribeProducers",
             "DescribeTransactions", "ListTransactions")
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+# Known bugs a run can be told not to trigger (``FuzzConfig.avoid``), so a short CI run checks what holds
+# while the fix is under way: "partition-count": CreatePartitions Count 2**31-1 is accepted and the next
+# Metadata lists 2**31-1 partitions (RSS > 1.5 GB).
+KNOWN_BUGS = ("partition-count",)
 NAME_FIELDS = {"topicName": "topic", "groupId": "group", "transactionalId": "txn", "producerId": None}
 
 
@@ -113,6 +117,7 @@ class KafkaFrames:
     supported: dict[int, tuple[int, int]] = field(default_factory=dict)
     bomb_bytes: int = 64 << 20
     corr: int = 0
+    avoid: frozenset[str] = frozenset()  # known bugs not to trigger (``KNOWN_BUGS``)
     _risky: bool = False
     _big: bool = False
 
@@ -216,6 +221,8 @@ class KafkaFrames:
         lo, hi = (0, 2**bits - 1) if t.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
         normal = self.normal_int(name)
         v = h.int_value(normal, lo, hi)
+        if name == "Count" and "partition-count" in self.avoid:
+            v = normal
         fmt = {8: ">b", 16: ">H" if t == "uint16" else ">h", 32: ">i", 64: ">q"}[bits]
         return struct.pack(fmt, max(lo, min(hi, v)))
 
@@ -302,7 +309,7 @@ class KafkaFrames:
     # ----- records
     def records(self) -> bytes:
         r, h = self.rng, self.h
-        if h.on("bombs") and r.random() < 0.06:
+        if h.on("bombs") and r.random() < (0.5 if h.focus == "bombs" else 0.06):
             return self.bomb_batch()
         n = r.randrange(1, 4)
         payload = b"".join(encode_record(f"fz-{r.randrange(10**6)}".encode(), offset_delta=i) for i in range(n))

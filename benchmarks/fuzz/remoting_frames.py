@@ -194,7 +194,7 @@ class RemotingFrames:
 
     def message_body(self) -> tuple[int, bytes]:
         r, h = self.rng, self.h
-        if h.on("bombs") and r.random() < 0.1:
+        if h.on("bombs") and r.random() < (0.5 if h.focus == "bombs" else 0.1):
             flag, codec = r.choice(SYSFLAG_BOMBS)
             size = r.choice((self.bomb_bytes, self.bomb_bytes // 4, 5 << 20))
             return flag, hostile.bomb(codec, size)

@@ -63,7 +63,23 @@ class _Steady:
 
     def report(self) -> dict[str, Any]:
         return {"acked": len(self.acked), "read": len(self.read), "errors": self.errors[:20],
-                "missing": len(set(self.acked) - self.read), "max_ack_s": round(self.max_ack_s, 3)}
+                "missing": len(set(self.acked) - self.read), "max_ack_s": round(self.max_ack_s, 3),
+                "reread_missing": self.reread_missing}
+
+    reread_missing: int | None = None
+
+    def verify(self, timeout: float = 60.0) -> None:
+        """After the fuzz: read the topic again from offset 0; every acknowledged record must be there
+        (``reread_missing``; a fuzz frame that deleted or truncated the store shows here)."""
+        try:
+            got = self.read_all(timeout)
+        except Exception as exc:  # noqa: BLE001
+            self.errors.append(f"re-read: {exc!r}")
+            got = set()
+        self.reread_missing = len(set(self.acked) - got)
+
+    def read_all(self, timeout: float) -> set[bytes]:
+        raise NotImplementedError
 
 
 class SteadyKafka(_Steady):
@@ -102,7 +118,10 @@ class SteadyKafka(_Steady):
                 i += 1
                 time.sleep(PRODUCE_PAUSE_S)
         finally:
-            p.close(timeout=10)
+            try:
+                p.close(timeout=10)
+            except Exception as exc:  # noqa: BLE001
+                self.errors.append(f"producer close: {exc!r}")
 
     def _consume(self) -> None:
         from kafka import KafkaConsumer, TopicPartition
@@ -127,6 +146,26 @@ class SteadyKafka(_Steady):
                     time.sleep(0.5)
         finally:
             c.close(autocommit=False)
+
+
+    def read_all(self, timeout: float) -> set[bytes]:
+        from kafka import KafkaConsumer, TopicPartition
+
+        want = set(self.acked)
+        got: set[bytes] = set()
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
+                          request_timeout_ms=int(OP_TIMEOUT_S * 1000))
+        try:
+            tp = TopicPartition(self.topic, 0)
+            c.assign([tp])
+            c.seek(tp, 0)
+            deadline = time.monotonic() + timeout
+            while not want <= got and time.monotonic() < deadline:
+                for recs in c.poll(timeout_ms=500).values():
+                    got.update(r.value for r in recs)
+        finally:
+            c.close(autocommit=False)
+        return got
 
 
 class SteadyRocketMQ(_Steady):
@@ -174,3 +213,25 @@ class SteadyRocketMQ(_Steady):
                     self.errors.append(f"op {i}: {exc!r}")
                 i += 1
                 await trio.sleep(PRODUCE_PAUSE_S)
+
+    def read_all(self, timeout: float) -> set[bytes]:
+        import trio
+        from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
+
+        got: set[bytes] = set()
+
+        async def main() -> None:
+            with trio.fail_after(timeout):
+                async with RemotingClient() as rc:
+                    consumer = PullConsumer(rc, NamesrvClient(rc, [self.namesrv]), "steady-verify")
+                    mq = next(q for q in await consumer.fetch_subscribe_queues(self.topic) if q.queue_id == 0)
+                    offset, end = 0, await consumer.max_offset(mq)
+                    while offset < end:
+                        pulled = await consumer.pull(mq, offset)
+                        if not pulled.messages:
+                            break
+                        got.update(m.body for m in pulled.messages)
+                        offset = pulled.messages[-1].queue_offset + 1
+
+        trio.run(main)
+        return got

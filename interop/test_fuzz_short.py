@@ -1,0 +1,41 @@
+"""The short fuzz run (CI): a few thousand hostile frames per port against a real ``rokka serve``.
+
+``benchmarks/fuzz`` (``make fuzz``: a million frames per port) generates Kafka and RocketMQ remoting
+frames with hostile names (traversal, ``.``/``..``, over-long, odd bytes), overflowing / deeply nested
+JSON, compressed bombs, lying length fields and byte mutations of valid requests, while kafka-python and
+rokka's RocketMQ client keep producing and consuming.  Here the same run is short (``FRAMES`` per port,
+seed ``ROKKA_FUZZ_SEED`` or a fixed one) and must show: the server stays up and answers on every port,
+the steady clients see no error and lose nothing (also when everything is re-read after the fuzz), the
+server's RSS stays under ``RSS_LIMIT_MIB``, nothing is created or removed outside the store, and SIGTERM
+exits 0.  ``STRICT_LATER`` are the stricter checks of ``FuzzResult.checks(strict=True)`` that do not hold
+yet on main (issue 19's fixes switch them on by moving them to ``STRICT_NOW``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmarks.fuzz.driver import FuzzConfig, run_fuzz
+
+FRAMES = 2000
+SEED = int(os.environ.get("ROKKA_FUZZ_SEED", "19"))
+RSS_LIMIT_MIB = 512
+STRICT_NOW = ("jail_intact", "sigterm_exit_0", "rss_limit", "log_bounded")
+STRICT_LATER = ("no_traceback",)
+# Bugs the short run must not trigger until they are fixed (see kafka_frames.KNOWN_BUGS): remove when fixed.
+AVOID = frozenset({"partition-count"})
+
+
+@pytest.mark.timeout(300)
+def test_short_fuzz_every_port(tmp_path: Path) -> None:
+    cfg = FuzzConfig(frames_per_port=FRAMES, seed=SEED, bomb_bytes=64 << 20, time_limit_s=150,
+                     rss_limit_mib=RSS_LIMIT_MIB, kill_rss_mib=2048, workdir=tmp_path, avoid=AVOID)
+    res = run_fuzz(cfg, log=lambda line: None)
+    print(res.table())
+    failed = res.checks(strict=False)
+    failed += [c for c in res.checks(strict=True) if c.split(":")[0] in STRICT_NOW]
+    assert all(p.frames == FRAMES for p in res.ports), [(p.port, p.frames) for p in res.ports]
+    assert not failed, "\n".join(failed) + "\n" + res.table()
