@@ -93,3 +93,4 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
 fi
 (cd "$NODE_DIR" && node -e "require('kafkajs'); require('ali-ons')") \
     || die "kafkajs / ali-ons installed but cannot be required under $(node --version)"
+bash "$ROOT/interop/go/install.sh" || die "the Go clients (franz-go, sarama, rocketmq-client-go) did not build: interop/go/install.sh"
