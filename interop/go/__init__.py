@@ -1,0 +1,1 @@
+"""The Go clients of the interop suite (see ``go.rokkago``)."""
