@@ -70,6 +70,7 @@ def build_config(conf: Path | None, *, data_dir: Path | None = None, host: str |
             raise click.UsageError(f"cannot use {conf}: {exc}") from None
         for key in unknown:
             log.warning("unknown broker.conf key ignored", key=key, file=str(conf))
+        cfg.extra["brokerConfigPath"] = str(conf.resolve())   # UPDATE_BROKER_CONFIG rewrites this file
     overrides = {"store_path_root_dir": str(data_dir) if data_dir is not None else None,
                  "listen_host": host, "listen_port": broker_port, "kafka_listen_port": kafka_port,
                  "broker_name": broker_name, "broker_cluster_name": cluster, "broker_id": broker_id,
