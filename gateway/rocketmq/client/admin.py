@@ -19,7 +19,7 @@ from rokka.core.model import StoredMessage
 from rokka.core.storage.layout import decode_offset_msg_id
 from rokka.gateway.rocketmq.client.consumer import decode_messages
 from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
-from rokka.gateway.rocketmq.client.remoting import ClientError, RemotingClient
+from rokka.gateway.rocketmq.client.remoting import ClientError, RemotingClient, ResponseError
 from rokka.gateway.rocketmq.client.types import MessageQueue
 from rokka.gateway.rocketmq.codec.bodies import dumps, loads_body, topic_config_json
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
@@ -28,6 +28,21 @@ from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 TRANSACTION_COMMIT = 8
 TRANSACTION_ROLLBACK = 12
+
+
+def properties_body(props: dict[str, str]) -> bytes:
+    """Java ``MixAll.properties2String``: ``key=value`` lines."""
+    return "".join(f"{k}={v}\n" for k, v in props.items()).encode("utf-8")
+
+
+def parse_properties_text(body: bytes) -> dict[str, str]:
+    """``key=value`` lines of a GET_BROKER_CONFIG / GET_NAMESRV_CONFIG body."""
+    out = {}
+    for line in body.decode("utf-8").splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
 
 
 def _mq_table(table: dict[str, Any]) -> dict[MessageQueue, Any]:
@@ -168,6 +183,116 @@ class Admin:
             await self.client.invoke_oneway(broker_addr, cmd)
             return None
         return await self.client.invoke(broker_addr, cmd, self.timeout_s)
+
+    # -- broker configuration and diagnostics (mqadmin getBrokerConfig, cloneGroupOffset, ...) -------
+    async def get_broker_config(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: the broker's properties (``key=value`` lines of the body)."""
+        return parse_properties_text((await self._ok(broker_addr, RequestCode.GET_BROKER_CONFIG)).body)
+
+    async def update_broker_config(self, broker_addr: str, props: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG; ResponseError (NO_PERMISSION for black-listed keys) on refusal."""
+        await self._ok(broker_addr, RequestCode.UPDATE_BROKER_CONFIG, body=properties_body(props))
+
+    async def all_consumer_offsets(self, broker_addr: str) -> dict[str, dict[str, int]]:
+        """GET_ALL_CONSUMER_OFFSET: ``"topic@group" -> {queueId: offset}``."""
+        body = loads_body((await self._ok(broker_addr, RequestCode.GET_ALL_CONSUMER_OFFSET)).body)
+        return {str(k): {str(q): int(o) for q, o in v.items()} for k, v in (body.get("offsetTable") or {}).items()}
+
+    async def all_delay_offsets(self, broker_addr: str) -> dict[int, int]:
+        """GET_ALL_DELAY_OFFSET: delay level -> offset in SCHEDULE_TOPIC_XXXX."""
+        body = loads_body((await self._ok(broker_addr, RequestCode.GET_ALL_DELAY_OFFSET)).body)
+        return {int(k): int(v) for k, v in (body.get("offsetTable") or {}).items()}
+
+    async def topic_consumed_by(self, broker_addr: str, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO: the groups consuming ``topic`` on this broker."""
+        resp = await self._ok(broker_addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, to_ext(topic=topic))
+        return sorted(loads_body(resp.body).get("groupList") or [])
+
+    async def consume_time_span(self, broker_addr: str, topic: str, group: str) -> list[dict[str, Any]]:
+        """QUERY_CONSUME_TIME_SPAN: QueueTimeSpan per queue (``messageQueue`` as a MessageQueue)."""
+        resp = await self._ok(broker_addr, RequestCode.QUERY_CONSUME_TIME_SPAN, to_ext(topic=topic, group=group))
+        spans = [dict(s) for s in loads_body(resp.body).get("consumeTimeSpanSet") or []]
+        for s in spans:
+            s["messageQueue"] = MessageQueue.from_json(s["messageQueue"])
+        return spans
+
+    async def clean_expired_consume_queue(self, broker_addr: str) -> None:
+        await self._ok(broker_addr, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
+
+    async def clean_unused_topic(self, broker_addr: str) -> None:
+        await self._ok(broker_addr, RequestCode.CLEAN_UNUSED_TOPIC)
+
+    async def clone_group_offset(self, broker_addr: str, src_group: str, dest_group: str,
+                                 topic: str | None = None, *, offline: bool = False) -> None:
+        """CLONE_GROUP_OFFSET: copy ``src_group``'s committed offsets to ``dest_group``."""
+        await self._ok(broker_addr, RequestCode.CLONE_GROUP_OFFSET, to_ext(
+            srcGroup=src_group, destGroup=dest_group, topic=topic, offline=offline))
+
+    async def view_broker_stats(self, broker_addr: str, stats_name: str, stats_key: str) -> dict[str, Any]:
+        """VIEW_BROKER_STATS_DATA: ``{"statsMinute"|"statsHour"|"statsDay": {"sum", "tps", "avgpt"}}``."""
+        resp = await self._ok(broker_addr, RequestCode.VIEW_BROKER_STATS_DATA,
+                              to_ext(statsName=stats_name, statsKey=stats_key))
+        return dict(loads_body(resp.body))
+
+    async def broker_consume_stats(self, broker_addr: str, *, is_order: bool = False) -> dict[str, Any]:
+        """GET_BROKER_CONSUME_STATS: ConsumeStatsList (``brokerAddr``, ``consumeStatsList``, ``totalDiff``)."""
+        resp = await self._ok(broker_addr, RequestCode.GET_BROKER_CONSUME_STATS, to_ext(isOrder=is_order))
+        body = dict(loads_body(resp.body))
+        for entry in body.get("consumeStatsList") or []:
+            for stats in entry.values():
+                for cs in stats:
+                    cs["offsetTable"] = _mq_table(cs.get("offsetTable") or {})
+        return body
+
+    async def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int, count: int,
+                                  group: str | None = None) -> RemotingCommand:
+        """QUERY_CONSUME_QUEUE; the raw response (an index out of range is SUCCESS with a remark, no body)."""
+        return await self._ok(broker_addr, RequestCode.QUERY_CONSUME_QUEUE, to_ext(
+            topic=topic, queueId=queue_id, index=index, count=count, consumerGroup=group))
+
+    async def resume_check_half_message(self, broker_addr: str, msg_id: str) -> None:
+        await self._ok(broker_addr, RequestCode.RESUME_CHECK_HALF_MESSAGE, to_ext(msgId=msg_id))
+
+    async def consumer_running_info(self, broker_addr: str, group: str, client_id: str, *,
+                                    jstack: bool = False) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO, answered by the client through the broker (ConsumerRunningInfo)."""
+        resp = await self._ok(broker_addr, RequestCode.GET_CONSUMER_RUNNING_INFO, to_ext(
+            consumerGroup=group, clientId=client_id, jstackEnable=jstack))
+        return dict(loads_body(resp.body))
+
+    async def consume_message_directly(self, broker_addr: str, group: str, client_id: str,
+                                       msg_id: str) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY through the broker (ConsumeMessageDirectlyResult)."""
+        resp = await self._ok(broker_addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, to_ext(
+            consumerGroup=group, clientId=client_id, msgId=msg_id))
+        return dict(loads_body(resp.body))
+
+    # -- name server (mqadmin getNamesrvConfig, addWritePerm, ...) ---------------------------------
+    async def _ns_ok(self, cmd: RemotingCommand, addr: str | None = None) -> RemotingCommand:
+        if addr is not None:
+            return await self.client.invoke_ok(addr, cmd, self.timeout_s)
+        resp = await self._ns().invoke(cmd, self.timeout_s)
+        if resp.code != ResponseCode.SUCCESS:
+            raise ResponseError(resp, f"request {cmd.code}")
+        return resp
+
+    async def get_namesrv_config(self, namesrv_addr: str | None = None) -> dict[str, str]:
+        """GET_NAMESRV_CONFIG of one name server (``namesrv_addr``, else the client's first)."""
+        return parse_properties_text((await self._ns_ok(RemotingCommand(RequestCode.GET_NAMESRV_CONFIG),
+                                                        namesrv_addr)).body)
+
+    async def update_namesrv_config(self, props: dict[str, str], namesrv_addr: str | None = None) -> None:
+        await self._ns_ok(RemotingCommand(RequestCode.UPDATE_NAMESRV_CONFIG, body=properties_body(props)),
+                          namesrv_addr)
+
+    async def namesrv_topic_list(self, code: int) -> dict[str, Any]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS / GET_UNIT_TOPIC_LIST / ...: TopicList ``{"topicList", "brokerAddr"}``."""
+        return dict(loads_body((await self._ns_ok(RemotingCommand(code))).body))
+
+    async def add_write_perm(self, broker_name: str, namesrv_addr: str | None = None) -> int:
+        """ADD_WRITE_PERM_OF_BROKER; returns ``addTopicCount``."""
+        cmd = RemotingCommand(RequestCode.ADD_WRITE_PERM_OF_BROKER, ext_fields=to_ext(brokerName=broker_name))
+        return int((await self._ns_ok(cmd, namesrv_addr)).ext_fields.get("addTopicCount", 0))
 
     # -- orderly locks ----------------------------------------------------------------------------
     async def lock_batch_mq(self, broker_addr: str, group: str, client_id: str,

@@ -14,7 +14,17 @@ from typing import Any
 
 from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.handlers import admin, client, pull, reset, send, txn
+from rokka.gateway.rocketmq.handlers import (
+    admin,
+    admin_config,
+    admin_consumer,
+    admin_stats,
+    client,
+    pull,
+    reset,
+    send,
+    txn,
+)
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
@@ -51,6 +61,21 @@ _TABLE: dict[int, Callable[..., Awaitable[RemotingCommand | None]]] = {
     RC.VIEW_MESSAGE_BY_ID: admin.handle_view_message,
     RC.QUERY_MESSAGE: admin.handle_query_message,
     RC.INVOKE_BROKER_TO_RESET_OFFSET: reset.handle_reset_offset,
+    RC.GET_BROKER_CONFIG: admin_config.handle_get_broker_config,
+    RC.UPDATE_BROKER_CONFIG: admin_config.handle_update_broker_config,
+    RC.GET_ALL_CONSUMER_OFFSET: admin_stats.handle_all_consumer_offset,
+    RC.GET_ALL_DELAY_OFFSET: admin_stats.handle_all_delay_offset,
+    RC.QUERY_TOPIC_CONSUME_BY_WHO: admin_stats.handle_topic_consume_by_who,
+    RC.QUERY_CONSUME_TIME_SPAN: admin_stats.handle_consume_time_span,
+    RC.CLEAN_EXPIRED_CONSUMEQUEUE: admin_stats.handle_clean_expired_cq,
+    RC.CLONE_GROUP_OFFSET: admin_stats.handle_clone_group_offset,
+    RC.VIEW_BROKER_STATS_DATA: admin_stats.handle_view_broker_stats,
+    RC.CLEAN_UNUSED_TOPIC: admin_stats.handle_clean_unused_topic,
+    RC.GET_BROKER_CONSUME_STATS: admin_stats.handle_broker_consume_stats,
+    RC.QUERY_CONSUME_QUEUE: admin_stats.handle_query_consume_queue,
+    RC.RESUME_CHECK_HALF_MESSAGE: admin_stats.handle_resume_check_half,
+    RC.GET_CONSUMER_RUNNING_INFO: admin_consumer.handle_consumer_running_info,
+    RC.CONSUME_MESSAGE_DIRECTLY: admin_consumer.handle_consume_message_directly,
 }
 
 

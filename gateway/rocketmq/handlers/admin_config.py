@@ -1,0 +1,195 @@
+"""GET_BROKER_CONFIG / UPDATE_BROKER_CONFIG: the broker's configuration at runtime.
+
+Theory of operation
+-------------------
+As the Java broker (``AdminBrokerProcessor`` 4.9.7):
+
+* GET_BROKER_CONFIG answers the whole configuration as Java properties text
+  (``key=value\\n`` per key, RocketMQ's camelCase names) in the body, and the
+  configuration's data version JSON in the ``version`` header field.
+* UPDATE_BROKER_CONFIG carries properties text in its body.  Every key goes
+  into the running ``BrokerConfig``, the data version moves on, and the file
+  the broker was started with (``-c broker.conf``, remembered by the CLI as
+  ``brokerConfigPath``) is rewritten: the changed keys are replaced in place
+  (or appended), other lines and comments are kept, the previous file is kept
+  as ``broker.conf.bak`` and the new one replaces it atomically (Java's
+  ``MixAll.string2File``; Java rewrites every key it knows, rokka only the
+  changed ones so that command-line overrides are not frozen into the file).
+  Without a file nothing is written (Java writes ``~/store/config/broker.properties``).
+
+Keys that take effect at once: ``brokerPermission`` (sends are refused while
+the broker lacks PERM_WRITE; the broker re-registers with its name servers, as
+Java), ``autoCreateSubscriptionGroup`` and the keys handlers read per request
+(``longPollingEnable``, ``maxMessageSize`` checks, ...); every other key is
+stored and applies at the next start, which is what Java does for its
+non-dynamic fields as well.
+
+Refused, with RocketMQ 5's answer (NO_PERMISSION "Can not update config in
+black list."): 5's ``configBlackList`` keys (``configBlackList``,
+``brokerConfigPath``) and, in rokka, every key naming a file or directory or a
+security switch (store paths, ACL / SASL / TLS files, aclEnable ...): 4.9.7
+refuses nothing, and a remotely chosen path is how CVE-2023-33246-style attacks
+start.  A key rokka does not know is refused with SYSTEM_ERROR (Java would drop
+it silently) and a value that does not parse too, each with one log line;
+nothing is applied unless every key is good.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+from rokka.core.config import BrokerConfig, apply_settings, camel_to_snake
+from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
+
+log = structlog.get_logger(__name__)
+
+CONFIG_PATH_KEY = "brokerConfigPath"
+BLACK_LIST_REMARK = "Can not update config in black list."
+#: RocketMQ 5's default configBlackList plus rokka's path and security keys.
+BLACK_LIST = frozenset({
+    "configBlackList", CONFIG_PATH_KEY, "rocketmqHome", "storePathRootDir", "storePathCommitLog",
+    "plainAclFile", "aclEnable", "kafkaSaslUsers", "kafkaSaslMechanisms", "kafkaSslCertFile",
+    "kafkaSslKeyFile", "kafkaSslKeyPassword", "kafkaSslCaFile", "kafkaSslClientAuth", "kafkaAclEnable",
+    "kafkaSuperUsers", "kafkaAllowEveryoneIfNoAclFound", "storeRepair", "extra",
+})
+_JAVA_SPELLING = {"mapped_file_size_commit_log": "mapedFileSizeCommitLog",
+                  "mapped_file_size_consume_queue": "mapedFileSizeConsumeQueue",
+                  "broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2", "transaction_timeout": "transactionTimeOut"}
+_file_lock = threading.Lock()
+
+
+def snake_to_camel(name: str) -> str:
+    if name in _JAVA_SPELLING:
+        return _JAVA_SPELLING[name]
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def config_properties(cfg: BrokerConfig) -> dict[str, str]:
+    """Every key of ``cfg`` in RocketMQ spelling (plus the file's keys rokka keeps uninterpreted)."""
+    out = {snake_to_camel(f.name): _text(getattr(cfg, f.name))
+           for f in dataclasses.fields(cfg) if f.name not in ("extra", "store_repair")}
+    for key, value in sorted(cfg.extra.items()):
+        out.setdefault(key, str(value))
+    return out
+
+
+def properties_text(props: dict[str, str]) -> str:
+    """Java's ``MixAll.properties2String``: ``key=value`` lines."""
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``Properties.load`` of ``text`` (``MixAll.string2Properties``)."""
+    from jproperties import Properties
+
+    props = Properties()
+    props.load(text.encode("utf-8"), "utf-8")
+    return {str(k): str(v.data) for k, v in props.items()}
+
+
+def _data_version(ctx: BrokerContext) -> dict[str, int]:
+    return ctx.extra.setdefault("config_data_version", {"counter": 0, "timestamp": int(time.time() * 1000)})
+
+
+async def handle_get_broker_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    body = properties_text(config_properties(ctx.cfg)).encode("utf-8")
+    version = json.dumps(_data_version(ctx), separators=(",", ":"))
+    return req.make_response(ResponseCode.SUCCESS, ext_fields={"version": version}, body=body)
+
+
+def _check_keys(cfg: BrokerConfig, props: dict[str, str]) -> tuple[int, str] | None:
+    known = {f.name for f in dataclasses.fields(cfg)}
+    for key in props:
+        if key in BLACK_LIST:
+            return ResponseCode.NO_PERMISSION, BLACK_LIST_REMARK
+        if camel_to_snake(key) not in known and key not in cfg.extra:
+            return ResponseCode.SYSTEM_ERROR, f"unknown broker config key: {key}"
+    trial = dataclasses.replace(cfg, extra=dict(cfg.extra))
+    try:
+        apply_settings(trial, props)
+        trial.validate()
+    except ValueError as exc:
+        return ResponseCode.SYSTEM_ERROR, f"bad broker config value: {exc}"
+    return None
+
+
+def _apply_runtime(ctx: BrokerContext, props: dict[str, str]) -> None:
+    cfg, broker = ctx.cfg, ctx.broker
+    apply_settings(cfg, props)
+    if "brokerPermission" in props:
+        broker.topics.broker_perm = cfg.broker_permission
+        broker.topics.data_version.bump()
+        ctx.topic_changed()
+    if "autoCreateSubscriptionGroup" in props:
+        broker.sub_groups.auto_create = cfg.auto_create_subscription_group
+    dv = _data_version(ctx)
+    dv["counter"] += 1
+    dv["timestamp"] = int(time.time() * 1000)
+
+
+def rewrite_conf_file(path: Path, props: dict[str, str]) -> None:
+    """Replace (or append) ``props`` in the properties file at ``path``; keep a ``.bak``; atomic."""
+    with _file_lock:
+        old = path.read_text("utf-8") if path.exists() else ""
+        pending = dict(props)
+        lines = []
+        for line in old.splitlines():
+            stripped = line.strip()
+            key = stripped.split("=", 1)[0].split(":", 1)[0].strip() if stripped else ""
+            if key and not stripped.startswith(("#", "!")) and key in pending:
+                line = f"{key}={pending.pop(key)}"
+            lines.append(line)
+        lines += [f"{k}={v}" for k, v in pending.items()]
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if old:
+            path.with_name(path.name + ".bak").write_text(old, "utf-8")
+        os.replace(tmp, path)
+
+
+async def handle_update_broker_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    peer = str(getattr(channel, "peer", ""))
+    if not req.body:
+        return req.make_response(ResponseCode.SUCCESS)
+    try:
+        props = parse_properties(req.body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, Exception) as exc:  # noqa: BLE001 - jproperties' own errors
+        log.warning("rocketmq.update_broker_config_refused", peer=peer, reason=f"string2Properties error: {exc}")
+        return req.make_response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
+    refused = _check_keys(ctx.cfg, props)
+    if refused is not None:
+        log.warning("rocketmq.update_broker_config_refused", peer=peer, keys=sorted(props), reason=refused[1])
+        return req.make_response(refused[0], refused[1])
+    log.info("rocketmq.update_broker_config", peer=peer, config=props)
+    _apply_runtime(ctx, props)
+    conf = ctx.cfg.extra.get(CONFIG_PATH_KEY)
+    if conf:
+        try:
+            await _to_thread(rewrite_conf_file, Path(conf), props)
+        except OSError as exc:
+            log.error("rocketmq.broker_conf_persist_failed", path=conf, error=str(exc))
+            return req.make_response(ResponseCode.SYSTEM_ERROR, f"config applied but not persisted: {exc}")
+    return req.make_response(ResponseCode.SUCCESS)
+
+
+async def _to_thread(fn: Any, *args: Any) -> Any:
+    import trio
+
+    return await trio.to_thread.run_sync(fn, *args)

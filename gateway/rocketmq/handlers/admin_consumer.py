@@ -1,0 +1,82 @@
+"""Consumer diagnostics forwarded to the consumer's own connection.
+
+Theory of operation
+-------------------
+GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309) are asked of
+the broker by ``mqadmin`` / the dashboard, but answered by a consumer client:
+the broker looks the client up by ``consumerGroup`` + ``clientId`` among the
+connections that sent heartbeats, sends a new request with the same code,
+extFields and body over that connection, and relays the client's response as
+it came (Java's ``AdminBrokerProcessor.callConsumer`` + ``Broker2Client.callClient``,
+10 s).  CONSUME_MESSAGE_DIRECTLY first puts ``brokerName`` into the header and
+the stored message (by its offset message id) into the body.
+
+Answers of the broker itself, with Java's remarks: client not found ->
+SYSTEM_ERROR "The Consumer <g> <id> not online"; client older than
+V3_1_8_SNAPSHOT -> SYSTEM_ERROR "... too low to finish ..."; no answer in time ->
+CONSUME_MSG_TIMEOUT "consumer <g> <id> Timeout: ..."; the connection failed ->
+SYSTEM_ERROR "invoke consumer <g> <id> Exception: ...".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from rokka.core.storage.layout import decode_offset_msg_id
+from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import Header
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
+
+log = structlog.get_logger(__name__)
+
+CALL_CLIENT_TIMEOUT_S = 10.0
+V3_1_8_SNAPSHOT = 62    # MQVersion ordinal: the first client that answers these requests
+
+
+async def call_consumer(ctx: BrokerContext, req: RemotingCommand, code: int, group: str, client_id: str,
+                        body: bytes) -> RemotingCommand:
+    info = ctx.broker.consumers.get(group)
+    client = info.clients.get(client_id) if info is not None else None
+    if client is None:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+    if client.version < V3_1_8_SNAPSHOT:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, (
+            f"The Consumer <{client_id}> Version <{client.version}> too low to finish, "
+            "please upgrade it to V3_1_8_SNAPSHOT"))
+    forward = RemotingCommand(code, ext_fields=dict(req.ext_fields or {}), body=body)
+    try:
+        answer = await client.handle.send_request(forward, CALL_CLIENT_TIMEOUT_S)
+    except RequestTimeoutError as exc:
+        log.warning("rocketmq.call_consumer_timeout", code=code, group=group, client=client_id)
+        return req.make_response(ResponseCode.CONSUME_MSG_TIMEOUT,
+                                 f"consumer <{group}> <{client_id}> Timeout: {exc}")
+    except (ChannelClosedError, OSError) as exc:
+        log.warning("rocketmq.call_consumer_failed", code=code, group=group, client=client_id, error=str(exc))
+        return req.make_response(ResponseCode.SYSTEM_ERROR,
+                                 f"invoke consumer <{group}> <{client_id}> Exception: {exc}")
+    return req.make_response(answer.code, answer.remark, answer.ext_fields, answer.body)
+
+
+async def handle_consumer_running_info(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    return await call_consumer(ctx, req, RequestCode.GET_CONSUMER_RUNNING_INFO, h.str("consumerGroup"),
+                               h.str("clientId"), req.body)
+
+
+async def handle_consume_message_directly(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    group, client_id, msg_id = h.str("consumerGroup"), h.str("clientId"), h.str("msgId")
+    req.ext_fields["brokerName"] = ctx.cfg.broker_name
+    body = req.body
+    try:
+        record = ctx.broker.store.read_record(decode_offset_msg_id(msg_id)[2])
+    except (ValueError, IndexError, OSError):
+        record = None
+    if record is not None:
+        body = record
+    else:
+        log.info("rocketmq.consume_directly_no_message", msg_id=msg_id, group=group)
+    return await call_consumer(ctx, req, RequestCode.CONSUME_MESSAGE_DIRECTLY, group, client_id, body)
