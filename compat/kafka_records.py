@@ -80,8 +80,9 @@ from rokka.core.model import (
 )
 from rokka.core.storage import layout
 from rokka.core.storage.api import RecordRun
+from rokka.core.txn import CTRL_ABORTED, PROP_KAFKA_CTRL, parse_control
 
-__all__ = ["KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "kafka_rows", "message_from_record",
+__all__ = ["KafkaControl", "KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "kafka_rows", "message_from_record",
            "messages_from_batch", "plain_run", "plain_span_run", "record_from_message",
            "kafka_pieces", "PlainPiece", "SYSTEM_PROPERTIES", "HEADER_PREFIX",
            "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
@@ -124,7 +125,7 @@ log = structlog.get_logger(__name__)
 
 
 # (offset, timestamp, log_append_time, key, value, headers): what Fetch encodes.
-KafkaRow = tuple[int, int, bool, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+KafkaRow = tuple[int, int, "bool | KafkaControl", bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
 class KafkaRecord:
@@ -347,7 +348,19 @@ def _body(msg: StoredMessage, limit: int = DEFAULT_INFLATE_LIMIT) -> bytes:
 
 
 # (key, null value, headers, LogAppendTime, envelope (key length, headers length) or None)
-KafkaProps = tuple[bytes | None, bool, tuple[tuple[str, bytes | None], ...], bool, tuple[int, int] | None]
+class KafkaControl(NamedTuple):
+    """A Kafka control entry (``rokka.core.txn``: ``KAFKA_CTRL``) in the place of a row's
+    log_append_time: kind "C"/"A" (a transaction's COMMIT/ABORT marker) or "X" (the placeholder of
+    an aborted record); Fetch encodes such a row as a control batch, which consumers skip."""
+
+    kind: str
+    producer_id: int
+    epoch: int
+
+
+# (key, null value, headers, LogAppendTime or a control entry, envelope)
+KafkaProps = tuple[bytes | None, bool, tuple[tuple[str, bytes | None], ...], "bool | KafkaControl",
+                   tuple[int, int] | None]
 
 
 def _envelope(props: dict[str, str]) -> tuple[int, int] | None:
@@ -381,6 +394,10 @@ def _open_envelope(body: bytes, envelope: tuple[int, int],
 
 def _kafka_props(props: dict[str, str]) -> KafkaProps:
     """(key, null value, headers, LogAppendTime, envelope) of a stored message's properties."""
+    ctrl = props.get(PROP_KAFKA_CTRL)
+    if ctrl is not None:        # no data: consumers see a control batch (KafkaControl above)
+        parsed = parse_control(ctrl)
+        return None, False, (), KafkaControl(*parsed) if parsed else KafkaControl(CTRL_ABORTED, -1, -1), None
     envelope = _envelope(props)
     if envelope is not None:    # key and headers are in the body
         return None, props.get(PROP_KAFKA_NULL_VALUE) == "1", (), props.get(PROP_KAFKA_TS_TYPE) == "1", envelope

@@ -16,8 +16,17 @@ Kafka's control markers:
   all of the transaction or none of it), together with the op records that
   close the halves, then applies the pending TxnOffsetCommit offsets;
 * EndTxn(abort) (and the timeout, and InitProducerId on an open
-  transaction) writes the op records only: aborted records are never
-  visible anywhere.
+  transaction) puts one empty *placeholder* per aborted record into its
+  real queue instead (``KAFKA_CTRL=X:...``), with the op records: aborted
+  data are never visible anywhere, but they take their offsets as in Kafka;
+* either way the same ``put_messages`` call ends with one Kafka control
+  marker per partition of the transaction (``KAFKA_CTRL=C|A:<pid>:<epoch>``,
+  ``rokka.core.txn.control_message``), at the offset where Kafka writes its
+  COMMIT/ABORT control batch, even for a partition the transaction added but
+  wrote nothing to.  Kafka consumers get markers and placeholders as control
+  batches (they skip them and their position moves past them, so positions,
+  end offsets and lag are Kafka's); RocketMQ readers never see them
+  (``rokka.core.txn.without_control``).
 So committed data only ever appears at commit: every partition's LSO = HW,
 and read_uncommitted consumers see exactly what read_committed ones see.
 The RocketMQ check-back loop skips ``KAFKA_TXN`` halves (``rokka.core.txn``).
@@ -30,12 +39,14 @@ Durability rules (``config/kafkaTxn.msgpack``, atomic msgpack):
 
 1. A transition to Ongoing, a change of its partitions/groups and every
    TxnOffsetCommit are written before the reply.
-2. PrepareCommit/PrepareAbort is written (with the half locations and, for
-   a commit, the end of every real queue = ``marks``) *before* anything is
-   stored.  A restart completes such a transaction: the re-put skips halves
-   whose commit is already in the real queue at or after its mark (matched
-   by the committed message's prepared-transaction offset = the half's
-   CommitLog offset), so a crash mid-commit neither loses nor doubles.
+2. PrepareCommit/PrepareAbort is written (with the half locations and the
+   end of every real queue of the transaction = ``marks``, which also names
+   the queues that get a marker) *before* anything is stored.  A restart
+   completes such a transaction: the re-put skips halves whose commit or
+   placeholder is already in the real queue at or after its mark (matched by
+   its prepared-transaction offset = the half's CommitLog offset) and queues
+   that already hold this transaction's marker, so a crash mid-completion
+   neither loses nor doubles.
 3. Half locations of an Ongoing transaction are not written per produce:
    after a restart they are found again by scanning the half queue from the
    transaction's ``half_start`` for halves marked with its pid:epoch.  An
@@ -83,7 +94,17 @@ from rokka.core.kafka_txn_states import (
 from rokka.core.model import PROP_TRAN_MSG, TOPIC_TRANS_HALF, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, Message
 from rokka.core.storage.metafile import MetadataCorrupt
 from rokka.core.storage.packfile import pack, read_msgpack, take_ticket, write_packed_atomic
-from rokka.core.txn import PROP_KAFKA_TXN, SCAN_BATCH, commit_message, op_message
+from rokka.core.txn import (
+    CTRL_ABORT,
+    CTRL_ABORTED,
+    CTRL_COMMIT,
+    PROP_KAFKA_CTRL,
+    PROP_KAFKA_TXN,
+    SCAN_BATCH,
+    commit_message,
+    control_message,
+    op_message,
+)
 
 if TYPE_CHECKING:
     from rokka.core.broker import Broker
@@ -128,6 +149,9 @@ class KafkaTxnCoordinator:
         id_expiration_ms: a transactional id idle (Empty/Complete*) this long is forgotten, with
             its producer id (Kafka's transactional.id.expiration.ms).
 
+    ``queue_of`` (attribute) maps a Kafka partition of a transaction to the local queue that gets
+    its marker (None: not here); the Kafka gateway sets it, the default is partition = queue id.
+
     Raises:
         MetadataCorrupt: the state file exists but cannot be read.
     """
@@ -150,6 +174,7 @@ class KafkaTxnCoordinator:
         self._recovering: set[str] = set()      # completions that must check for earlier re-puts
         self._busy: set[str] = set()            # ids whose EndTxn/abort is between Prepare* and Complete*
         self.committed = self.aborted = self.timed_out = self.records_committed = 0
+        self.queue_of: Callable[[str, int], int | None] = self._same_queue
         if self._path is not None:
             self._load()
 
@@ -178,6 +203,10 @@ class KafkaTxnCoordinator:
             txn.producer_id, txn.epoch, txn.timeout_ms = pid, epoch, entry.timeout_ms
         self._by_pid[pid] = tid
         return txn
+
+    def _same_queue(self, topic: str, partition: int) -> int | None:
+        tc = self.broker.topics.get(topic)
+        return partition if tc is not None and 0 <= partition < tc.queue_nums else None
 
     def pending_offset(self, group: str, topic: str, partition: int) -> bool:
         """True while an open transaction holds an uncommitted offset for this partition (require_stable)."""
@@ -304,10 +333,10 @@ class KafkaTxnCoordinator:
         """Ongoing -> Prepare* (durable) -> store -> Complete*; False if the store refused (retried later)."""
         txn.state = prepared
         txn.updated_ms = self._clock()
-        if prepared is S.PREPARE_COMMIT:
-            store = self.broker.store
-            txn.marks = {(t, p): store.max_offset(t, p) for t, p in txn.partitions}
-        else:
+        store = self.broker.store
+        queues = {(t, q) for t, p in txn.partitions if (q := self.queue_of(t, p)) is not None}
+        txn.marks = {(t, q): store.max_offset(t, q) for t, q in queues}
+        if prepared is not S.PREPARE_COMMIT:
             txn.pending_offsets = {}
         self._busy.add(txn.tid)
         try:
@@ -319,7 +348,7 @@ class KafkaTxnCoordinator:
     async def _complete(self, txn: Txn) -> bool:
         """Store the completion of a Prepare* transaction (the caller holds it in ``_busy``)."""
         commit = txn.state is S.PREPARE_COMMIT
-        msgs, halves = self._completion_messages(txn, commit)
+        msgs, halves, records = self._completion_messages(txn, commit)
         result = self.broker.append(msgs, prepared=True) if msgs else None
         if result is not None:
             result = await self.broker.wait_durable(result)
@@ -335,7 +364,7 @@ class KafkaTxnCoordinator:
             if txn.pending_offsets:
                 self.broker.offsets.persist()
             self.committed += 1
-            self.records_committed += len(msgs) - len(halves)
+            self.records_committed += records
         else:
             self.aborted += 1
         log.info("kafka transaction completed", transactional_id=txn.tid, committed=commit,
@@ -348,10 +377,12 @@ class KafkaTxnCoordinator:
         self._touch(txn)
         return True
 
-    def _completion_messages(self, txn: Txn, commit: bool) -> tuple[list[Message], list[int]]:
-        """Real messages (commit) followed by one op record per half, ready for ``append(prepared=True)``."""
+    def _completion_messages(self, txn: Txn, commit: bool) -> tuple[list[Message], list[int], int]:
+        """Real messages (commit) or placeholders (abort), then the markers, then one op record per
+        half, ready for ``append(prepared=True)``; the halves found; how many real messages."""
         store, broker = self.broker.store, self.broker
-        already = self._already_put(txn) if commit and txn.tid in self._recovering else set()
+        kind = f"{CTRL_COMMIT if commit else CTRL_ABORT}:{txn.producer_id}:{txn.epoch}"
+        already, marked = self._already_put(txn, kind) if txn.tid in self._recovering else (set(), set())
         real: list[Message] = []
         ops: list[Message] = []
         now, host = self._clock(), broker.store_config.store_host
@@ -363,15 +394,21 @@ class KafkaTxnCoordinator:
                             commitlog_offset=clo)
                 continue
             found.append(clo)
-            if commit and clo not in already:
-                real.append(broker.prepare(commit_message(half), stamp_cluster=False))
+            if clo not in already:
+                msg = commit_message(half)
+                real.append(broker.prepare(msg, stamp_cluster=False) if commit else control_message(
+                    msg.topic, msg.queue_id, CTRL_ABORTED, txn.producer_id, txn.epoch, now, host, half=half))
             ops.append(op_message(half, now, host))
-        return real + ops, found
+        markers = [control_message(t, q, kind[0], txn.producer_id, txn.epoch, now, host)
+                   for t, q in sorted(txn.marks) if (t, q) not in marked and t in broker.topics]
+        return real + markers + ops, found, len(real) if commit else 0
 
-    def _already_put(self, txn: Txn) -> set[int]:
-        """Half CommitLog offsets whose commit is already in a real queue at or after its mark."""
+    def _already_put(self, txn: Txn, kind: str) -> tuple[set[int], set[tuple[str, int]]]:
+        """Half CommitLog offsets whose commit (or placeholder) is already in a real queue at or after
+        its mark, and the queues that already hold the marker ``kind`` (a ``KAFKA_CTRL`` value)."""
         store = self.broker.store
         out: set[int] = set()
+        marked: set[tuple[str, int]] = set()
         for (topic, partition), mark in txn.marks.items():
             off, end = mark, store.max_offset(topic, partition)
             while off < end:
@@ -380,10 +417,14 @@ class KafkaTxnCoordinator:
                     break
                 for u in units:
                     m = store.read_message(u.commitlog_offset)
-                    if m is not None and (m.sysflag & TRANSACTION_MASK) == TRANSACTION_COMMIT_TYPE:
+                    if m is None:
+                        continue
+                    if (m.sysflag & TRANSACTION_MASK) == TRANSACTION_COMMIT_TYPE:
                         out.add(m.prepared_transaction_offset)
+                    elif m.properties.get(PROP_KAFKA_CTRL) == kind:
+                        marked.add((topic, partition))
                 off = units[-1].queue_offset + 1
-        return out
+        return out, marked
 
     # ------------------------------------------------------------------ background
 
@@ -448,7 +489,7 @@ class KafkaTxnCoordinator:
     def _recover_halves(self) -> None:
         """Restart: find the halves of Ongoing transactions again (rule 3); prepared ones re-check puts."""
         ongoing = {t.marker: t for t in self._txns.values() if t.state is S.ONGOING}
-        self._recovering = {t.tid for t in self._txns.values() if t.state is S.PREPARE_COMMIT}
+        self._recovering = {t.tid for t in self._txns.values() if t.state in PREPARED}
         if not ongoing:
             return
         store = self.broker.store

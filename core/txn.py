@@ -49,12 +49,23 @@ transaction coordinator alone: the check-back scan passes over them (they
 never hold the half offset back and are never checked or discarded), and
 END_TRANSACTION refuses them.  ``commit_message`` and ``op_message`` are
 the shared building blocks of both commit paths.
+
+Kafka control entries (``KAFKA_CTRL`` property): when a Kafka transaction
+ends, its coordinator writes, as Kafka does, one *marker* per partition of
+the transaction (``C:<pid>:<epoch>`` commit, ``A:<pid>:<epoch>`` abort) and,
+for an abort, one empty *aborted-record placeholder* (``X:<pid>:<epoch>``)
+per record it drops, so queue offsets advance exactly as Kafka's do.  The
+Kafka gateway shows them as control batches; RocketMQ readers never see them:
+``without_control`` drops them from a PULL body and ``visible_result`` from a
+store read (``is_control_record`` for one record), the pull answering as for
+filtered-out records.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -80,6 +91,8 @@ from rokka.core.model import (
     Message,
     StoredMessage,
 )
+from rokka.core.storage import layout
+from rokka.core.storage.api import GetResult, GetStatus
 
 if TYPE_CHECKING:
     from rokka.core.broker import Broker
@@ -90,6 +103,10 @@ CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 OP_TAG = "d"
 SCAN_BATCH = 64
 PROP_KAFKA_TXN = "KAFKA_TXN"   # "<producer id>:<epoch>" on halves owned by core.kafka_txn
+PROP_KAFKA_CTRL = "KAFKA_CTRL"  # "<kind>:<producer id>:<epoch>" on Kafka control entries (module doc)
+CTRL_COMMIT, CTRL_ABORT, CTRL_ABORTED = "C", "A", "X"
+_CTRL_NEEDLE = PROP_KAFKA_CTRL.encode("ascii") + b"\x01"
+_RECORD_SIZE = struct.Struct(">i")
 
 # (producer group, the half copy to ask about) -> True if a producer was asked.
 Checker = Callable[[str, StoredMessage], Awaitable[bool]]
@@ -148,6 +165,67 @@ def op_message(half: StoredMessage, born_ms: int, born_host: tuple[str, int]) ->
     """The op record that marks ``half`` as decided (commit or rollback alike)."""
     return Message(TOPIC_TRANS_OP_HALF, half.queue_id, str(half.queue_offset).encode("ascii"),
                    {PROP_TAGS: OP_TAG}, born_timestamp=born_ms, born_host=born_host)
+
+
+def control_message(topic: str, queue_id: int, kind: str, producer_id: int, epoch: int, born_ms: int,
+                    born_host: tuple[str, int], *, half: StoredMessage | None = None) -> Message:
+    """A Kafka control entry for queue ``queue_id`` of ``topic`` (module doc): a marker, or (``half``
+    given) the placeholder of an aborted record, which points at its half as a commit does."""
+    props = {PROP_KAFKA_CTRL: f"{kind}:{producer_id}:{epoch}"}
+    if half is None:
+        return Message(topic, queue_id, b"", props, born_timestamp=born_ms, born_host=born_host)
+    sysflag = (half.sysflag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
+    return Message(topic, queue_id, b"", props, 0, sysflag, half.born_timestamp, half.born_host, 0,
+                   half.commitlog_offset)
+
+
+def parse_control(value: str) -> tuple[str, int, int] | None:
+    """(kind, producer id, epoch) of a ``KAFKA_CTRL`` value, or None if malformed."""
+    kind, _, rest = value.partition(":")
+    pid, _, epoch = rest.partition(":")
+    try:
+        return (kind, int(pid), int(epoch)) if kind in (CTRL_COMMIT, CTRL_ABORT, CTRL_ABORTED) else None
+    except ValueError:
+        return None
+
+
+def is_control_record(raw: bytes | memoryview, offset: int = 0) -> bool:
+    """True if the CommitLog record at ``raw[offset:]`` is a Kafka control entry."""
+    return PROP_KAFKA_CTRL in layout.properties_of(raw, offset)
+
+
+def without_control(body: bytes | memoryview) -> tuple[bytes | memoryview, int]:
+    """``body`` (CommitLog records back to back, a PULL body) less its Kafka control entries, and
+    how many were dropped.  A body without the property's name anywhere is returned as is."""
+    if _CTRL_NEEDLE not in body:
+        return body, 0
+    kept: list[bytes | memoryview] = []
+    pos = dropped = 0
+    view = memoryview(body)
+    while pos + 4 <= len(view):
+        size = _RECORD_SIZE.unpack_from(view, pos)[0]
+        if size <= 0:
+            break
+        if is_control_record(view, pos):
+            dropped += 1
+        else:
+            kept.append(view[pos:pos + size])
+        pos += size
+    if not dropped:
+        return body, 0
+    return b"".join(kept), dropped
+
+
+def visible_result(result: GetResult) -> GetResult:
+    """``result`` (``get_messages``) less its Kafka control entries: NO_MATCHED_MESSAGE when only
+    they were found (the reader moves on to ``next_begin_offset``, as past filtered-out records)."""
+    if not result.records or not any(_CTRL_NEEDLE in r for r in result.records):
+        return result
+    keep = [(r, q) for r, q in zip(result.records, result.queue_offsets, strict=True) if not is_control_record(r)]
+    if len(keep) == len(result.records):
+        return result
+    return dataclasses.replace(result, status=GetStatus.FOUND if keep else GetStatus.NO_MATCHED_MESSAGE,
+                               records=tuple(r for r, _ in keep), queue_offsets=tuple(q for _, q in keep))
 
 
 def _int(value: str | None, default: int = 0) -> int:

@@ -17,7 +17,7 @@ from rokka.core.kafka_txn_states import TRANSITIONS, TxnEvent, TxnOutcome, TxnSt
 from rokka.core.model import TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF, TRANSACTION_COMMIT_TYPE, Message, StoredMessage
 from rokka.core.producer_state import ProducerStateManager
 from rokka.core.storage.engine import DiskStore
-from rokka.core.txn import PROP_KAFKA_TXN, EndOutcome
+from rokka.core.txn import PROP_KAFKA_CTRL, PROP_KAFKA_TXN, EndOutcome
 
 OK = TxnOutcome.OK
 
@@ -55,10 +55,20 @@ class Node:
             assert self.txns.append_halves(pid, epoch, msgs).ok
         return verdict
 
-    def visible(self, topic: str, partition: int) -> list[StoredMessage]:
+    def queue(self, topic: str, partition: int) -> list[StoredMessage]:
+        """Everything in the queue, Kafka control entries (markers, placeholders) included."""
         store = self.broker.store
         return [m for u in store.cq_units(topic, partition, 0, 1000)
                 if (m := store.read_message(u.commitlog_offset)) is not None]
+
+    def visible(self, topic: str, partition: int) -> list[StoredMessage]:
+        """What a RocketMQ reader sees: the queue less its Kafka control entries."""
+        return [m for m in self.queue(topic, partition) if PROP_KAFKA_CTRL not in m.properties]
+
+    def controls(self, topic: str, partition: int) -> list[tuple[int, str]]:
+        """(queue offset, KAFKA_CTRL value) of the queue's control entries."""
+        return [(m.queue_offset, m.properties[PROP_KAFKA_CTRL]) for m in self.queue(topic, partition)
+                if PROP_KAFKA_CTRL in m.properties]
 
     def values(self, topic: str, partition: int) -> list[bytes]:
         return [m.body for m in self.visible(topic, partition)]
@@ -322,5 +332,69 @@ async def test_an_id_being_initialised_again_is_not_expired_under_it(tmp_path: P
             assert await n.txns.before_init("again") is OK     # InitProducerId started, then a tick
             await n.txns.tick()
             assert n.txns.get("again") is not None and n.producers.transactional_entry("again") is not None
+    finally:
+        n.close()
+
+
+async def test_markers_and_placeholders_take_kafkas_offsets(tmp_path: Path) -> None:
+    """Commit: records then one COMMIT marker per partition of the transaction (an added partition
+    without records too); abort: one placeholder per aborted record then the ABORT marker.  The
+    queue offsets are Kafka's; RocketMQ readers (``visible``) see the committed records only."""
+    n = Node(tmp_path, Clock())
+    try:
+        with trio.fail_after(10):
+            pid, ep = await n.init("t1")
+            assert await n.txns.add_partitions("t1", pid, ep, [("A", 0), ("A", 1)]) is OK
+            assert n.produce(pid, ep, "A", 0, [b"a", b"b", b"c"]) is OK
+            assert await n.txns.end_txn("t1", pid, ep, True) is OK
+            assert n.controls("A", 0) == [(3, f"C:{pid}:{ep}")]
+            assert n.controls("A", 1) == [(0, f"C:{pid}:{ep}")]
+            assert await n.txns.add_partitions("t1", pid, ep, [("A", 0)]) is OK
+            assert n.produce(pid, ep, "A", 0, [b"x", b"y"]) is OK
+            assert await n.txns.end_txn("t1", pid, ep, False) is OK
+            assert n.controls("A", 0) == [(3, f"C:{pid}:{ep}"), (4, f"X:{pid}:{ep}"), (5, f"X:{pid}:{ep}"),
+                                          (6, f"A:{pid}:{ep}")]
+            assert n.broker.store.max_offset("A", 0) == 7          # Kafka: 3 + marker + 2 + marker
+            assert n.values("A", 0) == [b"a", b"b", b"c"]
+            placeholders = [m for m in n.queue("A", 0) if m.properties.get(PROP_KAFKA_CTRL, "").startswith("X")]
+            assert all(m.body == b"" for m in placeholders)
+            assert n.txns.statistics().records_committed == 3
+    finally:
+        n.close()
+
+
+async def test_restart_mid_abort_neither_loses_nor_doubles_markers(tmp_path: Path) -> None:
+    clock = Clock()
+    n = Node(tmp_path, clock)
+    with trio.fail_after(10):
+        pid, ep = await n.init("t1")
+        assert await n.txns.add_partitions("t1", pid, ep, [("B", 0), ("B", 1)]) is OK
+        assert n.produce(pid, ep, "B", 0, [b"p1", b"p2"]) is OK
+        txn = n.txns.get("t1")
+        assert txn is not None
+        txn.state = TxnState.PREPARE_ABORT          # crash mid-abort: one placeholder and B/1's marker stored
+        txn.marks = {("B", 0): 0, ("B", 1): 0}
+        await n.txns.persist()
+        from rokka.core.txn import CTRL_ABORT, CTRL_ABORTED, control_message
+
+        first = n.broker.store.read_message(min(txn.halves))
+        assert first is not None
+        assert n.broker.append([control_message("B", 0, CTRL_ABORTED, pid, ep, 0, ("127.0.0.1", 0), half=first),
+                                control_message("B", 1, CTRL_ABORT, pid, ep, 0, ("127.0.0.1", 0))],
+                               prepared=True).ok
+        n.txns._path = None      # the crash: nothing more reaches the state file  # noqa: SLF001
+    n.producers.close()
+    n.broker.close()
+
+    n = Node(tmp_path, clock)
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(n.txns.run)
+                assert n.txns.get("t1").state is TxnState.COMPLETE_ABORT  # type: ignore[union-attr]
+                assert n.controls("B", 0) == [(0, f"X:{pid}:{ep}"), (1, f"X:{pid}:{ep}"), (2, f"A:{pid}:{ep}")]
+                assert n.controls("B", 1) == [(0, f"A:{pid}:{ep}")]
+                assert n.values("B", 0) == [] and n.values("B", 1) == []
+                nursery.cancel_scope.cancel()
     finally:
         n.close()

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rokka.compat.kafka_records import KafkaRow, PlainPiece, kafka_pieces, kafka_rows
+from rokka.compat.kafka_records import KafkaControl, KafkaRow, PlainPiece, kafka_pieces, kafka_rows
 from rokka.compat.views import ViewRegistry
 from rokka.core import names
 from rokka.core.broker import Broker
@@ -244,6 +244,19 @@ def build_batches(recs: Sequence[KafkaRow]) -> bytes:
     return b"".join(out)
 
 
-def _batch(run: Sequence[KafkaRow], log_append_time: bool) -> bytes:
+def _control_batch(row: KafkaRow) -> bytes:
+    """A transaction's marker (its producer id, COMMIT/ABORT) or an aborted record's placeholder
+    (as ``skip_marker``) at the row's offset: ``rokka.core.txn`` control entries."""
+    mark = row[2]
+    assert isinstance(mark, KafkaControl)
+    if mark.kind not in ("C", "A"):
+        return skip_marker(row[0])
+    return R.encode_control_batch(base_offset=row[0], producer_id=mark.producer_id, producer_epoch=mark.epoch,
+                                  commit=mark.kind == "C", timestamp=row[1], partition_leader_epoch=LEADER_EPOCH)
+
+
+def _batch(run: Sequence[KafkaRow], log_append_time: object) -> bytes:
+    if isinstance(log_append_time, KafkaControl):     # one control batch per entry
+        return b"".join(_control_batch(row) for row in run)
     return R.encode_rows_batch(run, partition_leader_epoch=LEADER_EPOCH,
                                attributes=R.TIMESTAMP_TYPE_BIT if log_append_time else 0)

@@ -3,8 +3,14 @@
 Theory of operation
 -------------------
 Offsets of a partition (kafka-wire.md §7.1) on one node: log start =
-ConsumeQueue min offset, HW = LEO = LSO = ConsumeQueue max offset (no open
-transactions are tracked here, so read_committed sees the HW).
+ConsumeQueue min offset, HW = LEO = LSO = ConsumeQueue max offset: a Kafka
+transaction's records enter their queue only when it ends, followed by its
+COMMIT/ABORT marker (``rokka.core.kafka_txn``), so no transaction is ever open
+in a queue.  Markers and the placeholders of aborted records are sent as
+control batches at their offsets (``common.build_batches``); consumers skip
+them and move their position past them, as in Kafka.  Aborted data are never
+sent (to read_uncommitted consumers either), so there is never an aborted
+transaction to list (``aborted_transactions`` null).
 
 Fetch: read every requested partition in order, within partition_max_bytes
 and the response max_bytes budget, as Kafka does (KIP-74): only the first

@@ -262,7 +262,9 @@ async def describe_producers(env: KafkaEnv, ctx: KafkaRequestContext, req: Any) 
 def build_txn_routes(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: GroupCoordinator,
                      producers: ProducerStateManager) -> dict[int, Route]:
     """Routes for InitProducerId (replacing ``group_api``'s), the four transaction APIs and the
-    admin views of them (DescribeProducers, DescribeTransactions, ListTransactions)."""
+    admin views of them (DescribeProducers, DescribeTransactions, ListTransactions).  The
+    coordinator's markers go to this broker's queue of each partition (``local_queue``)."""
+    txns.queue_of = partial(local_queue, env)
     return {
         22: Route(partial(init_producer_id, txns, producers), 0, 4),
         24: Route(partial(add_partitions_to_txn, env, txns), 0, 3),

@@ -12,7 +12,10 @@ request's subVersion -> SUBSCRIPTION_NOT_LATEST).
 Store results map to codes as in the reference table (FOUND -> SUCCESS with
 the raw CommitLog records as body; nothing matched -> PULL_RETRY_IMMEDIATELY;
 queue end -> PULL_NOT_FOUND; out of range -> PULL_OFFSET_MOVED).  SUCCESS is
-never sent with an empty body.
+never sent with an empty body.  Kafka control entries (transaction markers and
+aborted-record placeholders, ``rokka.core.txn``) are dropped from every answer;
+a read that found only them answers PULL_RETRY_IMMEDIATELY with
+nextBeginOffset past them, as for filtered-out records.
 
 Long polling: when the answer would be PULL_NOT_FOUND and the request has
 FLAG_SUSPEND, the request parks (its own task: it blocks nothing else) until
@@ -36,6 +39,7 @@ from rokka.core import names
 from rokka.core.filter import EXPR_SQL92, ExpressionFilter, Subscription, SubscriptionParseError, build_subscription
 from rokka.core.groups import MESSAGE_MODEL_BROADCASTING
 from rokka.core.storage.api import GetResult, GetStatus
+from rokka.core.txn import visible_result, without_control
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
@@ -120,9 +124,10 @@ def _read(ctx: BrokerContext, topic: str, queue_id: int, offset: int, max_msgs: 
         runs, next_offset = store.get_runs(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES)
         if runs:
             body = runs[0].data if len(runs) == 1 else b"".join(r.data for r in runs)
-            return ResponseCode.SUCCESS, _Found(body, next_offset, store.min_offset(topic, queue_id),
-                                                store.max_offset(topic, queue_id))
-    result = store.get_messages(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES, msg_filter)
+            body, _ = without_control(body)     # Kafka transaction markers: never shown to RocketMQ
+            return (ResponseCode.SUCCESS if body else ResponseCode.PULL_RETRY_IMMEDIATELY,
+                    _Found(body, next_offset, store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)))
+    result = visible_result(store.get_messages(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES, msg_filter))
     return status_to_code(result, offset), result
 
 

@@ -117,16 +117,20 @@ async def test_full_transaction_over_the_handlers(env: Env) -> None:
         assert fetched.partitions[0].error_code == 88 and fetched.partitions[0].offset == -1
         assert (await env.call(26, 3, transactional_id="tx", producer_id=pid, producer_epoch=ep,
                                committed=True))["error_code"] == 0
-        assert hw(env) == 2
+        assert hw(env) == 3             # a, b and the COMMIT marker at offset 2, as in Kafka
         fetched = env.coord.offset_fetch("g", [("t", 1)], True)
         assert (fetched.partitions[0].error_code, fetched.partitions[0].offset) == (0, 4)
         out = await F.handle_fetch(env.kafka, ctx(1, 12), APIS[1].request.make(
             max_wait_ms=0, min_bytes=1, isolation_level=0, topics=[Struct(topic="t", partitions=[
                 Struct(partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1)])]))
         p0 = out.responses[0].partitions[0]
-        assert p0.last_stable_offset == p0.high_watermark == 2
+        assert p0.last_stable_offset == p0.high_watermark == 3
         batches, _ = R.split_batches(bytes(p0.records))
-        assert [r.value for b in batches for r in b.records()] == [b"a", b"b"]
+        assert [r.value for b in batches if not b.header.is_control for r in b.records()] == [b"a", b"b"]
+        marker = batches[-1]
+        assert marker.header.is_control and marker.header.base_offset == 2
+        assert (marker.header.producer_id, marker.header.producer_epoch) == (pid, ep)
+        assert R.parse_control_record(marker.records()[0])[0] == R.CONTROL_COMMIT
 
 
 async def test_error_codes_by_version(env: Env) -> None:
