@@ -150,14 +150,18 @@ class ConsumerRegistry:
         new_subs = {s.topic: s for s in subscriptions}
         old_keys = {t: (s.sub_string, s.expression_type) for t, s in info.subscriptions.items()}
         new_keys = {t: (s.sub_string, s.expression_type) for t, s in new_subs.items()}
+        # Like RocketMQ's ConsumerGroupInfo.updateSubscription, an unchanged expression keeps the
+        # highest subVersion any member sent: the Java push consumer bumps it at every rebalance and
+        # pulls with it, and a pull newer than the stored one gets SUBSCRIPTION_NOT_LATEST.
+        for topic, sub in new_subs.items():
+            prev = info.subscriptions.get(topic)
+            if (prev is not None and (prev.sub_string, prev.expression_type) == new_keys[topic]
+                    and prev.sub_version >= sub.sub_version):
+                new_subs[topic] = prev
         if old_keys != new_keys:
             changed = True
-            for topic in new_subs:
-                prev = info.subscriptions.get(topic)
-                if prev is not None and (prev.sub_string, prev.expression_type) == new_keys[topic]:
-                    new_subs[topic] = prev
-            info.subscriptions = new_subs
             info.last_update_ms = now_ms
+        info.subscriptions = new_subs
         if changed:
             log.info("consumer group changed", group=group, clients=info.client_ids())
         return changed

@@ -83,6 +83,22 @@ def test_consumer_registry_membership() -> None:
     assert not reg.is_live("g")
 
 
+def test_consumer_registry_keeps_the_newest_sub_version() -> None:
+    """The Java push consumer bumps subVersion at each rebalance and pulls with it: a heartbeat with
+    the same expression and a newer version must update the stored one (else every pull answers
+    SUBSCRIPTION_NOT_LATEST), and an older member's heartbeat must not lower it."""
+    reg = ConsumerRegistry()
+    h1, h2 = object(), object()
+    kw = dict(consume_type="CONSUME_PASSIVELY", message_model="CLUSTERING",
+              consume_from_where="CONSUME_FROM_LAST_OFFSET")
+    reg.register("g", ClientInfo("c1", h1), now_ms=0, subscriptions=[build_subscription("T", "*", None, 100)], **kw)
+    assert not reg.register("g", ClientInfo("c1", h1), now_ms=1,
+                            subscriptions=[build_subscription("T", "*", None, 200)], **kw)
+    assert reg.get("g").subscriptions["T"].sub_version == 200  # type: ignore[union-attr]
+    reg.register("g", ClientInfo("c2", h2), now_ms=2, subscriptions=[build_subscription("T", "*", None, 150)], **kw)
+    assert reg.get("g").subscriptions["T"].sub_version == 200  # type: ignore[union-attr]
+
+
 def test_tag_subscription_and_filter() -> None:
     sub = build_subscription("T", "TagA || TagB")
     assert sub.tags_set == ["TagA", "TagB"] and sub.code_set == [2598919, 2598920]
