@@ -38,6 +38,7 @@ _TABLE: dict[int, Callable[..., Awaitable[RemotingCommand | None]]] = {
     RC.END_TRANSACTION: txn.handle_end_transaction,
     RC.HEART_BEAT: client.handle_heartbeat,
     RC.UNREGISTER_CLIENT: client.handle_unregister,
+    RC.CHECK_CLIENT_CONFIG: client.handle_check_client_config,
     RC.GET_CONSUMER_LIST_BY_GROUP: client.handle_consumer_list,
     RC.QUERY_CONSUMER_OFFSET: client.handle_query_offset,
     RC.UPDATE_CONSUMER_OFFSET: client.handle_update_offset,

@@ -125,6 +125,29 @@ async def handle_heartbeat(ctx: BrokerContext, channel: Any, req: RemotingComman
     return req.make_response(ResponseCode.SUCCESS)
 
 
+async def handle_check_client_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    """CHECK_CLIENT_CONFIG (46): the Java push consumer asks before it starts whether the broker can
+    serve its subscription (SQL92 needs enablePropertyFilter and an expression that compiles)."""
+    try:
+        data = json.loads(req.body.decode("utf-8") or "{}") if req.body else {}
+        sd = data.get("subscriptionData") or None
+    except (UnicodeDecodeError, ValueError, AttributeError) as exc:
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad check client config body: {exc}")
+    etype = str((sd or {}).get("expressionType") or "TAG").upper()
+    if sd is None or etype == "TAG":
+        return req.make_response(ResponseCode.SUCCESS)
+    if not ctx.cfg.enable_property_filter:
+        log.info("rocketmq.check_client_config_refused", group=data.get("group"), expression_type=etype)
+        return req.make_response(ResponseCode.SYSTEM_ERROR,
+                                 f"The broker does not support consumer to filter message by {etype}")
+    try:
+        build_subscription(str(sd.get("topic") or ""), sd.get("subString"), etype)
+    except SubscriptionParseError as exc:
+        log.info("rocketmq.check_client_config_refused", group=data.get("group"), error=str(exc))
+        return req.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"Parameter check error: {exc}")
+    return req.make_response(ResponseCode.SUCCESS)
+
+
 async def handle_unregister(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = Header(req)
     client_id = h.str("clientID")
