@@ -147,6 +147,9 @@ class UniformBatch:
     sysflag: int = 0
     born_host: HostPort = ("127.0.0.1", 0)
     keys: Sequence[str] | None = None   # per record: its KEYS (one key, no spaces), before the shared properties
+    #: per record: its own encoded properties (``k 0x01 v 0x02 ...``), before the shared ones; ``keys`` are
+    #: then only the records' index keys (already in these properties)
+    record_props: PackedBodies | None = None
 
     def __len__(self) -> int:
         return len(self.bodies)
@@ -161,6 +164,11 @@ class UniformBatch:
         stamps = self.born_timestamps
         if isinstance(stamps, int):
             stamps = [stamps] * len(self.bodies)
+        if self.record_props is not None:
+            own = [dict(item.split("\x01", 1) for item in blob.decode("utf-8").split("\x02")) if blob else {}
+                   for blob in self.record_props]
+            return [Message(self.topic, self.queue_id, body, {**props, **self.properties}, self.flag, self.sysflag,
+                            ts, self.born_host) for body, ts, props in zip(self.bodies, stamps, own, strict=True)]
         keys: Sequence[str | None] = [None] * len(self.bodies) if self.keys is None else self.keys
         return [Message(self.topic, self.queue_id, body,
                         dict(self.properties) if key is None else {PROP_KEYS: key, **self.properties},

@@ -386,20 +386,26 @@ class DiskStore(reader.TimeQueries):
         if not bodies:
             return PutResult(PutStatus.PUT_OK)
         t = batch.sysflag & TRANSACTION_MASK
-        keys = batch.keys
+        keys, own = batch.keys, batch.record_props
         if t == TRANSACTION_PREPARED_TYPE or t == TRANSACTION_ROLLBACK_TYPE or (
-                keys is not None and (PROP_KEYS in batch.properties or PROP_UNIQ_KEY in batch.properties)):
+                (keys is not None or own is not None)
+                and (PROP_KEYS in batch.properties or PROP_UNIQ_KEY in batch.properties)):
             return self.put_messages(batch.messages())
-        # The longest body stands for all (only lengths are checked).
+        # The longest body (and own properties) stands for all (only lengths are checked).
         probe_props = batch.properties if keys is None else {PROP_KEYS: max(keys, key=len), **batch.properties}
+        if own is not None:
+            probe_props = {PROP_KEYS: "k" * own.longest, **batch.properties}
         probe = Message(batch.topic, batch.queue_id, bytes(batch.longest()), probe_props, batch.flag,
                         batch.sysflag, 0, batch.born_host)
         problem = self._validate((probe,))
         if isinstance(problem, PutResult):
             return problem
         props = layout.encode_properties(batch.properties)
-        prefixes = None
-        if keys is not None:    # "KEYS 0x01 key", then 0x02 before the shared properties (none after the last)
+        prefixes: Sequence[bytes] | None = own
+        if own is not None:
+            if props:
+                prefixes = [bytes(p) + b"\x02" for p in own]
+        elif keys is not None:    # "KEYS 0x01 key", then 0x02 before the shared properties (none after the last)
             head, sep = b"KEYS\x01", b"\x02" if props else b""
             prefixes = [head + k.encode("utf-8") + sep for k in keys]
         clog = self.clog
@@ -417,7 +423,8 @@ class DiskStore(reader.TimeQueries):
             return self.put_messages(batch.messages())
         if failed := self._commit_run(data):
             return failed
-        self.dispatcher.dispatch_run(batch.topic, batch.queue_id, qoff, units, code, batch.properties, now, keys)
+        self.dispatcher.dispatch_run(batch.topic, batch.queue_id, qoff, units, code, batch.properties, now,
+                                     keys if own is None or keys is not None else ())
         self._last_store_ts = now
         return PutResult(PutStatus.PUT_OK, UnitsAppended(units, qoff, now))
 
