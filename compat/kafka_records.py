@@ -83,7 +83,7 @@ from rokka.core.storage.api import RecordRun
 from rokka.core.txn import CTRL_ABORTED, PROP_KAFKA_CTRL, parse_control
 
 __all__ = ["KafkaControl", "KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "kafka_rows", "message_from_record",
-           "messages_from_batch", "plain_run", "plain_span_run", "record_from_message",
+           "messages_from_batch", "plain_run", "plain_span_run", "mapped_span_run", "record_from_message",
            "kafka_pieces", "PlainPiece", "SYSTEM_PROPERTIES", "HEADER_PREFIX",
            "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
 
@@ -292,6 +292,25 @@ def plain_span_run(topic: str, partition: int, payload: bytes | memoryview, span
         return None
     return dataclasses.replace(run, bodies=PackedBodies(payload, spans, longest),
                                born_timestamps=memoryview(timestamps).cast("q"))
+
+
+#: What the native mapper (``_crecords.mapped_spans``) needs of the rules above: the system property
+#: names (never copied from headers) and the properties budget (the envelope starts past it).
+MAPPING_SYSTEM_NAMES = tuple(sorted(n.encode("ascii") for n in SYSTEM_PROPERTIES))
+MAPPING_BUDGET = ENVELOPE_BUDGET
+
+
+def mapped_span_run(topic: str, partition: int, payload: bytes | memoryview,
+                    mapped: tuple[bytes, bytes, bytes, bytes, list[str] | None, int]) -> UniformBatch:
+    """``messages_from_batch`` (CreateTime) as one ``UniformBatch`` for a batch the native mapper
+    walked (``_crecords.mapped_spans``: any keys, null values, headers): values left in ``payload``,
+    each record's properties -- the same bytes ``message_from_record`` gives -- as spans of one blob
+    (``record_props``), ``keys`` the records' index keys (their KEYS)."""
+    spans, stamps, blob, prop_spans, keys, longest = mapped
+    pairs = memoryview(prop_spans).cast("i")
+    own = PackedBodies(blob, prop_spans, max(pairs[1::2], default=0))
+    return UniformBatch(topic, partition, PackedBodies(payload, spans, longest), memoryview(stamps).cast("q"),
+                        {}, keys=keys, record_props=own)
 
 
 def _apply_rocketmq_header(props: dict[str, str], name: str, text: str) -> None:

@@ -14,7 +14,7 @@
  *
  * ``encode_spans`` is the same with the bodies given as (offset, length) spans of one buffer and the
  * born timestamps as an int64 array -- a Kafka batch's payload as the produce path walked it, with no
- * Python object per record.
+ * Python object per record; the per-record properties may be spans of one blob too.
  *
  * ``encode_elements`` does the same for a RocketMQ batch body still in its wire form (elements
  * TOTALSIZE MAGIC BODYCRC FLAG BODYLEN BODY PROPLEN PROPS): per element it also patches FLAG, appends
@@ -126,11 +126,21 @@ static inline const unsigned char *run_body(const RunSource *src, Py_ssize_t i, 
     return src->buf + span[0];
 }
 
+/* Packed prefixes (encode_spans): a 2-item buffer array {blob, spans}, spans int32 (offset, length)
+ * pairs into blob, checked by the caller.  Length of prefix i; its bytes in *at when at is not NULL. */
+static inline Py_ssize_t packed_prefix(const Py_buffer *packed, Py_ssize_t i, const unsigned char **at) {
+    int32_t span[2];
+    memcpy(span, (const int32_t *)packed[1].buf + 2 * i, sizeof span);
+    if (at != NULL)
+        *at = (const unsigned char *)packed[0].buf + span[0];
+    return span[1];
+}
+
 /* The records and CQ units of a run of n records (see encode_uniform); NULL with an exception set. */
 static PyObject *encode_run(const Py_buffer *tmpl, Py_ssize_t off_crc, Py_ssize_t off_qoff, Py_ssize_t off_phys,
                             Py_ssize_t off_born, const RunSource *src, Py_ssize_t n, const Py_buffer *tblob,
-                            const Py_buffer *props, PyObject *prefixes, long long qoff0, long long pos0,
-                            long long tags_code) {
+                            const Py_buffer *props, PyObject *prefixes, const Py_buffer *packed,
+                            long long qoff0, long long pos0, long long tags_code) {
     Py_ssize_t hlen = tmpl->len;
     if (hlen < 8 || check_field(off_crc, 4, hlen, "crc") || check_field(off_qoff, 8, hlen, "queue offset")
         || check_field(off_phys, 8, hlen, "commitlog offset") || check_field(off_born, 8, hlen, "born timestamp"))
@@ -143,6 +153,8 @@ static PyObject *encode_run(const Py_buffer *tmpl, Py_ssize_t off_crc, Py_ssize_
             return NULL;
         }
         Py_ssize_t plen = props->len + (pre ? PyBytes_GET_SIZE(pre) : 0), blen;
+        if (packed != NULL)
+            plen += packed_prefix(packed, i, NULL);
         if (plen > 0x7FFF) {
             PyErr_SetString(PyExc_ValueError, "properties longer than 32767 bytes");
             return NULL;
@@ -165,7 +177,11 @@ static PyObject *encode_run(const Py_buffer *tmpl, Py_ssize_t off_crc, Py_ssize_
         Py_ssize_t blen;
         const unsigned char *body = run_body(src, i, &blen);
         PyObject *pre = prefixes ? PySequence_Fast_GET_ITEM(prefixes, i) : NULL;
-        Py_ssize_t prelen = pre ? PyBytes_GET_SIZE(pre) : 0, plen = prelen + props->len;
+        Py_ssize_t prelen = pre ? PyBytes_GET_SIZE(pre) : 0;
+        const unsigned char *prebytes = pre ? (const unsigned char *)PyBytes_AS_STRING(pre) : NULL;
+        if (packed != NULL)
+            prelen = packed_prefix(packed, i, &prebytes);
+        Py_ssize_t plen = prelen + props->len;
         long long born = src->one_stamp;
         if (src->stamp_array != NULL) {
             int64_t v;
@@ -181,7 +197,7 @@ static PyObject *encode_run(const Py_buffer *tmpl, Py_ssize_t off_crc, Py_ssize_
                                            pos, tblob, plen);
         put_be64(out + off_born, (uint64_t)born);
         if (prelen)
-            memcpy(q, PyBytes_AS_STRING(pre), (size_t)prelen);
+            memcpy(q, prebytes, (size_t)prelen);
         memcpy(q + prelen, props->buf, (size_t)props->len);
         put_be64(u, (uint64_t)pos);
         put_be32(u + 8, size);
@@ -252,7 +268,7 @@ static PyObject *encode_uniform(PyObject *self, PyObject *args) {
     }
     if (run_prefixes(prefixes_obj, n, &prefixes) < 0)
         goto done;
-    result = encode_run(&tmpl, off_crc, off_qoff, off_phys, off_born, &src, n, &tblob, &props, prefixes,
+    result = encode_run(&tmpl, off_crc, off_qoff, off_phys, off_born, &src, n, &tblob, &props, prefixes, NULL,
                         qoff0, pos0, tags_code);
 done:
     Py_XDECREF(bodies);
@@ -270,7 +286,8 @@ done:
  * and born_timestamps one int or a buffer of native int64, one per span.  Every span is checked
  * against the buffer before anything is built. */
 static PyObject *encode_spans(PyObject *self, PyObject *args) {
-    Py_buffer tmpl, buf, spans, tblob, props, stamps = {0};
+    Py_buffer tmpl, buf, spans, tblob, props, stamps = {0}, packed[2];
+    int have_packed = 0;
     Py_ssize_t off_crc, off_qoff, off_phys, off_born;
     PyObject *stamps_obj, *prefixes_obj, *prefixes = NULL, *result = NULL;
     long long qoff0, pos0, tags_code;
@@ -307,11 +324,41 @@ static PyObject *encode_spans(PyObject *self, PyObject *args) {
         }
         src.stamp_array = (const int64_t *)stamps.buf;
     }
-    if (run_prefixes(prefixes_obj, n, &prefixes) < 0)
+    if (PyTuple_Check(prefixes_obj)) {     /* packed: (blob, int32 spans), one span per record */
+        if (PyTuple_GET_SIZE(prefixes_obj) != 2
+            || PyObject_GetBuffer(PyTuple_GET_ITEM(prefixes_obj, 0), &packed[0], PyBUF_SIMPLE) < 0)
+            goto packed_bad;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(prefixes_obj, 1), &packed[1], PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&packed[0]);
+            goto packed_bad;
+        }
+        have_packed = 1;
+        if (packed[1].len != n * 8) {
+            PyErr_SetString(PyExc_ValueError, "packed prefixes: one (offset, length) int32 pair per span");
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int32_t span[2];
+            memcpy(span, (const int32_t *)packed[1].buf + 2 * i, sizeof span);
+            if (span[0] < 0 || span[1] < 0 || (Py_ssize_t)span[0] + span[1] > packed[0].len) {
+                PyErr_Format(PyExc_ValueError, "prefix span %zd outside its %zd-byte buffer", i, packed[0].len);
+                goto done;
+            }
+        }
+    } else if (run_prefixes(prefixes_obj, n, &prefixes) < 0) {
         goto done;
+    }
     result = encode_run(&tmpl, off_crc, off_qoff, off_phys, off_born, &src, n, &tblob, &props, prefixes,
-                        qoff0, pos0, tags_code);
+                        have_packed ? packed : NULL, qoff0, pos0, tags_code);
+    goto done;
+packed_bad:
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "packed prefixes must be (buffer, spans)");
 done:
+    if (have_packed) {
+        PyBuffer_Release(&packed[0]);
+        PyBuffer_Release(&packed[1]);
+    }
     Py_XDECREF(prefixes);
     if (stamps.obj != NULL)
         PyBuffer_Release(&stamps);

@@ -355,7 +355,8 @@ def encode_uniform(topic: str, queue_id: int, bodies: Sequence[bytes], born_time
     ``PackedBodies`` (spans of one buffer, encoded natively without a bytes object per body; then
     ``born_timestamps`` may be a buffer of native int64s).  ``born_timestamps`` is
     one int for all or one per body; ``prefixes`` (optional) are per-record property bytes put
-    before ``props`` (a record's own ``KEYS\x01k\x02``).  ``native`` picks the C encoder when built.
+    before ``props`` (a record's own ``KEYS\x01k\x02``; ``PackedBodies`` too: spans of one blob).
+    ``native`` picks the C encoder when built.
 
     Raises:
         ValueError: a record's properties would exceed 32767 bytes (or mismatched lengths).
@@ -370,9 +371,10 @@ def encode_uniform(topic: str, queue_id: int, bodies: Sequence[bytes], born_time
         template = header.pack(0, MESSAGE_MAGIC, 0, queue_id, flag, 0, 0, sysflag, 0, born_ip, born_host[1],
                                store_timestamp, store_ip, store_host[1], 0, 0, 0)
         if isinstance(bodies, PackedBodies):
+            pres = (prefixes.buffer, prefixes.spans) if isinstance(prefixes, PackedBodies) else prefixes
             return _cstore.encode_spans(template, OFF_BODY_CRC, OFF_QUEUE_OFFSET, OFF_PHYSICAL_OFFSET,  # type: ignore[no-any-return]
                                         OFF_BORN_TIMESTAMP, bodies.buffer, bodies.spans, born_timestamps, tblob,
-                                        props, prefixes, queue_offset, commitlog_offset, tags_code)
+                                        props, pres, queue_offset, commitlog_offset, tags_code)
         return _cstore.encode_uniform(template, OFF_BODY_CRC, OFF_QUEUE_OFFSET, OFF_PHYSICAL_OFFSET,  # type: ignore[no-any-return]
                                       OFF_BORN_TIMESTAMP, bodies, born_timestamps, tblob, props, prefixes,
                                       queue_offset, commitlog_offset, tags_code)

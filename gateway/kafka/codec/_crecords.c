@@ -15,6 +15,11 @@
  * longest)`` -- the values as native int32 (offset into payload, length) pairs, the CreateTimes as
  * native int64s (both bytes objects), and the longest value's length; the append path encodes
  * straight from the payload (``_cstore.encode_spans``).
+ *
+ * ``mapped_spans`` takes records of any key (text, binary, empty, null), null values and headers
+ * and maps each to its CommitLog properties in the same pass, byte for byte as the Python mapping
+ * (compat/kafka_records.py message_from_record) writes them; cases that mapping treats specially
+ * (``rocketmq.*`` headers, non-ASCII header names, properties past the envelope budget) return None.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -116,6 +121,359 @@ done:
     return result;
 }
 
+
+/* ---- mapped_spans: any key, headers, null values (the Kafka -> CommitLog property mapping) ---- */
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (b->len + n > b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n)
+            cap *= 2;
+        char *p = PyMem_Realloc(b->p, (size_t)cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, src, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+#define PUTS(b, s) buf_put((b), (s), (Py_ssize_t)(sizeof(s) - 1))
+
+/* Strict UTF-8 (what Python's "utf-8" codec accepts: no surrogates, no overlongs, <= U+10FFFF). */
+static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF)
+            len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0) lo = 0xA0;
+            if (c == 0xED) hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0) lo = 0x90;
+            if (c == 0xF4) hi = 0x8F;
+        } else
+            return 0;
+        if (i + len > n || s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (int k = 2; k < len; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
+                return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* compat's _text: UTF-8 without the property separators 0x01 / 0x02 (and, here, non-empty). */
+static int is_text(const unsigned char *s, Py_ssize_t n) {
+    return n > 0 && memchr(s, 0x01, (size_t)n) == NULL && memchr(s, 0x02, (size_t)n) == NULL && utf8_ok(s, n);
+}
+
+static int put_b64(Buf *b, const unsigned char *s, Py_ssize_t n) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (Py_ssize_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        if (i + 1 < n) v |= (uint32_t)s[i + 1] << 8;
+        if (i + 2 < n) v |= s[i + 2];
+        char q[4] = {A[(v >> 18) & 63], A[(v >> 12) & 63], i + 1 < n ? A[(v >> 6) & 63] : '=',
+                     i + 2 < n ? A[v & 63] : '='};
+        if (buf_put(b, q, 4) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A JSON string of ASCII bytes as json.dumps(ensure_ascii=True) writes it. */
+static int put_json_ascii(Buf *b, const unsigned char *s, Py_ssize_t n) {
+    if (PUTS(b, "\"") < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        char esc[7];
+        const char *out = esc;
+        Py_ssize_t len = 2;
+        esc[0] = '\\';
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        default:
+            if (c < 0x20) {
+                static const char H[] = "0123456789abcdef";
+                memcpy(esc, "\\u00", 4);
+                esc[4] = H[c >> 4];
+                esc[5] = H[c & 15];
+                len = 6;
+            } else {
+                out = (const char *)s + i;
+                len = 1;
+            }
+        }
+        if (buf_put(b, out, len) < 0)
+            return -1;
+    }
+    return PUTS(b, "\"");
+}
+
+/* compat's _SAFE_NAME (re.match of ^[A-Za-z0-9_.\-]{1,128}$: "$" also matches before a final "\n"). */
+static int safe_name(const unsigned char *s, Py_ssize_t n) {
+    if (n > 0 && s[n - 1] == '\n')
+        n--;
+    if (n < 1 || n > 128)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.'
+              || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static int is_system(PyObject *names, const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t k = PyTuple_GET_SIZE(names);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *b = PyTuple_GET_ITEM(names, i);
+        if (PyBytes_GET_SIZE(b) == n && memcmp(PyBytes_AS_STRING(b), s, (size_t)n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    Py_ssize_t name, name_len, value, value_len;   /* offsets into the payload; value_len -1: null */
+} Header;
+
+#define MAX_HEADERS 256
+
+/* The properties of one record into *props (compat.message_from_record's order); 1 done, 0 "not this
+ * path" (the Python mapping decides), -1 error.  *index_key: offset/length in props of its KEYS, or -1. */
+static int map_record(Buf *props, const unsigned char *buf, Py_ssize_t key, Py_ssize_t key_len, int null_value,
+                      const Header *hs, Py_ssize_t nh, PyObject *system, Py_ssize_t *ik, Py_ssize_t *ik_len) {
+    int sep = 0;
+    *ik = -1;
+    *ik_len = 0;
+    if (key_len >= 0) {
+        const unsigned char *k = buf + key;
+        if (is_text(k, key_len) && memchr(k, ' ', (size_t)key_len) == NULL) {
+            if (PUTS(props, "KEYS\x01") < 0)
+                return -1;
+            *ik = props->len;
+            *ik_len = key_len;
+            if (buf_put(props, k, key_len) < 0)
+                return -1;
+        } else {
+            if (PUTS(props, "KAFKA_KEY\x01" "b") < 0)
+                return -1;
+            Py_ssize_t at = props->len;
+            if (put_b64(props, k, key_len) < 0)
+                return -1;
+            if (key_len > 0) {
+                Py_ssize_t n = props->len - at;
+                if (PUTS(props, "\x02KEYS\x01") < 0)
+                    return -1;
+                *ik = props->len;
+                *ik_len = n;
+                if (buf_put(props, props->p + at, n) < 0)
+                    return -1;
+            }
+        }
+        sep = 1;
+    }
+    if (null_value) {
+        if ((sep && PUTS(props, "\x02") < 0) || PUTS(props, "KAFKA_NULL_VALUE\x01" "1") < 0)
+            return -1;
+        sep = 1;
+    }
+    if ((sep && PUTS(props, "\x02") < 0) || PUTS(props, "KAFKA_HEADERS\x01[") < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < nh; i++) {
+        const unsigned char *name = buf + hs[i].name;
+        for (Py_ssize_t j = 0; j < hs[i].name_len; j++)
+            if (name[j] >= 0x80)
+                return 0;       /* non-ASCII names: Python's surrogateescape text */
+        if (hs[i].name_len >= 9 && memcmp(name, "rocketmq.", 9) == 0)
+            return 0;           /* RocketMQ features (TAGS, KEYS, DELAY, ...): the Python rules */
+        if ((i && PUTS(props, ",") < 0) || PUTS(props, "[") < 0 || put_json_ascii(props, name, hs[i].name_len) < 0
+            || PUTS(props, ",") < 0)
+            return -1;
+        if (hs[i].value_len < 0) {
+            if (PUTS(props, "null") < 0)
+                return -1;
+        } else if (PUTS(props, "\"") < 0 || put_b64(props, buf + hs[i].value, hs[i].value_len) < 0
+                   || PUTS(props, "\"") < 0)
+            return -1;
+        if (PUTS(props, "]") < 0)
+            return -1;
+    }
+    if (PUTS(props, "]") < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < nh; i++) {   /* copies: plain-named, non-system, text values; first one wins */
+        const unsigned char *name = buf + hs[i].name;
+        Py_ssize_t nl = hs[i].name_len;
+        if (hs[i].value_len < 0 || !safe_name(name, nl) || is_system(system, name, nl)
+            || !is_text(buf + hs[i].value, hs[i].value_len))
+            continue;
+        int dup = 0;
+        for (Py_ssize_t j = 0; j < i && !dup; j++)
+            dup = hs[j].name_len == nl && memcmp(buf + hs[j].name, name, (size_t)nl) == 0 && hs[j].value_len >= 0
+                  && is_text(buf + hs[j].value, hs[j].value_len);
+        if (dup)
+            continue;
+        if (PUTS(props, "\x02") < 0 || buf_put(props, name, nl) < 0 || PUTS(props, "\x01") < 0
+            || buf_put(props, buf + hs[i].value, hs[i].value_len) < 0)
+            return -1;
+    }
+    return 1;
+}
+
+/* mapped_spans(payload, count, base_timestamp, system_names, budget)
+ *   -> (spans, timestamps, props, prop_spans, index_keys, longest) | None
+ * Every record of the batch mapped as compat.message_from_record maps it (CreateTime): the values as
+ * int32 (offset, length) spans of the payload (a null value: length 0), the CreateTimes as int64s,
+ * each record's encoded properties back to back in ``props`` with their int32 (offset, length) spans,
+ * and the index keys (each record's KEYS) as a list of str -- or None when no record has one.  None
+ * for the whole batch when a record is not for this path: malformed, attributes set, a header name
+ * that is not ASCII or starts with "rocketmq.", properties of ``budget`` bytes or more (the envelope),
+ * or some records with an index key and some without. */
+static PyObject *mapped_spans(PyObject *self, PyObject *args) {
+    Py_buffer payload;
+    Py_ssize_t count, budget;
+    long long base_ts;
+    PyObject *system;
+    if (!PyArg_ParseTuple(args, "y*nLO!n", &payload, &count, &base_ts, &PyTuple_Type, &system, &budget))
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(system); i++)
+        if (!PyBytes_Check(PyTuple_GET_ITEM(system, i))) {
+            PyBuffer_Release(&payload);
+            PyErr_SetString(PyExc_TypeError, "system_names must be a tuple of bytes");
+            return NULL;
+        }
+    const unsigned char *buf = (const unsigned char *)payload.buf;
+    Py_ssize_t size = payload.len, pos = 0, longest = 0, keyed = 0;
+    PyObject *values = NULL, *stamps = NULL, *pspans = NULL, *keys = NULL, *result = NULL, *blob = NULL;
+    Buf props = {0};
+    Header hs[MAX_HEADERS];
+    if (count < 0 || count > size || size > INT32_MAX)
+        goto no;
+    values = PyBytes_FromStringAndSize(NULL, count * 8);
+    stamps = PyBytes_FromStringAndSize(NULL, count * 8);
+    pspans = PyBytes_FromStringAndSize(NULL, count * 8);
+    keys = PyList_New(count);
+    if (values == NULL || stamps == NULL || pspans == NULL || keys == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, ts_delta, off_delta, key_len, value_len, nh;
+        if (!read_varint(buf, size, &pos, 5, &length) || length < 0 || length > size - pos)
+            goto no;
+        Py_ssize_t end = pos + (Py_ssize_t)length;
+        if (pos >= end || buf[pos++] != 0)
+            goto no;
+        if (!read_varint(buf, end, &pos, 10, &ts_delta) || !read_varint(buf, end, &pos, 5, &off_delta)
+            || !read_varint(buf, end, &pos, 5, &key_len) || key_len < -1 || key_len > end - pos)
+            goto no;
+        Py_ssize_t key = pos;
+        if (key_len > 0)
+            pos += (Py_ssize_t)key_len;
+        if (!read_varint(buf, end, &pos, 5, &value_len) || value_len < -1 || value_len > end - pos)
+            goto no;
+        Py_ssize_t value = pos;
+        if (value_len > 0)
+            pos += (Py_ssize_t)value_len;
+        if (!read_varint(buf, end, &pos, 5, &nh) || nh < 0 || nh > MAX_HEADERS)
+            goto no;
+        for (int64_t h = 0; h < nh; h++) {
+            int64_t nl, vl;
+            if (!read_varint(buf, end, &pos, 5, &nl) || nl < 0 || nl > end - pos)
+                goto no;
+            hs[h].name = pos;
+            hs[h].name_len = (Py_ssize_t)nl;
+            pos += (Py_ssize_t)nl;
+            if (!read_varint(buf, end, &pos, 5, &vl) || vl < -1 || vl > end - pos)
+                goto no;
+            hs[h].value = pos;
+            hs[h].value_len = (Py_ssize_t)vl;
+            if (vl > 0)
+                pos += (Py_ssize_t)vl;
+        }
+        if (pos != end)
+            goto no;
+        int64_t ts;
+        if (__builtin_add_overflow((int64_t)base_ts, ts_delta, &ts))
+            goto no;
+        Py_ssize_t at = props.len, ik, ik_len;
+        int ok = map_record(&props, buf, key, (Py_ssize_t)key_len, value_len < 0, hs, (Py_ssize_t)nh, system,
+                            &ik, &ik_len);
+        if (ok < 0)
+            goto done;
+        if (ok == 0 || props.len - at + 1 > budget || (i > 0 && (ik >= 0) != (keyed > 0)))
+            goto no;
+        if (ik >= 0) {
+            keyed++;
+            PyObject *k = PyUnicode_DecodeUTF8(props.p + ik, ik_len, "strict");
+            if (k == NULL)
+                goto done;
+            PyList_SET_ITEM(keys, i, k);
+        }
+        int32_t span[2] = {(int32_t)value, value_len > 0 ? (int32_t)value_len : 0};
+        int32_t pspan[2] = {(int32_t)at, (int32_t)(props.len - at)};
+        memcpy(PyBytes_AS_STRING(values) + 8 * i, span, sizeof span);
+        memcpy(PyBytes_AS_STRING(pspans) + 8 * i, pspan, sizeof pspan);
+        memcpy(PyBytes_AS_STRING(stamps) + 8 * i, &ts, sizeof ts);
+        if (span[1] > longest)
+            longest = span[1];
+    }
+    if (pos != size || props.len > INT32_MAX)
+        goto no;
+    blob = PyBytes_FromStringAndSize(props.p, props.len);
+    if (blob == NULL)
+        goto done;
+    result = Py_BuildValue("OOOOOn", values, stamps, blob, pspans, keyed ? keys : Py_None, longest);
+    goto done;
+no:
+    result = Py_NewRef(Py_None);
+done:
+    if (keys != NULL && !keyed) {   /* unfilled list slots are NULL: fill before the list is freed */
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++)
+            if (PyList_GET_ITEM(keys, i) == NULL)
+                PyList_SET_ITEM(keys, i, Py_NewRef(Py_None));
+    } else if (keys != NULL) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++)
+            if (PyList_GET_ITEM(keys, i) == NULL)
+                PyList_SET_ITEM(keys, i, Py_NewRef(Py_None));
+    }
+    PyMem_Free(props.p);
+    Py_XDECREF(values);
+    Py_XDECREF(stamps);
+    Py_XDECREF(pspans);
+    Py_XDECREF(keys);
+    Py_XDECREF(blob);
+    PyBuffer_Release(&payload);
+    return result;
+}
+
 static PyObject *plain_values(PyObject *self, PyObject *args) { return walk_plain(args, 0); }
 
 static PyObject *plain_spans(PyObject *self, PyObject *args) { return walk_plain(args, 1); }
@@ -125,6 +483,9 @@ static PyMethodDef methods[] = {
      "plain_values(payload, count, base_timestamp, keyed=False) -> (values, timestamps, keys) | None"},
     {"plain_spans", plain_spans, METH_VARARGS,
      "plain_spans(payload, count, base_timestamp, keyed=False) -> (spans, timestamps, keys, longest) | None"},
+    {"mapped_spans", mapped_spans, METH_VARARGS,
+     "mapped_spans(payload, count, base_timestamp, system_names, budget) -> (spans, timestamps, props, "
+     "prop_spans, index_keys, longest) | None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -24,8 +24,12 @@ Records are mapped by ``rokka.compat.kafka_records`` and appended through the
 broker's send pipeline (``Broker.append``, then ``wait_durable``: under
 SYNC_FLUSH it waits for fsync, which is what acks=all means on one node).
 A batch whose records all lack headers and have no key or text keys is
-walked natively and stored as one run (``Broker.append_uniform``).  base_offset in the reply
-is the ConsumeQueue offset of the first record.  Produce never auto-creates
+walked natively and stored as one run (``Broker.append_uniform``); any other CreateTime batch
+(binary or empty keys, null values, headers) is mapped natively in one pass
+(``_crecords.mapped_spans``: each record's properties byte for byte as
+``rokka.compat.kafka_records.message_from_record`` writes them) and stored as one run too, unless
+a record needs the Python rules (``rocketmq.*`` headers, non-ASCII header names, the envelope).
+base_offset in the reply is the ConsumeQueue offset of the first record.  Produce never auto-creates
 topics (3 UNKNOWN_TOPIC_OR_PARTITION).  acks=0: the server sends no reply.
 
 Idempotent producers (producer id >= 0): the batch's sequence range is
@@ -57,9 +61,12 @@ from __future__ import annotations
 
 import structlog
 from rokka.compat.kafka_records import (
+    MAPPING_BUDGET,
+    MAPPING_SYSTEM_NAMES,
     PROP_KAFKA_ENVELOPE,
     PROP_KAFKA_HEADERS,
     apply_delay,
+    mapped_span_run,
     message_from_record,
     messages_from_batch,
     plain_run,
@@ -77,6 +84,11 @@ from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers.common import KafkaEnv, ensure_routes, local_queue, partition_error, resolve
 from rokka.gateway.kafka.handlers.topic_configs import MAX_MESSAGE_BYTES, MIN_INSYNC, TIMESTAMP_TYPE
 from rokka.gateway.kafka.server import KafkaRequestContext
+
+try:
+    from rokka.gateway.kafka.codec import _crecords
+except ImportError:     # pragma: no cover - depends on the build
+    _crecords = None  # type: ignore[assignment]
 
 log = structlog.get_logger(__name__)
 
@@ -194,6 +206,9 @@ def _messages(topic: str, partition: int, data: bytes | None, append_time: bool,
             spans = R.plain_spans(view, h) or R.plain_spans(view, h, keyed=True)
             if spans is not None and (run := plain_span_run(topic, partition, view, *spans)) is not None:
                 return 0, run, h, None
+            if _crecords is not None and (mapped := _crecords.mapped_spans(
+                    view, h.record_count, h.base_timestamp, MAPPING_SYSTEM_NAMES, MAPPING_BUDGET)) is not None:
+                return 0, mapped_span_run(topic, partition, view, mapped), h, None
         payload = bytes(view) if type(view) is memoryview else view     # the Python paths slice bytes
         if uniform and spans is None:
             plain = R.plain_values(payload, h) or R.plain_values(payload, h, keyed=True)

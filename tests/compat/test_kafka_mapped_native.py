@@ -1,0 +1,113 @@
+"""The native Kafka -> CommitLog mapping (``_crecords.mapped_spans`` + ``encode_spans`` with packed
+properties) writes the same CommitLog bytes as the Python mapping (``messages_from_batch`` +
+``encode_record``) for arbitrary keys, values, headers and timestamps."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rokka.compat import kafka_records as K
+from rokka.core.model import Message
+from rokka.core.storage import layout
+from rokka.gateway.kafka.codec import records as R
+
+_crecords = pytest.importorskip("rokka.gateway.kafka.codec._crecords")
+if layout._cstore is None:
+    pytest.skip("the native store encoder is not built", allow_module_level=True)
+
+TOPIC, QUEUE = "mapped", 3
+STORE_TS, STORE_HOST = 1_700_000_000_123, ("10.0.0.7", 10911)
+
+opt_bytes = st.one_of(st.none(), st.binary(max_size=24))
+text_bytes = st.text(max_size=12).map(lambda s: s.encode("utf-8"))
+# names: plain identifiers (copied to properties), system names, duplicates, JSON escapes, "\n" endings
+names = st.one_of(st.sampled_from(["traceparent", "content-type", "h1", "KEYS", "TAGS", "a.b_c-d", "x\n", "q\"\\",
+                                   "tab\t", "\x01ctl", "KAFKA_HEADERS", "rocketmq.TAGS", "é"]),
+                  st.text(max_size=10))
+values = st.one_of(st.none(), st.binary(max_size=16), text_bytes, st.sampled_from([b"", b"a\x01b", b"v v"]))
+headers_st = st.lists(st.tuples(names, values), max_size=6)
+keys = st.one_of(st.none(), st.binary(max_size=20), text_bytes, st.sampled_from([b"", b"k k", b"\xff\xfe", b"ok"]))
+record_st = st.tuples(st.integers(-(2**40), 2**40), keys, opt_bytes, headers_st)
+
+
+def _payload(recs: list) -> tuple[bytes, R.BatchHeader]:  # type: ignore[type-arg]
+    rows = [R.Record(i, ts, k, v, tuple(R.Header(hk, hv) for hk, hv in hs)) for i, (ts, k, v, hs) in
+            enumerate(recs)]
+    raw = R.encode_batch(rows, base_offset=0, base_timestamp=1_600_000_000_000)
+    (batch,), _ = R.split_batches(raw)
+    return bytes(batch.payload_view(1 << 20)), batch.header
+
+
+def _python_records(msgs: list[Message]) -> bytes:
+    out, pos = [], 1000
+    for i, m in enumerate(msgs):
+        rec = layout.encode_record(m, queue_offset=50 + i, commitlog_offset=pos, store_timestamp=STORE_TS,
+                                   store_host=STORE_HOST)
+        out.append(rec)
+        pos += len(rec)
+    return b"".join(out)
+
+
+def _declined(msgs: list[Message], recs: list) -> bool:  # type: ignore[type-arg]
+    """Would the native mapper leave this batch to the Python rules (module doc of produce.py)?"""
+    special = any(n.startswith("rocketmq.") or not n.isascii() for _, _, _, hs in recs for n, _ in hs)
+    envelope = any(K.PROP_KAFKA_ENVELOPE in m.properties for m in msgs)
+    mixed = len({K.PROP_KEYS in m.properties for m in msgs}) > 1
+    return special or envelope or mixed
+
+
+@settings(max_examples=300, deadline=None)
+@given(recs=st.lists(record_st, min_size=1, max_size=10))
+def test_native_mapping_writes_the_python_bytes(recs: list) -> None:  # type: ignore[type-arg]
+    _check(recs)
+
+
+# every record keyed (binary, text, spaced) or every key null: batches the native path takes
+keyed_st = st.tuples(st.integers(-(2**40), 2**40), st.one_of(st.binary(min_size=1, max_size=20),
+                                                             text_bytes.filter(bool)), opt_bytes, headers_st)
+unkeyed_st = st.tuples(st.integers(-(2**40), 2**40), st.none(), opt_bytes, headers_st)
+
+
+@settings(max_examples=300, deadline=None)
+@given(recs=st.one_of(st.lists(keyed_st, min_size=1, max_size=10), st.lists(unkeyed_st, min_size=1, max_size=10)))
+def test_native_mapping_of_uniformly_keyed_batches(recs: list) -> None:  # type: ignore[type-arg]
+    _check(recs)
+
+
+def _check(recs: list) -> None:  # type: ignore[type-arg]
+    payload, h = _payload(recs)
+    msgs = K.messages_from_batch(TOPIC, QUEUE, R.read_record_fields(payload, h.record_count),
+                                 base_timestamp=h.base_timestamp, log_append_time=False, now=0)
+    mapped = _crecords.mapped_spans(payload, h.record_count, h.base_timestamp, K.MAPPING_SYSTEM_NAMES,
+                                    K.MAPPING_BUDGET)
+    if mapped is None:
+        assert _declined(msgs, recs)
+        return
+    assert not _declined(msgs, recs)
+    run = K.mapped_span_run(TOPIC, QUEUE, payload, mapped)
+    # the same Messages, property order included
+    assert [(m.body, list(m.properties.items()), m.born_timestamp) for m in run.messages()] == \
+        [(m.body, list(m.properties.items()), m.born_timestamp) for m in msgs]
+    index = [m.properties.get(K.PROP_KEYS) for m in msgs]
+    assert run.keys == (None if index[0] is None else index)
+    expected = _python_records(msgs)
+    for native in (True, False):
+        data, _ = layout.encode_uniform(TOPIC, QUEUE, run.bodies, run.born_timestamps, b"", flag=0, sysflag=0,
+                                        born_host=run.born_host, store_timestamp=STORE_TS, store_host=STORE_HOST,
+                                        queue_offset=50, commitlog_offset=1000, tags_code=0,
+                                        prefixes=run.record_props, native=native)
+        assert data == expected
+
+
+def test_big_headers_are_left_to_the_envelope() -> None:
+    recs = [(0, b"k", b"v", [("big", b"x" * 40_000)])]
+    payload, h = _payload(recs)
+    assert _crecords.mapped_spans(payload, 1, h.base_timestamp, K.MAPPING_SYSTEM_NAMES, K.MAPPING_BUDGET) is None
+
+
+def test_malformed_payload_is_declined() -> None:
+    payload, h = _payload([(0, b"\xff", b"v", [("traceparent", b"00-abc")])])
+    for cut in range(len(payload)):
+        assert _crecords.mapped_spans(payload[:cut], 1, h.base_timestamp, K.MAPPING_SYSTEM_NAMES,
+                                      K.MAPPING_BUDGET) is None
