@@ -47,11 +47,11 @@ EXPIRY_SCAN_S = 10.0
 GRACE_S = 5.0
 
 
-def run_roles(cfg: BrokerConfig, *, namesrv_port: int | None, run_broker: bool) -> int:
+def run_roles(cfg: BrokerConfig, *, namesrv_port: int | None, run_broker: bool, namesrv_config: Any = None) -> int:
     if run_broker:
         allocator.tune()
     try:
-        return trio.run(_main, cfg, namesrv_port, run_broker)
+        return trio.run(_main, cfg, namesrv_port, run_broker, namesrv_config)
     except KeyboardInterrupt:  # pragma: no cover - SIGINT before handlers were installed
         return 0
     except BaseException as exc:  # noqa: BLE001 - top level: report clearly, no traceback spam
@@ -112,7 +112,7 @@ def _fmt(addr: tuple[str, int]) -> str:
     return f"{addr[0]}:{addr[1]}"
 
 
-async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool) -> int:
+async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool, namesrv_config: Any = None) -> int:
     parts: list[str] = []
     stoppers: list[Any] = []
     async with trio.open_nursery() as nursery:
@@ -124,9 +124,12 @@ async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool) -
                  max_connections_per_ip=cfg.max_connections_per_ip,
                  max_buffered_frame_bytes=cfg.max_buffered_frame_bytes, frame_timeout_s=cfg.frame_timeout_seconds)
         if namesrv_port is not None:
+            from rokka.core.namesrv.config import NamesrvConfig
             from rokka.gateway.namesrv.server import NamesrvServer
 
-            namesrv = NamesrvServer(max_frame_bytes=cfg.max_frame_bytes, budget=budget)
+            # kvConfig.json: where `rokka namesrv [-c]` says, else beside the store of `rokka serve`
+            ns_cfg = namesrv_config or NamesrvConfig.under(Path(cfg.store_path_root_dir) / "namesrv")
+            namesrv = NamesrvServer(max_frame_bytes=cfg.max_frame_bytes, budget=budget, config=ns_cfg)
             if cfg.acl_enable:      # WIPE_WRITE_PERM_OF_BROKER: admin signature or globalWhiteRemoteAddresses only
                 from rokka.gateway.rocketmq.acl import guard_namesrv
                 guard_namesrv(_load_acl(cfg), namesrv.remoting.handlers)
