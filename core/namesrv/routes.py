@@ -11,7 +11,8 @@ is the only caller):
   (brokerId 0) registration writes queue data, as in Java;
 * ``live``: brokerAddr -> ``BrokerLive`` (last registration time from the
   injected clock, data version, channel id, HA address);
-* ``kv``: namespace -> {key: value}.
+* ``kv``: namespace -> {key: value}; every change calls ``on_kv_change``
+  (the name server persists ``kvConfig.json`` there, ``rokka.core.namesrv.config``).
 
 Invariants:
 
@@ -122,6 +123,7 @@ class RouteInfoManager:
         self.live: dict[str, BrokerLive] = {}
         self.filter_servers: dict[str, list[str]] = {}
         self.kv: dict[str, dict[str, str]] = {}
+        self.on_kv_change: Callable[[dict[str, dict[str, str]]], None] = lambda table: None
 
     # -- registration --------------------------------------------------------------
     def register_broker(self, cluster: str, broker_name: str, broker_addr: str, broker_id: int,
@@ -273,12 +275,42 @@ class RouteInfoManager:
                 count += 1
         return count
 
+    def add_write_perm(self, broker_name: str) -> int:
+        """Java's ADD_WRITE_PERM_OF_BROKER: every queue data of ``broker_name`` becomes READ|WRITE."""
+        count = 0
+        for queues in self.topic_queues.values():
+            qd = queues.get(broker_name)
+            if qd is not None:
+                qd.perm = PERM_READ | PERM_WRITE
+                count += 1
+        return count
+
+    def system_topic_list(self) -> tuple[list[str], str | None]:
+        """Java 4.9's ``getSystemTopicList``: cluster names and broker names (the implicit topics
+        brokers create for them), and the address of one broker."""
+        topics: set[str] = set()
+        for cluster, names in self.clusters.items():
+            topics.add(cluster)
+            topics.update(names)
+        addr = None
+        for data in self.brokers.values():
+            if data.addrs:
+                addr = data.addrs[min(data.addrs)]
+                break
+        return sorted(topics), addr
+
+    def topics_by_sys_flag(self, want: Callable[[int], bool]) -> list[str]:
+        """Topics whose first queue data's ``topicSysFlag`` passes ``want`` (unit topic lists)."""
+        return sorted(t for t, queues in self.topic_queues.items()
+                      if queues and want(next(iter(queues.values())).topic_sys_flag))
+
     def broker_names(self) -> list[str]:
         return sorted(self.brokers)
 
     # -- KV config -----------------------------------------------------------------------
     def put_kv(self, namespace: str, key: str, value: str) -> None:
         self.kv.setdefault(namespace, {})[key] = value
+        self.on_kv_change(self.kv)
 
     def get_kv(self, namespace: str, key: str) -> str | None:
         return self.kv.get(namespace, {}).get(key)
@@ -289,6 +321,7 @@ class RouteInfoManager:
             table.pop(key, None)
             if not table:
                 del self.kv[namespace]
+            self.on_kv_change(self.kv)
 
     def kv_list(self, namespace: str) -> dict[str, str] | None:
         table = self.kv.get(namespace)

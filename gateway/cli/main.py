@@ -106,15 +106,24 @@ def serve(namesrv_port: int, log_format: str, log_level: str, conf: Path | None,
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=9876, show_default=True, help="0 = free port")
+@click.option("--port", type=int, default=None, help="0 = free port [default: listenPort of -c, else 9876]")
+@click.option("-c", "--config", "conf", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="namesrv.properties (RocketMQ keys; also where UPDATE_NAMESRV_CONFIG persists).")
 @_with(_LOG_OPTS)
-def namesrv(host: str, port: int, log_format: str, log_level: str) -> None:
-    """Run only the name server."""
+def namesrv(host: str, port: int | None, conf: Path | None, log_format: str, log_level: str) -> None:
+    """Run only the name server (KV config in kvConfigPath, default ~/namesrv/kvConfig.json)."""
+    from rokka.core.namesrv.config import NamesrvConfig, load_namesrv_conf
+
     configure_logging(log_format, log_level)
+    try:
+        ns_cfg = load_namesrv_conf(conf) if conf is not None else NamesrvConfig()
+    except (OSError, ValueError) as exc:
+        raise click.UsageError(f"cannot use {conf}: {exc}") from None
     cfg = BrokerConfig(listen_host=host)
     from rokka.gateway.runtime import run_roles
 
-    sys.exit(run_roles(cfg, namesrv_port=port, run_broker=False))
+    sys.exit(run_roles(cfg, namesrv_port=ns_cfg.listen_port if port is None else port, run_broker=False,
+                       namesrv_config=ns_cfg))
 
 
 @main.command()

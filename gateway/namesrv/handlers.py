@@ -20,13 +20,28 @@ SYSTEM_ERROR with TopicValidator's remark, each with one ``rocketmq.bad_name``
 log line (``rokka.core.names.store_topic_problem``: RocketMQ or Kafka names).
 The name server keeps routes in memory only: no name ever becomes a path here.
 
+Operations codes (Java 4.9.7 ``DefaultRequestProcessor``): ADD_WRITE_PERM_OF_BROKER
+(header ``addTopicCount``), GET_SYSTEM_TOPIC_LIST_FROM_NS (cluster and broker
+names plus one broker address), GET_UNIT_TOPIC_LIST /
+GET_HAS_UNIT_SUB_TOPIC_LIST / GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (by the first
+queue data's topicSysFlag), GET_NAMESRV_CONFIG (properties text) and
+UPDATE_NAMESRV_CONFIG (properties text; the path keys get NO_PERMISSION "Can not
+update config path"; an unknown key or bad value SYSTEM_ERROR; changes are
+rewritten into ``configStorePath`` when the server persists).  4.9.7 has no
+GET_KV_CONFIG_BY_VALUE (217 is 5.x's REGISTER_TOPIC_IN_NAMESRV), so it stays
+unsupported.
+
 Editing rule: no state here; everything lives in the manager.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import structlog
+import trio
 from rokka.core import names
+from rokka.core.namesrv.config import PATH_KEYS, PATH_REMARK, NamesrvConfig, rewrite_properties_file
 from rokka.core.namesrv.routes import RouteInfoManager
 from rokka.gateway.rocketmq.channel import Channel, Handler
 from rokka.gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, dumps, kv_table_json, loads_body
@@ -38,6 +53,7 @@ log = structlog.get_logger(__name__)
 
 FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 ORDER_TOPIC_CONFIG_NS = "ORDER_TOPIC_CONFIG"
+FLAG_UNIT, FLAG_UNIT_SUB = 0x1, 0x2      # TopicSysFlag bits
 
 
 def route_not_found_remark(topic: str) -> str:
@@ -47,8 +63,11 @@ def route_not_found_remark(topic: str) -> str:
 class NamesrvHandlers:
     """Binds the name server request codes to one ``RouteInfoManager``."""
 
-    def __init__(self, routes: RouteInfoManager) -> None:
+    def __init__(self, routes: RouteInfoManager, config: NamesrvConfig | None = None, *,
+                 persist_config: bool = False) -> None:
         self.routes = routes
+        self.config = config if config is not None else NamesrvConfig()
+        self.persist_config = persist_config
 
     def table(self) -> dict[int, Handler]:
         return {
@@ -65,6 +84,13 @@ class NamesrvHandlers:
             RequestCode.GET_KV_CONFIG: self.get_kv,
             RequestCode.DELETE_KV_CONFIG: self.delete_kv,
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.kv_list,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.system_topics,
+            RequestCode.GET_UNIT_TOPIC_LIST: self.unit_topics,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.unit_sub_topics,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.unit_sub_ununit_topics,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
         }
 
     # -- brokers -----------------------------------------------------------------------
@@ -163,3 +189,66 @@ class NamesrvHandlers:
         if table is None:
             return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
         return cmd.make_response(ResponseCode.SUCCESS, body=kv_table_json(table))
+
+    # -- operations ------------------------------------------------------------------------------
+    async def add_write_perm(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        name = Header(cmd).str("brokerName")
+        count = self.routes.add_write_perm(name)
+        log.info("namesrv.add_write_perm", broker=name, topics=count, peer=str(getattr(channel, "peer", "")))
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=to_ext(addTopicCount=count))
+
+    async def system_topics(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        topics, addr = self.routes.system_topic_list()
+        body = {"topicList": topics} if addr is None else {"brokerAddr": addr, "topicList": topics}
+        return cmd.make_response(ResponseCode.SUCCESS, body=dumps(body))
+
+    def _by_flag(self, cmd: RemotingCommand, want: object) -> RemotingCommand:
+        return cmd.make_response(ResponseCode.SUCCESS, body=dumps({"topicList": self.routes.topics_by_sys_flag(want)}))
+
+    async def unit_topics(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        return self._by_flag(cmd, lambda f: bool(f & FLAG_UNIT))
+
+    async def unit_sub_topics(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        return self._by_flag(cmd, lambda f: bool(f & FLAG_UNIT_SUB))
+
+    async def unit_sub_ununit_topics(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        return self._by_flag(cmd, lambda f: not f & FLAG_UNIT and bool(f & FLAG_UNIT_SUB))
+
+    async def get_config(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        text = "".join(f"{k}={v}\n" for k, v in self.config.to_properties().items())
+        return cmd.make_response(ResponseCode.SUCCESS, body=text.encode("utf-8"))
+
+    async def update_config(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        peer = str(getattr(channel, "peer", ""))
+        if not cmd.body:
+            return cmd.make_response(ResponseCode.SUCCESS)
+        try:
+            props = parse_properties(cmd.body)
+        except Exception as exc:  # noqa: BLE001 - jproperties' and decoding errors alike
+            log.warning("namesrv.update_config_refused", peer=peer, reason=f"string2Properties error: {exc}")
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
+        if PATH_KEYS.intersection(props) or "rocketmqHome" in props:
+            log.warning("namesrv.update_config_refused", peer=peer, keys=sorted(props), reason=PATH_REMARK)
+            return cmd.make_response(ResponseCode.NO_PERMISSION, PATH_REMARK)
+        try:
+            self.config.apply(props)
+        except ValueError as exc:
+            log.warning("namesrv.update_config_refused", peer=peer, keys=sorted(props), reason=str(exc))
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        log.info("namesrv.update_config", peer=peer, config=props)
+        if self.persist_config:
+            try:
+                await trio.to_thread.run_sync(rewrite_properties_file, Path(self.config.config_store_path), props)
+            except OSError as exc:
+                log.error("namesrv.config_persist_failed", path=self.config.config_store_path, error=str(exc))
+                return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"config applied but not persisted: {exc}")
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+
+def parse_properties(body: bytes) -> dict[str, str]:
+    """Java ``MixAll.string2Properties`` of a request body."""
+    from jproperties import Properties
+
+    props = Properties()
+    props.load(body.decode("utf-8").encode("utf-8"), "utf-8")
+    return {str(k): str(v.data) for k, v in props.items()}

@@ -8,15 +8,22 @@ handlers of ``rokka.gateway.namesrv.handlers`` and, next to it, a loop that call
 so brokers silent for 120 s disappear from routes.  A closed connection
 drops the brokers registered over it at once (Java ``onChannelDestroy``).
 
+With a ``NamesrvConfig`` (``rokka namesrv -c namesrv.properties``) the KV table
+is loaded from ``kvConfigPath`` at start and rewritten after every change, and
+UPDATE_NAMESRV_CONFIG persists to ``configStorePath``; without one (tests,
+embedded use) both live in memory only.
+
 Stop it by cancelling ``serve`` or with ``stop()`` (graceful).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import structlog
 import trio
+from rokka.core.namesrv.config import KVConfigStore, NamesrvConfig
 from rokka.core.namesrv.routes import BROKER_EXPIRED_MS, RouteInfoManager
 from rokka.gateway.budget import Budget
 from rokka.gateway.namesrv.handlers import NamesrvHandlers
@@ -36,14 +43,22 @@ class NamesrvServer:
         broker_expired_ms: silence after which a broker is dropped.
         budget: connection and memory budget shared with the process's other listeners
             (``rokka.gateway.budget``; default: a private one).
+        config: name server configuration; with one, KV config and config updates are persisted
+            (a damaged ``kvConfig.json`` raises ValueError here).
     """
 
     def __init__(self, *, clock: Callable[[], int] | None = None, scan_interval_s: float = 10.0,
                  broker_expired_ms: int = BROKER_EXPIRED_MS, idle_timeout_s: float | None = 120.0,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, budget: Budget | None = None) -> None:
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, budget: Budget | None = None,
+                 config: NamesrvConfig | None = None) -> None:
         self.routes = (RouteInfoManager(clock, broker_expired_ms) if clock is not None
                        else RouteInfoManager(broker_expired_ms=broker_expired_ms))
-        self.handlers = NamesrvHandlers(self.routes)
+        self.config = config if config is not None else NamesrvConfig()
+        if config is not None:
+            kv_store = KVConfigStore(Path(config.kv_config_path))
+            self.routes.kv = kv_store.load()
+            self.routes.on_kv_change = kv_store.persist
+        self.handlers = NamesrvHandlers(self.routes, self.config, persist_config=config is not None)
         self.scan_interval_s = scan_interval_s
         self.remoting = RemotingServer(
             self.handlers.table(), name="namesrv", idle_timeout_s=idle_timeout_s,

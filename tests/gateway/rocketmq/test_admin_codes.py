@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import trio
 from rokka.core.config import BrokerConfig
 from rokka.core.storage.layout import decode_offset_msg_id
@@ -15,8 +16,6 @@ from rokka.gateway.rocketmq.client.remoting import ResponseError
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-
-import pytest
 
 
 async def start(nursery: trio.Nursery, root: Path, conf: Path | None = None) -> tuple[str, str, object]:
