@@ -3,7 +3,6 @@ package main
 import "fmt"
 
 func saramaMain(a string, p *Params) error { return fmt.Errorf("todo") }
-func rmqMain(a string, p *Params) error { return fmt.Errorf("todo") }
 func matrixMain(c, a string, p *Params) error { return fmt.Errorf("todo") }
 
 type Job struct {
