@@ -379,3 +379,7 @@ def consume_message(topic: str, group: str | None, broker_name: str | None, queu
         raise click.UsageError("--commit needs -g group")
     run(ops.op_consume_message, render.render_consume, as_json, topic=topic, group=group, queue_id=queue_id,
         broker_name=broker_name, offset=offset, count=count, subexpr=subexpr, commit=commit)
+
+
+# Operations commands (config, write permission, maintenance) live beside this module.
+from rokka.gateway.cli import admin_config  # noqa: E402,F401 - registers its commands on ``admin``

@@ -1,0 +1,260 @@
+"""``rokka admin`` operations commands: broker / name server config, write permission, maintenance.
+
+Theory of operation
+-------------------
+mqadmin's getBrokerConfig, updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig,
+wipeWritePerm, addWritePerm, cloneGroupOffset, cleanExpiredCQ, cleanUnusedTopic,
+consumerStatus and brokerConsumeStats, with mqadmin's options.  Each is a click command on the
+``admin`` group (imported at the end of ``admin.py``), one ``op_*`` coroutine over a
+``Session`` returning a dict (``--json`` prints it), and a text renderer shaped like mqadmin's
+output (``============addr============`` blocks and ``key  =  value`` lines for configs).
+Brokers are chosen by ``-b`` address or ``-c`` cluster (every master), as mqadmin does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rokka.gateway.cli import admin_render as render
+from rokka.gateway.cli.admin import _json_option, admin, run
+from rokka.gateway.cli.admin_ops import AdminError, Session, _all_masters, master_addrs, route_of
+from rokka.gateway.rocketmq.client import NamesrvClient
+
+
+async def _targets(s: Session, broker: str | None, cluster: str | None) -> list[str]:
+    if broker:
+        return [broker]
+    addrs = await s.admin.master_addrs(cluster)
+    if not addrs:
+        raise AdminError(f"no master broker in cluster {cluster}")
+    return addrs
+
+
+def _need_one(broker: str | None, cluster: str | None) -> None:
+    if bool(broker) == bool(cluster):
+        raise click.UsageError("give exactly one of -b broker address or -c cluster")
+
+
+def _config_blocks(d: dict[str, Any]) -> str:
+    out = []
+    for addr, props in d["configs"].items():
+        out.append(f"============{addr}============")
+        out += [f"{k:<50s}=  {v}" for k, v in props.items()]
+    return "\n".join(out)
+
+
+# -- operations ---------------------------------------------------------------------------------
+
+async def op_get_broker_config(s: Session, *, broker: str | None, cluster: str | None) -> dict[str, Any]:
+    return {"configs": {a: await s.admin.get_broker_config(a) for a in await _targets(s, broker, cluster)}}
+
+
+async def op_update_broker_config(s: Session, *, broker: str | None, cluster: str | None, key: str,
+                                  value: str) -> dict[str, Any]:
+    addrs = await _targets(s, broker, cluster)
+    for a in addrs:
+        await s.admin.update_broker_config(a, {key: value})
+    return {"brokers": addrs, "key": key, "value": value}
+
+
+async def op_get_namesrv_config(s: Session) -> dict[str, Any]:
+    return {"configs": {a: await s.admin.get_namesrv_config(a) for a in s.ns.addrs}}
+
+
+async def op_update_namesrv_config(s: Session, *, key: str, value: str) -> dict[str, Any]:
+    for a in s.ns.addrs:
+        await s.admin.update_namesrv_config({key: value}, a)
+    return {"namesrvs": list(s.ns.addrs), "key": key, "value": value}
+
+
+async def op_write_perm(s: Session, *, broker_name: str, add: bool) -> dict[str, Any]:
+    counts = {}
+    for a in s.ns.addrs:
+        if add:
+            counts[a] = await s.admin.add_write_perm(broker_name, a)
+        else:
+            counts[a] = await NamesrvClient(s.rc, [a]).wipe_write_perm(broker_name)
+    return {"brokerName": broker_name, "action": "add" if add else "wipe", "topicCounts": counts}
+
+
+async def op_clone_group_offset(s: Session, *, src: str, dest: str, topic: str, offline: bool) -> dict[str, Any]:
+    addrs = list(master_addrs(await route_of(s, topic)).values())
+    for a in addrs:
+        await s.admin.clone_group_offset(a, src, dest, topic, offline=offline)
+    return {"srcGroup": src, "destGroup": dest, "topic": topic, "offline": offline, "brokers": addrs}
+
+
+async def op_clean(s: Session, *, broker: str | None, cluster: str | None, what: str) -> dict[str, Any]:
+    addrs = await _targets(s, broker, cluster)
+    for a in addrs:
+        if what == "cleanExpiredCQ":
+            await s.admin.clean_expired_consume_queue(a)
+        else:
+            await s.admin.clean_unused_topic(a)
+    return {"command": what, "brokers": addrs, "result": True}
+
+
+async def op_consumer_status(s: Session, *, group: str, client_id: str | None, jstack: bool) -> dict[str, Any]:
+    clients: dict[str, Any] = {}
+    for addr in (await _all_masters(s)).values():
+        try:
+            conns = await s.admin.consumer_connections(addr, group)
+        except Exception:  # noqa: BLE001 - the group is not online on this broker
+            continue
+        for c in conns.get("connectionSet") or []:
+            cid = c.get("clientId")
+            if cid in clients or (client_id and cid != client_id):
+                continue
+            clients[cid] = {"clientAddr": c.get("clientAddr"), "version": c.get("version"), "broker": addr,
+                            "runningInfo": await s.admin.consumer_running_info(addr, group, cid, jstack=jstack)}
+    if not clients:
+        raise AdminError(f"consumer group {group} is not online" + (f" with client {client_id}" if client_id else ""))
+    return {"group": group, "clients": clients}
+
+
+async def op_broker_consume_stats(s: Session, *, broker: str, order: bool) -> dict[str, Any]:
+    body = await s.admin.broker_consume_stats(broker, is_order=order)
+    rows = []
+    for entry in body.get("consumeStatsList") or []:
+        for group, stats in entry.items():
+            for cs in stats:
+                for mq, o in sorted(cs["offsetTable"].items()):
+                    rows.append({"group": group, "topic": mq.topic, "brokerName": mq.broker_name,
+                                 "queueId": mq.queue_id, "brokerOffset": o.get("brokerOffset", 0),
+                                 "consumerOffset": o.get("consumerOffset", 0),
+                                 "diff": o.get("brokerOffset", 0) - o.get("consumerOffset", 0),
+                                 "lastTimestamp": o.get("lastTimestamp", 0)})
+    return {"brokerAddr": body.get("brokerAddr"), "totalDiff": body.get("totalDiff", 0), "queues": rows}
+
+
+# -- renderers ----------------------------------------------------------------------------------
+
+def _render_perm(d: dict[str, Any]) -> str:
+    return "\n".join(f"{d['action']} write perm of broker[{d['brokerName']}] in name server[{a}] OK, {n}"
+                     for a, n in d["topicCounts"].items())
+
+
+def _render_consumer_status(d: dict[str, Any]) -> str:
+    rows = []
+    for cid, c in d["clients"].items():
+        props = (c["runningInfo"].get("properties") or {})
+        rows.append((cid, c["clientAddr"], c["version"], props.get("PROP_CONSUME_TYPE", "-"),
+                     len(c["runningInfo"].get("mqTable") or {})))
+    return render.table(["#ClientId", "#Addr", "#Version", "#ConsumeType", "#Queues"], rows)
+
+
+def _render_broker_consume_stats(d: dict[str, Any]) -> str:
+    rows = [(q["topic"], q["group"], q["brokerName"], q["queueId"], q["brokerOffset"], q["consumerOffset"],
+             q["diff"], render.fmt_ms(q["lastTimestamp"])) for q in d["queues"]]
+    text = render.table(["#Topic", "#Group", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset",
+                         "#Diff", "#LastTime"], rows)
+    return f"{text}\nDiff Total: {d['totalDiff']}"
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+@admin.command("getBrokerConfig")
+@click.option("-b", "--broker", help="Broker address H:P.")
+@click.option("-c", "--cluster", help="Every master of this cluster.")
+@_json_option
+def get_broker_config(broker: str | None, cluster: str | None, as_json: bool) -> None:
+    """A broker's configuration (GET_BROKER_CONFIG)."""
+    _need_one(broker, cluster)
+    run(op_get_broker_config, _config_blocks, as_json, broker=broker, cluster=cluster)
+
+
+@admin.command("updateBrokerConfig")
+@click.option("-b", "--broker", help="Broker address H:P.")
+@click.option("-c", "--cluster", help="Every master of this cluster.")
+@click.option("-k", "--key", required=True)
+@click.option("-v", "--value", required=True)
+@_json_option
+def update_broker_config(broker: str | None, cluster: str | None, key: str, value: str, as_json: bool) -> None:
+    """Change one broker config key at runtime; the broker rewrites its broker.conf."""
+    _need_one(broker, cluster)
+    run(op_update_broker_config,
+        lambda d: "\n".join(f"update broker config success, {a}" for a in d["brokers"]),
+        as_json, broker=broker, cluster=cluster, key=key, value=value)
+
+
+@admin.command("getNamesrvConfig")
+@_json_option
+def get_namesrv_config(as_json: bool) -> None:
+    """Every name server's configuration (GET_NAMESRV_CONFIG)."""
+    run(op_get_namesrv_config, _config_blocks, as_json)
+
+
+@admin.command("updateNamesrvConfig")
+@click.option("-k", "--key", required=True)
+@click.option("-v", "--value", required=True)
+@_json_option
+def update_namesrv_config(key: str, value: str, as_json: bool) -> None:
+    """Change one name server config key on every name server (UPDATE_NAMESRV_CONFIG)."""
+    run(op_update_namesrv_config,
+        lambda d: f"update name server config success!{d['namesrvs']}\n{d['key']} : {d['value']}",
+        as_json, key=key, value=value)
+
+
+@admin.command("wipeWritePerm")
+@click.option("-b", "--broker-name", required=True, help="Broker name.")
+@_json_option
+def wipe_write_perm(broker_name: str, as_json: bool) -> None:
+    """Remove the broker's write permission from the routes of every name server."""
+    run(op_write_perm, _render_perm, as_json, broker_name=broker_name, add=False)
+
+
+@admin.command("addWritePerm")
+@click.option("-b", "--broker-name", required=True, help="Broker name.")
+@_json_option
+def add_write_perm(broker_name: str, as_json: bool) -> None:
+    """Give the broker's routes read+write permission again on every name server."""
+    run(op_write_perm, _render_perm, as_json, broker_name=broker_name, add=True)
+
+
+@admin.command("cloneGroupOffset")
+@click.option("-s", "--src-group", "src", required=True)
+@click.option("-d", "--dest-group", "dest", required=True)
+@click.option("-t", "--topic", required=True)
+@click.option("-o", "--offline", is_flag=True, help="Clone even if the source group's consumers are online.")
+@_json_option
+def clone_group_offset(src: str, dest: str, topic: str, offline: bool, as_json: bool) -> None:
+    """Copy a group's committed offsets of a topic to another group (CLONE_GROUP_OFFSET)."""
+    run(op_clone_group_offset,
+        lambda d: f"clone group offset success. srcGroup[{d['srcGroup']}], destGroup=[{d['destGroup']}], "
+                  f"topic[{d['topic']}]",
+        as_json, src=src, dest=dest, topic=topic, offline=offline)
+
+
+def _clean_command(name: str, doc: str) -> None:
+    @admin.command(name, help=doc)
+    @click.option("-b", "--broker", help="Broker address H:P.")
+    @click.option("-c", "--cluster", help="Every master of this cluster.")
+    @_json_option
+    def command(broker: str | None, cluster: str | None, as_json: bool) -> None:
+        _need_one(broker, cluster)
+        run(op_clean, lambda d: f"{d['command']} success", as_json, broker=broker, cluster=cluster, what=name)
+
+
+_clean_command("cleanExpiredCQ", "Delete ConsumeQueues whose messages the CommitLog no longer holds.")
+_clean_command("cleanUnusedTopic", "Delete ConsumeQueues of topics no longer in the broker's topic table.")
+
+
+@admin.command("consumerStatus")
+@click.option("-g", "--group", required=True)
+@click.option("-i", "--client-id", default=None, help="Only this client.")
+@click.option("-s", "--jstack", is_flag=True, help="Ask the clients for their thread stacks.")
+@_json_option
+def consumer_status(group: str, client_id: str | None, jstack: bool, as_json: bool) -> None:
+    """Running info of the group's live clients, asked through the broker (GET_CONSUMER_RUNNING_INFO)."""
+    run(op_consumer_status, _render_consumer_status, as_json, group=group, client_id=client_id, jstack=jstack)
+
+
+@admin.command("brokerConsumeStats")
+@click.option("-b", "--broker", required=True, help="Broker address H:P.")
+@click.option("-o", "--order", is_flag=True, help="Only order topics.")
+@_json_option
+def broker_consume_stats(broker: str, order: bool, as_json: bool) -> None:
+    """Every group's progress on one broker (GET_BROKER_CONSUME_STATS)."""
+    run(op_broker_consume_stats, _render_broker_consume_stats, as_json, broker=broker, order=order)
+
