@@ -94,3 +94,4 @@ fi
 (cd "$NODE_DIR" && node -e "require('kafkajs'); require('ali-ons')") \
     || die "kafkajs / ali-ons installed but cannot be required under $(node --version)"
 bash "$ROOT/interop/go/install.sh" || die "the Go clients (franz-go, sarama, rocketmq-client-go) did not build: interop/go/install.sh"
+bash "$ROOT/interop/java/install.sh" || die "the Java clients did not build: interop/java/install.sh"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the Java interop clients with Maven (called by interop/install.sh, so by `make install-test`).
+#
+# - Each block builds one Maven project under interop/java/ and is idempotent: it rebuilds only when a
+#   source file or the pom is newer than the jars (a warm run takes well under a second).
+# - Fails loudly: a missing java/mvn or a failed build stops the script with a non-zero exit.
+# - Dependencies come from Maven Central into ~/.m2 (cached; later builds work offline).
+set -euo pipefail
+cd "$(dirname "$0")"
+JAVA_ROOT=$PWD
+
+die() { echo "interop/java/install.sh: ERROR: $*" >&2; exit 1; }
+say() { echo "interop/java/install.sh: $*"; }
+
+command -v java >/dev/null || die "java is not installed (OpenJDK 17 expected)"
+command -v mvn >/dev/null || die "mvn is not installed (Maven expected)"
+
+# is_stale DIR JAR...: true when a jar is missing or older than DIR's pom.xml or any file under DIR/src
+is_stale() {
+    local dir=$1; shift
+    local j
+    for j in "$@"; do
+        [ -f "$j" ] || return 0
+        [ -n "$(find "$dir/pom.xml" "$dir/src" -newer "$j" -print -quit)" ] && return 0
+    done
+    return 1
+}
+
+# ---------------------------------------------------------------- BEGIN kafka (Java Kafka client)
+# interop/java/kafka: the driver against kafka-clients 4.x (target/k4) and 3.x (target/k3), and the
+# Kafka CLI tools' main classes (target/tools4). Used by interop/test_kafka_java.py and the matrix.
+KAFKA_DIR=$JAVA_ROOT/kafka
+for profile in k4 k3 tools4; do
+    jar=$KAFKA_DIR/target/$profile/kafka-interop.jar
+    if is_stale "$KAFKA_DIR" "$jar"; then
+        say "mvn package -P $profile in interop/java/kafka"
+        (cd "$KAFKA_DIR" && mvn -q -B -Dstyle.color=never package -P "$profile") || die "maven build of interop/java/kafka ($profile) failed"
+        touch "$jar"
+    fi
+    java -jar "$jar" version >/dev/null 2>&1 || die "$jar does not run"
+done
+# ---------------------------------------------------------------- END kafka
