@@ -49,3 +49,22 @@ lint: $(TEST_STAMP)
 clean:
 	rm -rf $(VENV) build *.egg-info
 	find core gateway compat -name "*.so" -delete
+
+# Issue 19's harnesses (not in CI: `make test` runs the short interop/test_fuzz_short.py instead).
+# make fuzz: FUZZ_FRAMES hostile frames per port (default 1,000,000) on the Kafka, broker and name-server
+# ports while kafka-python and rokka's RocketMQ client keep working; the server's RSS is watched; fails if a
+# check fails (--strict: see benchmarks/fuzz/driver.py).  FUZZ_ARGS adds options (--seed, --bomb-mib, ...).
+FUZZ_FRAMES ?= 1000000
+FUZZ_ARGS ?=
+.PHONY: fuzz soak
+fuzz: install-test
+	$(BIN)/python -m benchmarks.fuzz --frames $(FUZZ_FRAMES) --strict $(FUZZ_ARGS)
+
+# make soak: SOAK_ROUNDS SIGTERM stops and as many kill -9 rounds (default 100 + 100) of `rokka serve`
+# (SYNC_FLUSH) under load from both protocols, SOAK_ROUND_S seconds of load per round; prints the table
+# (machine, date, rounds, acknowledged, lost, duplicates, exit codes) for README's reliability section.
+SOAK_ROUNDS ?= 100
+SOAK_ROUND_S ?= 3
+SOAK_ARGS ?=
+soak: install-test
+	$(BIN)/python -m benchmarks.soak --rounds $(SOAK_ROUNDS) --round-s $(SOAK_ROUND_S) $(SOAK_ARGS)
