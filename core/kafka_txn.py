@@ -149,8 +149,9 @@ class KafkaTxnCoordinator:
         id_expiration_ms: a transactional id idle (Empty/Complete*) this long is forgotten, with
             its producer id (Kafka's transactional.id.expiration.ms).
 
-    ``queue_of`` (attribute) maps a Kafka partition of a transaction to the local queue that gets
-    its marker (None: not here); the Kafka gateway sets it, the default is partition = queue id.
+    ``queue_of`` (attribute) maps a Kafka partition of a transaction to the local (topic, queue)
+    that gets its marker (None: not here); the Kafka gateway sets it (views resolve to their
+    source topic), the default is (topic, partition).
 
     Raises:
         MetadataCorrupt: the state file exists but cannot be read.
@@ -174,7 +175,7 @@ class KafkaTxnCoordinator:
         self._recovering: set[str] = set()      # completions that must check for earlier re-puts
         self._busy: set[str] = set()            # ids whose EndTxn/abort is between Prepare* and Complete*
         self.committed = self.aborted = self.timed_out = self.records_committed = 0
-        self.queue_of: Callable[[str, int], int | None] = self._same_queue
+        self.queue_of: Callable[[str, int], tuple[str, int] | None] = self._same_queue
         if self._path is not None:
             self._load()
 
@@ -204,9 +205,9 @@ class KafkaTxnCoordinator:
         self._by_pid[pid] = tid
         return txn
 
-    def _same_queue(self, topic: str, partition: int) -> int | None:
+    def _same_queue(self, topic: str, partition: int) -> tuple[str, int] | None:
         tc = self.broker.topics.get(topic)
-        return partition if tc is not None and 0 <= partition < tc.queue_nums else None
+        return (topic, partition) if tc is not None and 0 <= partition < tc.queue_nums else None
 
     def pending_offset(self, group: str, topic: str, partition: int) -> bool:
         """True while an open transaction holds an uncommitted offset for this partition (require_stable)."""
@@ -334,7 +335,7 @@ class KafkaTxnCoordinator:
         txn.state = prepared
         txn.updated_ms = self._clock()
         store = self.broker.store
-        queues = {(t, q) for t, p in txn.partitions if (q := self.queue_of(t, p)) is not None}
+        queues = {tq for t, p in txn.partitions if (tq := self.queue_of(t, p)) is not None}
         txn.marks = {(t, q): store.max_offset(t, q) for t, q in queues}
         if prepared is not S.PREPARE_COMMIT:
             txn.pending_offsets = {}

@@ -259,12 +259,19 @@ async def describe_producers(env: KafkaEnv, ctx: KafkaRequestContext, req: Any) 
     return {"topics": topics}
 
 
+def _marker_queue(env: KafkaEnv, topic: str, partition: int) -> tuple[str, int] | None:
+    """Where a transaction's marker for ``partition`` goes: this broker's queue of the stored topic
+    (a view's source), or None when the partition is not here."""
+    queue = local_queue(env, topic, partition)
+    return None if queue is None else (resolve(env, topic)[0], queue)
+
+
 def build_txn_routes(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: GroupCoordinator,
                      producers: ProducerStateManager) -> dict[int, Route]:
     """Routes for InitProducerId (replacing ``group_api``'s), the four transaction APIs and the
     admin views of them (DescribeProducers, DescribeTransactions, ListTransactions).  The
     coordinator's markers go to this broker's queue of each partition (``local_queue``)."""
-    txns.queue_of = partial(local_queue, env)
+    txns.queue_of = partial(_marker_queue, env)
     return {
         22: Route(partial(init_producer_id, txns, producers), 0, 4),
         24: Route(partial(add_partitions_to_txn, env, txns), 0, 3),
