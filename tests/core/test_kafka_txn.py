@@ -398,3 +398,36 @@ async def test_restart_mid_abort_neither_loses_nor_doubles_markers(tmp_path: Pat
                 nursery.cancel_scope.cancel()
     finally:
         n.close()
+
+
+async def test_rocketmq_reads_drop_control_entries(tmp_path: Path) -> None:
+    """``without_control`` (a PULL body of runs) and ``visible_result`` (a filtered read) keep the
+    committed records only; a read of control entries alone is NO_MATCHED_MESSAGE past them."""
+    from rokka.core.filter import ExpressionFilter, build_subscription
+    from rokka.core.storage.api import GetStatus
+    from rokka.core.storage.layout import iter_records
+    from rokka.core.txn import visible_result, without_control
+
+    n = Node(tmp_path, Clock())
+    try:
+        with trio.fail_after(10):
+            pid, ep = await n.init("t1")
+            assert await n.txns.add_partitions("t1", pid, ep, [("A", 0)]) is OK
+            assert n.produce(pid, ep, "A", 0, [b"x"]) is OK
+            assert await n.txns.end_txn("t1", pid, ep, False) is OK          # offsets 0 (X), 1 (ABORT)
+            assert await n.txns.add_partitions("t1", pid, ep, [("A", 0)]) is OK
+            assert n.produce(pid, ep, "A", 0, [b"a", b"b"]) is OK
+            assert await n.txns.end_txn("t1", pid, ep, True) is OK           # 2, 3, 4 (COMMIT)
+            store = n.broker.store
+            runs, nxt = store.get_runs("A", 0, 0, 32, 1 << 20)
+            body, dropped = without_control(b"".join(r.data for r in runs))
+            assert (nxt, dropped) == (5, 3)
+            assert [(m.queue_offset, m.body) for m in iter_records(body)] == [(2, b"a"), (3, b"b")]
+            only = visible_result(store.get_messages("A", 0, 0, 2, 1 << 20, None))
+            assert (only.status, only.records, only.next_begin_offset) == (GetStatus.NO_MATCHED_MESSAGE, (), 2)
+            sql = ExpressionFilter(build_subscription("A", "TRUE", "SQL92"))
+            res = visible_result(store.get_messages("A", 0, 0, 32, 1 << 20, sql))
+            assert res.status is GetStatus.FOUND and res.queue_offsets == (2, 3)
+            assert without_control(b"plain bytes") == (b"plain bytes", 0)
+    finally:
+        n.close()
