@@ -228,3 +228,48 @@ async def test_running_info_and_consume_directly_reach_the_client(tmp_path: Path
                 assert err.value.response.remark == "The Consumer <DG> <nobody> not online"
             await role.shutdown()
             nursery.cancel_scope.cancel()
+
+
+ISSUE27_BROKER_CODES = (RequestCode.GET_BROKER_CONFIG, RequestCode.UPDATE_BROKER_CONFIG,
+                        RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_DELAY_OFFSET,
+                        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, RequestCode.QUERY_CONSUME_TIME_SPAN,
+                        RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, RequestCode.GET_CONSUMER_RUNNING_INFO,
+                        RequestCode.CONSUME_MESSAGE_DIRECTLY, RequestCode.CLONE_GROUP_OFFSET,
+                        RequestCode.VIEW_BROKER_STATS_DATA, RequestCode.CLEAN_UNUSED_TOPIC,
+                        RequestCode.GET_BROKER_CONSUME_STATS, RequestCode.QUERY_CONSUME_QUEUE,
+                        RequestCode.RESUME_CHECK_HALF_MESSAGE)
+
+
+def test_acl_makes_the_operations_codes_admin_only(tmp_path: Path) -> None:
+    from rokka.gateway.rocketmq.acl import PlainAcl
+
+    from tests.gateway.rocketmq.test_acl import ACL, command
+
+    (tmp_path / "plain_acl.yml").write_text(ACL)
+    acl = PlainAcl.load(tmp_path / "plain_acl.yml")
+    for code in ISSUE27_BROKER_CODES:
+        ext = {"topic": "orders", "consumerGroup": "billing", "group": "billing"}
+        refusal = acl.check(command(code, ext), "127.0.0.1")
+        assert refusal is not None and refusal.startswith("Need admin permission"), code
+        assert acl.check(command(code, ext, key=("admin-key", "admin-secret")), "127.0.0.1") is None
+
+
+async def test_namesrv_write_perm_and_config_updates_need_an_admin_under_acl(tmp_path: Path) -> None:
+    from rokka.gateway.rocketmq.acl import PlainAcl, guard_namesrv
+
+    from tests.gateway.rocketmq.test_acl import ACL, command
+
+    (tmp_path / "plain_acl.yml").write_text(ACL)
+    server = NamesrvServer()
+    guard_namesrv(PlainAcl.load(tmp_path / "plain_acl.yml"), server.remoting.handlers)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery, RemotingClient() as rc:
+            host, port = await nursery.start(server.serve, "127.0.0.1", 0)
+            addr = f"{host}:{port}"
+            for code, ext, body in ((RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": "b"}, b""),
+                                    (RequestCode.UPDATE_NAMESRV_CONFIG, {}, b"clusterTest=true\n")):
+                refused = await rc.invoke(addr, command(code, ext, body))
+                assert refused.code == ResponseCode.SYSTEM_ERROR and "AclException" in str(refused.remark)
+                ok = await rc.invoke(addr, command(code, ext, body, key=("admin-key", "admin-secret")))
+                assert ok.code == ResponseCode.SUCCESS
+            nursery.cancel_scope.cancel()
