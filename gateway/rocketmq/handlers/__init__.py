@@ -77,6 +77,9 @@ _TABLE: dict[int, Callable[..., Awaitable[RemotingCommand | None]]] = {
     RC.RESUME_CHECK_HALF_MESSAGE: admin_stats.handle_resume_check_half,
     RC.GET_CONSUMER_RUNNING_INFO: admin_consumer.handle_consumer_running_info,
     RC.CONSUME_MESSAGE_DIRECTLY: admin_consumer.handle_consume_message_directly,
+    RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: admin_consumer.handle_get_consumer_status,
+    RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: admin_stats.handle_system_topics,
+    RC.GET_ALL_PRODUCER_INFO: admin_stats.handle_all_producer_info,
 }
 
 

@@ -11,6 +11,12 @@ it came (Java's ``AdminBrokerProcessor.callConsumer`` + ``Broker2Client.callClie
 10 s).  CONSUME_MESSAGE_DIRECTLY first puts ``brokerName`` into the header and
 the stored message (by its offset message id) into the body.
 
+INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) asks every live member of the group
+(or only ``clientAddr``'s client id) GET_CONSUMER_STATUS_FROM_CLIENT (221, 5 s) and
+answers ``{"consumerTable": {clientId: messageQueueTable}}`` with the members that
+answered (Java's ``Broker2Client.getConsumeStatus``); no member online ->
+SYSTEM_ERROR "No Any Consumer online in the consumer group: [g]".
+
 Answers of the broker itself, with Java's remarks: client not found ->
 SYSTEM_ERROR "The Consumer <g> <id> not online"; client older than
 V3_1_8_SNAPSHOT -> SYSTEM_ERROR "... too low to finish ..."; no answer in time ->
@@ -20,11 +26,13 @@ SYSTEM_ERROR "invoke consumer <g> <id> Exception: ...".
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import structlog
 from rokka.core.storage.layout import decode_offset_msg_id
 from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+from rokka.gateway.rocketmq.codec.bodies import loads_body
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
@@ -34,6 +42,8 @@ log = structlog.get_logger(__name__)
 
 CALL_CLIENT_TIMEOUT_S = 10.0
 V3_1_8_SNAPSHOT = 62    # MQVersion ordinal: the first client that answers these requests
+V3_0_7_SNAPSHOT = 28    # ... that answers GET_CONSUMER_STATUS_FROM_CLIENT
+CONSUMER_STATUS_TIMEOUT_S = 5.0
 
 
 async def call_consumer(ctx: BrokerContext, req: RemotingCommand, code: int, group: str, client_id: str,
@@ -80,3 +90,36 @@ async def handle_consume_message_directly(ctx: BrokerContext, channel: Any, req:
     else:
         log.info("rocketmq.consume_directly_no_message", msg_id=msg_id, group=group)
     return await call_consumer(ctx, req, RequestCode.CONSUME_MESSAGE_DIRECTLY, group, client_id, body)
+
+
+async def _client_status(client: Any, topic: str, group: str) -> dict[str, Any] | None:
+    ask = RemotingCommand(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, ext_fields={"topic": topic, "group": group})
+    try:
+        answer = await client.handle.send_request(ask, CONSUMER_STATUS_TIMEOUT_S)
+        if answer.code != ResponseCode.SUCCESS or not answer.body:
+            return None
+        return dict(loads_body(answer.body).get("messageQueueTable") or {})
+    except (RequestTimeoutError, ChannelClosedError, OSError, ValueError) as exc:
+        log.warning("rocketmq.get_consumer_status_failed", group=group, client=client.client_id, error=str(exc))
+        return None
+
+
+async def handle_get_consumer_status(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    h = Header(req)
+    topic, group = h.str("topic"), h.str("group")
+    only = h.str("clientAddr", None, empty_is_none=True)
+    info = ctx.broker.consumers.get(group)
+    if info is None or not info.clients:
+        return req.make_response(ResponseCode.SYSTEM_ERROR,
+                                 f"No Any Consumer online in the consumer group: [{group}]")
+    table: dict[str, Any] = {}
+    for client_id, client in sorted(info.clients.items()):
+        if client.version < V3_0_7_SNAPSHOT:
+            return req.make_response(ResponseCode.SYSTEM_ERROR,
+                                     f"the client does not support this feature. version={client.version}")
+        if only is None or only == client_id:
+            status = await _client_status(client, topic, group)
+            if status is not None:
+                table[client_id] = status
+    body = json.dumps({"consumerTable": table}).encode()
+    return req.make_response(ResponseCode.SUCCESS, body=body)

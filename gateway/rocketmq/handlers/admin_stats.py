@@ -28,6 +28,8 @@ with its request header, body (fastjson field names) and remarks:
 * QUERY_CONSUME_QUEUE (321): raw ConsumeQueue units from ``index``, ``count``
   at most (256 here), with the group's subscription.
 * CLEAN_EXPIRED_CONSUMEQUEUE (306) / CLEAN_UNUSED_TOPIC (316): see ``clean_*``.
+* GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305): TopicList of TopicValidator's system topics.
+* GET_ALL_PRODUCER_INFO (328): ProducerTableInfo ``{"data": {group: [ProducerInfo]}}``.
 * RESUME_CHECK_HALF_MESSAGE (323): re-puts the half message named by its offset
   message id into RMQ_SYS_TRANS_HALF_TOPIC with TRANSACTION_CHECK_TIMES=0, so the
   check-back asks the producer again.
@@ -44,7 +46,7 @@ from typing import Any
 import structlog
 from rokka.core.model import PROP_TRANSACTION_CHECK_TIMES, Message
 from rokka.core.storage.layout import decode_offset_msg_id
-from rokka.core.topics import TOPIC_SCHEDULE, TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF
+from rokka.core.topics import SYSTEM_TOPICS, TOPIC_SCHEDULE, TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
@@ -296,3 +298,14 @@ async def handle_resume_check_half(ctx: BrokerContext, channel: Any, req: Remoti
         return req.make_response(ResponseCode.SYSTEM_ERROR, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed.")
     log.info("rocketmq.resume_check_half", msg_id=msg_id, real_topic=props.get("REAL_TOPIC"))
     return req.make_response(ResponseCode.SUCCESS)
+
+
+async def handle_system_topics(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    return _ok(req, {"topicList": sorted(SYSTEM_TOPICS)})
+
+
+async def handle_all_producer_info(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    data = {group: [{"clientId": c.client_id, "remoteIP": c.addr, "language": c.language, "version": c.version,
+                     "lastUpdateTimestamp": c.last_update_ms} for c in members]
+            for group, members in sorted(ctx.broker.producers.groups().items()) if members}
+    return _ok(req, {"data": data})

@@ -202,8 +202,14 @@ async def test_running_info_and_consume_directly_reach_the_client(tmp_path: Path
                 "spentTimeMills": 1}
         return cmd.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
 
+    async def consumer_status(channel: object, cmd: RemotingCommand) -> RemotingCommand:
+        seen.append(cmd)
+        body = {"messageQueueTable": {'{"brokerName":"broker-a","queueId":0,"topic":"DI"}': 1}}
+        return cmd.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
+
     handlers = {RequestCode.GET_CONSUMER_RUNNING_INFO: running_info,
-                RequestCode.CONSUME_MESSAGE_DIRECTLY: consume_directly}
+                RequestCode.CONSUME_MESSAGE_DIRECTLY: consume_directly,
+                RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT: consumer_status}
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             ns_addr, broker, role = await start(nursery, tmp_path)
@@ -226,6 +232,25 @@ async def test_running_info_and_consume_directly_reach_the_client(tmp_path: Path
                 with pytest.raises(ResponseError) as err:
                     await admin.consumer_running_info(broker, "DG", "nobody")
                 assert err.value.response.remark == "The Consumer <DG> <nobody> not online"
+                status = await rc.invoke(broker, RemotingCommand(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+                                                                 ext_fields=to_ext(topic="DI", group="DG")))
+                assert status.code == ResponseCode.SUCCESS
+                assert list(json.loads(status.body)["consumerTable"]["c-1"].values()) == [1]
+                assert seen[2].code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT
+                assert seen[2].ext_fields == {"topic": "DI", "group": "DG"}
+                none = await rc.invoke(broker, RemotingCommand(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+                                                               ext_fields=to_ext(topic="DI", group="Nobody")))
+                assert none.remark == "No Any Consumer online in the consumer group: [Nobody]"
+                heartbeat = {"clientID": "p-1", "consumerDataSet": [], "producerDataSet": [{"groupName": "PGX"}]}
+                await rc.invoke(broker, RemotingCommand(RequestCode.HEART_BEAT, body=json.dumps(heartbeat).encode()))
+                producers = json.loads((await rc.invoke(broker, RemotingCommand(
+                    RequestCode.GET_ALL_PRODUCER_INFO))).body)["data"]
+                assert [(p["clientId"], p["version"]) for p in producers["PGX"]] == [("p-1", 407)]
+                assert set(producers["PGX"][0]) == {"clientId", "remoteIP", "language", "version",
+                                                    "lastUpdateTimestamp"}
+                system = json.loads((await rc.invoke(broker, RemotingCommand(
+                    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER))).body)["topicList"]
+                assert {"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "TBW102"} <= set(system)
             await role.shutdown()
             nursery.cancel_scope.cancel()
 
@@ -237,7 +262,8 @@ ISSUE27_BROKER_CODES = (RequestCode.GET_BROKER_CONFIG, RequestCode.UPDATE_BROKER
                         RequestCode.CONSUME_MESSAGE_DIRECTLY, RequestCode.CLONE_GROUP_OFFSET,
                         RequestCode.VIEW_BROKER_STATS_DATA, RequestCode.CLEAN_UNUSED_TOPIC,
                         RequestCode.GET_BROKER_CONSUME_STATS, RequestCode.QUERY_CONSUME_QUEUE,
-                        RequestCode.RESUME_CHECK_HALF_MESSAGE)
+                        RequestCode.RESUME_CHECK_HALF_MESSAGE, RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+                        RequestCode.GET_ALL_PRODUCER_INFO)
 
 
 def test_acl_makes_the_operations_codes_admin_only(tmp_path: Path) -> None:
