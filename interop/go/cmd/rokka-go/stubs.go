@@ -2,7 +2,6 @@ package main
 
 import "fmt"
 
-func saramaMain(a string, p *Params) error { return fmt.Errorf("todo") }
 func matrixMain(c, a string, p *Params) error { return fmt.Errorf("todo") }
 
 type Job struct {
