@@ -17,12 +17,15 @@ As the Java broker (``AdminBrokerProcessor`` 4.9.7):
   changed ones so that command-line overrides are not frozen into the file).
   Without a file nothing is written (Java writes ``~/store/config/broker.properties``).
 
-Keys that take effect at once: ``brokerPermission`` (sends are refused while
-the broker lacks PERM_WRITE; the broker re-registers with its name servers, as
-Java), ``autoCreateSubscriptionGroup`` and the keys handlers read per request
-(``longPollingEnable``, ``maxMessageSize`` checks, ...); every other key is
-stored and applies at the next start, which is what Java does for its
-non-dynamic fields as well.
+Keys that take effect at once (``RUNTIME_KEYS``): ``brokerPermission`` (sends
+are refused while the broker lacks PERM_WRITE; the broker re-registers with its
+name servers, as Java), ``autoCreateSubscriptionGroup`` and the keys the request
+handlers read per request (``maxMessageSize``, ``longPollingEnable``, ...).
+Every other known key (identity, listeners, store layout, budgets ...) is only
+written to the file and applies at the next start; the running configuration,
+and so GET_BROKER_CONFIG, keeps the value in force.  Java sets every field in
+memory at once, even those it only reads at start (a live ``brokerName`` change
+re-registers under the new name); rokka does not pretend to apply those.
 
 Refused, with RocketMQ 5's answer (NO_PERMISSION "Can not update config in
 black list."): 5's ``configBlackList`` keys (``configBlackList``,
@@ -60,6 +63,12 @@ BLACK_LIST = frozenset({
     "plainAclFile", "aclEnable", "kafkaSaslUsers", "kafkaSaslMechanisms", "kafkaSslCertFile",
     "kafkaSslKeyFile", "kafkaSslKeyPassword", "kafkaSslCaFile", "kafkaSslClientAuth", "kafkaAclEnable",
     "kafkaSuperUsers", "kafkaAllowEveryoneIfNoAclFound", "storeRepair", "extra",
+})
+#: Keys applied to the running broker at once; the others are persisted for the next start.
+RUNTIME_KEYS = frozenset({
+    "brokerPermission", "autoCreateSubscriptionGroup", "maxMessageSize", "longPollingEnable",
+    "shortPollingTimeMills", "enablePropertyFilter", "regionId", "traceOn", "rejectTransactionMessage",
+    "cleanResourceInterval",
 })
 _JAVA_SPELLING = {"mapped_file_size_commit_log": "mapedFileSizeCommitLog",
                   "mapped_file_size_consume_queue": "mapedFileSizeConsumeQueue",
@@ -127,9 +136,10 @@ def _check_keys(cfg: BrokerConfig, props: dict[str, str]) -> tuple[int, str] | N
     return None
 
 
-def _apply_runtime(ctx: BrokerContext, props: dict[str, str]) -> None:
+def _apply_runtime(ctx: BrokerContext, props: dict[str, str]) -> list[str]:
+    """Apply the ``RUNTIME_KEYS`` of ``props``; return the keys left for the next start."""
     cfg, broker = ctx.cfg, ctx.broker
-    apply_settings(cfg, props)
+    apply_settings(cfg, {k: v for k, v in props.items() if k in RUNTIME_KEYS})
     if "brokerPermission" in props:
         broker.topics.broker_perm = cfg.broker_permission
         broker.topics.data_version.bump()
@@ -139,6 +149,7 @@ def _apply_runtime(ctx: BrokerContext, props: dict[str, str]) -> None:
     dv = _data_version(ctx)
     dv["counter"] += 1
     dv["timestamp"] = int(time.time() * 1000)
+    return sorted(k for k in props if k not in RUNTIME_KEYS)
 
 
 def rewrite_conf_file(path: Path, props: dict[str, str]) -> None:
@@ -177,9 +188,9 @@ async def handle_update_broker_config(ctx: BrokerContext, channel: Any, req: Rem
     if refused is not None:
         log.warning("rocketmq.update_broker_config_refused", peer=peer, keys=sorted(props), reason=refused[1])
         return req.make_response(refused[0], refused[1])
-    log.info("rocketmq.update_broker_config", peer=peer, config=props)
-    _apply_runtime(ctx, props)
+    later = _apply_runtime(ctx, props)
     conf = ctx.cfg.extra.get(CONFIG_PATH_KEY)
+    log.info("rocketmq.update_broker_config", peer=peer, config=props, at_next_start=later, file=conf)
     if conf:
         try:
             await _to_thread(rewrite_conf_file, Path(conf), props)

@@ -71,6 +71,10 @@ async def test_broker_config_get_update_and_conf_rewrite(tmp_path: Path) -> None
                 assert conf.read_text() == text         # refusals change nothing
                 assert (await admin.get_broker_config(broker))["brokerPermission"] == "4"
                 await admin.update_broker_config(broker, {"brokerPermission": "6"})
+                running_port = props["listenPort"]     # read once at start: persisted for the next start only
+                await admin.update_broker_config(broker, {"listenPort": "10999"})
+                assert (await admin.get_broker_config(broker))["listenPort"] == running_port
+                assert "listenPort=10999" in conf.read_text()
                 await Producer(rc, ns, "pg").send("CFG", b"x", queue=0)
             await role.shutdown()
             nursery.cancel_scope.cancel()
