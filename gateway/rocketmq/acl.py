@@ -287,7 +287,7 @@ def resources(cmd: RemotingCommand, topic_at: Callable[[int], str | None] | None
         _group(ext.get("group"), out)
     elif code == RC.CONSUMER_SEND_MSG_BACK:
         _group(ext.get("group"), out)
-    elif code == RC.PULL_MESSAGE:
+    elif code in (RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE):
         _topic(ext.get("topic"), SUB, out)
         _group(ext.get("consumerGroup"), out)
     elif code == RC.QUERY_MESSAGE:

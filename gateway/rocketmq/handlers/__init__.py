@@ -35,6 +35,7 @@ _TABLE: dict[int, Callable[..., Awaitable[RemotingCommand | None]]] = {
     RC.SEND_BATCH_MESSAGE: send.handle_send,
     RC.CONSUMER_SEND_MSG_BACK: send.handle_send_back,
     RC.PULL_MESSAGE: pull.handle_pull,
+    RC.LITE_PULL_MESSAGE: pull.handle_pull,
     RC.END_TRANSACTION: txn.handle_end_transaction,
     RC.HEART_BEAT: client.handle_heartbeat,
     RC.UNREGISTER_CLIENT: client.handle_unregister,

@@ -1,0 +1,64 @@
+"""LITE_PULL_MESSAGE (361): RocketMQ 5's DefaultLitePullConsumer pulls with this code and
+PULL_MESSAGE's header.  Before rokka knew it, every 5.x lite pull consumer got
+REQUEST_CODE_NOT_SUPPORTED; under aclEnable it needs the same SUB rights as a pull.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+from rokka.core.config import BrokerConfig
+from rokka.gateway import runtime
+from rokka.gateway.namesrv.server import NamesrvServer
+from rokka.gateway.rocketmq.acl import PlainAcl, sign
+from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.gateway.rocketmq.client.consumer import decode_messages
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+
+
+def lite_pull(topic: str, group: str = "G") -> RemotingCommand:
+    ext = to_ext(consumerGroup=group, topic=topic, queueId=0, queueOffset=0, maxMsgNums=32, sysFlag=4,
+                 commitOffset=0, suspendTimeoutMillis=0, subscription="*", subVersion=0, expressionType="TAG")
+    return RemotingCommand(RequestCode.LITE_PULL_MESSAGE, ext_fields=ext)
+
+
+async def test_lite_pull_reads_like_pull(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            ns = NamesrvServer()
+            host, port = await nursery.start(ns.serve, "127.0.0.1", 0)
+            cfg = BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(tmp_path / "store"),
+                               namesrv_addr=f"{host}:{port}")
+            role = runtime.BrokerRole(cfg)
+            await nursery.start(role.run)
+            broker = f"{role.broker_addr[0]}:{role.broker_addr[1]}"
+            async with RemotingClient() as rc:
+                nsc = NamesrvClient(rc, [f"{host}:{port}"])
+                await Admin(rc, nsc).create_topic(broker, "LP", read_queue_nums=1, write_queue_nums=1)
+                while await nsc.get_route("LP") is None:  # noqa: ASYNC110 - polls the name server
+                    await trio.sleep(0.05)
+                await Producer(rc, nsc, "pg").send("LP", b"lite-1", queue=0)
+                resp = await rc.invoke(broker, lite_pull("LP"))
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+                assert [m.body for m in decode_messages(resp.body)] == [b"lite-1"]
+            await role.shutdown()
+            nursery.cancel_scope.cancel()
+
+
+def test_lite_pull_needs_sub_rights(tmp_path: Path) -> None:
+    (tmp_path / "plain_acl.yml").write_text(
+        "accounts:\n  - accessKey: app\n    secretKey: app-secret\n    defaultTopicPerm: DENY\n"
+        "    defaultGroupPerm: SUB\n    topicPerms: [open=SUB]\n")
+    acl = PlainAcl.load(tmp_path / "plain_acl.yml")
+
+    def check(topic: str) -> str | None:
+        cmd = lite_pull(topic)
+        cmd.ext_fields["AccessKey"] = "app"
+        cmd.ext_fields["Signature"] = sign(cmd.ext_fields, b"", "app-secret")
+        return acl.check(cmd, "127.0.0.1")
+
+    assert check("open") is None
+    assert check("closed") == "No permission for topic closed (needs SUB) for accessKey=app"
