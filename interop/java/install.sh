@@ -40,3 +40,20 @@ for profile in k4 k3 tools4; do
     java -jar "$jar" version >/dev/null 2>&1 || die "$jar does not run"
 done
 # ---------------------------------------------------------------- END kafka
+
+# ---------------------------------------------------------------- BEGIN rocketmq (Java RocketMQ client)
+# interop/java/rocketmq: the scenario driver against rocketmq-client 4.9.x (target/v4) and 5.x
+# (target/v5); each target/<line>/lib also holds rocketmq-acl and rocketmq-tools (mqadmin).
+# Used by interop/test_rocketmq_java.py, interop/test_mqadmin_java.py and the matrix.
+RMQ_DIR=$JAVA_ROOT/rocketmq
+for line in v4 v5; do
+    jar=$RMQ_DIR/target/$line/rmq-java.jar
+    if is_stale "$RMQ_DIR" "$jar"; then
+        say "mvn package -P $line in interop/java/rocketmq"
+        (cd "$RMQ_DIR" && mvn -q -B -Dstyle.color=never package -P "$line") || die "maven build of interop/java/rocketmq ($line) failed"
+        touch "$jar"
+    fi
+    java -cp "$jar:$RMQ_DIR/target/$line/lib/*" org.apache.rocketmq.tools.command.MQAdminStartup >/dev/null 2>&1 \
+        || die "$jar: mqadmin (rocketmq-tools) does not start"
+done
+# ---------------------------------------------------------------- END rocketmq
