@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 mqadmin's getBrokerConfig, updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig,
 wipeWritePerm, addWritePerm, cloneGroupOffset, cleanExpiredCQ, cleanUnusedTopic,
-consumerStatus and brokerConsumeStats, with mqadmin's options.  Each is a click command on the
+consumerStatus, brokerConsumeStats, queryCq and producer, with mqadmin's options.  Each is a click command on the
 ``admin`` group (imported at the end of ``admin.py``), one ``op_*`` coroutine over a
 ``Session`` returning a dict (``--json`` prints it), and a text renderer shaped like mqadmin's
 output (``============addr============`` blocks and ``key  =  value`` lines for configs).
@@ -13,6 +13,7 @@ Brokers are chosen by ``-b`` address or ``-c`` cluster (every master), as mqadmi
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -20,6 +21,8 @@ from rokka.gateway.cli import admin_render as render
 from rokka.gateway.cli.admin import _json_option, admin, run
 from rokka.gateway.cli.admin_ops import AdminError, Session, _all_masters, master_addrs, route_of
 from rokka.gateway.rocketmq.client import NamesrvClient
+from rokka.gateway.rocketmq.codec.codes import RequestCode
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 
 async def _targets(s: Session, broker: str | None, cluster: str | None) -> list[str]:
@@ -128,6 +131,25 @@ async def op_broker_consume_stats(s: Session, *, broker: str, order: bool) -> di
     return {"brokerAddr": body.get("brokerAddr"), "totalDiff": body.get("totalDiff", 0), "queues": rows}
 
 
+async def op_query_cq(s: Session, *, topic: str, queue_id: int, index: int, count: int, broker: str | None,
+                      group: str | None) -> dict[str, Any]:
+    if broker is None:
+        addrs = master_addrs(await route_of(s, topic))
+        if not addrs:
+            raise AdminError("No topic route data!")
+        broker = next(iter(addrs.values()))
+    resp = await s.admin.query_consume_queue(broker, topic, queue_id, index, count, group)
+    if not resp.body:
+        raise AdminError(resp.remark or f"Index {index} of {queue_id}@{topic} is not exist!")
+    body = json.loads(resp.body)
+    return {"broker": broker, "index": index, **body}
+
+
+async def op_producer(s: Session, *, broker: str) -> dict[str, Any]:
+    resp = await s.rc.invoke_ok(broker, RemotingCommand(RequestCode.GET_ALL_PRODUCER_INFO), s.admin.timeout_s)
+    return {"broker": broker, "data": json.loads(resp.body).get("data") or {}}
+
+
 # -- renderers ----------------------------------------------------------------------------------
 
 def _render_perm(d: dict[str, Any]) -> str:
@@ -150,6 +172,34 @@ def _render_broker_consume_stats(d: dict[str, Any]) -> str:
     text = render.table(["#Topic", "#Group", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset",
                          "#Diff", "#LastTime"], rows)
     return f"{text}\nDiff Total: {d['totalDiff']}"
+
+
+def _render_query_cq(d: dict[str, Any]) -> str:
+    sep = "======================================"
+    out = []
+    if d.get("subscriptionData") is not None:
+        out += ["Subscription data: ", json.dumps(d["subscriptionData"], indent=2), sep]
+    if d.get("filterData") is not None:
+        out += ["Filter data: ", str(d["filterData"]), sep]
+    out += ["Queue data: ", f"max: {d['maxQueueIndex']}, min: {d['minQueueIndex']}", sep]
+    for i, q in enumerate(d.get("queueData") or [], start=d["index"]):
+        out += [f"idx: {i}", (f"ConsumeQueueData{{physicOffset={q['physicOffset']}, physicSize={q['physicSize']}, "
+                              f"tagsCode={q['tagsCode']}, extendDataJson='{q.get('extendDataJson')}', "
+                              f"bitMap='{q.get('bitMap')}', eval={str(q.get('eval', False)).lower()}, "
+                              f"msg='{q.get('msg')}'}}"), sep]
+    return "\n".join(out)
+
+
+def _render_producer(d: dict[str, Any]) -> str:
+    out = []
+    for group, producers in d["data"].items():
+        if not producers:
+            out.append(f"producer group ({group}) instances are empty")
+        for p in producers:
+            out.append(f"producer group ({group}) instance : clientId={p['clientId']},remoteIP={p['remoteIP']}, "
+                       f"language={p['language']}, version={p['version']}, "
+                       f"lastUpdateTimestamp={p['lastUpdateTimestamp']}")
+    return "\n".join(out)
 
 
 # -- commands -----------------------------------------------------------------------------------
@@ -258,3 +308,26 @@ def broker_consume_stats(broker: str, order: bool, as_json: bool) -> None:
     """Every group's progress on one broker (GET_BROKER_CONSUME_STATS)."""
     run(op_broker_consume_stats, _render_broker_consume_stats, as_json, broker=broker, order=order)
 
+
+
+@admin.command("queryCq")
+@click.option("-t", "--topic", required=True)
+@click.option("-q", "--queue", "queue_id", type=click.IntRange(0), required=True)
+@click.option("-i", "--index", type=click.IntRange(0), required=True, help="Start queue index.")
+@click.option("-c", "--count", type=click.IntRange(1, 256), default=10, show_default=True)
+@click.option("-b", "--broker", default=None, help="Broker address (default: the topic's first master).")
+@click.option("-g", "--consumer", "group", default=None, help="Consumer group (shows its subscription).")
+@_json_option
+def query_cq(topic: str, queue_id: int, index: int, count: int, broker: str | None, group: str | None,
+             as_json: bool) -> None:
+    """Raw ConsumeQueue entries of one queue (QUERY_CONSUME_QUEUE)."""
+    run(op_query_cq, _render_query_cq, as_json, topic=topic, queue_id=queue_id, index=index, count=count,
+        broker=broker, group=group)
+
+
+@admin.command("producer")
+@click.option("-b", "--broker", required=True, help="Broker address H:P.")
+@_json_option
+def producer(broker: str, as_json: bool) -> None:
+    """Producer instances known to a broker (GET_ALL_PRODUCER_INFO)."""
+    run(op_producer, _render_producer, as_json, broker=broker)

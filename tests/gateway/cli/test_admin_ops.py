@@ -74,7 +74,9 @@ async def _commit_and_heartbeat(namesrv: str, live: trio.Event, done: trio.Event
 
     async with RemotingClient(handlers={RequestCode.GET_CONSUMER_RUNNING_INFO: running_info}) as rc:
         ns = NamesrvClient(rc, [namesrv])
-        await Producer(rc, ns, "pg").send("OpsClone", b"one", queue=0)
+        producer = Producer(rc, ns, "OpsProducers")
+        await producer.send("OpsClone", b"one", queue=0)
+        await producer.heartbeat("ops-producer-1")
         consumer = PullConsumer(rc, ns, "OpsSrc", client_id="ops-client-1")
         await consumer.update_offset(MessageQueue("OpsClone", "broker-a", 0), 1)
         await consumer.heartbeat({"OpsClone": "*"})
@@ -97,6 +99,8 @@ def test_clone_clean_consumer_status_and_broker_consume_stats(admin: AdminFn, se
                     "text": await trio.to_thread.run_sync(lambda: admin("consumerStatus", "-g", "OpsSrc").stdout),
                     "stats": await trio.to_thread.run_sync(
                         lambda: admin("brokerConsumeStats", "-b", server.broker, "--json").json()),
+                    "producer": await trio.to_thread.run_sync(
+                        lambda: admin("producer", "-b", server.broker).stdout),
                     "clone": await trio.to_thread.run_sync(lambda: admin(
                         "cloneGroupOffset", "-s", "OpsSrc", "-d", "OpsDest", "-t", "OpsClone")),
                 }
@@ -109,6 +113,8 @@ def test_clone_clean_consumer_status_and_broker_consume_stats(admin: AdminFn, se
     assert "ops-client-1" in r["text"]                 # type: ignore[operator]
     rows = [q for q in r["stats"]["queues"] if q["group"] == "OpsSrc"]   # type: ignore[index]
     assert [(q["topic"], q["brokerOffset"], q["consumerOffset"]) for q in rows] == [("OpsClone", 1, 1)]
+    assert "producer group (OpsProducers) instance : clientId=ops-producer-1,remoteIP=127.0.0.1:" in \
+        r["producer"]   # type: ignore[operator]
     clone = r["clone"]
     assert clone.exit_code == 0 and "clone group offset success" in clone.stdout  # type: ignore[attr-defined]
 
@@ -117,6 +123,12 @@ def test_clone_clean_consumer_status_and_broker_consume_stats(admin: AdminFn, se
             return await PullConsumer(rc, NamesrvClient(rc, [server.namesrv]), "OpsDest").query_offset(
                 MessageQueue("OpsClone", "broker-a", 0))
     assert trio.run(dest_offset) == 1
+    cq = admin("queryCq", "-t", "OpsClone", "-q", "0", "-i", "0", "-c", "5", "--json").json()
+    assert (cq["broker"], cq["maxQueueIndex"], cq["minQueueIndex"], len(cq["queueData"])) == (server.broker, 1, 0, 1)
+    text = admin("queryCq", "-t", "OpsClone", "-q", "0", "-i", "0").stdout
+    assert "Queue data: \nmax: 1, min: 0" in text and "idx: 0\nConsumeQueueData{physicOffset=" in text
+    past = admin("queryCq", "-t", "OpsClone", "-q", "0", "-i", "9")
+    assert past.exit_code == 1 and "Index 9 of 0@OpsClone is not exist!" in past.stderr
     for cmd in ("cleanExpiredCQ", "cleanUnusedTopic"):
         out = admin(cmd, "-b", server.broker, "--json").json()
         assert out == {"command": cmd, "brokers": [server.broker], "result": True}
