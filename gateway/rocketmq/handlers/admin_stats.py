@@ -16,13 +16,17 @@ with its request header, body (fastjson field names) and remarks:
   or, without a topic, every topic of srcGroup; Java's loop passes the header
   topic, so it does nothing without one; rokka clones each topic).  Unless
   ``offline``, a topic the online source group does not subscribe is skipped.
-* VIEW_BROKER_STATS_DATA (315): BrokerStatsData for BROKER_PUT_NUMS
-  (key = cluster name), TOPIC_PUT_NUMS (key = topic) and GROUP_GET_NUMS
-  (key = ``topic@group``).  rokka keeps no per-minute counters; it samples the
-  message counts (ConsumeQueue max offsets, committed offsets) each time it is
-  asked and reports the growth over the samples it holds within the minute /
-  hour / day (0 until a second sample exists).  Other names: Java's "The stats
-  <name> <key> not exist".
+* VIEW_BROKER_STATS_DATA (315): BrokerStatsData (``statsMinute`` / ``statsHour``
+  / ``statsDay``, each ``sum``, ``tps``, ``avgpt``) for TOPIC_PUT_NUMS (key =
+  topic), GROUP_GET_NUMS (key = ``topic@group``) and BROKER_PUT_NUMS (key =
+  cluster name).  rokka keeps no per-minute counters on the hot path:
+  TOPIC_PUT_NUMS counts the messages stored in each window from the
+  ConsumeQueue (store times, exact); the other two sample their totals
+  (committed offsets, messages put since start) each time they are asked and
+  report the growth over the samples held within the window (0 until a second
+  sample exists).  ``tps`` is the window's sum over the window's length (Java
+  uses the last sampled interval); ``avgpt`` is 0.  Other names: Java's "The
+  stats <name> <key> not exist".
 * GET_BROKER_CONSUME_STATS (317): ConsumeStatsList over every subscription group
   (``isOrder`` keeps only order topics).
 * QUERY_CONSUME_QUEUE (321): raw ConsumeQueue units from ``index``, ``count``
@@ -138,12 +142,33 @@ async def handle_clone_group_offset(ctx: BrokerContext, channel: Any, req: Remot
     return req.make_response(ResponseCode.SUCCESS)
 
 
+def _stored_since(ctx: BrokerContext, topic: str, q: int, since_ms: int) -> int:
+    """Messages of the queue stored at or after ``since_ms`` (bisect over ConsumeQueue store times)."""
+    store = ctx.broker.store
+    lo, hi = store.min_offset(topic, q), store.max_offset(topic, q)
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        t = store.store_time_at(topic, q, mid)
+        if t is None or t < since_ms:
+            lo = mid + 1
+        else:
+            hi = mid
+    return end - lo
+
+
+def _topic_put_stats(ctx: BrokerContext, topic: str, queues: int) -> dict[str, Any]:
+    now, body = _now(), {}
+    for field_name, window in _WINDOWS:
+        total = sum(_stored_since(ctx, topic, q, now - window) for q in range(queues))
+        body[field_name] = {"sum": total, "tps": total / (window / 1000), "avgpt": 0.0}
+    return body
+
+
 def _stat_total(ctx: BrokerContext, name: str, key: str) -> int | None:
     broker = ctx.broker
     if name == "BROKER_PUT_NUMS" and key == ctx.cfg.broker_cluster_name:
         return int(ctx.extra.get("put_total", 0))
-    if name == "TOPIC_PUT_NUMS" and (tc := broker.topics.get(key)) is not None:
-        return sum(broker.store.max_offset(key, q) for q in range(tc.write_queue_nums))
     if name == "GROUP_GET_NUMS" and "@" in key:
         topic, group = key.split("@", 1)
         offsets = broker.offsets.offsets(group, topic)
@@ -155,6 +180,8 @@ def _stat_total(ctx: BrokerContext, name: str, key: str) -> int | None:
 async def handle_view_broker_stats(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = Header(req)
     name, key = h.str("statsName"), h.str("statsKey")
+    if name == "TOPIC_PUT_NUMS" and (tc := ctx.broker.topics.get(key)) is not None:
+        return _ok(req, _topic_put_stats(ctx, key, tc.write_queue_nums))
     total = _stat_total(ctx, name, key)
     if total is None:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")

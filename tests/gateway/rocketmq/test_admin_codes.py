@@ -119,6 +119,9 @@ async def test_offsets_spans_clone_stats_and_consume_queue(tmp_path: Path) -> No
                 stats = await admin.view_broker_stats(broker, "TOPIC_PUT_NUMS", "ST")
                 assert set(stats) == {"statsMinute", "statsHour", "statsDay"}
                 assert set(stats["statsMinute"]) == {"sum", "tps", "avgpt"}
+                assert stats["statsDay"]["sum"] == 4          # 3 sent + 1 delivered from the delay queue
+                group_stats = await admin.view_broker_stats(broker, "GROUP_GET_NUMS", "ST@G1")
+                assert group_stats["statsDay"]["sum"] == 0    # one sample so far: no growth to report
                 with pytest.raises(ResponseError) as err:
                     await admin.view_broker_stats(broker, "NO_STATS", "k")
                 assert err.value.response.remark == "The stats <NO_STATS> <k> not exist"
