@@ -409,7 +409,7 @@ def run_fuzz(cfg: FuzzConfig, log: Any = print) -> FuzzResult:
             gens = []
             for w in range(cfg.workers):
                 h = hostile.Hostile(random.Random(cfg.seed * 1000 + PORTS.index(port) * 100 + w), jail,
-                                    frozenset(cfg.families))
+                                    frozenset(cfg.families), avoid=cfg.avoid)
                 gens.append(KafkaFrames(h, supported=supported, bomb_bytes=cfg.bomb_bytes, avoid=cfg.avoid)
                             if port == "kafka"
                             else RemotingFrames(h, role=port, bomb_bytes=cfg.bomb_bytes))

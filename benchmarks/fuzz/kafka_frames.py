@@ -42,8 +42,10 @@ REQUESTS = ("Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "Offs
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # Known bugs a run can be told not to trigger (``FuzzConfig.avoid``), so a short CI run checks what holds
 # while the fix is under way: "partition-count": CreatePartitions Count 2**31-1 is accepted and the next
-# Metadata lists 2**31-1 partitions (RSS > 1.5 GB).
-KNOWN_BUGS = ("partition-count",)
+# Metadata lists 2**31-1 partitions (RSS > 1.5 GB); "lone-surrogates": a name with a lone surrogate
+# (JSON "\ud800") is accepted and a later JSON write of the store's metadata fails (the offset persist
+# loop takes the server down).
+KNOWN_BUGS = ("partition-count", "lone-surrogates")
 NAME_FIELDS = {"topicName": "topic", "groupId": "group", "transactionalId": "txn", "producerId": None}
 
 

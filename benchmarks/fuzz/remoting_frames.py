@@ -135,7 +135,8 @@ class RemotingFrames:
             lambda: b'{"code":10,"code":215,"opaque":1,"extFields":{"topic":"fz-t-1","topic":"fz-t-2"}}',
             lambda: b'\xef\xbb\xbf{"code":%d,"opaque":1}' % code,
             lambda: b'{"code":%d,"opaque":1} trailing' % code,
-            lambda: b'{"code":%d,"opaque":1,"extFields":{"topic":"\\ud800","b":"\xff\xfe"}}' % code,
+            lambda: b'{"code":%d,"opaque":1,"extFields":{"topic":"%s","b":"\xff\xfe"}}' % (
+                code, b"fz-t-1" if "lone-surrogates" in h.avoid else b"\\ud800"),
             lambda: b'{"code":%d,"opaque":1,"extFields":{"topic":null,"queueId":[1],"sysFlag":{"a":1}}}' % code,
             lambda: b'{"code":%d,"opaque":1,"remark":"%s"}' % (code, b"r" * (1 << 20)),
             lambda: b'{"code":%d,"opaque":1,"extFields":{"queueId":%s}}' % (code, b"9" * 10_000),
