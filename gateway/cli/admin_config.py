@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 mqadmin's getBrokerConfig, updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig,
 wipeWritePerm, addWritePerm, cloneGroupOffset, cleanExpiredCQ, cleanUnusedTopic,
-consumerStatus, brokerConsumeStats, queryCq and producer, with mqadmin's options.  Each is a click command on the
-``admin`` group (imported at the end of ``admin.py``), one ``op_*`` coroutine over a
+consumerStatus, brokerConsumeStats, queryCq, producer and statsAll, with mqadmin's options.
+Each is a click command on the ``admin`` group (imported at the end of ``admin.py``), one ``op_*`` coroutine over a
 ``Session`` returning a dict (``--json`` prints it), and a text renderer shaped like mqadmin's
 output (``============addr============`` blocks and ``key  =  value`` lines for configs).
 Brokers are chosen by ``-b`` address or ``-c`` cluster (every master), as mqadmin does.
@@ -150,6 +150,62 @@ async def op_producer(s: Session, *, broker: str) -> dict[str, Any]:
     return {"broker": broker, "data": json.loads(resp.body).get("data") or {}}
 
 
+def _day_sum(bsd: dict[str, Any]) -> int:
+    """mqadmin's compute24HourSum: the day's sum, else the hour's, else the minute's."""
+    for window in ("statsDay", "statsHour", "statsMinute"):
+        if (bsd.get(window) or {}).get("sum"):
+            return int(bsd[window]["sum"])
+    return 0
+
+
+async def _stats_of(s: Session, addrs: list[str], name: str, key: str) -> tuple[float, int]:
+    tps, total = 0.0, 0
+    for addr in addrs:
+        try:
+            bsd = await s.admin.view_broker_stats(addr, name, key)
+        except Exception:  # noqa: BLE001 - mqadmin skips a broker without these stats
+            continue
+        tps += float((bsd.get("statsMinute") or {}).get("tps") or 0)
+        total += _day_sum(bsd)
+    return tps, total
+
+
+async def _topic_rows(s: Session, topic: str, active: bool) -> list[dict[str, Any]]:
+    addrs = list(master_addrs(await route_of(s, topic)).values())
+    groups = await s.admin.topic_consumed_by(addrs[0], topic) if addrs else []
+    in_tps, in_day = await _stats_of(s, addrs, "TOPIC_PUT_NUMS", topic)
+    rows = []
+    for group in groups:
+        out_tps, out_day = await _stats_of(s, addrs, "GROUP_GET_NUMS", f"{topic}@{group}")
+        accumulate = 0
+        for addr in addrs:
+            try:
+                stats = await s.admin.consume_stats(addr, group, topic)
+            except Exception:  # noqa: BLE001 - as mqadmin: no stats, no accumulation
+                continue
+            accumulate += sum(int(o.get("brokerOffset", 0)) - int(o.get("consumerOffset", 0))
+                              for o in stats["offsetTable"].values())
+        if not active or in_day > 0 or out_day > 0:
+            rows.append({"topic": topic, "group": group, "accumulation": max(accumulate, 0), "inTPS": in_tps,
+                         "outTPS": out_tps, "inMsg24Hour": in_day, "outMsg24Hour": out_day})
+    if not groups and (not active or in_day > 0):
+        rows.append({"topic": topic, "group": "", "accumulation": 0, "inTPS": in_tps, "outTPS": None,
+                     "inMsg24Hour": in_day, "outMsg24Hour": "NO_CONSUMER"})
+    return rows
+
+
+async def op_stats_all(s: Session, *, topic: str | None, active: bool) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    for t in await s.ns.all_topics():
+        if t.startswith(("%RETRY%", "%DLQ%")) or (topic and t != topic):
+            continue
+        try:
+            rows += await _topic_rows(s, t, active)
+        except Exception:  # noqa: BLE001 - mqadmin prints the topics it can
+            continue
+    return {"rows": rows}
+
+
 # -- renderers ----------------------------------------------------------------------------------
 
 def _render_perm(d: dict[str, Any]) -> str:
@@ -199,6 +255,16 @@ def _render_producer(d: dict[str, Any]) -> str:
             out.append(f"producer group ({group}) instance : clientId={p['clientId']},remoteIP={p['remoteIP']}, "
                        f"language={p['language']}, version={p['version']}, "
                        f"lastUpdateTimestamp={p['lastUpdateTimestamp']}")
+    return "\n".join(out)
+
+
+def _render_stats_all(d: dict[str, Any]) -> str:
+    out = [f"{'#Topic':<64s}  {'#Consumer Group':<64s} {'#Accumulation':>12s} {'#InTPS':>11s} {'#OutTPS':>11s} "
+           f"{'#InMsg24Hour':>14s} {'#OutMsg24Hour':>14s}"]
+    for r in d["rows"]:
+        out_tps = "" if r["outTPS"] is None else f"{r['outTPS']:.2f}"
+        out.append(f"{r['topic']:<64s}  {r['group']:<64s} {r['accumulation']:>12d} {r['inTPS']:>11.2f} "
+                   f"{out_tps:>11s} {r['inMsg24Hour']:>14d} {str(r['outMsg24Hour']):>14s}")
     return "\n".join(out)
 
 
@@ -331,3 +397,12 @@ def query_cq(topic: str, queue_id: int, index: int, count: int, broker: str | No
 def producer(broker: str, as_json: bool) -> None:
     """Producer instances known to a broker (GET_ALL_PRODUCER_INFO)."""
     run(op_producer, _render_producer, as_json, broker=broker)
+
+
+@admin.command("statsAll")
+@click.option("-a", "--active-topic", "active", is_flag=True, help="Only topics with traffic in the last 24 h.")
+@click.option("-t", "--topic", default=None, help="Only this topic.")
+@_json_option
+def stats_all(active: bool, topic: str | None, as_json: bool) -> None:
+    """Per topic and consumer group: accumulation, TPS and 24-hour counts (VIEW_BROKER_STATS_DATA)."""
+    run(op_stats_all, _render_stats_all, as_json, topic=topic, active=active)

@@ -129,6 +129,10 @@ def test_clone_clean_consumer_status_and_broker_consume_stats(admin: AdminFn, se
     assert "Queue data: \nmax: 1, min: 0" in text and "idx: 0\nConsumeQueueData{physicOffset=" in text
     past = admin("queryCq", "-t", "OpsClone", "-q", "0", "-i", "9")
     assert past.exit_code == 1 and "Index 9 of 0@OpsClone is not exist!" in past.stderr
+    rows = admin("statsAll", "-t", "OpsClone", "--json").json()["rows"]
+    by_group = {r["group"]: r for r in rows}
+    assert by_group["OpsSrc"]["inMsg24Hour"] == 1 and by_group["OpsSrc"]["accumulation"] == 0
+    assert "#InMsg24Hour" in admin("statsAll", "-a").stdout
     for cmd in ("cleanExpiredCQ", "cleanUnusedTopic"):
         out = admin(cmd, "-b", server.broker, "--json").json()
         assert out == {"command": cmd, "brokers": [server.broker], "result": True}
