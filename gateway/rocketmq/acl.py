@@ -290,7 +290,7 @@ def resources(cmd: RemotingCommand, topic_at: Callable[[int], str | None] | None
     elif code in (RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE):
         _topic(ext.get("topic"), SUB, out)
         _group(ext.get("consumerGroup"), out)
-    elif code == RC.QUERY_MESSAGE:
+    elif code in (RC.QUERY_MESSAGE, RC.GET_TOPIC_CONFIG):
         _topic(ext.get("topic"), SUB, out)
     elif code in (RC.UPDATE_CONSUMER_OFFSET, RC.QUERY_CONSUMER_OFFSET):
         _topic(ext.get("topic"), SUB, out)

@@ -113,6 +113,7 @@ class RequestCode(enum.IntEnum):
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
+    GET_TOPIC_CONFIG = 351        # RocketMQ 5: one topic's config (mqadmin topicStatus / examineTopicConfig)
     LITE_PULL_MESSAGE = 361       # RocketMQ 5: DefaultLitePullConsumer's pull (PULL_MESSAGE's header)
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328

@@ -52,6 +52,7 @@ _TABLE: dict[int, Callable[..., Awaitable[RemotingCommand | None]]] = {
     RC.UPDATE_AND_CREATE_TOPIC: admin.handle_create_topic,
     RC.DELETE_TOPIC_IN_BROKER: admin.handle_delete_topic,
     RC.GET_ALL_TOPIC_CONFIG: admin.handle_all_topic_config,
+    RC.GET_TOPIC_CONFIG: admin.handle_topic_config,
     RC.GET_TOPIC_STATS_INFO: admin.handle_topic_stats,
     RC.GET_CONSUME_STATS: admin.handle_consume_stats,
     RC.GET_BROKER_RUNTIME_INFO: admin.handle_runtime_info,

@@ -24,6 +24,7 @@ our own client and tools parse, and list the queues in a plain array too.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from typing import Any
 
@@ -92,6 +93,17 @@ async def handle_all_topic_config(ctx: BrokerContext, channel: Any, req: Remotin
     return req.make_response(ResponseCode.SUCCESS, body=body)
 
 
+async def handle_topic_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    """GET_TOPIC_CONFIG (351, RocketMQ 5): one topic's TopicConfig (as TopicConfigAndQueueMapping,
+    without static queue mapping); mqadmin 5.x topicStatus / topicRoute read it."""
+    topic = Header(req).str("topic")
+    tc = ctx.broker.topics.get(topic)
+    if tc is None:
+        return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+    body = {**tc.to_json(), "attributes": {}}
+    return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
+
+
 async def handle_topic_stats(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     topic = Header(req).str("topic")
     tc = ctx.broker.topics.get(topic)
@@ -127,6 +139,27 @@ async def handle_consume_stats(ctx: BrokerContext, channel: Any, req: RemotingCo
     return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
 
 
+def _earliest_ms(ctx: BrokerContext) -> int:
+    """Store time of the oldest CommitLog record (RocketMQ's getEarliestMessageTime), -1 when none."""
+    store = ctx.broker.store
+    clog = getattr(store, "clog", None)
+    if clog is None or store.commitlog_min_offset >= store.commitlog_max_offset:
+        return -1
+    try:
+        ts = clog.store_timestamp(store.commitlog_min_offset)
+    except (OSError, ValueError):
+        return -1
+    return -1 if ts is None else int(ts)
+
+
+def _disk_ratio(ctx: BrokerContext) -> float:
+    try:
+        usage = shutil.disk_usage(ctx.cfg.store_path_root_dir)
+    except OSError:
+        return 0.0
+    return usage.used / usage.total if usage.total else 0.0
+
+
 async def handle_runtime_info(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     store = ctx.broker.store
     table = {"brokerVersionDesc": "V4_9_7", "brokerVersion": "407", "rokka": "true",
@@ -134,7 +167,14 @@ async def handle_runtime_info(ctx: BrokerContext, channel: Any, req: RemotingCom
              "commitLogMaxOffset": str(store.commitlog_max_offset),
              "bootTimestamp": str(ctx.extra.get("boot_ms", 0)),
              "msgPutTotalTodayNow": str(ctx.extra.get("put_total", 0)),
-             "runtime": str(int(time.time() * 1000) - int(ctx.extra.get("boot_ms", 0)))}
+             "runtime": str(int(time.time() * 1000) - int(ctx.extra.get("boot_ms", 0))),
+             # keys mqadmin clusterList splits or prints (4.9's NPEs on a missing putTps); rokka
+             # keeps no per-second rates or thread-pool queues: zeros
+             "putTps": "0.0 0.0 0.0", "getTransferedTps": "0.0 0.0 0.0", "getTransferredTps": "0.0 0.0 0.0",
+             "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueCapacity": "10000",
+             "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
+             "pageCacheLockTimeMills": "0", "earliestMessageTimeStamp": str(_earliest_ms(ctx)),
+             "commitLogDiskRatio": f"{_disk_ratio(ctx):.4f}", "dispatchBehindBytes": "0"}
     return req.make_response(ResponseCode.SUCCESS, body=json.dumps({"table": table}).encode())
 
 

@@ -1,0 +1,77 @@
+"""Broker answers the Java mqadmin needs (found by interop/test_mqadmin_java.py):
+
+* GET_TOPIC_CONFIG (351): RocketMQ 5's mqadmin topicStatus reads one topic's config first
+  ("request type 351 not supported" before); under aclEnable it needs SUB on the topic.
+* GET_BROKER_RUNTIME_INFO: 4.9's clusterList splits ``putTps`` / ``getTransferedTps`` and prints
+  the thread-pool, page-cache and disk keys; a missing ``putTps`` was a NullPointerException.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import trio
+from rokka.core.config import BrokerConfig
+from rokka.gateway import runtime
+from rokka.gateway.namesrv.server import NamesrvServer
+from rokka.gateway.rocketmq.acl import PlainAcl, sign
+from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+
+
+async def test_topic_config_and_runtime_info(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            ns = NamesrvServer()
+            host, port = await nursery.start(ns.serve, "127.0.0.1", 0)
+            cfg = BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(tmp_path / "store"),
+                               namesrv_addr=f"{host}:{port}")
+            role = runtime.BrokerRole(cfg)
+            await nursery.start(role.run)
+            broker = f"{role.broker_addr[0]}:{role.broker_addr[1]}"
+            async with RemotingClient() as rc:
+                nsc = NamesrvClient(rc, [f"{host}:{port}"])
+                await Admin(rc, nsc).create_topic(broker, "TC", read_queue_nums=3, write_queue_nums=2)
+                got = await rc.invoke(broker, RemotingCommand(RequestCode.GET_TOPIC_CONFIG,
+                                                              ext_fields={"topic": "TC", "lo": "true"}))
+                assert got.code == ResponseCode.SUCCESS
+                body = json.loads(got.body)
+                assert (body["topicName"], body["readQueueNums"], body["writeQueueNums"], body["perm"]) == \
+                    ("TC", 3, 2, 6)
+                missing = await rc.invoke(broker, RemotingCommand(RequestCode.GET_TOPIC_CONFIG,
+                                                                  ext_fields={"topic": "Nope"}))
+                assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+
+                def runtime_info() -> RemotingCommand:
+                    return RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO)
+
+                table = json.loads((await rc.invoke(broker, runtime_info())).body)["table"]
+                assert table["earliestMessageTimeStamp"] == "-1"          # empty store
+                assert len(table["putTps"].split(" ")) == 3 and len(table["getTransferedTps"].split(" ")) == 3
+                assert 0.0 <= float(table["commitLogDiskRatio"]) <= 1.0
+                for key in ("sendThreadPoolQueueHeadWaitTimeMills", "pageCacheLockTimeMills"):
+                    assert table[key] == "0"
+                while await nsc.get_route("TC") is None:  # noqa: ASYNC110 - polls the name server
+                    await trio.sleep(0.05)
+                await Producer(rc, nsc, "pg").send("TC", b"x", queue=0)
+                table = json.loads((await rc.invoke(broker, runtime_info())).body)["table"]
+                assert int(table["earliestMessageTimeStamp"]) > 0
+            await role.shutdown()
+            nursery.cancel_scope.cancel()
+
+
+def test_topic_config_needs_sub_rights(tmp_path: Path) -> None:
+    (tmp_path / "plain_acl.yml").write_text(
+        "accounts:\n  - accessKey: app\n    secretKey: app-secret\n    defaultTopicPerm: DENY\n"
+        "    topicPerms: [open=SUB]\n")
+    acl = PlainAcl.load(tmp_path / "plain_acl.yml")
+
+    def check(topic: str) -> str | None:
+        ext = {"topic": topic, "AccessKey": "app"}
+        ext["Signature"] = sign(ext, b"", "app-secret")
+        return acl.check(RemotingCommand(RequestCode.GET_TOPIC_CONFIG, ext_fields=ext), "127.0.0.1")
+
+    assert check("open") is None
+    assert check("closed") == "No permission for topic closed (needs SUB) for accessKey=app"
