@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 mqadmin's getBrokerConfig, updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig,
 wipeWritePerm, addWritePerm, cloneGroupOffset, cleanExpiredCQ, cleanUnusedTopic,
-consumerStatus, brokerConsumeStats, queryCq, producer and statsAll, with mqadmin's options.
+consumerStatus, brokerConsumeStats, queryCq, producer, statsAll, updateKvConfig and
+deleteKvConfig, with mqadmin's options.
 Each is a click command on the ``admin`` group (imported at the end of ``admin.py``), one ``op_*`` coroutine over a
 ``Session`` returning a dict (``--json`` prints it), and a text renderer shaped like mqadmin's
 output (``============addr============`` blocks and ``key  =  value`` lines for configs).
@@ -406,3 +407,33 @@ def producer(broker: str, as_json: bool) -> None:
 def stats_all(active: bool, topic: str | None, as_json: bool) -> None:
     """Per topic and consumer group: accumulation, TPS and 24-hour counts (VIEW_BROKER_STATS_DATA)."""
     run(op_stats_all, _render_stats_all, as_json, topic=topic, active=active)
+
+
+async def op_kv(s: Session, *, namespace: str, key: str, value: str | None) -> dict[str, Any]:
+    """PUT_KV_CONFIG / DELETE_KV_CONFIG on every name server (mqadmin does the same)."""
+    if value is None:
+        await s.ns.delete_kv(namespace, key)
+    else:
+        await s.ns.put_kv(namespace, key, value)
+    return {"namespace": namespace, "key": key, "value": value, "namesrvs": list(s.ns.addrs)}
+
+
+@admin.command("updateKvConfig")
+@click.option("-s", "--namespace", required=True)
+@click.option("-k", "--key", required=True)
+@click.option("-v", "--value", required=True)
+@_json_option
+def update_kv_config(namespace: str, key: str, value: str, as_json: bool) -> None:
+    """Create or update a KV config entry on every name server (persisted in kvConfig.json)."""
+    run(op_kv, lambda d: "create or update kv config to namespace success.", as_json, namespace=namespace,
+        key=key, value=value)
+
+
+@admin.command("deleteKvConfig")
+@click.option("-s", "--namespace", required=True)
+@click.option("-k", "--key", required=True)
+@_json_option
+def delete_kv_config(namespace: str, key: str, as_json: bool) -> None:
+    """Delete a KV config entry on every name server."""
+    run(op_kv, lambda d: "delete kv config from namespace success.", as_json, namespace=namespace, key=key,
+        value=None)

@@ -160,6 +160,14 @@ def test_namesrv_reads_its_properties_and_persists_kv(tmp_path: Path) -> None:
                         await client.put_kv("ORDER_TOPIC_CONFIG", "OpsOrder", "broker-a:8")
                     return await client.get_kv("ORDER_TOPIC_CONFIG", "OpsOrder")
             assert trio.run(kv_round) == "broker-a:8"      # the second process read kvConfig.json
+            if round_ == 0:
+                put = run_admin(ns.namesrv, "updateKvConfig", "-s", "OPS_NS", "-k", "k1", "-v", "v1")
+                assert put.stdout.strip() == "create or update kv config to namespace success."
+            else:
+                assert '"k1": "v1"' in kv.read_text()
+                gone = run_admin(ns.namesrv, "deleteKvConfig", "-s", "OPS_NS", "-k", "k1")
+                assert gone.stdout.strip() == "delete kv config from namespace success."
+                assert "OPS_NS" not in kv.read_text()
         finally:
             ns.stop_clean()
     wait_for(kv.exists, "kvConfig.json written")
