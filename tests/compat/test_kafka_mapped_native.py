@@ -29,7 +29,7 @@ opt_bytes = st.one_of(st.none(), st.binary(max_size=24))
 text_bytes = st.text(max_size=12).map(lambda s: s.encode("utf-8"))
 # names: plain identifiers (copied to properties), system names, duplicates, JSON escapes, "\n" endings
 names = st.one_of(st.sampled_from(["traceparent", "content-type", "h1", "KEYS", "TAGS", "a.b_c-d", "x\n", "q\"\\",
-                                   "tab\t", "\x01ctl", "KAFKA_HEADERS", "rocketmq.TAGS", "é"]),
+                                   "tab\t", "\x01ctl", "del\x7f", "KAFKA_HEADERS", "rocketmq.TAGS", "é"]),
                   st.text(max_size=10))
 values = st.one_of(st.none(), st.binary(max_size=16), text_bytes, st.sampled_from([b"", b"a\x01b", b"v v"]))
 headers_st = st.lists(st.tuples(names, values), max_size=6)
@@ -79,6 +79,14 @@ unkeyed_st = st.tuples(st.integers(-(2**40), 2**40), st.none(), opt_bytes, heade
 @given(recs=st.one_of(st.lists(keyed_st, min_size=1, max_size=10), st.lists(unkeyed_st, min_size=1, max_size=10)))
 def test_native_mapping_of_uniformly_keyed_batches(recs: list) -> None:  # type: ignore[type-arg]
     _check(recs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pool=st.lists(headers_st, min_size=1, max_size=3), picks=st.lists(st.integers(0, 2), min_size=1, max_size=12),
+       keyed=st.booleans())
+def test_native_mapping_of_repeated_header_lists(pool: list, picks: list[int], keyed: bool) -> None:  # type: ignore[type-arg]
+    # consecutive records with the same header bytes reuse the previous record's mapped headers
+    _check([(i, b"k%d" % i if keyed else None, b"v", pool[p % len(pool)]) for i, p in enumerate(picks)])
 
 
 def _check(recs: list) -> None:  # type: ignore[type-arg]

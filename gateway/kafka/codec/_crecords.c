@@ -129,7 +129,8 @@ typedef struct {
     Py_ssize_t len, cap;
 } Buf;
 
-static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+/* Room for n more bytes (b->p may move). */
+static int buf_reserve(Buf *b, Py_ssize_t n) {
     if (b->len + n > b->cap) {
         Py_ssize_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n)
@@ -142,6 +143,12 @@ static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
         b->p = p;
         b->cap = cap;
     }
+    return 0;
+}
+
+static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (b->len + n > b->cap && buf_reserve(b, n) < 0)
+        return -1;
     memcpy(b->p + b->len, src, (size_t)n);
     b->len += n;
     return 0;
@@ -189,15 +196,27 @@ static int is_text(const unsigned char *s, Py_ssize_t n) {
 
 static int put_b64(Buf *b, const unsigned char *s, Py_ssize_t n) {
     static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (Py_ssize_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)s[i] << 16;
-        if (i + 1 < n) v |= (uint32_t)s[i + 1] << 8;
-        if (i + 2 < n) v |= s[i + 2];
-        char q[4] = {A[(v >> 18) & 63], A[(v >> 12) & 63], i + 1 < n ? A[(v >> 6) & 63] : '=',
-                     i + 2 < n ? A[v & 63] : '='};
-        if (buf_put(b, q, 4) < 0)
-            return -1;
+    if (buf_reserve(b, (n + 2) / 3 * 4) < 0)
+        return -1;
+    char *q = b->p + b->len;
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+        q[0] = A[v >> 18];
+        q[1] = A[(v >> 12) & 63];
+        q[2] = A[(v >> 6) & 63];
+        q[3] = A[v & 63];
+        q += 4;
     }
+    if (i < n) {
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0);
+        q[0] = A[v >> 18];
+        q[1] = A[(v >> 12) & 63];
+        q[2] = i + 1 < n ? A[(v >> 6) & 63] : '=';
+        q[3] = '=';
+        q += 4;
+    }
+    b->len = q - b->p;
     return 0;
 }
 
@@ -206,6 +225,16 @@ static int put_json_ascii(Buf *b, const unsigned char *s, Py_ssize_t n) {
     if (PUTS(b, "\"") < 0)
         return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t run = i;
+        while (run < n && s[run] >= 0x20 && s[run] < 0x7F && s[run] != '"' && s[run] != '\\')
+            run++;
+        if (run > i) {      /* plain characters, copied as they are */
+            if (buf_put(b, s + i, run - i) < 0)
+                return -1;
+            i = run;
+            if (i == n)
+                break;
+        }
         unsigned char c = s[i];
         char esc[7];
         const char *out = esc;
@@ -220,7 +249,7 @@ static int put_json_ascii(Buf *b, const unsigned char *s, Py_ssize_t n) {
         case '\b': esc[1] = 'b'; break;
         case '\f': esc[1] = 'f'; break;
         default:
-            if (c < 0x20) {
+            if (c < 0x20 || c == 0x7F) {   /* json's ensure_ascii escapes all but ' '..'~' */
                 static const char H[] = "0123456789abcdef";
                 memcpy(esc, "\\u00", 4);
                 esc[4] = H[c >> 4];
@@ -252,7 +281,31 @@ static int safe_name(const unsigned char *s, Py_ssize_t n) {
     return 1;
 }
 
-static int is_system(PyObject *names, const unsigned char *s, Py_ssize_t n) {
+/* Cheap filter before the name list is searched: the lengths and first bytes that occur in it. */
+typedef struct {
+    PyObject *names;
+    uint64_t lengths;           /* bit L: a name of length L (< 64) */
+    uint64_t first[4];          /* bit c: a name starting with byte c */
+} SystemNames;
+
+static void system_filter(SystemNames *sn, PyObject *names) {
+    memset(sn, 0, sizeof *sn);
+    sn->names = names;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *b = PyTuple_GET_ITEM(names, i);
+        Py_ssize_t n = PyBytes_GET_SIZE(b);
+        sn->lengths |= n < 64 ? (uint64_t)1 << n : 0;
+        if (n > 0) {
+            unsigned char c = (unsigned char)PyBytes_AS_STRING(b)[0];
+            sn->first[c >> 6] |= (uint64_t)1 << (c & 63);
+        }
+    }
+}
+
+static int is_system(const SystemNames *sn, const unsigned char *s, Py_ssize_t n) {
+    if (n == 0 || (n < 64 && !(sn->lengths >> n & 1)) || !(sn->first[s[0] >> 6] >> (s[0] & 63) & 1))
+        return 0;
+    PyObject *names = sn->names;
     Py_ssize_t k = PyTuple_GET_SIZE(names);
     for (Py_ssize_t i = 0; i < k; i++) {
         PyObject *b = PyTuple_GET_ITEM(names, i);
@@ -271,7 +324,9 @@ typedef struct {
 /* The properties of one record into *props (compat.message_from_record's order); 1 done, 0 "not this
  * path" (the Python mapping decides), -1 error.  *index_key: offset/length in props of its KEYS, or -1. */
 static int map_record(Buf *props, const unsigned char *buf, Py_ssize_t key, Py_ssize_t key_len, int null_value,
-                      const Header *hs, Py_ssize_t nh, PyObject *system, Py_ssize_t *ik, Py_ssize_t *ik_len) {
+                      const Header *hs, Py_ssize_t nh, const SystemNames *system, Py_ssize_t *ik,
+                      Py_ssize_t *ik_len, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t *prev_h,
+                      Py_ssize_t *prev_hlen, Py_ssize_t *prev_out, Py_ssize_t *prev_outlen) {
     int sep = 0;
     *ik = -1;
     *ik_len = 0;
@@ -307,7 +362,20 @@ static int map_record(Buf *props, const unsigned char *buf, Py_ssize_t key, Py_s
             return -1;
         sep = 1;
     }
-    if ((sep && PUTS(props, "\x02") < 0) || PUTS(props, "KAFKA_HEADERS\x01[") < 0)
+    if (sep && PUTS(props, "\x02") < 0)
+        return -1;
+    /* The same header bytes as the previous record's: the same properties from here on */
+    if (*prev_h >= 0 && hend - hstart == *prev_hlen && memcmp(buf + hstart, buf + *prev_h, (size_t)*prev_hlen) == 0) {
+        if (buf_reserve(props, *prev_outlen) < 0)
+            return -1;
+        memcpy(props->p + props->len, props->p + *prev_out, (size_t)*prev_outlen);
+        *prev_out = props->len;
+        props->len += *prev_outlen;
+        return 1;
+    }
+    Py_ssize_t out0 = props->len;
+    *prev_h = -1;
+    if (PUTS(props, "KAFKA_HEADERS\x01[") < 0)
         return -1;
     for (Py_ssize_t i = 0; i < nh; i++) {
         const unsigned char *name = buf + hs[i].name;
@@ -346,6 +414,10 @@ static int map_record(Buf *props, const unsigned char *buf, Py_ssize_t key, Py_s
             || buf_put(props, buf + hs[i].value, hs[i].value_len) < 0)
             return -1;
     }
+    *prev_h = hstart;
+    *prev_hlen = hend - hstart;
+    *prev_out = out0;
+    *prev_outlen = props->len - out0;
     return 1;
 }
 
@@ -376,6 +448,9 @@ static PyObject *mapped_spans(PyObject *self, PyObject *args) {
     PyObject *values = NULL, *stamps = NULL, *pspans = NULL, *keys = NULL, *result = NULL, *blob = NULL;
     Buf props = {0};
     Header hs[MAX_HEADERS];
+    SystemNames sn;
+    Py_ssize_t prev_h = -1, prev_hlen = 0, prev_out = 0, prev_outlen = 0;
+    system_filter(&sn, system);
     if (count < 0 || count > size || size > INT32_MAX)
         goto no;
     values = PyBytes_FromStringAndSize(NULL, count * 8);
@@ -402,6 +477,7 @@ static PyObject *mapped_spans(PyObject *self, PyObject *args) {
         Py_ssize_t value = pos;
         if (value_len > 0)
             pos += (Py_ssize_t)value_len;
+        Py_ssize_t hstart = pos;
         if (!read_varint(buf, end, &pos, 5, &nh) || nh < 0 || nh > MAX_HEADERS)
             goto no;
         for (int64_t h = 0; h < nh; h++) {
@@ -424,8 +500,8 @@ static PyObject *mapped_spans(PyObject *self, PyObject *args) {
         if (__builtin_add_overflow((int64_t)base_ts, ts_delta, &ts))
             goto no;
         Py_ssize_t at = props.len, ik, ik_len;
-        int ok = map_record(&props, buf, key, (Py_ssize_t)key_len, value_len < 0, hs, (Py_ssize_t)nh, system,
-                            &ik, &ik_len);
+        int ok = map_record(&props, buf, key, (Py_ssize_t)key_len, value_len < 0, hs, (Py_ssize_t)nh, &sn,
+                            &ik, &ik_len, hstart, end, &prev_h, &prev_hlen, &prev_out, &prev_outlen);
         if (ok < 0)
             goto done;
         if (ok == 0 || props.len - at + 1 > budget || (i > 0 && (ik >= 0) != (keyed > 0)))
