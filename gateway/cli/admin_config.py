@@ -43,7 +43,7 @@ def _need_one(broker: str | None, cluster: str | None) -> None:
 def _config_blocks(d: dict[str, Any]) -> str:
     out = []
     for addr, props in d["configs"].items():
-        out.append(f"============{addr}============")
+        out.append(f"============{'Master: ' if d.get('cluster') else ''}{addr}============")
         out += [f"{k:<50s}=  {v}" for k, v in props.items()]
     return "\n".join(out)
 
@@ -51,7 +51,8 @@ def _config_blocks(d: dict[str, Any]) -> str:
 # -- operations ---------------------------------------------------------------------------------
 
 async def op_get_broker_config(s: Session, *, broker: str | None, cluster: str | None) -> dict[str, Any]:
-    return {"configs": {a: await s.admin.get_broker_config(a) for a in await _targets(s, broker, cluster)}}
+    configs = {a: await s.admin.get_broker_config(a) for a in await _targets(s, broker, cluster)}
+    return {"cluster": cluster, "configs": configs}
 
 
 async def op_update_broker_config(s: Session, *, broker: str | None, cluster: str | None, key: str,
@@ -349,8 +350,9 @@ def _clean_command(name: str, doc: str) -> None:
     @click.option("-c", "--cluster", help="Every master of this cluster.")
     @_json_option
     def command(broker: str | None, cluster: str | None, as_json: bool) -> None:
-        _need_one(broker, cluster)
-        run(op_clean, lambda d: f"{d['command']} success", as_json, broker=broker, cluster=cluster, what=name)
+        if broker and cluster:
+            raise click.UsageError("give -b broker address, -c cluster, or neither (every master)")
+        run(op_clean, lambda d: "success", as_json, broker=broker, cluster=cluster, what=name)
 
 
 _clean_command("cleanExpiredCQ", "Delete ConsumeQueues whose messages the CommitLog no longer holds.")

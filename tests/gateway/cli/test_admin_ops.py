@@ -36,7 +36,8 @@ def test_broker_config_commands(admin: AdminFn, server: harness.ServerProcess, c
     props = doc["configs"][server.broker]
     assert props["brokerClusterName"] == "DefaultCluster" and props["maxMessageSize"] == "4194304"
     text = admin("getBrokerConfig", "-c", "DefaultCluster").stdout
-    assert f"============{server.broker}============" in text and "maxMessageSize" in text
+    assert f"============Master: {server.broker}============" in text and "maxMessageSize" in text
+    assert admin("getBrokerConfig", "-b", server.broker).stdout.startswith(f"============{server.broker}====")
     out = admin("updateBrokerConfig", "-b", server.broker, "-k", "maxMessageSize", "-v", "1048576")
     assert out.exit_code == 0 and out.stdout.strip() == f"update broker config success, {server.broker}"
     assert admin("getBrokerConfig", "-b", server.broker, "--json").json()["configs"][server.broker][
@@ -136,6 +137,7 @@ def test_clone_clean_consumer_status_and_broker_consume_stats(admin: AdminFn, se
     for cmd in ("cleanExpiredCQ", "cleanUnusedTopic"):
         out = admin(cmd, "-b", server.broker, "--json").json()
         assert out == {"command": cmd, "brokers": [server.broker], "result": True}
+    assert admin("cleanUnusedTopic").stdout.strip() == "success"        # every master
     assert admin("topicStatus", "-t", "OpsClone", "--json").json()["queues"][0]["maxOffset"] == 1
 
 
