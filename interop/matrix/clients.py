@@ -28,6 +28,7 @@ from typing import Any
 
 import harness
 
+from matrix import go_role
 from matrix.model import KAFKA, ROCKETMQ, Job, Obs
 
 HERE = Path(__file__).resolve().parent
@@ -62,6 +63,8 @@ class Client:
             return harness.node_available("kafkajs")
         if self.name == "rocketmq-cpp":
             return harness.cpp_available()
+        if self.name in go_role.GO_CLIENTS:
+            return go_role.missing()
         return None
 
     # ----- argv of the role scripts
@@ -74,6 +77,8 @@ class Client:
             return [PY, str(HERE / "cpp_role.py"), role]
         if self.name == "rokka-client":
             return [PY, str(HERE / "rokka_role.py"), role]
+        if self.name in go_role.GO_CLIENTS:
+            return go_role.argv(self.name, role)
         raise ValueError(self.name)
 
     def _params(self, srv: harness.ServerProcess) -> dict[str, Any]:
@@ -299,5 +304,8 @@ CLIENTS: list[Client] = [
            txn_na="the rocketmq==0.4.4 wheel has no TransactionMQProducer (its C API exports no "
                   "transactional producer)", txn_na_short="wheel has no txn producer"),
     Client("rokka-client", "rmq", ROCKETMQ),
+    Client("franz-go", "fgo", KAFKA),
+    Client("sarama", "sgo", KAFKA),
+    Client("rocketmq-client-go", "rgo", ROCKETMQ),
 ]
 BY_NAME = {c.name: c for c in CLIENTS}

@@ -153,6 +153,7 @@ func rmqProduce(p *Params) error {
 
 // txListener answers ExecuteLocalTransaction from each message's tx_state and every check-back with p.Check.
 type txListener struct {
+	mu     sync.Mutex
 	states map[string]string
 	check  primitive.LocalTransactionState
 	checks atomic.Int64
@@ -169,6 +170,8 @@ func txState(s string) primitive.LocalTransactionState {
 }
 
 func (l *txListener) ExecuteLocalTransaction(m *primitive.Message) primitive.LocalTransactionState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return txState(l.states[string(m.Body)])
 }
 
