@@ -168,3 +168,20 @@ def test_kadm_admin(rokka: harness.ServerProcess, workdir: Path) -> None:
     assert ev["describe_group"]["state"] == "Empty" and ev["describe_group"]["err"] is None
     assert ev["delete_group"]["err"] is None and ev["delete_topic"]["err"] is None
     assert topic not in ev["topics_after_delete"]["topics"]
+
+
+def test_exactly_once_consume_transform_produce(rokka: harness.ServerProcess, workdir: Path) -> None:
+    """GroupTransactSession: the output and the group's offsets commit in one transaction; an aborted
+    batch is polled again, and a restarted client resumes after the last committed batch."""
+    src, dst = create(rokka, workdir, partitions=2), create(rokka, workdir, partitions=2)
+    group, txn_id = topic_name("g"), topic_name("eos")
+    fz(rokka, workdir, "produce", topic=src, messages=[{"key": f"k{i}", "value": f"a{i}"} for i in range(20)])
+    ev = fz(rokka, workdir, "eos", topic=src, output=dst, group=group, txn_id=txn_id, count=20, mode="abort-first")
+    batches = go.of(ev, "batch")
+    assert batches[0]["wanted_commit"] is False and batches[0]["committed"] is False
+    assert sorted(v for b in batches if b["committed"] for v in b["values"]) == sorted(f"a{i}" for i in range(20))
+    fz(rokka, workdir, "produce", topic=src, messages=[{"key": f"k{i}", "value": f"b{i}"} for i in range(10)])
+    ev = fz(rokka, workdir, "eos", topic=src, output=dst, group=group, txn_id=txn_id, count=10)
+    assert sorted(v for b in go.of(ev, "batch") for v in b["values"]) == sorted(f"b{i}" for i in range(10))
+    out = consume(rokka, workdir, dst, 30, read_committed=True)
+    assert sorted(r["value"] for r in out) == sorted([f"out-a{i}" for i in range(20)] + [f"out-b{i}" for i in range(10)])

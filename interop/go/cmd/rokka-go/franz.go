@@ -26,6 +26,8 @@ func franzMain(action string, p *Params) error {
 		return franzTxn(p)
 	case "admin":
 		return franzAdmin(p)
+	case "eos":
+		return franzEOS(p)
 	}
 	return fmt.Errorf("franz: unknown action %q", action)
 }
@@ -449,5 +451,59 @@ func franzAdmin(p *Params) error {
 	names := all.Names()
 	sort.Strings(names)
 	emit("topics_after_delete", map[string]any{"topics": names})
+	return nil
+}
+
+// franzEOS is consume-transform-produce with a GroupTransactSession: each polled batch of p.Topic is
+// copied to p.Output as "out-<value>" in one transaction that also commits the group's offsets
+// (TxnOffsetCommit).  With p.Mode "abort-first" the first batch's transaction is aborted, so its
+// records are polled again.  It stops after p.Count committed records or the timeout.
+func franzEOS(p *Params) error {
+	s, err := kgo.NewGroupTransactSession(franzOpts(p, kgo.ConsumeTopics(p.Topic), kgo.ConsumerGroup(p.Group),
+		kgo.TransactionalID(p.TxnID), kgo.TransactionTimeout(10*time.Second),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
+		kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(500*time.Millisecond),
+		kgo.RecordDeliveryTimeout(p.timeout()))...)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	aborts := 0
+	if p.Mode == "abort-first" {
+		aborts = 1
+	}
+	done := 0
+	deadline := time.Now().Add(p.timeout())
+	for done < p.Count && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := s.PollFetches(ctx)
+		cancel()
+		recs := fs.Records()
+		if len(recs) == 0 {
+			continue
+		}
+		if err := s.Begin(); err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		vals := []string{}
+		for _, r := range recs {
+			vals = append(vals, string(r.Value))
+			s.Produce(context.Background(), &kgo.Record{Topic: p.Output, Key: r.Key, Value: append([]byte("out-"), r.Value...)}, nil)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), p.timeout())
+		commit := aborts == 0
+		committed, err := s.End(ctx, kgo.TransactionEndTry(commit))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("end(commit=%v): %w", commit, err)
+		}
+		if !commit {
+			aborts--
+		}
+		if committed {
+			done += len(recs)
+		}
+		emit("batch", map[string]any{"values": vals, "committed": committed, "wanted_commit": commit})
+	}
 	return nil
 }

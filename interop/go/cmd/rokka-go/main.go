@@ -65,6 +65,7 @@ type Params struct {
 	LingerS      float64           `json:"linger_s"`
 	Seek         map[string]int64  `json:"seek"`
 	Instance     string            `json:"instance"`
+	Output       string            `json:"output"`
 }
 
 // Txn is one Kafka transaction: its records and whether it commits.
