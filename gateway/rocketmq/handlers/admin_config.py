@@ -7,15 +7,16 @@ As the Java broker (``AdminBrokerProcessor`` 4.9.7):
 * GET_BROKER_CONFIG answers the whole configuration as Java properties text
   (``key=value\\n`` per key, RocketMQ's camelCase names) in the body, and the
   configuration's data version JSON in the ``version`` header field.
-* UPDATE_BROKER_CONFIG carries properties text in its body.  Every key goes
-  into the running ``BrokerConfig``, the data version moves on, and the file
-  the broker was started with (``-c broker.conf``, remembered by the CLI as
-  ``brokerConfigPath``) is rewritten: the changed keys are replaced in place
-  (or appended), other lines and comments are kept, the previous file is kept
-  as ``broker.conf.bak`` and the new one replaces it atomically (Java's
-  ``MixAll.string2File``; Java rewrites every key it knows, rokka only the
-  changed ones so that command-line overrides are not frozen into the file).
-  Without a file nothing is written (Java writes ``~/store/config/broker.properties``).
+* UPDATE_BROKER_CONFIG carries properties text in its body.  The keys are
+  checked, the runtime ones applied (below), the data version moves on, and
+  the file the broker was started with (``-c broker.conf``, remembered by the
+  CLI as ``brokerConfigPath``) is rewritten: the changed keys are replaced in
+  place (or appended), other lines and comments stay, the previous file is
+  kept as ``broker.conf.bak`` and the new one replaces it atomically
+  (``rokka.core.namesrv.config.rewrite_properties_file``).  Java's
+  ``MixAll.string2File`` rewrites every key it knows; rokka only the changed
+  ones, so that command-line overrides are not frozen into the file.  Without
+  a file nothing is written (Java writes ``~/store/config/broker.properties``).
 
 Keys that take effect at once (``RUNTIME_KEYS``): ``brokerPermission`` (sends
 are refused while the broker lacks PERM_WRITE; the broker re-registers with its
@@ -41,14 +42,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import structlog
 from rokka.core.config import BrokerConfig, apply_settings, camel_to_snake
+from rokka.core.namesrv.config import rewrite_properties_file
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
@@ -73,7 +73,6 @@ RUNTIME_KEYS = frozenset({
 _JAVA_SPELLING = {"mapped_file_size_commit_log": "mapedFileSizeCommitLog",
                   "mapped_file_size_consume_queue": "mapedFileSizeConsumeQueue",
                   "broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2", "transaction_timeout": "transactionTimeOut"}
-_file_lock = threading.Lock()
 
 
 def snake_to_camel(name: str) -> str:
@@ -152,29 +151,6 @@ def _apply_runtime(ctx: BrokerContext, props: dict[str, str]) -> list[str]:
     return sorted(k for k in props if k not in RUNTIME_KEYS)
 
 
-def rewrite_conf_file(path: Path, props: dict[str, str]) -> None:
-    """Replace (or append) ``props`` in the properties file at ``path``; keep a ``.bak``; atomic."""
-    with _file_lock:
-        old = path.read_text("utf-8") if path.exists() else ""
-        pending = dict(props)
-        lines = []
-        for line in old.splitlines():
-            stripped = line.strip()
-            key = stripped.split("=", 1)[0].split(":", 1)[0].strip() if stripped else ""
-            if key and not stripped.startswith(("#", "!")) and key in pending:
-                line = f"{key}={pending.pop(key)}"
-            lines.append(line)
-        lines += [f"{k}={v}" for k, v in pending.items()]
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        if old:
-            path.with_name(path.name + ".bak").write_text(old, "utf-8")
-        os.replace(tmp, path)
-
-
 async def handle_update_broker_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     peer = str(getattr(channel, "peer", ""))
     if not req.body:
@@ -193,7 +169,7 @@ async def handle_update_broker_config(ctx: BrokerContext, channel: Any, req: Rem
     log.info("rocketmq.update_broker_config", peer=peer, config=props, at_next_start=later, file=conf)
     if conf:
         try:
-            await _to_thread(rewrite_conf_file, Path(conf), props)
+            await _to_thread(rewrite_properties_file, Path(conf), props)
         except OSError as exc:
             log.error("rocketmq.broker_conf_persist_failed", path=conf, error=str(exc))
             return req.make_response(ResponseCode.SYSTEM_ERROR, f"config applied but not persisted: {exc}")
