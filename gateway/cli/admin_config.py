@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 mqadmin's getBrokerConfig, updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig,
 wipeWritePerm, addWritePerm, cloneGroupOffset, cleanExpiredCQ, cleanUnusedTopic,
-consumerStatus, brokerConsumeStats, queryCq, producer, statsAll, updateKvConfig and
-deleteKvConfig, with mqadmin's options.
+consumerStatus, brokerConsumeStats, queryCq, producer, statsAll, updateKvConfig,
+deleteKvConfig and getConsumerConfig, with mqadmin's options.
 Each is a click command on the ``admin`` group (imported at the end of ``admin.py``), one ``op_*`` coroutine over a
 ``Session`` returning a dict (``--json`` prints it), and a text renderer shaped like mqadmin's
 output (``============addr============`` blocks and ``key  =  value`` lines for configs).
@@ -22,6 +22,7 @@ from rokka.gateway.cli import admin_render as render
 from rokka.gateway.cli.admin import _json_option, admin, run
 from rokka.gateway.cli.admin_ops import AdminError, Session, _all_masters, master_addrs, route_of
 from rokka.gateway.rocketmq.client import NamesrvClient
+from rokka.gateway.rocketmq.client.tools import subscription_groups
 from rokka.gateway.rocketmq.codec.codes import RequestCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
@@ -439,3 +440,31 @@ def delete_kv_config(namespace: str, key: str, as_json: bool) -> None:
     """Delete a KV config entry on every name server."""
     run(op_kv, lambda d: "delete kv config from namespace success.", as_json, namespace=namespace, key=key,
         value=None)
+
+
+async def op_consumer_config(s: Session, *, group: str) -> dict[str, Any]:
+    info = await s.ns.cluster_info()
+    cluster_of = {b: c for c, names in (info.get("clusterAddrTable") or {}).items() for b in names}
+    configs = []
+    for name, addr in (await _all_masters(s)).items():
+        cfg = (await subscription_groups(s.rc, addr, s.admin.timeout_s)).get(group)
+        if cfg is not None:
+            configs.append({"clusterName": cluster_of.get(name), "brokerName": name, "config": cfg})
+    return {"group": group, "configs": configs}
+
+
+def _render_consumer_config(d: dict[str, Any]) -> str:
+    out = []
+    for c in d["configs"]:
+        out.append(f"============================={c['clusterName']}:{c['brokerName']}=============================")
+        out += [f"{k:<40s}=  {'' if v is None else (str(v).lower() if isinstance(v, bool) else v)}"
+                for k, v in c["config"].items()]
+    return "\n".join(out)
+
+
+@admin.command("getConsumerConfig")
+@click.option("-g", "--group", required=True)
+@_json_option
+def get_consumer_config(group: str, as_json: bool) -> None:
+    """The subscription group's config on every master that has it."""
+    run(op_consumer_config, _render_consumer_config, as_json, group=group)

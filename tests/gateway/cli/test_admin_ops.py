@@ -134,6 +134,11 @@ def test_clone_clean_consumer_status_and_broker_consume_stats(admin: AdminFn, se
     by_group = {r["group"]: r for r in rows}
     assert by_group["OpsSrc"]["inMsg24Hour"] == 1 and by_group["OpsSrc"]["accumulation"] == 0
     assert "#InMsg24Hour" in admin("statsAll", "-a").stdout
+    config = admin("getConsumerConfig", "-g", "OpsSrc", "--json").json()["configs"]
+    assert [(c["clusterName"], c["brokerName"], c["config"]["groupName"]) for c in config] == [
+        ("DefaultCluster", "broker-a", "OpsSrc")]
+    text = admin("getConsumerConfig", "-g", "OpsSrc").stdout
+    assert text.startswith("=============================DefaultCluster:broker-a====") and "consumeEnable" in text
     for cmd in ("cleanExpiredCQ", "cleanUnusedTopic"):
         out = admin(cmd, "-b", server.broker, "--json").json()
         assert out == {"command": cmd, "brokers": [server.broker], "result": True}
