@@ -6,7 +6,8 @@ As the Java broker (``AdminBrokerProcessor`` 4.9.7):
 
 * GET_BROKER_CONFIG answers the whole configuration as Java properties text
   (``key=value\\n`` per key, RocketMQ's camelCase names) in the body, and the
-  configuration's data version JSON in the ``version`` header field.
+  configuration's data version JSON in the ``version`` header field.  Values of
+  keys naming a password or secret read ``******`` (Java prints them).
 * UPDATE_BROKER_CONFIG carries properties text in its body.  The keys are
   checked, the runtime ones applied (below), the data version moves on, and
   the file the broker was started with (``-c broker.conf``, remembered by the
@@ -86,13 +87,19 @@ def _text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
+def is_secret(key: str) -> bool:
+    low = key.lower()
+    return "password" in low or "secret" in low
+
+
 def config_properties(cfg: BrokerConfig) -> dict[str, str]:
-    """Every key of ``cfg`` in RocketMQ spelling (plus the file's keys rokka keeps uninterpreted)."""
+    """Every key of ``cfg`` in RocketMQ spelling (plus the file's keys rokka keeps uninterpreted);
+    a set password or secret reads ``******``."""
     out = {snake_to_camel(f.name): _text(getattr(cfg, f.name))
            for f in dataclasses.fields(cfg) if f.name not in ("extra", "store_repair")}
     for key, value in sorted(cfg.extra.items()):
         out.setdefault(key, str(value))
-    return out
+    return {k: "******" if v and is_secret(k) else v for k, v in out.items()}
 
 
 def properties_text(props: dict[str, str]) -> str:

@@ -24,6 +24,7 @@ async def start(nursery: trio.Nursery, root: Path, conf: Path | None = None) -> 
     cfg = BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(root / "store"),
                        namesrv_addr=f"{host}:{port}")
     if conf is not None:
+        cfg.kafka_ssl_key_password = "hunter2"        # as the file says (the CLI would have read it)
         cfg.extra["brokerConfigPath"] = str(conf)
     role = runtime.BrokerRole(cfg)
     await nursery.start(role.run)
@@ -39,7 +40,8 @@ async def topic(rc: RemotingClient, ns: NamesrvClient, broker: str, name: str, q
 
 async def test_broker_config_get_update_and_conf_rewrite(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
-    conf.write_text("# ops comment\nbrokerClusterName=DefaultCluster\nbrokerPermission=6\n")
+    conf.write_text("# ops comment\nbrokerClusterName=DefaultCluster\nbrokerPermission=6\n"
+                    "kafkaSslKeyPassword=hunter2\n")
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             ns_addr, broker, role = await start(nursery, tmp_path, conf)
@@ -53,6 +55,7 @@ async def test_broker_config_get_update_and_conf_rewrite(tmp_path: Path) -> None
                 props = await admin.get_broker_config(broker)
                 assert props["brokerName"] == "broker-a" and props["brokerPermission"] == "6"
                 assert props["mapedFileSizeCommitLog"] == str(1 << 30)
+                assert props["kafkaSslKeyPassword"] == "******" and b"hunter2" not in raw.body
                 await admin.update_broker_config(broker, {"brokerPermission": "4"})
                 assert (await admin.get_broker_config(broker))["brokerPermission"] == "4"
                 with pytest.raises(ResponseError):       # no PERM_WRITE: sends are refused at once
