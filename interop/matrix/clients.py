@@ -28,7 +28,7 @@ from typing import Any
 
 import harness
 
-from matrix import go_role
+from matrix import go_role, java_role
 from matrix.model import KAFKA, ROCKETMQ, Job, Obs
 
 HERE = Path(__file__).resolve().parent
@@ -65,6 +65,8 @@ class Client:
             return harness.cpp_available()
         if self.name in go_role.GO_CLIENTS:
             return go_role.missing()
+        if self.name == "java-kafka":
+            return java_role.missing()
         return None
 
     # ----- argv of the role scripts
@@ -77,6 +79,8 @@ class Client:
             return [PY, str(HERE / "cpp_role.py"), role]
         if self.name == "rokka-client":
             return [PY, str(HERE / "rokka_role.py"), role]
+        if self.name == "java-kafka":
+            return java_role.argv(role)
         if self.name in go_role.GO_CLIENTS:
             return go_role.argv(self.name, role)
         raise ValueError(self.name)
@@ -304,6 +308,7 @@ CLIENTS: list[Client] = [
            txn_na="the rocketmq==0.4.4 wheel has no TransactionMQProducer (its C API exports no "
                   "transactional producer)", txn_na_short="wheel has no txn producer"),
     Client("rokka-client", "rmq", ROCKETMQ),
+    Client("java-kafka", "jv", KAFKA),
     Client("franz-go", "fgo", KAFKA),
     Client("sarama", "sgo", KAFKA),
     Client("rocketmq-client-go", "rgo", ROCKETMQ),
