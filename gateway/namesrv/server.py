@@ -44,7 +44,8 @@ class NamesrvServer:
         budget: connection and memory budget shared with the process's other listeners
             (``rokka.gateway.budget``; default: a private one).
         config: name server configuration; with one, KV config and config updates are persisted
-            (a damaged ``kvConfig.json`` raises ValueError here).
+            (a damaged ``kvConfig.json`` raises ValueError here) and its
+            ``serverChannelMaxIdleTimeSeconds`` replaces ``idle_timeout_s`` (0 = never).
     """
 
     def __init__(self, *, clock: Callable[[], int] | None = None, scan_interval_s: float = 10.0,
@@ -55,6 +56,7 @@ class NamesrvServer:
                        else RouteInfoManager(broker_expired_ms=broker_expired_ms))
         self.config = config if config is not None else NamesrvConfig()
         if config is not None:
+            idle_timeout_s = float(config.server_channel_max_idle_time_seconds or 0) or None
             kv_store = KVConfigStore(Path(config.kv_config_path))
             self.routes.kv = kv_store.load()
             self.routes.on_kv_change = kv_store.persist

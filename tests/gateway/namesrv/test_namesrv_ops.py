@@ -50,9 +50,11 @@ def test_damaged_kv_config_refuses_to_start(tmp_path: Path) -> None:
 
 async def test_get_and_update_namesrv_config_rewrites_the_file(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.properties"
-    conf.write_text(f"# ops\nkvConfigPath={tmp_path / 'kv.json'}\nlistenPort=9877\n")
+    conf.write_text(f"# ops\nkvConfigPath={tmp_path / 'kv.json'}\nlistenPort=9877\n"
+                    "serverChannelMaxIdleTimeSeconds=7\n")
     cfg = load_namesrv_conf(conf)
     assert cfg.listen_port == 9877 and cfg.config_store_path == str(conf.resolve())
+    assert NamesrvServer(config=cfg).remoting._idle_timeout_s == 7.0
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery, RemotingClient() as rc:
             _, addr = await _serve(nursery, cfg)
