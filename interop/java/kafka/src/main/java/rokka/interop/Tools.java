@@ -32,6 +32,9 @@ final class Tools {
      * Kafka's Exit class (org.apache.kafka.common.utils.Exit up to 4.x, ...utils.internals.Exit in later 4.x):
      * installs (or resets) procedures that throw {@link ExitCalled} instead of ending the JVM.
      */
+    static final java.util.concurrent.atomic.AtomicReference<Integer> FIRST_EXIT =
+            new java.util.concurrent.atomic.AtomicReference<>();
+
     static void exitHooks(boolean install) throws Exception {
         Class<?> exit;
         try {
@@ -53,6 +56,9 @@ final class Tools {
                         if (method.getDeclaringClass() == Object.class) return method.getName().equals("hashCode") ? 0
                                 : method.getName().equals("equals") ? false : "exit-proxy";
                         if (hook) return null;
+                        // The first exit ends the tool, as System.exit would; a tool that catches our
+                        // exception and exits again (TopicCommand catches Throwable) cannot change the code.
+                        FIRST_EXIT.compareAndSet(null, (Integer) margs[0]);
                         throw new ExitCalled((Integer) margs[0]);
                     });
             set.invoke(null, proxy);
@@ -72,6 +78,7 @@ final class Tools {
         InputStream oldIn = System.in;
         int[] code = {0};
         String[] crash = {null};
+        FIRST_EXIT.set(null);
         exitHooks(true);
         Thread th = new Thread(() -> {
             try {
@@ -106,7 +113,8 @@ final class Tools {
             exitHooks(false);
         }
         Map<String, Object> out = new LinkedHashMap<>();
-        out.put("exit", th.isAlive() ? "timeout" : code[0]);
+        Integer first = FIRST_EXIT.get();
+        out.put("exit", th.isAlive() ? "timeout" : first != null ? first : code[0]);
         out.put("stdout", outBuf.toString(StandardCharsets.UTF_8));
         out.put("stderr", errBuf.toString(StandardCharsets.UTF_8));
         if (crash[0] != null) out.put("crash", crash[0]);

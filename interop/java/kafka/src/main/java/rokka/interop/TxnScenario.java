@@ -54,7 +54,7 @@ final class TxnScenario {
                 if (round[1].equals("commit")) p.commitTransaction(); else p.abortTransaction();
             }
             out.put("committed_view", readAll(c, topic, "read_committed", 10));
-            out.put("uncommitted_view", readAll(c, topic, "read_uncommitted", 15));
+            out.put("uncommitted_view", readAll(c, topic, "read_uncommitted", Ops.intOf(c, "uncommitted_expect", 10)));
 
             // consume-transform-produce
             try (KafkaConsumer<byte[], byte[]> k = Ops.consumer(c, Map.of("group.id", group,
