@@ -301,14 +301,13 @@ MAPPING_BUDGET = ENVELOPE_BUDGET
 
 
 def mapped_span_run(topic: str, partition: int, payload: bytes | memoryview,
-                    mapped: tuple[bytes, bytes, bytes, bytes, list[str] | None, int]) -> UniformBatch:
+                    mapped: tuple[bytes, bytes, bytes, bytes, list[str] | None, int, int]) -> UniformBatch:
     """``messages_from_batch`` (CreateTime) as one ``UniformBatch`` for a batch the native mapper
     walked (``_crecords.mapped_spans``: any keys, null values, headers): values left in ``payload``,
     each record's properties -- the same bytes ``message_from_record`` gives -- as spans of one blob
     (``record_props``), ``keys`` the records' index keys (their KEYS)."""
-    spans, stamps, blob, prop_spans, keys, longest = mapped
-    pairs = memoryview(prop_spans).cast("i")
-    own = PackedBodies(blob, prop_spans, max(pairs[1::2], default=0))
+    spans, stamps, blob, prop_spans, keys, longest, longest_props = mapped
+    own = PackedBodies(blob, prop_spans, longest_props)
     return UniformBatch(topic, partition, PackedBodies(payload, spans, longest), memoryview(stamps).cast("q"),
                         {}, keys=keys, record_props=own)
 

@@ -392,9 +392,11 @@ class DiskStore(reader.TimeQueries):
                 and (PROP_KEYS in batch.properties or PROP_UNIQ_KEY in batch.properties)):
             return self.put_messages(batch.messages())
         # The longest body (and own properties) stands for all (only lengths are checked).
-        probe_props = batch.properties if keys is None else {PROP_KEYS: max(keys, key=len), **batch.properties}
+        probe_props = batch.properties
         if own is not None:
             probe_props = {PROP_KEYS: "k" * own.longest, **batch.properties}
+        elif keys is not None:
+            probe_props = {PROP_KEYS: max(keys, key=len), **batch.properties}
         probe = Message(batch.topic, batch.queue_id, bytes(batch.longest()), probe_props, batch.flag,
                         batch.sysflag, 0, batch.born_host)
         problem = self._validate((probe,))

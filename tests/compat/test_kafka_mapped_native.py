@@ -103,6 +103,9 @@ def _check(recs: list) -> None:  # type: ignore[type-arg]
     # the same Messages, property order included
     assert [(m.body, list(m.properties.items()), m.born_timestamp) for m in run.messages()] == \
         [(m.body, list(m.properties.items()), m.born_timestamp) for m in msgs]
+    assert run.record_props is not None
+    assert run.record_props.longest == max(map(len, run.record_props))
+    assert run.bodies.longest == max(map(len, run.bodies))     # type: ignore[attr-defined]
     index = [m.properties.get(K.PROP_KEYS) for m in msgs]
     assert run.keys == (None if index[0] is None else index)
     expected = _python_records(msgs)

@@ -422,11 +422,12 @@ static int map_record(Buf *props, const unsigned char *buf, Py_ssize_t key, Py_s
 }
 
 /* mapped_spans(payload, count, base_timestamp, system_names, budget)
- *   -> (spans, timestamps, props, prop_spans, index_keys, longest) | None
+ *   -> (spans, timestamps, props, prop_spans, index_keys, longest, longest_props) | None
  * Every record of the batch mapped as compat.message_from_record maps it (CreateTime): the values as
  * int32 (offset, length) spans of the payload (a null value: length 0), the CreateTimes as int64s,
  * each record's encoded properties back to back in ``props`` with their int32 (offset, length) spans,
- * and the index keys (each record's KEYS) as a list of str -- or None when no record has one.  None
+ * and the index keys (each record's KEYS) as a list of str -- or None when no record has one --, the
+ * longest value and the longest properties.  None
  * for the whole batch when a record is not for this path: malformed, attributes set, a header name
  * that is not ASCII or starts with "rocketmq.", properties of ``budget`` bytes or more (the envelope),
  * or some records with an index key and some without. */
@@ -444,7 +445,7 @@ static PyObject *mapped_spans(PyObject *self, PyObject *args) {
             return NULL;
         }
     const unsigned char *buf = (const unsigned char *)payload.buf;
-    Py_ssize_t size = payload.len, pos = 0, longest = 0, keyed = 0;
+    Py_ssize_t size = payload.len, pos = 0, longest = 0, longest_props = 0, keyed = 0;
     PyObject *values = NULL, *stamps = NULL, *pspans = NULL, *keys = NULL, *result = NULL, *blob = NULL;
     Buf props = {0};
     Header hs[MAX_HEADERS];
@@ -520,13 +521,15 @@ static PyObject *mapped_spans(PyObject *self, PyObject *args) {
         memcpy(PyBytes_AS_STRING(stamps) + 8 * i, &ts, sizeof ts);
         if (span[1] > longest)
             longest = span[1];
+        if (pspan[1] > longest_props)
+            longest_props = pspan[1];
     }
     if (pos != size || props.len > INT32_MAX)
         goto no;
     blob = PyBytes_FromStringAndSize(props.p, props.len);
     if (blob == NULL)
         goto done;
-    result = Py_BuildValue("OOOOOn", values, stamps, blob, pspans, keyed ? keys : Py_None, longest);
+    result = Py_BuildValue("OOOOOnn", values, stamps, blob, pspans, keyed ? keys : Py_None, longest, longest_props);
     goto done;
 no:
     result = Py_NewRef(Py_None);
@@ -561,7 +564,7 @@ static PyMethodDef methods[] = {
      "plain_spans(payload, count, base_timestamp, keyed=False) -> (spans, timestamps, keys, longest) | None"},
     {"mapped_spans", mapped_spans, METH_VARARGS,
      "mapped_spans(payload, count, base_timestamp, system_names, budget) -> (spans, timestamps, props, "
-     "prop_spans, index_keys, longest) | None"},
+     "prop_spans, index_keys, longest, longest_props) | None"},
     {NULL, NULL, 0, NULL},
 };
 
