@@ -174,3 +174,26 @@ def test_store_run_equals_python_messages(tmp_path: Path, engine: str) -> None:
     finally:
         for s in stores:
             s.close()
+
+
+@pytest.mark.parametrize("key_kind", ["text", "binary"])
+def test_envelope_boundary_is_the_python_one(key_kind: str) -> None:
+    """Around the properties budget the native mapper declines exactly the records the Python mapping
+    puts in an envelope, and maps the others to the same bytes."""
+    # "KEYS 0x01 key 0x02 KAFKA_HEADERS 0x01 []" (text) or "KAFKA_KEY 0x01 b<b64> 0x02 KEYS 0x01 <b64> ..." (binary)
+    fixed = len("KEYS\x01\x02KAFKA_HEADERS\x01[]") + 1
+    base = K.MAPPING_BUDGET - fixed if key_kind == "text" else (K.MAPPING_BUDGET - 40) * 3 // 8
+    seen = set()
+    for n in range(base - 6, base + 6):
+        key = b"k" * n if key_kind == "text" else b"\xff" * n
+        payload, h = _payload([(0, key, b"v", [])])
+        msgs = K.messages_from_batch(TOPIC, QUEUE, R.read_record_fields(payload, 1), base_timestamp=h.base_timestamp,
+                                     log_append_time=False, now=0)
+        mapped = _crecords.mapped_spans(payload, 1, h.base_timestamp, K.MAPPING_SYSTEM_NAMES, K.MAPPING_BUDGET)
+        enveloped = K.PROP_KAFKA_ENVELOPE in msgs[0].properties
+        seen.add(enveloped)
+        assert (mapped is None) == enveloped, n
+        if mapped is not None:
+            run = K.mapped_span_run(TOPIC, QUEUE, payload, mapped)
+            assert [list(m.properties.items()) for m in run.messages()] == [list(msgs[0].properties.items())]
+    assert seen == {True, False}    # the range crosses the boundary

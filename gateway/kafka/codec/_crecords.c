@@ -351,8 +351,10 @@ static int map_record(Buf *props, const unsigned char *buf, Py_ssize_t key, Py_s
                     return -1;
                 *ik = props->len;
                 *ik_len = n;
-                if (buf_put(props, props->p + at, n) < 0)
+                if (buf_reserve(props, n) < 0)      /* the copy's source is in the buffer: grow it first */
                     return -1;
+                memcpy(props->p + props->len, props->p + at, (size_t)n);
+                props->len += n;
             }
         }
         sep = 1;
