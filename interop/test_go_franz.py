@@ -184,4 +184,5 @@ def test_exactly_once_consume_transform_produce(rokka: harness.ServerProcess, wo
     ev = fz(rokka, workdir, "eos", topic=src, output=dst, group=group, txn_id=txn_id, count=10)
     assert sorted(v for b in go.of(ev, "batch") for v in b["values"]) == sorted(f"b{i}" for i in range(10))
     out = consume(rokka, workdir, dst, 30, read_committed=True)
-    assert sorted(r["value"] for r in out) == sorted([f"out-a{i}" for i in range(20)] + [f"out-b{i}" for i in range(10)])
+    want = [f"out-a{i}" for i in range(20)] + [f"out-b{i}" for i in range(10)]
+    assert sorted(r["value"] for r in out) == sorted(want)

@@ -66,6 +66,7 @@ type Params struct {
 	Seek         map[string]int64  `json:"seek"`
 	Instance     string            `json:"instance"`
 	Output       string            `json:"output"`
+	RetryFirst   bool              `json:"retry_first"`
 }
 
 // Txn is one Kafka transaction: its records and whether it commits.

@@ -297,14 +297,23 @@ func rmqPush(p *Params) error {
 	}
 	for _, t := range topics {
 		err = c.Subscribe(t, selector(p), func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			retry := false
 			for _, m := range msgs {
 				ev := msgJSON(m, p.Props)
 				ev["orderly"] = p.Orderly
+				if p.RetryFirst && m.ReconsumeTimes == 0 {
+					retry = true
+					emit("retry", ev)
+					continue
+				}
 				emit("msg", ev)
+				cnt.add(1)
 			}
-			cnt.add(len(msgs))
-			if p.Orderly {
-				return consumer.ConsumeSuccess, nil
+			if retry && p.Orderly {
+				return consumer.SuspendCurrentQueueAMoment, nil
+			}
+			if retry {
+				return consumer.ConsumeRetryLater, nil
 			}
 			return consumer.ConsumeSuccess, nil
 		})
