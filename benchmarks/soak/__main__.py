@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--round-s", type=float, default=3.0)
     ap.add_argument("--settle-s", type=float, default=15.0)
     ap.add_argument("--rate", type=float, default=100.0)
-    ap.add_argument("--roles", nargs="*", default=["idem", "kp-idem", "txn", "plain", "rmq"])
+    ap.add_argument("--roles", nargs="*", default=["idem", "kp-idem", "txn", "plain", "rmq", "cpp"])
     ap.add_argument("--json", default=None)
     ap.add_argument("--server-pythonpath", default=None, help="a folder holding another tree's rokka/ package")
     a = ap.parse_args(argv)

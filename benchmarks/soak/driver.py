@@ -5,7 +5,7 @@ Theory of operation
 ``run_soak(SoakConfig)`` starts ``rokka serve`` with a broker.conf of ``flushDiskType=SYNC_FLUSH`` on fixed
 ports (``interop/harness.py``: restarts come back on the same ports and data dir), creates the topics, and
 starts one loader process per producer (``benchmarks.soak.loaders``: confluent-kafka idempotent and
-transactional, kafka-python idempotent and plain acks=all, rokka's RocketMQ client sync sends). Then
+transactional, kafka-python idempotent and plain acks=all, rokka's RocketMQ client and the C++ client sync sends). Then
 ``rounds`` times: load for ``round_s``, SIGTERM (the exit code must be 0), start, load, ``kill -9``, start.
 After the rounds the loaders get ``settle_s`` to deliver what is pending, are stopped (they flush), and
 everything is read back from the restarted server: Kafka topics with a read_committed consumer from offset
@@ -38,7 +38,7 @@ import harness  # noqa: E402  (interop/harness.py)
 
 KAFKA_TOPICS = {"idem": "soak-idem", "kp-idem": "soak-kp-idem", "txn": "soak-txn", "plain": "soak-plain"}
 IDEMPOTENT = ("idem", "kp-idem", "txn")
-RMQ_TOPIC = "soak-rmq"
+RMQ_TOPICS = {"rmq": "soak-rmq", "cpp": "soak-cpp"}
 PARTITIONS = 4
 CONF = "flushDiskType=SYNC_FLUSH\ntransactionTimeOut=3000\ntransactionCheckInterval=1000\n"
 
@@ -49,7 +49,7 @@ class SoakConfig:
     round_s: float = 3.0            # load between two stops
     settle_s: float = 15.0          # after the last round, before the loaders stop
     rate: float = 100.0             # records per second per loader
-    roles: tuple[str, ...] = ("idem", "kp-idem", "txn", "plain", "rmq")
+    roles: tuple[str, ...] = ("idem", "kp-idem", "txn", "plain", "rmq", "cpp")
     workdir: Path | None = None
     stop_timeout_s: float = 60.0
     server_pythonpath: str | None = None  # run server and loaders from another rokka tree (a folder with rokka/)
@@ -89,7 +89,8 @@ class SoakResult:
         rows = [head, "", "| producer | acknowledged | lost | duplicates | notes |", "|---|---|---|---|---|"]
         names = {"idem": "confluent-kafka idempotent", "kp-idem": "kafka-python idempotent",
                  "txn": "confluent-kafka transactional (records)",
-                 "plain": "kafka-python acks=all", "rmq": "rokka RocketMQ client, sync send"}
+                 "plain": "kafka-python acks=all", "rmq": "rokka RocketMQ client, sync send",
+                 "cpp": "RocketMQ C++ client, send_sync"}
         for role, r in self.per_role.items():
             note = r.get("note", "")
             rows.append(f"| {names.get(role, role)} | {r.get('acked', 0)} | {r.get('lost', 0)} | {r.get('dups', 0)} "
@@ -102,7 +103,7 @@ class SoakResult:
 
 def start_loader(role: str, server: harness.ServerProcess, workdir: Path, gen: int, rate: float,
                  pythonpath: str | None = None) -> Any:
-    topic = RMQ_TOPIC if role == "rmq" else KAFKA_TOPICS[role]
+    topic = RMQ_TOPICS[role] if role in RMQ_TOPICS else KAFKA_TOPICS[role]
     path = f"{pythonpath}:{ROOT}" if pythonpath else str(ROOT)
     p = harness.JsonLinesProcess([sys.executable, "-m", "benchmarks.soak.loaders"], name=f"{role}-{gen}",
                                  workdir=workdir / f"{role}-{gen}", cwd=ROOT, env={"PYTHONPATH": path})
@@ -121,8 +122,9 @@ def create_topics(server: harness.ServerProcess, roles: tuple[str, ...]) -> None
                                operation_timeout=30, request_timeout=30)
         for t in kafka:
             futs[t].result(timeout=30)
-    if "rmq" in roles:
-        harness.create_rocketmq_topic(server, RMQ_TOPIC, queues=PARTITIONS)
+    for role, topic in RMQ_TOPICS.items():
+        if role in roles:
+            harness.create_rocketmq_topic(server, topic, queues=PARTITIONS)
 
 
 # --------------------------------------------------------------------------- reading back
@@ -158,7 +160,7 @@ def read_kafka(bootstrap: str, topic: str, timeout: float = 180.0) -> Counter[st
     return out
 
 
-def read_rocketmq(server: harness.ServerProcess, timeout: float = 180.0) -> Counter[str]:
+def read_rocketmq(server: harness.ServerProcess, topic: str, timeout: float = 180.0) -> Counter[str]:
     import trio
     from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
 
@@ -168,7 +170,7 @@ def read_rocketmq(server: harness.ServerProcess, timeout: float = 180.0) -> Coun
         with trio.fail_after(timeout):
             async with RemotingClient() as rc:
                 consumer = PullConsumer(rc, NamesrvClient(rc, [server.namesrv]), "soak-verify")
-                for mq in await consumer.fetch_subscribe_queues(RMQ_TOPIC):
+                for mq in await consumer.fetch_subscribe_queues(topic):
                     offset, end = 0, await consumer.max_offset(mq)
                     while offset < end:
                         pulled = await consumer.pull(mq, offset)
@@ -262,7 +264,8 @@ def run_soak(cfg: SoakConfig, log: Any = print) -> SoakResult:
         for role, procs in loaders.items():
             events = [e for p in procs for e in p.events]
             res.loader_errors[role] = sum(1 for e in events if e.get("e") in ("nack", "error"))
-            stored = read_rocketmq(server) if role == "rmq" else read_kafka(server.kafka, KAFKA_TOPICS[role])
+            stored = (read_rocketmq(server, RMQ_TOPICS[role]) if role in RMQ_TOPICS
+                      else read_kafka(server.kafka, KAFKA_TOPICS[role]))
             res.per_role[role] = tally(role, events, stored)
         _stop(server, signal.SIGTERM, cfg.stop_timeout_s, res)
     finally:

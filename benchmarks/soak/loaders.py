@@ -14,7 +14,8 @@ prints is the only truth the soak driver has about what the server acknowledged:
   ``doubt`` when the outcome is unknown (a fatal error: the producer is recreated);
 * ``plain`` kafka-python, acks=all, no idempotence: ``ack`` per record; ``kp-idem`` the same with
   ``enable_idempotence=True`` (the client issue 19 saw duplicate after crashes);
-* ``rmq``   rokka's RocketMQ client, sync sends: ``ack`` per SEND_OK.
+* ``rmq``   rokka's RocketMQ client, sync sends: ``ack`` per SEND_OK;
+* ``cpp``   the RocketMQ C++ client (``rocketmq`` wheel), ``send_sync``: ``ack`` per SEND_OK.
 
 The server is stopped and restarted under these clients all the time; their own retries and reconnects
 carry them through.  Errors are printed (``nack``/``error``) and the loop goes on.
@@ -194,11 +195,41 @@ def run_rmq(p: dict[str, Any]) -> None:
     trio.run(main)
 
 
+def run_cpp(p: dict[str, Any]) -> None:
+    """The RocketMQ C++ client (the ``rocketmq`` wheel): ``send_sync``; SEND_OK (status 0) is an ack."""
+    from rocketmq.client import Message, Producer
+
+    prod = Producer("soak-cpp-pg", timeout=10_000)
+    prod.set_namesrv_addr(p["namesrv"])
+    prod.start()
+    pace, n = Pacer(p["rate"]), 0
+    try:
+        while not stop.is_set():
+            v = f"{p['prefix']}-{n}"
+            n += 1
+            m = Message(p["topic"])
+            m.set_body(v)
+            try:
+                res = prod.send_sync(m)
+            except Exception as exc:  # noqa: BLE001 - the broker is down: go on
+                emit(e="nack", v=v, error=repr(exc)[:200])
+                time.sleep(0.2)
+                continue
+            if int(res.status) == 0:
+                emit(e="ack", v=v)
+            else:
+                emit(e="nack", v=v, error=str(res.status))
+            pace.wait()
+    finally:
+        prod.shutdown()
+
+
 def run_kp_idem(p: dict[str, Any]) -> None:
     run_plain(p, idempotent=True)
 
 
-ROLES = {"idem": run_idem, "kp-idem": run_kp_idem, "txn": run_txn, "plain": run_plain, "rmq": run_rmq}
+ROLES = {"idem": run_idem, "kp-idem": run_kp_idem, "txn": run_txn, "plain": run_plain, "rmq": run_rmq,
+         "cpp": run_cpp}
 
 
 def main() -> None:
