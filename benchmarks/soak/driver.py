@@ -225,6 +225,17 @@ def _stop(server: harness.ServerProcess, sig: int, timeout: float, res: SoakResu
         res.kill_rounds += 1
 
 
+def _restart(server: harness.ServerProcess, res: SoakResult) -> bool:
+    """Start again (twice at most); a server that cannot start ends the soak (reported)."""
+    for attempt in (1, 2):
+        try:
+            server.start()
+            return True
+        except harness.HarnessError as exc:
+            res.problems.append(f"restart attempt {attempt} failed: {str(exc)[-600:]}")
+    return False
+
+
 def run_soak(cfg: SoakConfig, log: Any = print) -> SoakResult:
     t0 = time.monotonic()
     base = Path(tempfile.mkdtemp(prefix="rokka-soak-", dir=cfg.workdir))
@@ -245,7 +256,8 @@ def run_soak(cfg: SoakConfig, log: Any = print) -> SoakResult:
             time.sleep(cfg.round_s)
             sig = signal.SIGTERM if n % 2 == 0 else signal.SIGKILL
             _stop(server, sig, cfg.stop_timeout_s, res)
-            server.start()
+            if not _restart(server, res):
+                return res
             for role, procs in loaders.items():  # a loader that died is replaced (and counted)
                 if procs[-1].proc.poll() is not None:
                     why = procs[-1].describe()[-400:]
@@ -264,8 +276,12 @@ def run_soak(cfg: SoakConfig, log: Any = print) -> SoakResult:
         for role, procs in loaders.items():
             events = [e for p in procs for e in p.events]
             res.loader_errors[role] = sum(1 for e in events if e.get("e") in ("nack", "error"))
-            stored = (read_rocketmq(server, RMQ_TOPICS[role]) if role in RMQ_TOPICS
-                      else read_kafka(server.kafka, KAFKA_TOPICS[role]))
+            try:
+                stored = (read_rocketmq(server, RMQ_TOPICS[role]) if role in RMQ_TOPICS
+                          else read_kafka(server.kafka, KAFKA_TOPICS[role]))
+            except Exception as exc:  # noqa: BLE001 - reported, the other producers are still checked
+                res.problems.append(f"{role}: reading back failed: {exc!r}"[:400])
+                stored = Counter()
             res.per_role[role] = tally(role, events, stored)
         _stop(server, signal.SIGTERM, cfg.stop_timeout_s, res)
     finally:
