@@ -417,10 +417,13 @@ def run_fuzz(cfg: FuzzConfig, log: Any = print) -> FuzzResult:
                                       cfg.seed * 7 + PORTS.index(port)))
         for f in fuzzers:
             f.start()
+        last = 0.0
         while any(f.is_alive() for f in fuzzers):
             time.sleep(1.0)
-            done = sum(f.stats.frames for f in fuzzers)
-            log(f"fuzz: {done} frames, server RSS {watch.peak:.0f} MiB peak, alive={server.running()}")
+            if time.monotonic() - last >= 10:  # a progress line every 10 s
+                last = time.monotonic()
+                done = sum(f.stats.frames for f in fuzzers)
+                log(f"fuzz: {done} frames, server RSS {watch.peak:.0f} MiB peak, alive={server.running()}")
         result.ports = [f.stats for f in fuzzers]
         for s in steadies:
             s.finish(60)
