@@ -165,3 +165,16 @@ def test_cluster_admin(rokka: harness.ServerProcess, workdir: Path) -> None:
     assert ev["describe_group"]["state"] == "Empty" and ev["describe_group"]["err"] is None
     assert ev["delete_group"]["err"] is None and ev["delete_topic"]["err"] is None
     assert topic not in ev["topics_after_delete"]["topics"]
+
+
+def test_exactly_once_consume_transform_produce(rokka: harness.ServerProcess, workdir: Path) -> None:
+    """One transaction per record with AddMessageToTxn (AddOffsetsToTxn + TxnOffsetCommit); a
+    restarted client resumes after the last committed record and the output has each input once."""
+    src, dst = create(rokka, workdir, partitions=2), create(rokka, workdir, partitions=2)
+    group, txn_id = topic_name("g"), topic_name("eos")
+    for tag, n in (("a", 12), ("b", 6)):
+        sa(rokka, workdir, "produce", topic=src, messages=[{"key": f"k{i}", "value": f"{tag}{i}"} for i in range(n)])
+        ev = sa(rokka, workdir, "eos", topic=src, output=dst, group=group, txn_id=txn_id, count=n, linger_ms=500)
+        assert sorted(v for b in go.of(ev, "batch") for v in b["values"]) == sorted(f"{tag}{i}" for i in range(n))
+    out = consume(rokka, workdir, dst, 18, read_committed=True)
+    assert sorted(r["value"] for r in out) == sorted([f"out-a{i}" for i in range(12)] + [f"out-b{i}" for i in range(6)])

@@ -28,6 +28,8 @@ func saramaMain(action string, p *Params) error {
 		return saramaTxn(p)
 	case "admin":
 		return saramaAdmin(p)
+	case "eos":
+		return saramaEOS(p)
 	}
 	return fmt.Errorf("sarama: unknown action %q", action)
 }
@@ -429,4 +431,96 @@ func kerrText(e sarama.KError) any {
 		return nil
 	}
 	return e.Error()
+}
+
+// eosHandler copies each consumed record to p.Output as "out-<value>" in its own transaction that
+// also carries the group's offset (AddMessageToTxn -> AddOffsetsToTxn + TxnOffsetCommit).
+type eosHandler struct {
+	p    *Params
+	prod sarama.SyncProducer
+	cnt  *counter
+}
+
+func (eosHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (eosHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (h eosHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for {
+		select {
+		case m, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			if err := h.one(m); err != nil {
+				emit("warning", map[string]any{"error": err.Error(), "value": string(m.Value)})
+				return err
+			}
+			h.cnt.add(1)
+			emit("batch", map[string]any{"values": []string{string(m.Value)}, "committed": true})
+		case <-s.Context().Done():
+			return nil
+		}
+	}
+}
+
+func (h eosHandler) one(m *sarama.ConsumerMessage) error {
+	if err := h.prod.BeginTxn(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	out := &sarama.ProducerMessage{Topic: h.p.Output, Key: sarama.ByteEncoder(m.Key),
+		Value: sarama.StringEncoder("out-" + string(m.Value))}
+	if _, _, err := h.prod.SendMessage(out); err != nil {
+		_ = h.prod.AbortTxn()
+		return fmt.Errorf("send: %w", err)
+	}
+	if err := h.prod.AddMessageToTxn(m, h.p.Group, nil); err != nil {
+		_ = h.prod.AbortTxn()
+		return fmt.Errorf("add offsets: %w", err)
+	}
+	if err := h.prod.CommitTxn(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func saramaEOS(p *Params) error {
+	pc := saramaConfig(p)
+	pc.Producer.Idempotent = true
+	pc.Producer.Transaction.ID = p.TxnID
+	pc.Net.MaxOpenRequests = 1
+	prod, err := sarama.NewSyncProducer(p.Brokers, pc)
+	if err != nil {
+		return fmt.Errorf("transactional producer: %w", err)
+	}
+	defer prod.Close()
+	cc := saramaConfig(p)
+	cc.Consumer.IsolationLevel = sarama.ReadCommitted
+	cc.Consumer.Offsets.AutoCommit.Enable = false
+	cc.Consumer.Group.Session.Timeout = 10 * time.Second
+	cc.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
+	g, err := sarama.NewConsumerGroup(p.Brokers, p.Group, cc)
+	if err != nil {
+		return err
+	}
+	cnt := newCounter(p)
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			if err := g.Consume(ctx, []string{p.Topic}, eosHandler{p, prod, cnt}); err != nil && ctx.Err() == nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for !cnt.done() {
+		select {
+		case err := <-errs:
+			cancel()
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cancel()
+	return g.Close()
 }
