@@ -126,10 +126,15 @@ def test_keys_headers_and_every_codec(java: Java) -> None:
 # ------------------------------------------------------------------ groups
 
 
-def test_group_of_three_rebalances(java: Java) -> None:
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_group_of_three_rebalances(java: Java, assignor: str) -> None:
+    """Eager (RangeAssignor, the default) and incremental cooperative (KIP-429) rebalances, both on the
+    classic protocol: the assignment after each join / leave, no loss, no redelivery of a commit."""
     topic = topic_name("jv-grp")
     create(java, topic, partitions=6)
-    ev = java.ok("group3", timeout=170, topic=topic, group=topic_name("jv-g"))
+    cls = {"range": "org.apache.kafka.clients.consumer.RangeAssignor",
+           "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}[assignor]
+    ev = java.ok("group3", timeout=170, topic=topic, group=topic_name("jv-g"), assignor=cls)
     assert not ev["errors"], ev["errors"]
     phases = ev["phases"]
     assert phases["one"] == {"m1": list(range(6))}

@@ -52,7 +52,10 @@ final class GroupScenario {
 
         Member(String name) {
             this.name = name;
-            this.k = Ops.consumer(c, Map.of("group.id", group, "client.id", name, "max.poll.records", "20"));
+            Map<String, Object> cfg = new java.util.HashMap<>(Map.of("group.id", group, "client.id", name,
+                    "max.poll.records", "20"));
+            if (c.get("assignor") != null) cfg.put("partition.assignment.strategy", c.get("assignor"));
+            this.k = Ops.consumer(c, cfg);
             this.thread = new Thread(this, name);
             thread.start();
         }
