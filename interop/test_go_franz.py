@@ -6,6 +6,7 @@ kadm (topics, configs, partitions, offsets by time, groups)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +187,24 @@ def test_exactly_once_consume_transform_produce(rokka: harness.ServerProcess, wo
     out = consume(rokka, workdir, dst, 30, read_committed=True)
     want = [f"out-a{i}" for i in range(20)] + [f"out-b{i}" for i in range(10)]
     assert sorted(r["value"] for r in out) == sorted(want)
+
+
+def test_sasl_scram_and_acls_with_kadm(configured_rokka: Any, workdir: Path) -> None:
+    """SASL/SCRAM-SHA-256 (kgo.SASL) and kadm CreateACLs / DescribeACLs / DeleteACLs with kafkaAclEnable:
+    the ACLs a super user grants are exactly what the other user may do."""
+    users = {"admin": "admin-secret", "alice": "alice-secret"}
+    srv = configured_rokka({"kafkaSaslMechanisms": "SCRAM-SHA-256", "kafkaSaslUsers": "{dir}/users.json",
+                            "kafkaAclEnable": "true", "kafkaSuperUsers": "User:admin"},
+                           {"users.json": json.dumps({"users": users})})
+    topic, group = topic_name("acl"), topic_name("g")
+    ev = {e["event"]: e for e in fz(srv, workdir, "acl", topic=topic, group=group,
+                                     credentials=["admin", users["admin"]], user2=["alice", users["alice"]])}
+    assert ev["acl_create"]["errors"] == [None] * 4
+    assert ev["produce_mine"]["err"] is None
+    assert "TOPIC_AUTHORIZATION_FAILED" in ev["produce_secret"]["err"]
+    assert ev["consumed"]["values"] == ["produce_mine"] and ev["consumed"]["commit_err"] is None
+    assert ev["acl_describe"]["acls"] == sorted([
+        f"TOPIC:{topic}:WRITE:ALLOW:*", f"TOPIC:{topic}:READ:ALLOW:*", f"TOPIC:{topic}:DESCRIBE:ALLOW:*",
+        f"GROUP:{group}:READ:ALLOW:*"])
+    assert ev["acl_delete"]["deleted"] == 4
+    assert "TOPIC_AUTHORIZATION_FAILED" in ev["produce_after_delete"]["err"]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 func franzMain(action string, p *Params) error {
@@ -28,6 +29,8 @@ func franzMain(action string, p *Params) error {
 		return franzAdmin(p)
 	case "eos":
 		return franzEOS(p)
+	case "acl":
+		return franzACL(p)
 	}
 	return fmt.Errorf("franz: unknown action %q", action)
 }
@@ -505,5 +508,103 @@ func franzEOS(p *Params) error {
 		}
 		emit("batch", map[string]any{"values": vals, "committed": committed, "wanted_commit": commit})
 	}
+	return nil
+}
+
+func scramOpt(user []string) kgo.Opt {
+	return kgo.SASL(scram.Auth{User: user[0], Pass: user[1]}.AsSha256Mechanism())
+}
+
+// franzACL: the super user p.Credentials creates two topics and ACLs (kadm) letting p.User2 write,
+// read and describe the first and read group p.Group; p.User2 then produces and consumes as far as
+// that allows; the super user describes and deletes the ACLs, after which p.User2 is refused again.
+func franzACL(p *Params) error {
+	admCl, err := kgo.NewClient(franzOpts(p, scramOpt(p.Credentials))...)
+	if err != nil {
+		return err
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout())
+	defer cancel()
+	mine, secret := p.Topic, p.Topic+"-secret"
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, mine, secret); err != nil {
+		return err
+	}
+	principal := "User:" + p.User2[0]
+	topicACL := kadm.NewACLs().Allow(principal).Topics(mine).Operations(kadm.OpWrite, kadm.OpRead, kadm.OpDescribe)
+	groupACL := kadm.NewACLs().Allow(principal).Groups(p.Group).Operations(kadm.OpRead)
+	errs := []any{}
+	for _, b := range []*kadm.ACLBuilder{topicACL, groupACL} {
+		res, err := adm.CreateACLs(ctx, b)
+		if err != nil {
+			return fmt.Errorf("create acls: %w", err)
+		}
+		for _, r := range res {
+			errs = append(errs, errText(r.Err))
+		}
+	}
+	emit("acl_create", map[string]any{"errors": errs})
+
+	produce := func(ev, topic string) {
+		cl, err := kgo.NewClient(franzOpts(p, scramOpt(p.User2), kgo.RecordDeliveryTimeout(5*time.Second),
+			kgo.RetryTimeout(5*time.Second))...)
+		if err != nil {
+			emit(ev, map[string]any{"err": err.Error()})
+			return
+		}
+		defer cl.Close()
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer pcancel()
+		err = cl.ProduceSync(pctx, &kgo.Record{Topic: topic, Value: []byte(ev)}).FirstErr()
+		emit(ev, map[string]any{"err": errText(err)})
+	}
+	produce("produce_mine", mine)
+	produce("produce_secret", secret)
+
+	cons, err := kgo.NewClient(franzOpts(p, scramOpt(p.User2), kgo.ConsumeTopics(mine), kgo.ConsumerGroup(p.Group),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		return err
+	}
+	got := []string{}
+	for len(got) < 1 && ctx.Err() == nil {
+		fs := cons.PollFetches(ctx)
+		for _, fe := range fs.Errors() {
+			emit("warning", map[string]any{"error": fe.Err.Error()})
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	cerr := cons.CommitUncommittedOffsets(ctx)
+	cons.Close()
+	emit("consumed", map[string]any{"values": got, "commit_err": errText(cerr)})
+
+	filter := kadm.NewACLs().AnyResource().Allow(principal).AllowHosts().Operations(kadm.OpAny).
+		ResourcePatternType(kadm.ACLPatternAny)
+	dr, err := adm.DescribeACLs(ctx, filter)
+	if err != nil {
+		return fmt.Errorf("describe acls: %w", err)
+	}
+	described := []string{}
+	for _, r := range dr {
+		if r.Err != nil {
+			return fmt.Errorf("describe acls: %w", r.Err)
+		}
+		for _, a := range r.Described {
+			described = append(described, fmt.Sprintf("%s:%s:%s:%s:%s", a.Type, a.Name, a.Operation, a.Permission, a.Host))
+		}
+	}
+	sort.Strings(described)
+	emit("acl_describe", map[string]any{"acls": described})
+	del, err := adm.DeleteACLs(ctx, filter)
+	if err != nil {
+		return fmt.Errorf("delete acls: %w", err)
+	}
+	n := 0
+	for _, r := range del {
+		n += len(r.Deleted)
+	}
+	emit("acl_delete", map[string]any{"deleted": n})
+	produce("produce_after_delete", mine)
 	return nil
 }

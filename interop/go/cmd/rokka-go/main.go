@@ -67,6 +67,7 @@ type Params struct {
 	Instance     string            `json:"instance"`
 	Output       string            `json:"output"`
 	RetryFirst   bool              `json:"retry_first"`
+	User2        []string          `json:"user2"`
 }
 
 // Txn is one Kafka transaction: its records and whether it commits.
