@@ -197,3 +197,13 @@ def test_envelope_boundary_is_the_python_one(key_kind: str) -> None:
             run = K.mapped_span_run(TOPIC, QUEUE, payload, mapped)
             assert [list(m.properties.items()) for m in run.messages()] == [list(msgs[0].properties.items())]
     assert seen == {True, False}    # the range crosses the boundary
+
+
+def test_timestamp_varint_past_64_bits_is_declined() -> None:
+    # a record whose timestamp delta varint holds more than 64 bits is malformed for the Python reader
+    # (INVALID_RECORD); the native walker must not read it as some other number
+    body = b"\x00" + b"\xff" * 9 + b"\x7f" + b"\x00" + b"\x01" + b"\x02v" + b"\x00"
+    payload = bytes([len(body) << 1]) + body
+    with pytest.raises(R.DecodeError):
+        R.read_record_fields(payload, 1)
+    assert _crecords.mapped_spans(payload, 1, 0, K.MAPPING_SYSTEM_NAMES, K.MAPPING_BUDGET) is None

@@ -34,6 +34,8 @@ static int read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos
         if (*pos >= end)
             return 0;
         unsigned char b = buf[(*pos)++];
+        if (shift == 63 && (b & 0x7F) > 1)
+            return 0;       /* past 64 bits: the Python reader refuses it too */
         v |= (uint64_t)(b & 0x7F) << shift;
         if (!(b & 0x80)) {
             if (max_bytes == 5 && v > 0xFFFFFFFFu)
