@@ -201,9 +201,10 @@ def _messages(topic: str, partition: int, data: bytes | None, append_time: bool,
         uniform = not append_time and not h.is_transactional
         spans = None
         if uniform:
-            # The common cases (no key, or text keys; no headers): stored as one run (Broker.append_uniform),
-            # the values left in the payload when the native walker is built.
-            spans = R.plain_spans(view, h) or R.plain_spans(view, h, keyed=True)
+            # Stored as one run (Broker.append_uniform), the values left in the payload, when the native
+            # walkers are built: no keys and no headers (the shared properties), else keys of any bytes and
+            # headers mapped per record in one pass (text keys too: cheaper than the keyed plain run).
+            spans = R.plain_spans(view, h)
             if spans is not None and (run := plain_span_run(topic, partition, view, *spans)) is not None:
                 return 0, run, h, None
             if _crecords is not None and (mapped := _crecords.mapped_spans(
