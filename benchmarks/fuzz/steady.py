@@ -145,7 +145,10 @@ class SteadyKafka(_Steady):
                     self.errors.append(f"poll: {exc!r}")
                     time.sleep(0.5)
         finally:
-            c.close(autocommit=False)
+            try:
+                c.close(autocommit=False)
+            except Exception as exc:  # noqa: BLE001
+                self.errors.append(f"consumer close: {exc!r}")
 
 
     def read_all(self, timeout: float) -> set[bytes]:
