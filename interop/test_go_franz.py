@@ -106,6 +106,24 @@ def test_group_of_three_rebalances(rokka: harness.ServerProcess, workdir: Path) 
     log.check([v.encode() for v in produced])
 
 
+def test_server_side_balancer_falls_back_to_the_classic_protocol(rokka: harness.ServerProcess,
+                                                                 workdir: Path) -> None:
+    """kgo.ServerSideBalancer (KIP-848) against a broker without ConsumerGroupHeartbeat: franz-go
+    uses the classic protocol and the group of two consumes every record."""
+    topic = create(rokka, workdir, partitions=4)
+    group = topic_name("g")
+    fz(rokka, workdir, "produce", topic=topic, messages=[{"key": f"k{i}", "value": f"s{i}"} for i in range(40)])
+    members = [go.start("franz", "member", workdir, f"ss{i}", brokers=[rokka.kafka], topic=topic, group=group,
+                        name=f"ss{i}", server_side=True) for i in range(2)]
+    try:
+        harness.wait_until(lambda: len({v for _, v, _ in go.delivered(members)}) >= 40, 60, "all records")
+    finally:
+        for m in members:
+            assert m.close() == 0
+    assert sorted({v for _, v, _ in go.delivered(members)}) == sorted(f"s{i}" for i in range(40))
+    assert all(c for _, _, c in go.delivered(members))
+
+
 def test_commit_and_resume_after_client_and_broker_restart(rokka: harness.ServerProcess, workdir: Path) -> None:
     topic = create(rokka, workdir, partitions=2)
     group = topic_name("g")

@@ -169,7 +169,7 @@ def test_consume_later_is_redelivered_from_the_retry_topic(srv: harness.ServerPr
     group = topic_name("RT").replace("-", "_")
     # rocketmq-client-go asks for %RETRY%<group>'s route once at start, before the heartbeat that
     # creates it (as Apache RocketMQ's broker does), then only every 30 s: a first short run creates it
-    rmq(srv, workdir, "push", topic=t, group=group, count=0, timeout_ms=1000)
+    rmq(srv, workdir, "push", topic=t, group=group, count=0, linger_ms=300)
     rmq(srv, workdir, "produce", topic=t, messages=[{"value": f"r{i}", "tag": "T"} for i in range(3)])
     ev = rmq(srv, workdir, "push", topic=t, group=group, count=3, linger_ms=500, timeout_ms=30000, retry_first=True)
     assert sorted(e["value"] for e in go.of(ev, "retry")) == ["r0", "r1", "r2"]
@@ -195,6 +195,22 @@ def test_push_consumer_resumes_after_client_and_broker_restart(srv: harness.Serv
             srv.restart()
         elif tag == "second":
             srv.restart(hard=True)
+
+
+def test_admin_api(srv: harness.ServerProcess, workdir: Path) -> None:
+    """rocketmq-client-go's admin: CreateTopic on the broker, FetchPublishMessageQueues,
+    FetchAllTopicList, GetAllSubscriptionGroup, DeleteTopic (broker + name server)."""
+    group = topic_name("ADM").replace("-", "_")
+    t0 = topic(srv, queues=1)
+    push(srv, workdir, t0, 0, linger_ms=0, group=group)  # registers the subscription group
+    t = topic_name("GoAdm").replace("-", "_")
+    ev = {e["event"]: e for e in rmq(srv, workdir, "admin", topic=t, partitions=3, brokers=[srv.broker])}
+    assert ev["create"]["err"] is None
+    assert (ev["queues"]["count"], ev["queues"]["err"]) == (3, None)
+    assert t in ev["topics"]["topics"] and ev["topics"]["err"] is None
+    assert group in ev["groups"]["groups"] and ev["groups"]["err"] is None
+    assert ev["delete"]["err"] is None
+    assert t not in ev["topics_after"]["topics"]
 
 
 def test_acl_credentials(configured_rokka: Any, workdir: Path) -> None:

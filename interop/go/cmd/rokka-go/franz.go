@@ -224,6 +224,9 @@ func franzMember(p *Params) error {
 	if p.Instance != "" {
 		opts = append(opts, kgo.InstanceID(p.Instance))
 	}
+	if p.ServerSide { // KIP-848 when the broker has ConsumerGroupHeartbeat, else the classic protocol
+		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err

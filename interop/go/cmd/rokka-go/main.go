@@ -68,6 +68,7 @@ type Params struct {
 	Output       string            `json:"output"`
 	RetryFirst   bool              `json:"retry_first"`
 	User2        []string          `json:"user2"`
+	ServerSide   bool              `json:"server_side"`
 }
 
 // Txn is one Kafka transaction: its records and whether it commits.

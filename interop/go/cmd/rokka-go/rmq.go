@@ -14,6 +14,7 @@ import (
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
@@ -34,6 +35,8 @@ func rmqMain(action string, p *Params) error {
 		return rmqPush(p)
 	case "pull":
 		return rmqPull(p)
+	case "admin":
+		return rmqAdmin(p)
 	}
 	return fmt.Errorf("rmq: unknown action %q", action)
 }
@@ -257,7 +260,11 @@ type counter struct {
 }
 
 func newCounter(p *Params) *counter {
-	return &counter{want: p.Count, linger: p.linger(), end: time.Now().Add(p.timeout())}
+	c := &counter{want: p.Count, linger: p.linger(), end: time.Now().Add(p.timeout())}
+	if c.want <= 0 {
+		c.fullAt = time.Now()
+	}
+	return c
 }
 
 func (c *counter) add(n int) {
@@ -380,4 +387,58 @@ func rmqPull(p *Params) error {
 	}
 	_ = c.PersistOffset(ctx, p.Topic)
 	return c.Shutdown()
+}
+
+// rmqAdmin: the client's admin API (CreateTopic on the broker, FetchAllTopicList,
+// FetchPublishMessageQueues, GetAllSubscriptionGroup, DeleteTopic), one event per step.
+func rmqAdmin(p *Params) error {
+	opts := []admin.AdminOption{admin.WithResolver(primitive.NewPassthroughResolver([]string{p.Namesrv}))}
+	if c, ok := creds(p); ok {
+		opts = append(opts, admin.WithCredentials(c))
+	}
+	adm, err := admin.NewAdmin(opts...)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout())
+	defer cancel()
+	broker := p.Brokers[0]
+	err = adm.CreateTopic(ctx, admin.WithTopicCreate(p.Topic), admin.WithBrokerAddrCreate(broker),
+		admin.WithReadQueueNums(p.Partitions), admin.WithWriteQueueNums(p.Partitions))
+	emit("create", map[string]any{"err": errText(err)})
+	deadline := time.Now().Add(p.timeout())
+	var mqs []*primitive.MessageQueue
+	for time.Now().Before(deadline) {
+		if mqs, err = adm.FetchPublishMessageQueues(ctx, p.Topic); err == nil && len(mqs) == p.Partitions {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	emit("queues", map[string]any{"count": len(mqs), "err": errText(err)})
+	list, err := adm.FetchAllTopicList(ctx)
+	topics := []string{}
+	if list != nil {
+		topics = list.TopicList
+	}
+	emit("topics", map[string]any{"topics": topics, "err": errText(err)})
+	subs, err := adm.GetAllSubscriptionGroup(ctx, broker, 5*time.Second)
+	groups := []string{}
+	if subs != nil {
+		for g := range subs.SubscriptionGroupTable {
+			groups = append(groups, g)
+		}
+	}
+	sort.Strings(groups)
+	emit("groups", map[string]any{"groups": groups, "err": errText(err)})
+	err = adm.DeleteTopic(ctx, admin.WithTopicDelete(p.Topic), admin.WithBrokerAddrDelete(broker),
+		admin.WithNameSrvAddr([]string{p.Namesrv}))
+	emit("delete", map[string]any{"err": errText(err)})
+	list, err = adm.FetchAllTopicList(ctx)
+	topics = []string{}
+	if list != nil {
+		topics = list.TopicList
+	}
+	emit("topics_after", map[string]any{"topics": topics, "err": errText(err)})
+	return nil
 }
