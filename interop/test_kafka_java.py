@@ -297,24 +297,32 @@ def test_admin_acls_over_sasl(build: str, configured_rokka: Any, workdir: Path) 
 
 # ------------------------------------------------------------------ the Kafka command-line tools
 
-TOOLS = {  # the main class each shell script starts (kafka 4.x bin/*.sh)
+TOOLS = {  # the main class each shell script starts (bin/*.sh of kafka 4.x)
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
 }
+# kafka 3.9: ConsoleProducer and ConfigCommand are still Scala classes of kafka_2.13, and the console
+# tools take --property (4.x: --reader-property / --formatter-property).
+TOOLS3 = {**TOOLS, "kafka-console-producer": "kafka.tools.ConsoleProducer",
+          "kafka-configs": "kafka.admin.ConfigCommand"}
+TOOL_BUILDS = {"tools4": (TOOLS, "--reader-property", "--formatter-property"),
+               "tools3": (TOOLS3, "--property", "--property")}
 
 
-def test_cli_tools(srv: harness.ServerProcess, workdir: Path) -> None:
-    """kafka-topics, kafka-console-producer/consumer, kafka-consumer-groups and kafka-configs (4.x), run as
-    their scripts would run them (the main class with the script's arguments) inside one JVM."""
-    java = Java("tools4", srv, workdir)
+@pytest.mark.parametrize("build", list(TOOL_BUILDS))
+def test_cli_tools(build: str, srv: harness.ServerProcess, workdir: Path) -> None:
+    """kafka-topics, kafka-console-producer/consumer, kafka-consumer-groups and kafka-configs (4.x and 3.x),
+    run as their scripts would run them (the main class with the script's arguments) inside one JVM."""
+    tools, reader_prop, formatter_prop = TOOL_BUILDS[build]
+    java = Java(build, srv, workdir)
     bs = ["--bootstrap-server", srv.kafka]
     topic, group = topic_name("jv-cli"), topic_name("jv-gcli")
 
     def tool(name: str, *args: str, stdin: str = "", code: int = 0) -> str:
-        ev = java.ok("tool", main=TOOLS[name], args=list(args), stdin=stdin, timeout_ms=45000)
+        ev = java.ok("tool", main=tools[name], args=list(args), stdin=stdin, timeout_ms=45000)
         assert ev["exit"] == code, f"{name} {' '.join(args)}: {ev}"
         return ev["stdout"]
 
@@ -325,11 +333,11 @@ def test_cli_tools(srv: harness.ServerProcess, workdir: Path) -> None:
         desc = tool("kafka-topics", *bs, "--describe", "--topic", topic)
         assert "PartitionCount: 3" in desc and desc.count("Leader:") == 3, desc
         lines = [f"k{i % 3}:v{i}" for i in range(9)]
-        tool("kafka-console-producer", *bs, "--topic", topic, "--reader-property", "parse.key=true",
-             "--reader-property", "key.separator=:", "--producer-property", "acks=all", stdin="\n".join(lines) + "\n")
+        tool("kafka-console-producer", *bs, "--topic", topic, reader_prop, "parse.key=true",
+             reader_prop, "key.separator=:", "--producer-property", "acks=all", stdin="\n".join(lines) + "\n")
         out = tool("kafka-console-consumer", *bs, "--topic", topic, "--group", group, "--from-beginning",
-                   "--max-messages", "9", "--timeout-ms", "20000", "--formatter-property", "print.key=true",
-                   "--formatter-property", "key.separator=:")
+                   "--max-messages", "9", "--timeout-ms", "20000", formatter_prop, "print.key=true",
+                   formatter_prop, "key.separator=:")
         assert sorted(out.split()) == sorted(lines), out
         assert group in tool("kafka-consumer-groups", *bs, "--list").split()
         desc = tool("kafka-consumer-groups", *bs, "--describe", "--group", group)
@@ -337,7 +345,8 @@ def test_cli_tools(srv: harness.ServerProcess, workdir: Path) -> None:
         assert len(rows) == 3 and all(r[5] == "0" for r in rows), desc  # LAG column
         reset = tool("kafka-consumer-groups", *bs, "--reset-offsets", "--group", group, "--topic", topic,
                      "--to-earliest", "--execute")
-        assert [r.split()[3] for r in reset.splitlines() if topic in r] == ["0", "0", "0"], reset
+        words = reset.split()  # GROUP TOPIC PARTITION NEW-OFFSET rows (3.9 prints them without line breaks)
+        assert [words[i + 3] for i, w in enumerate(words) if w == group] == ["0", "0", "0"], reset
         tool("kafka-configs", *bs, "--entity-type", "topics", "--entity-name", topic, "--alter",
              "--add-config", "retention.ms=86400000")
         cfg = tool("kafka-configs", *bs, "--entity-type", "topics", "--entity-name", topic, "--describe")

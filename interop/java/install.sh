@@ -28,9 +28,10 @@ is_stale() {
 
 # ---------------------------------------------------------------- BEGIN kafka (Java Kafka client)
 # interop/java/kafka: the driver against kafka-clients 4.x (target/k4) and 3.x (target/k3), and the
-# Kafka CLI tools' main classes (target/tools4). Used by interop/test_kafka_java.py and the matrix.
+# Kafka CLI tools' main classes of 4.x and 3.x (target/tools4, target/tools3). Used by
+# interop/test_kafka_java.py and the interop matrix (interop/matrix/java_role.py).
 KAFKA_DIR=$JAVA_ROOT/kafka
-for profile in k4 k3 tools4; do
+for profile in k4 k3 tools4 tools3; do
     jar=$KAFKA_DIR/target/$profile/kafka-interop.jar
     if is_stale "$KAFKA_DIR" "$jar"; then
         say "mvn package -P $profile in interop/java/kafka"

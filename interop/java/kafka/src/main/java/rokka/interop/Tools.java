@@ -65,6 +65,34 @@ final class Tools {
         }
     }
 
+    /**
+     * Scala tools (3.x ConsoleProducer, ConfigCommand) print through scala.Console, whose streams are
+     * per-thread variables captured when it was first used: point this thread's at the current streams.
+     */
+    static void scalaConsole(PrintStream out, PrintStream err, InputStream in) {
+        Class<?> console;
+        try {
+            console = Class.forName("scala.Console$");
+        } catch (ClassNotFoundException e) {
+            return;
+        }
+        try {
+            Object module = console.getField("MODULE$").get(null);
+            Map<String, Object> want = Map.of("outVar", out, "errVar", err, "inVar",
+                    new java.io.BufferedReader(new java.io.InputStreamReader(in, StandardCharsets.UTF_8)));
+            for (java.lang.reflect.Field f : console.getDeclaredFields()) {
+                for (Map.Entry<String, Object> e : want.entrySet()) {
+                    if (!f.getName().endsWith(e.getKey())) continue;
+                    f.setAccessible(true);
+                    Object var = f.get(module);
+                    var.getClass().getMethod("value_$eq", Object.class).invoke(var, e.getValue());
+                }
+            }
+        } catch (Exception e) {
+            throw new IllegalStateException("cannot redirect scala.Console", e);
+        }
+    }
+
     @SuppressWarnings("unchecked")
     static synchronized Map<String, Object> run(Map<String, Object> c) throws Exception {
         String main = (String) c.get("main");
@@ -82,6 +110,7 @@ final class Tools {
         exitHooks(true);
         Thread th = new Thread(() -> {
             try {
+                scalaConsole(System.out, System.err, System.in);
                 Class.forName(main).getMethod("main", String[].class).invoke(null, (Object) args);
             } catch (InvocationTargetException e) {
                 Throwable t = e.getCause();
