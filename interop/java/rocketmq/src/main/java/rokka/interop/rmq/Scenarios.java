@@ -536,10 +536,12 @@ final class Scenarios {
         c.createTopic(topic, 1);
         DefaultMQProducer replier = c.producer("replier");
         List<String> errors = new CopyOnWriteArrayList<>();
+        List<String> served = new CopyOnWriteArrayList<>();
         DefaultMQPushConsumer pc = c.push("CG_request");
         pc.subscribe(topic, "*");
         pc.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
+                served.add(body(m));
                 try {
                     Message reply = org.apache.rocketmq.client.utils.MessageUtil.createReplyMessage(m,
                         ("re:" + body(m)).getBytes(StandardCharsets.UTF_8));
@@ -555,17 +557,31 @@ final class Scenarios {
         });
         pc.start();
         DefaultMQProducer requester = c.producer("requester");
-        List<String> replies = new ArrayList<>();
         try {
-            for (int i = 0; i < 2; i++) {
-                Message r = requester.request(msg(topic, "req", "req-" + i, "ping-" + i), 8000);
-                replies.add(new String(r.getBody(), StandardCharsets.UTF_8));
-            }
+            Message r = requester.request(msg(topic, "req", "req-sync", "ping-sync"), 8000);
+            out.put("sync_reply", new String(r.getBody(), StandardCharsets.UTF_8));
         } catch (Exception e) {
-            out.put("request_error", describe(e));
+            out.put("sync_error", describe(e));
         }
-        out.put("replies", replies);
+        List<String> asyncReplies = new CopyOnWriteArrayList<>();
+        CountDownLatch done = new CountDownLatch(1);
+        requester.request(msg(topic, "req", "req-async", "ping-async"), new org.apache.rocketmq.client.producer.RequestCallback() {
+            @Override
+            public void onSuccess(Message m) {
+                asyncReplies.add(new String(m.getBody(), StandardCharsets.UTF_8));
+                done.countDown();
+            }
+
+            @Override
+            public void onException(Throwable e) {
+                asyncReplies.add("ERROR " + describe(e));
+                done.countDown();
+            }
+        }, 8000);
+        done.await(20, TimeUnit.SECONDS);
+        out.put("async_replies", asyncReplies);
         out.put("replier_errors", errors);
+        out.put("served", served);
     }
 
     // ------------------------------------------------------------ ACL
@@ -654,9 +670,13 @@ final class Scenarios {
         for (MessageQueue mq : mqs) {
             lc.seek(mq, 0);
         }
-        long deadline = System.currentTimeMillis() + 30000;
+        List<String> samples = new ArrayList<>();
+        long deadline = System.currentTimeMillis() + 15000;
         while (System.currentTimeMillis() < deadline && !(types.containsKey("Pub") && types.containsKey("SubAfter"))) {
             for (MessageExt m : lc.poll(500)) {
+                if (samples.size() < 6) {
+                    samples.add(body(m).replace('\u0001', '|').replace('\u0002', '#'));
+                }
                 for (String rec : body(m).split("\u0002")) {
                     String[] f = rec.split("\u0001");
                     if (f.length > 1 && rec.contains(keys.get(0).substring(0, keys.get(0).length() - 1))) {
@@ -670,5 +690,8 @@ final class Scenarios {
         p.shutdown();
         out.put("consumed", consumed);
         out.put("trace_types", types);
+        if (!(types.containsKey("Pub") && types.containsKey("SubAfter"))) {
+            out.put("trace_samples", samples);
+        }
     }
 }
