@@ -35,7 +35,12 @@ for profile in k4 k3 tools4 tools3; do
     jar=$KAFKA_DIR/target/$profile/kafka-interop.jar
     if is_stale "$KAFKA_DIR" "$jar"; then
         say "mvn package -P $profile in interop/java/kafka"
-        (cd "$KAFKA_DIR" && mvn -q -B -Dstyle.color=never package -P "$profile") || die "maven build of interop/java/kafka ($profile) failed"
+        log=$KAFKA_DIR/target/mvn-$profile.log
+        mkdir -p "$KAFKA_DIR/target"
+        if ! (cd "$KAFKA_DIR" && mvn -q -B -Dstyle.color=never package -P "$profile") >"$log" 2>&1; then
+            cat "$log" >&2
+            die "maven build of interop/java/kafka ($profile) failed (log: $log)"
+        fi
         touch "$jar"
     fi
     java -jar "$jar" version >/dev/null 2>&1 || die "$jar does not run"
