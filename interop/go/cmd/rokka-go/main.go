@@ -69,6 +69,7 @@ type Params struct {
 	RetryFirst   bool              `json:"retry_first"`
 	User2        []string          `json:"user2"`
 	ServerSide   bool              `json:"server_side"`
+	Version      string            `json:"version"`
 }
 
 // Txn is one Kafka transaction: its records and whether it commits.

@@ -43,6 +43,13 @@ func (nullLogger) Println(...interface{})        {}
 func saramaConfig(p *Params) *sarama.Config {
 	c := sarama.NewConfig()
 	c.Version = sarama.V2_8_0_0
+	if p.Version != "" {
+		v, err := sarama.ParseKafkaVersion(p.Version)
+		if err != nil {
+			fail(err)
+		}
+		c.Version = v
+	}
 	c.ClientID = "rokka-sarama"
 	c.Net.DialTimeout = 5 * time.Second
 	c.Net.ReadTimeout = p.timeout()
