@@ -12,7 +12,9 @@ body format follows the member's language: the C++ client parses only the
 array form ``{"offsetTable":[{brokerName, queueId, topic, offset}]}``;
 Java-style clients get the map keyed by MessageQueue objects, written as
 standard JSON (the key is the queue's JSON text).  The admin gets the table
-back in the array form.  The group may be any non-empty name (Kafka group ids
+back in the same form as its language (Java's mqadmin resetOffsetByTime decodes
+ResetOffsetBody, the keyed map; the array form made it fail with a JSONException).
+The group may be any non-empty name (Kafka group ids
 are reset this way too; a group only keys the offset table); the topic must be
 in the table.
 """
@@ -90,4 +92,4 @@ async def handle_reset_offset(ctx: BrokerContext, channel: Any, req: RemotingCom
         except Exception as exc:  # noqa: BLE001 - a dead client must not fail the reset
             log.info("reset offset notification failed", group=group, client=client.client_id, error=str(exc))
     log.info("offsets reset", group=group, topic=topic, timestamp=timestamp, queues=len(table), notified=notified)
-    return req.make_response(ResponseCode.SUCCESS, body=c_style)
+    return req.make_response(ResponseCode.SUCCESS, body=c_style if req.language == "CPP" else keyed)

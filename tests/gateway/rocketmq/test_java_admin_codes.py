@@ -75,3 +75,32 @@ def test_topic_config_needs_sub_rights(tmp_path: Path) -> None:
 
     assert check("open") is None
     assert check("closed") == "No permission for topic closed (needs SUB) for accessKey=app"
+
+
+async def test_reset_offset_answers_java_admins_with_the_keyed_table(tmp_path: Path) -> None:
+    """mqadmin resetOffsetByTime (Java) decodes the answer as ResetOffsetBody: a map keyed by
+    MessageQueue; the C++ array form failed it (fastjson: "syntax error, expect {, actual [")."""
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            ns = NamesrvServer()
+            host, port = await nursery.start(ns.serve, "127.0.0.1", 0)
+            cfg = BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(tmp_path / "store"),
+                               namesrv_addr=f"{host}:{port}")
+            role = runtime.BrokerRole(cfg)
+            await nursery.start(role.run)
+            broker = f"{role.broker_addr[0]}:{role.broker_addr[1]}"
+            async with RemotingClient() as rc:
+                nsc = NamesrvClient(rc, [f"{host}:{port}"])
+                await Admin(rc, nsc).create_topic(broker, "RT", read_queue_nums=1, write_queue_nums=1)
+                ext = {"topic": "RT", "group": "g", "timestamp": "0", "isForce": "true"}
+                java = await rc.invoke(broker, RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                                                               language="JAVA", ext_fields=dict(ext)))
+                assert java.code == ResponseCode.SUCCESS
+                keyed = json.loads(java.body)["offsetTable"]
+                assert [(json.loads(k)["queueId"], v) for k, v in keyed.items()] == [(0, 0)]
+            async with RemotingClient(language="CPP") as cpp_rc:     # the C++ form: the array
+                cpp = await cpp_rc.invoke(broker, RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                                                                  ext_fields=dict(ext)))
+                assert [(e["queueId"], e["offset"]) for e in json.loads(cpp.body)["offsetTable"]] == [(0, 0)]
+            await role.shutdown()
+            nursery.cancel_scope.cancel()
