@@ -50,6 +50,8 @@ PERM_PRIORITY = 8
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
+#: Most queues (Kafka partitions) a topic may have, whichever protocol creates or grows it.
+MAX_QUEUE_NUMS = 1024
 TOPIC_MAX_LENGTH = names.TOPIC_MAX_LENGTH
 
 SYSTEM_TOPICS = frozenset({

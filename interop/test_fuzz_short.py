@@ -8,7 +8,7 @@ seed ``ROKKA_FUZZ_SEED`` or a fixed one) and must show: the server stays up and 
 the steady clients see no error and lose nothing (also when everything is re-read after the fuzz), the
 server's RSS stays under ``RSS_LIMIT_MIB``, nothing is created or removed outside the store, and SIGTERM
 exits 0, no traceback reaches the log (``STRICT_NOW``; ``STRICT_LATER`` would list strict checks that do not
-hold yet).  ``AVOID`` names the known bugs (``kafka_frames.KNOWN_BUGS``) the short run must not trigger
+hold yet).  ``AVOID`` names known bugs (``kafka_frames.KNOWN_BUGS``) the short run must not trigger
 until they are fixed; ``make fuzz`` triggers them.
 """
 
@@ -26,8 +26,8 @@ SEED = int(os.environ.get("ROKKA_FUZZ_SEED", "19"))
 RSS_LIMIT_MIB = 512
 STRICT_NOW = ("jail_intact", "sigterm_exit_0", "rss_limit", "log_bounded", "no_traceback")
 STRICT_LATER: tuple[str, ...] = ()
-# Bugs the short run must not trigger until they are fixed (see kafka_frames.KNOWN_BUGS): remove when fixed.
-AVOID = frozenset({"partition-count", "lone-surrogates"})
+# Bugs the short run must not trigger until they are fixed (see kafka_frames.KNOWN_BUGS): none open.
+AVOID: frozenset[str] = frozenset()   # both known bugs (partition-count, lone-surrogates) are fixed
 
 
 @pytest.mark.timeout(300)

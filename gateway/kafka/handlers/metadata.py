@@ -43,7 +43,7 @@ import uuid
 
 import structlog
 from rokka.compat.views import view_from_configs
-from rokka.core.topics import TopicConfig, is_system_topic
+from rokka.core.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic
 from rokka.gateway.kafka.acls import Res, authorized_operations
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.errors import ErrorCode as E
@@ -202,6 +202,8 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
             err, msg, n = _manual_assignment(env, t)
         elif n < 1:
             err, msg = E.INVALID_PARTITIONS, "number of partitions must be at least 1"
+        elif n > MAX_QUEUE_NUMS:
+            err, msg = E.INVALID_PARTITIONS, f"number of partitions must be at most {MAX_QUEUE_NUMS}"
         elif t.replication_factor not in (-1, 1):
             err, msg = E.INVALID_REPLICATION_FACTOR, "replication factor must be 1 on a single node"
         if not err and view is None and not req.validate_only:
@@ -226,9 +228,14 @@ def _manual_assignment(env: KafkaEnv, t: Struct) -> tuple[int, str | None, int]:
     if t.num_partitions != -1:
         return E.INVALID_REQUEST, ("A manual partition assignment was specified, but numPartitions was not "
                                    "set to -1."), -1
+    if len(t.assignments) > MAX_QUEUE_NUMS:
+        return E.INVALID_PARTITIONS, f"number of partitions must be at most {MAX_QUEUE_NUMS}", -1
     registered = {b[0] for b in _brokers(env)}
     by_index: dict[int, list[int]] = {}
     for a in t.assignments:
+        if len(a.broker_ids or []) > len(registered):
+            return E.INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment lists {len(a.broker_ids)} "
+                                                  f"replicas, but only {len(registered)} brokers are registered."), -1
         if a.partition_index in by_index:
             return E.INVALID_REPLICA_ASSIGNMENT, f"Found multiple manual partition assignments for partition " \
                                                  f"{a.partition_index}", -1
@@ -284,6 +291,8 @@ async def handle_create_partitions(env: KafkaEnv, ctx: KafkaRequestContext, req:
             err, msg = E.UNKNOWN_TOPIC_OR_PARTITION, None
         elif t.count <= partition_count(tc):
             err, msg = E.INVALID_PARTITIONS, f"Topic currently has {partition_count(tc)} partitions"
+        elif t.count > MAX_QUEUE_NUMS:
+            err, msg = E.INVALID_PARTITIONS, f"number of partitions must be at most {MAX_QUEUE_NUMS}"
         elif t.assignments:
             err, msg = E.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
         elif not req.validate_only:

@@ -55,8 +55,11 @@ def dumps(obj: Any) -> bytes:
 def loads_body(body: bytes) -> Any:
     """Parse a JSON body leniently (fastjson bare keys allowed)."""
     try:
-        return loads_lenient(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        obj = loads_lenient(body)
+        if b"\\u" in body:
+            dumps(obj)      # a lone-surrogate escape (\\ud800) cannot be stored as UTF-8: refuse it here
+        return obj
+    except (ValueError, UnicodeDecodeError, UnicodeEncodeError) as exc:
         raise BodyFormatError(f"body is not JSON: {exc}") from None
 
 

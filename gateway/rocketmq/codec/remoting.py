@@ -194,7 +194,7 @@ def decode_json_header(data: bytes) -> RemotingCommand:
                 sval = coerce_ext_value(value)
                 if sval is not None:
                     ext[str(key)] = sval
-    return RemotingCommand(
+    cmd = RemotingCommand(
         code=_as_int(obj["code"], "code"),
         language=lang,
         version=_as_int(obj.get("version", 0), "version"),
@@ -204,6 +204,22 @@ def decode_json_header(data: bytes) -> RemotingCommand:
         ext_fields=ext,
         serialize_type=SERIALIZE_JSON,
     )
+    if b"\\u" in data:
+        _refuse_lone_surrogates(cmd)
+    return cmd
+
+
+def _refuse_lone_surrogates(cmd: RemotingCommand) -> None:
+    """A ``\\ud800`` escape decodes to a string that cannot be written as UTF-8 (a name stored with
+    it would make every later save of the offset table or KV config fail): refuse the frame."""
+    try:
+        for key, value in cmd.ext_fields.items():
+            key.encode("utf-8")
+            value.encode("utf-8")
+        if cmd.remark is not None:
+            cmd.remark.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RemoteProtocolError("JSON header holds a lone UTF-16 surrogate") from None
 
 
 # --------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import structlog
 from rokka.core import names
 from rokka.core.groups import SubscriptionGroupConfig
 from rokka.core.storage.layout import decode_offset_msg_id
-from rokka.core.topics import TopicConfig, is_system_topic
+from rokka.core.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
@@ -64,8 +64,8 @@ async def handle_create_topic(ctx: BrokerContext, channel: Any, req: RemotingCom
     if topic == h.str("defaultTopic", None) or (is_system_topic(topic) and topic not in ctx.broker.topics):
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
     read, write = h.int("readQueueNums"), h.int("writeQueueNums")
-    if not (0 < read <= 1024 and 0 < write <= 1024):
-        return req.make_response(ResponseCode.SYSTEM_ERROR, "queue numbers must be within 1..1024")
+    if not (0 < read <= MAX_QUEUE_NUMS and 0 < write <= MAX_QUEUE_NUMS):
+        return req.make_response(ResponseCode.SYSTEM_ERROR, f"queue numbers must be within 1..{MAX_QUEUE_NUMS}")
     tc = TopicConfig(topic, read, write, h.int("perm", 6), h.str("topicFilterType", "SINGLE_TAG"),
                      h.int("topicSysFlag", 0) or 0, bool(h.bool("order", False)))
     ctx.broker.topics.put(tc)
