@@ -221,8 +221,10 @@ func (h groupHandler) Cleanup(s sarama.ConsumerGroupSession) error {
 	return nil
 }
 
-// ConsumeClaim commits each message synchronously (auto-commit off) before reporting it.
+// ConsumeClaim marks every message and commits synchronously (auto-commit off) whenever the claim
+// has nothing more buffered, then reports the values it committed as one batch.
 func (h groupHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	vals, parts := []string{}, []int32{}
 	for {
 		select {
 		case m, ok := <-claim.Messages():
@@ -230,9 +232,13 @@ func (h groupHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.C
 				return nil
 			}
 			s.MarkMessage(m, "")
+			vals, parts = append(vals, string(m.Value)), append(parts, m.Partition)
+			if len(claim.Messages()) > 0 && len(vals) < 100 {
+				continue
+			}
 			s.Commit()
-			emit("batch", map[string]any{"member": h.p.Name, "values": []string{string(m.Value)},
-				"partitions": []int32{m.Partition}, "committed": true})
+			emit("batch", map[string]any{"member": h.p.Name, "values": vals, "partitions": parts, "committed": true})
+			vals, parts = []string{}, []int32{}
 		case <-s.Context().Done():
 			return nil
 		}
