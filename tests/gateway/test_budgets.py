@@ -87,6 +87,50 @@ def events(captured: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [e for e in captured if e["event"] == name]
 
 
+async def non_reader(addr: tuple[str, int]) -> trio.SocketStream:
+    """A connection with a 4 KiB receive buffer that the test never reads: the server's answers back up."""
+    s = trio.socket.socket()
+    s.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
+    await s.connect(addr)
+    return trio.SocketStream(s)
+
+
+async def closed_after(captured: list[dict[str, Any]], budget: Budget, event: str, count: int = 1) -> None:
+    """Waits for ``count`` log lines ``event``, then for the server to have closed every connection."""
+    while len(events(captured, event)) < count:  # noqa: ASYNC110 - the server gives up on the peer
+        await trio.sleep(0.01)
+    while budget.connections:     # noqa: ASYNC110 - the server closes it
+        await trio.sleep(0.01)
+
+
+async def rocketmq_unread_answers(budget: Budget, requests: int, event: str) -> list[dict[str, Any]]:
+    """A broker answering 1 MiB per request; one peer asks ``requests`` times and reads nothing.
+
+    Returns the captured log once ``event`` was logged and the server closed the peer (``budget.unread`` is
+    checked to be 0 at that point).
+    """
+
+    async def big(channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.make_response(ResponseCode.SUCCESS, body=b"b" * (1 << 20))
+
+    rmq = RemotingServer({10: big}, name="broker", budget=budget)
+    with trio.fail_after(30), structlog.testing.capture_logs() as captured:
+        async with trio.open_nursery() as nursery:
+            addr = (await nursery.start(rmq.serve, "127.0.0.1", [0]))[0]
+            stream = await non_reader(addr)
+            conn = RemotingConnection()
+            try:
+                for _ in range(requests):
+                    await stream.send_all(conn.start_request(RemotingCommand(code=10)))
+            except trio.BrokenResourceError:
+                pass
+            await closed_after(captured, budget, event)
+            assert budget.unread == 0
+            await stream.aclose()
+            nursery.cancel_scope.cancel()
+    return captured
+
+
 # --------------------------------------------------------------------------- connection caps
 
 
@@ -259,16 +303,10 @@ async def test_a_peer_that_never_reads_is_closed_and_gives_its_response_back() -
             addr = await nursery.start(kafka.serve, "127.0.0.1", 0)
             readers = []
             for _ in range(3):        # ask for a 4 MiB answer, never read it
-                s = trio.socket.socket()
-                s.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
-                await s.connect(addr)
-                stream = trio.SocketStream(s)
+                stream = await non_reader(addr)
                 await stream.send_all(encode_request_frame(DESCRIBE_CLUSTER, 0, 1, {}, client_id="r"))
                 readers.append(stream)
-            while len(events(captured, "kafka.unread_budget")) < 3:  # noqa: ASYNC110 - closed by the server
-                await trio.sleep(0.01)
-            while budget.connections:     # noqa: ASYNC110 - all three are closed by the server
-                await trio.sleep(0.01)
+            await closed_after(captured, budget, "kafka.unread_budget", count=3)
             assert budget.unread == 0
             for s in readers:
                 await s.aclose()
@@ -286,15 +324,9 @@ async def test_a_reader_that_stops_is_closed_after_the_write_timeout() -> None:
     with trio.fail_after(30), structlog.testing.capture_logs() as captured:
         async with trio.open_nursery() as nursery:
             addr = await nursery.start(kafka.serve, "127.0.0.1", 0)
-            s = trio.socket.socket()
-            s.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
-            await s.connect(addr)
-            stream = trio.SocketStream(s)
+            stream = await non_reader(addr)
             await stream.send_all(encode_request_frame(DESCRIBE_CLUSTER, 0, 1, {}, client_id="r"))
-            while not events(captured, "kafka.slow_reader"):  # noqa: ASYNC110 - the server gives up on it
-                await trio.sleep(0.01)
-            while budget.connections:     # noqa: ASYNC110
-                await trio.sleep(0.01)
+            await closed_after(captured, budget, "kafka.slow_reader")
             await stream.aclose()
             nursery.cancel_scope.cancel()
     assert len(events(captured, "kafka.slow_reader")) == 1 and budget.unread == 0
@@ -302,31 +334,9 @@ async def test_a_reader_that_stops_is_closed_after_the_write_timeout() -> None:
 
 async def test_a_rocketmq_peer_that_never_reads_its_responses_is_closed() -> None:
     budget = Budget(Limits(max_pending_write_bytes=2 << 20))
-
-    async def big(channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.make_response(ResponseCode.SUCCESS, body=b"b" * (1 << 20))
-
-    rmq = RemotingServer({10: big}, name="broker", budget=budget)
-    with trio.fail_after(30), structlog.testing.capture_logs() as captured:
-        async with trio.open_nursery() as nursery:
-            addr = (await nursery.start(rmq.serve, "127.0.0.1", [0]))[0]
-            s = trio.socket.socket()
-            s.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
-            await s.connect(addr)
-            stream = trio.SocketStream(s)
-            conn = RemotingConnection()
-            try:
-                for _ in range(64):     # 64 MiB of answers asked for, none read
-                    await stream.send_all(conn.start_request(RemotingCommand(code=10)))
-            except trio.BrokenResourceError:
-                pass
-            while not events(captured, "peer does not read its responses, closing connection"):  # noqa: ASYNC110
-                await trio.sleep(0.01)
-            while budget.connections:     # noqa: ASYNC110 - the server closes it
-                await trio.sleep(0.01)
-            await stream.aclose()
-            nursery.cancel_scope.cancel()
-    assert len(events(captured, "peer does not read its responses, closing connection")) == 1
+    event = "peer does not read its responses, closing connection"
+    captured = await rocketmq_unread_answers(budget, 64, event)     # 64 MiB of answers asked for, none read
+    assert len(events(captured, event)) == 1
 
 
 # --------------------------------------------------------------------------- malformed input: one line each
@@ -452,31 +462,10 @@ async def test_request_bodies_in_service_are_bounded_per_connection(monkeypatch:
 
 async def test_rocketmq_responses_queued_for_non_readers_share_the_process_budget() -> None:
     budget = Budget(Limits(max_unread_response_bytes=3 << 20))
-
-    async def big(channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.make_response(ResponseCode.SUCCESS, body=b"b" * (1 << 20))
-
-    rmq = RemotingServer({10: big}, name="broker", budget=budget)
-    with trio.fail_after(30), structlog.testing.capture_logs() as captured:
-        async with trio.open_nursery() as nursery:
-            addr = (await nursery.start(rmq.serve, "127.0.0.1", [0]))[0]
-            s = trio.socket.socket()
-            s.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
-            await s.connect(addr)
-            stream = trio.SocketStream(s)
-            conn = RemotingConnection()
-            try:
-                for _ in range(32):     # 32 MiB of answers asked for (below maxPendingWriteBytes), none read
-                    await stream.send_all(conn.start_request(RemotingCommand(code=10)))
-            except trio.BrokenResourceError:
-                pass
-            while not events(captured, "responses not read beyond the budget, closing connection"):  # noqa: ASYNC110
-                await trio.sleep(0.01)
-            while budget.connections:     # noqa: ASYNC110 - the server closes it
-                await trio.sleep(0.01)
-            assert budget.unread == 0
-            await stream.aclose()
-            nursery.cancel_scope.cancel()
+    event = "responses not read beyond the budget, closing connection"
+    # 32 MiB of answers asked for (below maxPendingWriteBytes), none read
+    captured = await rocketmq_unread_answers(budget, 32, event)
+    assert events(captured, event)
 
 
 async def test_frames_before_sasl_authentication_are_capped_then_the_full_limit_applies() -> None:
