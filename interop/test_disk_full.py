@@ -10,8 +10,6 @@ store read-only until a restart.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from interop import harness
+from interop import harness, tmpfs
 from interop.kafka_common import topic_name
 
 TIMEOUT_S = 30
@@ -27,30 +25,8 @@ TIMEOUT_S = 30
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    mnt = tmp_path / "fs"
-    mnt.mkdir()
-    try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)], check=True,
-                       capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot mount a tmpfs here: {exc}")
-    try:
+    with tmpfs.mounted_tmpfs(tmp_path / "fs", "64m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True, timeout=30)
-
-
-def _fill(path: Path) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    chunk = bytes(256 * 1024)
-    try:
-        while True:
-            try:
-                os.write(fd, chunk)
-            except OSError:
-                break
-    finally:
-        os.close(fd)
 
 
 def _rocketmq_send(namesrv: str, topic: str, body: bytes) -> tuple[int, str]:
@@ -102,7 +78,7 @@ def test_full_disk_refuses_then_resumes_without_restart(tmp_path: Path, small_fs
         assert _kafka_send(srv.kafka, topic, b"before") is None
         assert _rocketmq_send(srv.namesrv, topic, b"rmq-before") == (0, "")
         ballast = small_fs / "ballast"
-        _fill(ballast)
+        tmpfs.fill(ballast, chunk_size=256 * 1024)
         err = _kafka_send(srv.kafka, topic, b"x" * 300_000)
         assert err is not None and "KafkaStorageError" in type(err).__name__ + repr(err), repr(err)
         code, remark = _rocketmq_send(srv.namesrv, topic, b"y" * 300_000)

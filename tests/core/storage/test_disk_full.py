@@ -10,7 +10,6 @@ writes resume without a restart once space returns.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,38 +23,14 @@ from rokka.core.storage.engine import DiskStore
 from rokka.core.storage.layout import decode_record
 from storage_helpers import msg, small_config
 
+from interop import tmpfs
+
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A 6 MiB tmpfs (needs CAP_SYS_ADMIN: skipped where mounting is not allowed)."""
-    mnt = tmp_path / "fs"
-    mnt.mkdir()
-    try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)], check=True,
-                       capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot mount a tmpfs here: {exc}")
-    try:
+    with tmpfs.mounted_tmpfs(tmp_path / "fs", "6m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True, timeout=30)
-
-
-def _fill(path: Path, leave: int = 0) -> None:
-    """Write a ballast file until the filesystem is full, then give back ``leave`` bytes."""
-    chunk = bytes(64 * 1024)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        while True:
-            try:
-                os.write(fd, chunk)
-            except OSError:
-                break
-    finally:
-        os.close(fd)
-    if leave:
-        size = path.stat().st_size
-        os.truncate(path, max(0, size - leave))
 
 
 def _crash(s: DiskStore) -> None:
@@ -75,7 +50,7 @@ def test_enospc_refuses_then_resumes_without_restart(small_fs: Path) -> None:
     s = DiskStore(cfg).open()
     assert s.put_messages([msg(i) for i in range(3)]).ok
     ballast = small_fs / "ballast"
-    _fill(ballast, leave=12 * 1024)                    # room for part of the next put only
+    tmpfs.fill(ballast, leave=12 * 1024)                    # room for part of the next put only
     end = s.clog.write_offset
     res = s.put_messages([msg(10 + i, body=bytes([65 + i]) * 3000) for i in range(10)])
     assert res.status is PutStatus.SERVICE_NOT_AVAILABLE
@@ -99,7 +74,7 @@ def test_put_path_rechecks_space_while_refusing(small_fs: Path) -> None:
     cfg = small_config(small_fs / "store", commitlog_file_size=256 * 1024)
     s = DiskStore(cfg).open()
     ballast = small_fs / "ballast"
-    _fill(ballast)
+    tmpfs.fill(ballast)
     assert s.put_messages([msg(0, body=bytes(8000))]).status is PutStatus.SERVICE_NOT_AVAILABLE
     ballast.unlink()
     s._recheck_at = 0.0                                # as if the 1 s re-check interval had passed
