@@ -152,6 +152,17 @@ final class AdminScenario {
                 }
                 return m;
             });
+            step(out, "delete_records", () -> {
+                TopicPartition tp = new TopicPartition(t2, 0);
+                a.deleteRecords(Map.of(tp, org.apache.kafka.clients.admin.RecordsToDelete.beforeOffset(1)))
+                        .all().get();
+                return a.listOffsets(Map.of(tp, OffsetSpec.earliest())).partitionResult(tp).get().offset();
+            });
+            step(out, "describe_producers", () -> a.describeProducers(List.of(new TopicPartition(t2, 0))).all().get()
+                    .size());
+            step(out, "list_transactions", () -> a.listTransactions().all().get().size());
+            step(out, "describe_log_dirs", () -> a.describeLogDirs(List.of(
+                    a.describeCluster().nodes().get().iterator().next().id())).allDescriptions().get().size());
             step(out, "commit_group", () -> {
                 Map<String, Object> q = new HashMap<>(c);
                 q.put("topic", t2);

@@ -38,6 +38,42 @@ final class TxnScenario {
         return vals;
     }
 
+    /** Two producers with one transactional.id: the newer one's initTransactions fences the older one. */
+    static Map<String, Object> fencing(Map<String, Object> c, String topic) {
+        Map<String, Object> out = new LinkedHashMap<>();
+        Map<String, Object> cfg = Map.of("transactional.id", c.get("txn_id") + "-fence", "enable.idempotence", "true",
+                "transaction.timeout.ms", "30000");
+        try (KafkaProducer<byte[], byte[]> old = Ops.producer(c, cfg)) {
+            old.initTransactions();
+            old.beginTransaction();
+            old.send(new ProducerRecord<>(topic, 0, null, Ops.bytes("fenced-0")));
+            old.flush();
+            try (KafkaProducer<byte[], byte[]> fresh = Ops.producer(c, cfg)) {
+                fresh.initTransactions();  // aborts the old one's open transaction, bumps the epoch
+                try {
+                    old.send(new ProducerRecord<>(topic, 0, null, Ops.bytes("fenced-1"))).get();
+                    out.put("old_send", "acked");
+                } catch (Exception e) {
+                    out.put("old_send", Main.root(e).getClass().getSimpleName());
+                }
+                try {
+                    old.commitTransaction();
+                    out.put("old_commit", "committed");
+                } catch (Exception e) {
+                    out.put("old_commit", "raised");
+                }
+                fresh.beginTransaction();
+                fresh.send(new ProducerRecord<>(topic, 0, null, Ops.bytes("fresh-0")));
+                fresh.commitTransaction();
+                out.put("fresh", "committed");
+            }
+            out.put("visible", readAll(c, topic, "read_committed", 11));
+        } catch (Exception e) {
+            out.put("error", Main.describe(e));
+        }
+        return out;
+    }
+
     static Map<String, Object> run(Map<String, Object> c) throws Exception {
         String topic = (String) c.get("topic");
         String outTopic = (String) c.get("out_topic");
@@ -77,6 +113,7 @@ final class TxnScenario {
             }
         }
         out.put("out_committed_view", readAll(c, outTopic, "read_committed", 10));
+        out.put("fencing", fencing(c, topic));
         try (org.apache.kafka.clients.admin.Admin a = Ops.admin(c)) {
             Map<String, Object> committed = new LinkedHashMap<>();
             a.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
