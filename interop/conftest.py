@@ -8,7 +8,8 @@ Theory of operation
   ``.data_dir`` the store, ``.restart(hard=False)`` (SIGTERM, or SIGKILL when hard) brings it back on
   the same ports and data dir, ``.kill9()``, ``.stop()``.  At teardown the server must exit 0 on
   SIGTERM (its contract); otherwise the test errors with the server's stderr.
-* ``configured_rokka``: the same with a broker.conf (and files such as a users or ACL file).
+* ``configured_rokka``: the same with a broker.conf (and files such as a users or ACL file);
+  ``quick_rokka``: one whose retention pass runs every 300 ms.
 * ``rokka_cluster``: ``rokka namesrv`` plus brokers ``broker-a`` and ``broker-b`` (``harness.Cluster``).
 * ``workdir``: a per-test directory for client scripts (each gets its own HOME inside it).
 * Client gates: ``need_cpp`` / ``need_kcat`` fixtures and ``harness.skip_unless_node(module)`` skip a scenario, with the
@@ -77,6 +78,13 @@ def configured_rokka(tmp_path: Path) -> Iterator[Callable[[dict[str, str], dict[
         yield start
     finally:
         _teardown(started)
+
+
+@pytest.fixture
+def quick_rokka(configured_rokka: Callable[[dict[str, str], dict[str, str]], harness.ServerProcess],
+                ) -> harness.ServerProcess:
+    """``rokka serve`` whose retention pass runs every 300 ms (``cleanResourceInterval=300``)."""
+    return configured_rokka({"cleanResourceInterval": "300"}, {})
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ that all clients are held to one standard:
 * ``timestamps()``: explicit record timestamps, one second apart, for ListOffsets-by-time checks.
 * ``aiokafka_round_trip()``: aiokafka produces ``n`` values and reads them back from the beginning
   (the security scenarios: SASL, TLS).
+* ``confluent_alter_topic()`` / ``confluent_log_start()``: IncrementalAlterConfigs on one topic and a
+  partition's log start offset with confluent-kafka; ``kafkajs_runner()``: one kafkajs action per call.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 Header = tuple[str, bytes]
@@ -156,3 +160,35 @@ def aiokafka_round_trip(conf: dict[str, Any], topic: str, n: int = 5, timeout: f
         return got
 
     return asyncio.run(asyncio.wait_for(main(), timeout))
+
+
+def confluent_alter_topic(admin: Any, topic: str, entries: list[Any]) -> None:
+    """confluent-kafka IncrementalAlterConfigs of ``entries`` (``ConfigEntry``) on ``topic``; raises its error."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    for f in admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]).values():
+        f.result(20)
+
+
+def confluent_log_start(bootstrap: str, topic: str, partition: int = 0) -> int:
+    """The log start offset of ``topic``/``partition`` as a confluent-kafka consumer sees it."""
+    import confluent_kafka as ck
+
+    probe = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": topic_name("g")})
+    try:
+        return int(probe.get_watermark_offsets(ck.TopicPartition(topic, partition), timeout=10)[0])
+    finally:
+        probe.close()
+
+
+def kafkajs_runner(workdir: Path, bootstrap: str, topic: str) -> Callable[..., list[dict[str, Any]]]:
+    """``run(action, **params)``: the kafkajs client script runs one ``action`` on ``topic`` (its events)."""
+    import harness
+
+    def run(action: str, **params: Any) -> list[dict[str, Any]]:
+        return harness.run_node("kafkajs_client", {"action": action, "brokers": [bootstrap], "topic": topic,
+                                                   **params},
+                                workdir=workdir / f"{action}-{time.monotonic_ns()}", timeout=60)
+
+    return run

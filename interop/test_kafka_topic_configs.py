@@ -11,28 +11,21 @@ Everything on 127.0.0.1 with free ports; every client call and wait is bounded.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from interop import harness
-from interop.kafka_common import topic_name
+from interop.kafka_common import (
+    confluent_alter_topic,
+    confluent_log_start,
+    kafkajs_runner,
+    topic_name,
+    wait_until,
+)
 
 CONFIGS = {"message.timestamp.type": "LogAppendTime", "max.message.bytes": "2000",
            "min.insync.replicas": "2", "segment.bytes": "1048576", "cleanup.policy": "delete"}
-
-
-@pytest.fixture
-def quick_rokka(configured_rokka: Any) -> harness.ServerProcess:
-    return configured_rokka({"cleanResourceInterval": "300"}, {})
-
-
-def wait_until(what: str, cond: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"{what} within {timeout:.0f} s"
-        time.sleep(0.2)
 
 
 @pytest.mark.timeout(180)
@@ -72,7 +65,8 @@ def test_kafka_python(quick_rokka: harness.ServerProcess) -> None:
         part = TopicPartition(topic, 0)
         probe = KafkaConsumer(bootstrap_servers=bs)
         try:
-            wait_until("retention.bytes moves the log start", lambda: probe.beginning_offsets([part]) == {part: 1})
+            wait_until(lambda: probe.beginning_offsets([part]) == {part: 1}, 20,
+                       "retention.bytes moves the log start")
         finally:
             probe.close()
         # manual replica assignment naming this broker; an unknown broker is refused
@@ -94,24 +88,16 @@ def test_kafka_python(quick_rokka: harness.ServerProcess) -> None:
 @pytest.mark.timeout(180)
 def test_confluent_kafka(quick_rokka: harness.ServerProcess) -> None:
     ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        NewTopic,
-        ResourceType,
-    )
+    from confluent_kafka import admin as cka
 
     bs = quick_rokka.kafka
     topic, manual, bad = topic_name("cfg"), topic_name("manual"), topic_name("bad")
-    admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(20)
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in CONFIGS.items()]
-    for f in admin.incremental_alter_configs(
-            [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]).values():
-        f.result(20)
-    (described,) = [f.result(20) for f in admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()]
+    admin = cka.AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([cka.NewTopic(topic, 1, 1)])[topic].result(20)
+    entries = [cka.ConfigEntry(k, v, incremental_operation=cka.AlterConfigOpType.SET) for k, v in CONFIGS.items()]
+    confluent_alter_topic(admin, topic, entries)
+    futures = admin.describe_configs([cka.ConfigResource(cka.ResourceType.TOPIC, topic)])
+    (described,) = [f.result(20) for f in futures.values()]
     assert {k: (described[k].value, described[k].is_default) for k in ("max.message.bytes", "min.insync.replicas")} \
         == {"max.message.bytes": ("2000", False), "min.insync.replicas": ("2", False)}
 
@@ -136,30 +122,18 @@ def test_confluent_kafka(quick_rokka: harness.ServerProcess) -> None:
     finally:
         c.close()
     # retention.bytes through IncrementalAlterConfigs
-    size = [ConfigEntry("retention.bytes", "0", incremental_operation=AlterConfigOpType.SET)]
-    for f in admin.incremental_alter_configs(
-            [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=size)]).values():
-        f.result(20)
-
-    def log_start() -> int:
-        probe = ck.Consumer({"bootstrap.servers": bs, "group.id": topic_name("g")})
-        try:
-            return int(probe.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=10)[0])
-        finally:
-            probe.close()
-
-    wait_until("retention.bytes moves the log start", lambda: log_start() == 1)
+    size = [cka.ConfigEntry("retention.bytes", "0", incremental_operation=cka.AlterConfigOpType.SET)]
+    confluent_alter_topic(admin, topic, size)
+    wait_until(lambda: confluent_log_start(bs, topic) == 1, 20, "retention.bytes moves the log start")
     # manual replica assignment
     node = admin.describe_cluster().result(20).nodes[0].id
-    admin.create_topics([NewTopic(manual, 3, replica_assignment=[[node], [node], [node]])])[manual].result(20)
+    admin.create_topics([cka.NewTopic(manual, 3, replica_assignment=[[node], [node], [node]])])[manual].result(20)
     assert len(admin.list_topics(manual, timeout=10).topics[manual].partitions) == 3
     with pytest.raises(ck.KafkaException, match="no such broker"):
-        admin.create_topics([NewTopic(bad, 1, replica_assignment=[[node + 1]])])[bad].result(20)
-    bad_policy = [ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)]
-    (fut,) = admin.incremental_alter_configs(
-        [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=bad_policy)]).values()
+        admin.create_topics([cka.NewTopic(bad, 1, replica_assignment=[[node + 1]])])[bad].result(20)
+    bad_policy = [cka.ConfigEntry("cleanup.policy", "compact", incremental_operation=cka.AlterConfigOpType.SET)]
     with pytest.raises(ck.KafkaException, match="compact is not supported"):
-        fut.result(20)
+        confluent_alter_topic(admin, topic, bad_policy)
 
 
 @pytest.mark.timeout(180)
@@ -167,11 +141,7 @@ def test_kafkajs(quick_rokka: harness.ServerProcess, workdir: Any) -> None:
     """kafkajs's alterConfigs (AlterConfigs v0) sets the kept configs; describeConfigs shows them."""
     harness.skip_unless_node("kafkajs")
     topic = topic_name("cfg")
-    common = {"brokers": [quick_rokka.kafka], "topic": topic}
-
-    def run(action: str, **params: Any) -> list[dict[str, Any]]:
-        return harness.run_node("kafkajs_client", {"action": action, **common, **params},
-                                workdir=workdir / f"{action}-{time.monotonic_ns()}", timeout=60)
+    run = kafkajs_runner(workdir, quick_rokka.kafka, topic)
 
     assert [e for e in run("create", partitions=1) if e.get("event") == "created"]
     wanted = {"max.message.bytes": "4096", "message.timestamp.type": "LogAppendTime", "retention.bytes": "1000000",

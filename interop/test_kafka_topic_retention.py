@@ -13,19 +13,7 @@ from typing import Any
 
 import harness
 import pytest
-from kafka_common import topic_name
-
-
-@pytest.fixture
-def quick_rokka(configured_rokka: Any) -> harness.ServerProcess:
-    return configured_rokka({"cleanResourceInterval": "300"}, {})
-
-
-def wait_until(what: str, cond: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"{what} within {timeout:.0f} s"
-        time.sleep(0.2)
+from kafka_common import confluent_alter_topic, confluent_log_start, kafkajs_runner, topic_name, wait_until
 
 
 def test_kafka_python(quick_rokka: harness.ServerProcess) -> None:
@@ -58,8 +46,8 @@ def test_kafka_python(quick_rokka: harness.ServerProcess) -> None:
         res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "1000"})])
         assert res == {"topic": {topic: "OK"}}
         assert modified(topic) == {"retention.ms": "1000"}
-        wait_until("records older than retention.ms gone",
-                   lambda: consumer.beginning_offsets(parts) == {parts[0]: 5, parts[1]: 5})
+        wait_until(lambda: consumer.beginning_offsets(parts) == {parts[0]: 5, parts[1]: 5}, 20,
+                   "records older than retention.ms gone")
         c = KafkaConsumer(topic, bootstrap_servers=bs, auto_offset_reset="earliest", consumer_timeout_ms=2000)
         try:
             assert list(c) == []
@@ -97,22 +85,15 @@ def test_kafka_python(quick_rokka: harness.ServerProcess) -> None:
 
 def test_confluent_kafka(quick_rokka: harness.ServerProcess) -> None:
     ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        NewTopic,
-        ResourceType,
-    )
+    from confluent_kafka import admin as cka
 
     bs = quick_rokka.kafka
     topic = topic_name("ret")
-    admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "600000"})])[topic].result(20)
+    admin = cka.AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([cka.NewTopic(topic, 1, 1, config={"retention.ms": "600000"})])[topic].result(20)
 
     def retention() -> tuple[str, bool]:
-        fut = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+        fut = admin.describe_configs([cka.ConfigResource(cka.ResourceType.TOPIC, topic)])
         (configs,) = [f.result(20) for f in fut.values()]
         e = configs["retention.ms"]
         return e.value, e.is_default
@@ -124,40 +105,25 @@ def test_confluent_kafka(quick_rokka: harness.ServerProcess) -> None:
     assert p.flush(20) == 0
 
     def alter(op: Any, value: str | None) -> None:
-        entry = ConfigEntry("retention.ms", value, incremental_operation=op)
-        for f in admin.incremental_alter_configs(
-                [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])]).values():
-            f.result(20)
+        entry = cka.ConfigEntry("retention.ms", value, incremental_operation=op)
+        confluent_alter_topic(admin, topic, [entry])
 
-    def log_start() -> int:
-        c = ck.Consumer({"bootstrap.servers": bs, "group.id": topic_name("g")})
-        try:
-            return c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=10)[0]
-        finally:
-            c.close()
-
-    alter(AlterConfigOpType.SET, "500")
+    alter(cka.AlterConfigOpType.SET, "500")
     assert retention() == ("500", False)
-    wait_until("records older than retention.ms gone", lambda: log_start() == 5)
-    alter(AlterConfigOpType.DELETE, None)
+    wait_until(lambda: confluent_log_start(bs, topic) == 5, 20, "records older than retention.ms gone")
+    alter(cka.AlterConfigOpType.DELETE, None)
     value, is_default = retention()
     assert is_default and value != "500"                 # back to the store-wide retention
-    bad = ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
-    (fut,) = admin.incremental_alter_configs(
-        [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[bad])]).values()
+    bad = cka.ConfigEntry("cleanup.policy", "compact", incremental_operation=cka.AlterConfigOpType.SET)
     with pytest.raises(ck.KafkaException, match="compact is not supported"):
-        fut.result(20)
+        confluent_alter_topic(admin, topic, [bad])
 
 
 def test_kafkajs(quick_rokka: harness.ServerProcess, workdir: Any) -> None:
     """kafkajs's alterConfigs is the non-incremental AlterConfigs (v0)."""
     harness.skip_unless_node("kafkajs")
     topic = topic_name("ret")
-    common = {"brokers": [quick_rokka.kafka], "topic": topic}
-
-    def run(action: str, **params: Any) -> list[dict[str, Any]]:
-        return harness.run_node("kafkajs_client", {"action": action, **common, **params},
-                                workdir=workdir / f"{action}-{time.monotonic_ns()}", timeout=60)
+    run = kafkajs_runner(workdir, quick_rokka.kafka, topic)
 
     assert [e for e in run("create", partitions=1) if e.get("event") == "created"]
     altered = run("alter_configs", configs=[{"name": "retention.ms", "value": "3600000"}])
