@@ -5,6 +5,7 @@ properties) writes the same CommitLog bytes as the Python mapping (``messages_fr
 from __future__ import annotations
 
 import base64
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,34 @@ def test_timestamp_varint_past_64_bits_is_declined() -> None:
     with pytest.raises(R.DecodeError):
         R.read_record_fields(payload, 1)
     assert _crecords.mapped_spans(payload, 1, 0, K.MAPPING_SYSTEM_NAMES, K.MAPPING_BUDGET) is None
+
+
+@pytest.mark.parametrize("engine", ["disk", "memory"])
+def test_store_run_across_segment_ends(tmp_path: Path, engine: str) -> None:
+    """Runs that do not fit the current CommitLog segment take the per-message path
+    (``UniformBatch.messages``, each record's own properties decoded back): same records as the
+    Python mapping's, keys still indexed."""
+    recs = [(i, b"\xfe%d" % i, b"v" * 300, [("traceparent", b"00-%d-01" % i), ("h", b"x")]) for i in range(150)]
+    payload, h = _payload(recs)
+    mapped = _crecords.mapped_spans(payload, h.record_count, h.base_timestamp, K.MAPPING_SYSTEM_NAMES,
+                                    K.MAPPING_BUDGET)
+    assert mapped is not None
+    msgs = K.messages_from_batch(TOPIC, QUEUE, R.read_record_fields(payload, h.record_count),
+                                 base_timestamp=h.base_timestamp, log_append_time=False, now=0)
+    stores = []
+    for name in ("run", "ref"):
+        cfg = StoreConfig(root_dir=tmp_path / name, commitlog_file_size=64 * 1024, consumequeue_file_size=20 * 1000)
+        stores.append((DiskStore(cfg) if engine == "disk" else MemoryStore(cfg)).open())
+    run_store, ref_store = stores
+    try:
+        for _ in range(2):      # twice: the second run starts near a segment end
+            assert run_store.put_uniform(K.mapped_span_run(TOPIC, QUEUE, payload, mapped)).ok
+            assert ref_store.put_messages([dataclasses.replace(m, properties=dict(m.properties)) for m in msgs]).ok
+        assert len(_stored(run_store, TOPIC)) == 2 * len(recs)
+        assert _stored(run_store, TOPIC) == _stored(ref_store, TOPIC)
+        if engine == "disk":
+            key = base64.b64encode(b"\xfe7").decode()
+            assert len(run_store.query_by_key(TOPIC, key, 10, 0, 1 << 62)) == 2
+    finally:
+        for s in stores:
+            s.close()
