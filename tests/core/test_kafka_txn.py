@@ -7,13 +7,15 @@ every async test is bounded by ``trio.fail_after``.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
 from rokka.core.kafka_txn import KafkaTxnCoordinator
-from rokka.core.kafka_txn_states import TRANSITIONS, TxnEvent, TxnOutcome, TxnState, next_state
+from rokka.core.kafka_txn_states import TRANSITIONS, Txn, TxnEvent, TxnOutcome, TxnState, next_state
 from rokka.core.model import TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF, TRANSACTION_COMMIT_TYPE, Message, StoredMessage
 from rokka.core.producer_state import ProducerStateManager
 from rokka.core.storage.engine import DiskStore
@@ -77,6 +79,36 @@ class Node:
         self.txns.save()
         self.producers.close()
         self.broker.close()
+
+    async def prepared(self, tid: str, state: TxnState, marks: dict[tuple[str, int], int]) -> Txn:
+        """The transaction ``tid`` as a coordinator leaves it mid-end: ``state`` (PrepareCommit /
+        PrepareAbort) and ``marks`` persisted, no marker written yet."""
+        txn = self.txns.get(tid)
+        assert txn is not None
+        txn.state = state
+        txn.marks = marks
+        await self.txns.persist()
+        return txn
+
+    def crash(self) -> None:
+        """SIGKILL: nothing more reaches the state file, the store and producer state are dropped."""
+        self.txns._path = None      # noqa: SLF001
+        self.producers.close()
+        self.broker.close()
+
+
+@asynccontextmanager
+async def restarted(root: Path, clock: Clock) -> AsyncIterator[Node]:
+    """The node re-opened on ``root`` with its coordinator running (``run`` started: its first tick done)."""
+    n = Node(root, clock)
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(n.txns.run)
+                yield n
+                nursery.cancel_scope.cancel()
+    finally:
+        n.close()
 
 
 def test_state_table_is_total_for_the_documented_events() -> None:
@@ -238,34 +270,21 @@ async def test_restart_resumes_ongoing_and_completes_prepared(tmp_path: Path) ->
         assert await n.txns.add_partitions("prep", qid, qep, [("B", 1)]) is OK
         assert n.produce(qid, qep, "B", 1, [b"p1", b"p2", b"p3"]) is OK
         # Crash in the middle of a commit: PrepareCommit is durable, one record already re-put.
-        txn = n.txns.get("prep")
-        assert txn is not None
-        txn.state = TxnState.PREPARE_COMMIT
-        txn.marks = {("B", 1): 0}
-        await n.txns.persist()
+        txn = await n.prepared("prep", TxnState.PREPARE_COMMIT, {("B", 1): 0})
         from rokka.core.txn import commit_message
 
         first = n.broker.store.read_message(min(txn.halves))
         assert first is not None and n.broker.append([commit_message(first)]).ok
-        n.txns._path = None      # the crash: nothing more reaches the state file  # noqa: SLF001
-    n.producers.close()
-    n.broker.close()
+    n.crash()
 
-    n = Node(tmp_path, clock)
-    try:
-        with trio.fail_after(10):
-            async with trio.open_nursery() as nursery:
-                await nursery.start(n.txns.run)
-                assert n.values("B", 1) == [b"p1", b"p2", b"p3"]            # completed once, no duplicate
-                assert n.txns.get("prep").state is TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
-                assert n.txns.get("open").state is TxnState.ONGOING        # type: ignore[union-attr]
-                assert n.values("B", 0) == []
-                assert await n.txns.end_txn("open", pid, ep, True) is OK
-                assert n.values("B", 0) == [b"o1", b"o2"]                   # the unpersisted half too
-                assert n.broker.offsets.query("g", "A", 1) == 5
-                nursery.cancel_scope.cancel()
-    finally:
-        n.close()
+    async with restarted(tmp_path, clock) as n:
+        assert n.values("B", 1) == [b"p1", b"p2", b"p3"]            # completed once, no duplicate
+        assert n.txns.get("prep").state is TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+        assert n.txns.get("open").state is TxnState.ONGOING        # type: ignore[union-attr]
+        assert n.values("B", 0) == []
+        assert await n.txns.end_txn("open", pid, ep, True) is OK
+        assert n.values("B", 0) == [b"o1", b"o2"]                   # the unpersisted half too
+        assert n.broker.offsets.query("g", "A", 1) == 5
 
 
 async def test_restart_then_timeout_aborts_open_transaction(tmp_path: Path) -> None:
@@ -277,19 +296,12 @@ async def test_restart_then_timeout_aborts_open_transaction(tmp_path: Path) -> N
         assert n.produce(pid, ep, "B", 0, [b"x"]) is OK
     n.close()
     clock.now += 20_000
-    n = Node(tmp_path, clock)
-    try:
-        with trio.fail_after(10):
-            async with trio.open_nursery() as nursery:
-                await nursery.start(n.txns.run)      # its first tick finds the expired transaction
-                while n.txns.get("t1").state is not TxnState.COMPLETE_ABORT:  # type: ignore[union-attr]  # noqa: ASYNC110
-                    await trio.sleep(0.01)
-                assert n.txns.statistics().timed_out == 1
-                assert n.values("B", 0) == []
-                assert await n.txns.end_txn("t1", pid, ep, True) is TxnOutcome.PRODUCER_FENCED
-                nursery.cancel_scope.cancel()
-    finally:
-        n.close()
+    async with restarted(tmp_path, clock) as n:      # its first tick finds the expired transaction
+        while n.txns.get("t1").state is not TxnState.COMPLETE_ABORT:  # type: ignore[union-attr]  # noqa: ASYNC110
+            await trio.sleep(0.01)
+        assert n.txns.statistics().timed_out == 1
+        assert n.values("B", 0) == []
+        assert await n.txns.end_txn("t1", pid, ep, True) is TxnOutcome.PRODUCER_FENCED
 
 
 async def test_idle_transactional_ids_expire_and_survive_restart_until_then(tmp_path: Path) -> None:
@@ -370,11 +382,8 @@ async def test_restart_mid_abort_neither_loses_nor_doubles_markers(tmp_path: Pat
         pid, ep = await n.init("t1")
         assert await n.txns.add_partitions("t1", pid, ep, [("B", 0), ("B", 1)]) is OK
         assert n.produce(pid, ep, "B", 0, [b"p1", b"p2"]) is OK
-        txn = n.txns.get("t1")
-        assert txn is not None
-        txn.state = TxnState.PREPARE_ABORT          # crash mid-abort: one placeholder and B/1's marker stored
-        txn.marks = {("B", 0): 0, ("B", 1): 0}
-        await n.txns.persist()
+        # crash mid-abort: one placeholder and B/1's marker stored
+        txn = await n.prepared("t1", TxnState.PREPARE_ABORT, {("B", 0): 0, ("B", 1): 0})
         from rokka.core.txn import CTRL_ABORT, CTRL_ABORTED, control_message
 
         first = n.broker.store.read_message(min(txn.halves))
@@ -382,22 +391,13 @@ async def test_restart_mid_abort_neither_loses_nor_doubles_markers(tmp_path: Pat
         assert n.broker.append([control_message("B", 0, CTRL_ABORTED, pid, ep, 0, ("127.0.0.1", 0), half=first),
                                 control_message("B", 1, CTRL_ABORT, pid, ep, 0, ("127.0.0.1", 0))],
                                prepared=True).ok
-        n.txns._path = None      # the crash: nothing more reaches the state file  # noqa: SLF001
-    n.producers.close()
-    n.broker.close()
+    n.crash()
 
-    n = Node(tmp_path, clock)
-    try:
-        with trio.fail_after(10):
-            async with trio.open_nursery() as nursery:
-                await nursery.start(n.txns.run)
-                assert n.txns.get("t1").state is TxnState.COMPLETE_ABORT  # type: ignore[union-attr]
-                assert n.controls("B", 0) == [(0, f"X:{pid}:{ep}"), (1, f"X:{pid}:{ep}"), (2, f"A:{pid}:{ep}")]
-                assert n.controls("B", 1) == [(0, f"A:{pid}:{ep}")]
-                assert n.values("B", 0) == [] and n.values("B", 1) == []
-                nursery.cancel_scope.cancel()
-    finally:
-        n.close()
+    async with restarted(tmp_path, clock) as n:
+        assert n.txns.get("t1").state is TxnState.COMPLETE_ABORT  # type: ignore[union-attr]
+        assert n.controls("B", 0) == [(0, f"X:{pid}:{ep}"), (1, f"X:{pid}:{ep}"), (2, f"A:{pid}:{ep}")]
+        assert n.controls("B", 1) == [(0, f"A:{pid}:{ep}")]
+        assert n.values("B", 0) == [] and n.values("B", 1) == []
 
 
 async def test_rocketmq_reads_drop_control_entries(tmp_path: Path) -> None:
