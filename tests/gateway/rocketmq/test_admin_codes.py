@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -31,6 +34,21 @@ async def start(nursery: trio.Nursery, root: Path, conf: Path | None = None) -> 
     return f"{host}:{port}", f"{role.broker_addr[0]}:{role.broker_addr[1]}", role
 
 
+@asynccontextmanager
+async def running(root: Path, conf: Path | None = None, limit_s: float = 30,
+                  ) -> AsyncIterator[tuple[str, Any, RemotingClient, NamesrvClient, Admin]]:
+    """(broker address, BrokerRole, client, name server client, Admin) of a running stack, all
+    bounded by ``limit_s`` seconds; the broker is shut down cleanly afterwards."""
+    with trio.fail_after(limit_s):
+        async with trio.open_nursery() as nursery:
+            ns_addr, broker, role = await start(nursery, root, conf)
+            async with RemotingClient() as rc:
+                ns = NamesrvClient(rc, [ns_addr])
+                yield broker, role, rc, ns, Admin(rc, ns)
+            await role.shutdown()  # type: ignore[attr-defined]
+            nursery.cancel_scope.cancel()
+
+
 async def topic(rc: RemotingClient, ns: NamesrvClient, broker: str, name: str, queues: int = 1) -> None:
     await Admin(rc, ns).create_topic(broker, name, read_queue_nums=queues, write_queue_nums=queues)
     with trio.fail_after(5):
@@ -42,159 +60,131 @@ async def test_broker_config_get_update_and_conf_rewrite(tmp_path: Path) -> None
     conf = tmp_path / "broker.conf"
     conf.write_text("# ops comment\nbrokerClusterName=DefaultCluster\nbrokerPermission=6\n"
                     "kafkaSslKeyPassword=hunter2\n")
-    with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            ns_addr, broker, role = await start(nursery, tmp_path, conf)
-            async with RemotingClient() as rc:
-                ns = NamesrvClient(rc, [ns_addr])
-                admin = Admin(rc, ns)
-                await topic(rc, ns, broker, "CFG")
-                raw = await rc.invoke(broker, RemotingCommand(RequestCode.GET_BROKER_CONFIG))
-                assert raw.code == ResponseCode.SUCCESS
-                assert set(json.loads(raw.ext_fields["version"])) == {"counter", "timestamp"}
-                props = await admin.get_broker_config(broker)
-                assert props["brokerName"] == "broker-a" and props["brokerPermission"] == "6"
-                assert props["mapedFileSizeCommitLog"] == str(1 << 30)
-                assert props["kafkaSslKeyPassword"] == "******" and b"hunter2" not in raw.body
-                await admin.update_broker_config(broker, {"brokerPermission": "4"})
-                assert (await admin.get_broker_config(broker))["brokerPermission"] == "4"
-                with pytest.raises(ResponseError):       # no PERM_WRITE: sends are refused at once
-                    await Producer(rc, ns, "pg").send("CFG", b"x", queue=0)
-                text = conf.read_text()
-                assert "# ops comment" in text and "brokerPermission=4" in text and "brokerPermission=6" not in text
-                assert "brokerPermission=6" in (tmp_path / "broker.conf.bak").read_text()
-                for bad, code in (({"brokerConfigPath": "/tmp/evil"}, ResponseCode.NO_PERMISSION),
-                                  ({"storePathRootDir": "/tmp"}, ResponseCode.NO_PERMISSION),
-                                  ({"noSuchKey": "1"}, ResponseCode.SYSTEM_ERROR),
-                                  ({"brokerPermission": "lots"}, ResponseCode.SYSTEM_ERROR)):
-                    with pytest.raises(ResponseError) as err:
-                        await admin.update_broker_config(broker, bad)
-                    assert err.value.code == code
-                assert err.value.response.remark.startswith("bad broker config value")
-                assert conf.read_text() == text         # refusals change nothing
-                assert (await admin.get_broker_config(broker))["brokerPermission"] == "4"
-                await admin.update_broker_config(broker, {"brokerPermission": "6"})
-                running_port = props["listenPort"]     # read once at start: persisted for the next start only
-                await admin.update_broker_config(broker, {"listenPort": "10999"})
-                assert (await admin.get_broker_config(broker))["listenPort"] == running_port
-                assert "listenPort=10999" in conf.read_text()
-                await Producer(rc, ns, "pg").send("CFG", b"x", queue=0)
-            await role.shutdown()
-            nursery.cancel_scope.cancel()
+    async with running(tmp_path, conf) as (broker, role, rc, ns, admin):
+        await topic(rc, ns, broker, "CFG")
+        raw = await rc.invoke(broker, RemotingCommand(RequestCode.GET_BROKER_CONFIG))
+        assert raw.code == ResponseCode.SUCCESS
+        assert set(json.loads(raw.ext_fields["version"])) == {"counter", "timestamp"}
+        props = await admin.get_broker_config(broker)
+        assert props["brokerName"] == "broker-a" and props["brokerPermission"] == "6"
+        assert props["mapedFileSizeCommitLog"] == str(1 << 30)
+        assert props["kafkaSslKeyPassword"] == "******" and b"hunter2" not in raw.body
+        await admin.update_broker_config(broker, {"brokerPermission": "4"})
+        assert (await admin.get_broker_config(broker))["brokerPermission"] == "4"
+        with pytest.raises(ResponseError):       # no PERM_WRITE: sends are refused at once
+            await Producer(rc, ns, "pg").send("CFG", b"x", queue=0)
+        text = conf.read_text()
+        assert "# ops comment" in text and "brokerPermission=4" in text and "brokerPermission=6" not in text
+        assert "brokerPermission=6" in (tmp_path / "broker.conf.bak").read_text()
+        for bad, code in (({"brokerConfigPath": "/tmp/evil"}, ResponseCode.NO_PERMISSION),
+                          ({"storePathRootDir": "/tmp"}, ResponseCode.NO_PERMISSION),
+                          ({"noSuchKey": "1"}, ResponseCode.SYSTEM_ERROR),
+                          ({"brokerPermission": "lots"}, ResponseCode.SYSTEM_ERROR)):
+            with pytest.raises(ResponseError) as err:
+                await admin.update_broker_config(broker, bad)
+            assert err.value.code == code
+        assert err.value.response.remark.startswith("bad broker config value")
+        assert conf.read_text() == text         # refusals change nothing
+        assert (await admin.get_broker_config(broker))["brokerPermission"] == "4"
+        await admin.update_broker_config(broker, {"brokerPermission": "6"})
+        running_port = props["listenPort"]     # read once at start: persisted for the next start only
+        await admin.update_broker_config(broker, {"listenPort": "10999"})
+        assert (await admin.get_broker_config(broker))["listenPort"] == running_port
+        assert "listenPort=10999" in conf.read_text()
+        await Producer(rc, ns, "pg").send("CFG", b"x", queue=0)
 
 
 async def test_offsets_spans_clone_stats_and_consume_queue(tmp_path: Path) -> None:
-    with trio.fail_after(40):
-        async with trio.open_nursery() as nursery:
-            ns_addr, broker, role = await start(nursery, tmp_path)
-            async with RemotingClient() as rc:
-                ns = NamesrvClient(rc, [ns_addr])
-                admin = Admin(rc, ns)
-                await topic(rc, ns, broker, "ST")
-                producer = Producer(rc, ns, "pg")
-                sent = [await producer.send("ST", b"m%d" % i, queue=0) for i in range(3)]
-                await producer.send("ST", b"later", queue=0, delay_level=1)
-                mq = MessageQueue("ST", "broker-a", 0)
-                await PullConsumer(rc, ns, "G1").update_offset(mq, 2)
-                online = PullConsumer(rc, ns, "G2", client_id="c-G2")
-                await online.heartbeat({"ST": "*"})
-                await online.update_offset(mq, 1)
+    async with running(tmp_path, limit_s=40) as (broker, role, rc, ns, admin):
+        await topic(rc, ns, broker, "ST")
+        producer = Producer(rc, ns, "pg")
+        sent = [await producer.send("ST", b"m%d" % i, queue=0) for i in range(3)]
+        await producer.send("ST", b"later", queue=0, delay_level=1)
+        mq = MessageQueue("ST", "broker-a", 0)
+        await PullConsumer(rc, ns, "G1").update_offset(mq, 2)
+        online = PullConsumer(rc, ns, "G2", client_id="c-G2")
+        await online.heartbeat({"ST": "*"})
+        await online.update_offset(mq, 1)
 
-                offsets = await admin.all_consumer_offsets(broker)
-                assert offsets["ST@G1"] == {"0": 2}
-                with trio.fail_after(10):        # level 1 (1 s) delivers the delayed message
-                    while (await admin.all_delay_offsets(broker)).get(1) != 1:
-                        await trio.sleep(0.1)
-                assert await admin.topic_consumed_by(broker, "ST") == ["G1", "G2"]
+        offsets = await admin.all_consumer_offsets(broker)
+        assert offsets["ST@G1"] == {"0": 2}
+        with trio.fail_after(10):        # level 1 (1 s) delivers the delayed message
+            while (await admin.all_delay_offsets(broker)).get(1) != 1:
+                await trio.sleep(0.1)
+        assert await admin.topic_consumed_by(broker, "ST") == ["G1", "G2"]
 
-                spans = await admin.consume_time_span(broker, "ST", "G1")
-                assert [s["messageQueue"] for s in spans] == [mq]
-                span = spans[0]
-                assert set(span) == {"messageQueue", "minTimeStamp", "maxTimeStamp", "consumeTimeStamp", "delayTime"}
-                assert 0 < span["minTimeStamp"] <= span["consumeTimeStamp"] <= span["maxTimeStamp"]
-                missing = await rc.invoke(broker, RemotingCommand(RequestCode.QUERY_CONSUME_TIME_SPAN,
-                                                                  ext_fields=to_ext(topic="NOPE", group="G1")))
-                assert (missing.code, missing.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[NOPE] not exist")
+        spans = await admin.consume_time_span(broker, "ST", "G1")
+        assert [s["messageQueue"] for s in spans] == [mq]
+        span = spans[0]
+        assert set(span) == {"messageQueue", "minTimeStamp", "maxTimeStamp", "consumeTimeStamp", "delayTime"}
+        assert 0 < span["minTimeStamp"] <= span["consumeTimeStamp"] <= span["maxTimeStamp"]
+        missing = await rc.invoke(broker, RemotingCommand(RequestCode.QUERY_CONSUME_TIME_SPAN,
+                                                          ext_fields=to_ext(topic="NOPE", group="G1")))
+        assert (missing.code, missing.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[NOPE] not exist")
 
-                await admin.clone_group_offset(broker, "G1", "G3", "ST", offline=True)
-                assert await PullConsumer(rc, ns, "G3").query_offset(mq) == 2
+        await admin.clone_group_offset(broker, "G1", "G3", "ST", offline=True)
+        assert await PullConsumer(rc, ns, "G3").query_offset(mq) == 2
 
-                stats = await admin.view_broker_stats(broker, "TOPIC_PUT_NUMS", "ST")
-                assert set(stats) == {"statsMinute", "statsHour", "statsDay"}
-                assert set(stats["statsMinute"]) == {"sum", "tps", "avgpt"}
-                assert stats["statsDay"]["sum"] == 4          # 3 sent + 1 delivered from the delay queue
-                group_stats = await admin.view_broker_stats(broker, "GROUP_GET_NUMS", "ST@G1")
-                assert group_stats["statsDay"]["sum"] == 0    # one sample so far: no growth to report
-                with pytest.raises(ResponseError) as err:
-                    await admin.view_broker_stats(broker, "NO_STATS", "k")
-                assert err.value.response.remark == "The stats <NO_STATS> <k> not exist"
+        stats = await admin.view_broker_stats(broker, "TOPIC_PUT_NUMS", "ST")
+        assert set(stats) == {"statsMinute", "statsHour", "statsDay"}
+        assert set(stats["statsMinute"]) == {"sum", "tps", "avgpt"}
+        assert stats["statsDay"]["sum"] == 4          # 3 sent + 1 delivered from the delay queue
+        group_stats = await admin.view_broker_stats(broker, "GROUP_GET_NUMS", "ST@G1")
+        assert group_stats["statsDay"]["sum"] == 0    # one sample so far: no growth to report
+        with pytest.raises(ResponseError) as err:
+            await admin.view_broker_stats(broker, "NO_STATS", "k")
+        assert err.value.response.remark == "The stats <NO_STATS> <k> not exist"
 
-                body = await admin.broker_consume_stats(broker)      # groups of the subscription table
-                assert body["brokerAddr"] == broker and body["totalDiff"] == 3
-                by_group = {g: s for entry in body["consumeStatsList"] for g, s in entry.items()}
-                g2 = by_group["G2"][0]["offsetTable"][mq]
-                assert (g2["brokerOffset"], g2["consumerOffset"]) == (4, 1)
+        body = await admin.broker_consume_stats(broker)      # groups of the subscription table
+        assert body["brokerAddr"] == broker and body["totalDiff"] == 3
+        by_group = {g: s for entry in body["consumeStatsList"] for g, s in entry.items()}
+        g2 = by_group["G2"][0]["offsetTable"][mq]
+        assert (g2["brokerOffset"], g2["consumerOffset"]) == (4, 1)
 
-                resp = await admin.query_consume_queue(broker, "ST", 0, 1, 2, group="G2")
-                cq = json.loads(resp.body)
-                assert (cq["minQueueIndex"], cq["maxQueueIndex"]) == (0, 4)
-                assert cq["subscriptionData"]["topic"] == "ST"
-                first = decode_offset_msg_id(sent[1].offset_msg_id)[2]
-                assert [u["physicOffset"] for u in cq["queueData"]][0] == first
-                assert set(cq["queueData"][0]) == {"physicOffset", "physicSize", "tagsCode", "eval"}
-                past = await admin.query_consume_queue(broker, "ST", 0, 50, 2)
-                assert past.remark == "Index 50 of 0@ST is not exist!" and not past.body
-                with pytest.raises(ResponseError) as err:
-                    await admin.query_consume_queue(broker, "ST", 7, 0, 1)
-                assert err.value.response.remark == "7@ST is not exist!"
-            await role.shutdown()
-            nursery.cancel_scope.cancel()
+        resp = await admin.query_consume_queue(broker, "ST", 0, 1, 2, group="G2")
+        cq = json.loads(resp.body)
+        assert (cq["minQueueIndex"], cq["maxQueueIndex"]) == (0, 4)
+        assert cq["subscriptionData"]["topic"] == "ST"
+        first = decode_offset_msg_id(sent[1].offset_msg_id)[2]
+        assert [u["physicOffset"] for u in cq["queueData"]][0] == first
+        assert set(cq["queueData"][0]) == {"physicOffset", "physicSize", "tagsCode", "eval"}
+        past = await admin.query_consume_queue(broker, "ST", 0, 50, 2)
+        assert past.remark == "Index 50 of 0@ST is not exist!" and not past.body
+        with pytest.raises(ResponseError) as err:
+            await admin.query_consume_queue(broker, "ST", 7, 0, 1)
+        assert err.value.response.remark == "7@ST is not exist!"
 
 
 async def test_clean_unused_topic_and_expired_cq_keep_live_topics(tmp_path: Path) -> None:
-    with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            ns_addr, broker, role = await start(nursery, tmp_path)
-            async with RemotingClient() as rc:
-                ns = NamesrvClient(rc, [ns_addr])
-                admin = Admin(rc, ns)
-                for name in ("KEEP", "GONE"):
-                    await topic(rc, ns, broker, name)
-                    await Producer(rc, ns, "pg").send(name, b"x", queue=0)
-                store = role.broker.store
-                role.broker.topics.delete("GONE")       # the topic config went; its queue files stayed
-                await admin.clean_expired_consume_queue(broker)
-                assert "KEEP" in store.queues()
-                await admin.clean_unused_topic(broker)
-                assert "GONE" not in store.queues() and store.max_offset("KEEP", 0) == 1
-            await role.shutdown()
-            nursery.cancel_scope.cancel()
+    async with running(tmp_path) as (broker, role, rc, ns, admin):
+        for name in ("KEEP", "GONE"):
+            await topic(rc, ns, broker, name)
+            await Producer(rc, ns, "pg").send(name, b"x", queue=0)
+        store = role.broker.store
+        role.broker.topics.delete("GONE")       # the topic config went; its queue files stayed
+        await admin.clean_expired_consume_queue(broker)
+        assert "KEEP" in store.queues()
+        await admin.clean_unused_topic(broker)
+        assert "GONE" not in store.queues() and store.max_offset("KEEP", 0) == 1
 
 
 async def test_resume_check_half_message(tmp_path: Path) -> None:
-    with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            ns_addr, broker, role = await start(nursery, tmp_path)
-            async with RemotingClient() as rc:
-                ns = NamesrvClient(rc, [ns_addr])
-                admin = Admin(rc, ns)
-                await topic(rc, ns, broker, "TX")
-                producer = Producer(rc, ns, "txg")
-                half = await producer.send("TX", b"half", queue=0, sys_flag=0x4,
-                                           properties={"TRAN_MSG": "true", "PGROUP": "txg"})
-                plain = await producer.send("TX", b"plain", queue=0)
-                store = role.broker.store
-                before = store.max_offset("RMQ_SYS_TRANS_HALF_TOPIC", 0)
-                await admin.resume_check_half_message(broker, half.offset_msg_id)
-                assert store.max_offset("RMQ_SYS_TRANS_HALF_TOPIC", 0) == before + 1
-                copy = store.read_message(store.cq_units("RMQ_SYS_TRANS_HALF_TOPIC", 0, before, 1)[0].commitlog_offset)
-                assert copy.body == b"half" and copy.properties["TRANSACTION_CHECK_TIMES"] == "0"
-                with pytest.raises(ResponseError) as err:
-                    await admin.resume_check_half_message(broker, plain.offset_msg_id)
-                assert err.value.response.remark == \
-                    "Exception was thrown when putting message back to RMQ_SYS_TRANS_HALF_TOPIC."
-            await role.shutdown()
-            nursery.cancel_scope.cancel()
+    async with running(tmp_path) as (broker, role, rc, ns, admin):
+        await topic(rc, ns, broker, "TX")
+        producer = Producer(rc, ns, "txg")
+        half = await producer.send("TX", b"half", queue=0, sys_flag=0x4,
+                                   properties={"TRAN_MSG": "true", "PGROUP": "txg"})
+        plain = await producer.send("TX", b"plain", queue=0)
+        store = role.broker.store
+        before = store.max_offset("RMQ_SYS_TRANS_HALF_TOPIC", 0)
+        await admin.resume_check_half_message(broker, half.offset_msg_id)
+        assert store.max_offset("RMQ_SYS_TRANS_HALF_TOPIC", 0) == before + 1
+        copy = store.read_message(store.cq_units("RMQ_SYS_TRANS_HALF_TOPIC", 0, before, 1)[0].commitlog_offset)
+        assert copy.body == b"half" and copy.properties["TRANSACTION_CHECK_TIMES"] == "0"
+        with pytest.raises(ResponseError) as err:
+            await admin.resume_check_half_message(broker, plain.offset_msg_id)
+        assert err.value.response.remark == \
+            "Exception was thrown when putting message back to RMQ_SYS_TRANS_HALF_TOPIC."
 
 
 async def test_running_info_and_consume_directly_reach_the_client(tmp_path: Path) -> None:
