@@ -254,3 +254,17 @@ def test_sasl_scram_and_acls_with_kadm(configured_rokka: Any, workdir: Path) -> 
         f"GROUP:{group}:READ:ALLOW:*"])
     assert ev["acl_delete"]["deleted"] == 4
     assert "TOPIC_AUTHORIZATION_FAILED" in ev["produce_after_delete"]["err"]
+
+
+def test_kadm_records_lag_and_transaction_apis(rokka: harness.ServerProcess, workdir: Path) -> None:
+    """kadm DeleteRecords (log start moves, reads start there), Lag, ListBrokers, DescribeBrokerConfigs,
+    DescribeProducers, ListTransactions, DescribeTransactions of an unknown id."""
+    ev = {e["event"]: e for e in fz(rokka, workdir, "probe", topic=topic_name("pr"), group=topic_name("g"))}
+    assert (ev["delete_records"]["err"], ev["delete_records"]["low"]) == (None, 4)
+    assert ev["start_after_delete"]["offset"] == 4
+    assert ev["read_after_delete"]["records"] == [f"{i}:d{i}" for i in range(4, 10)]
+    assert (ev["lag"]["err"], ev["lag"]["lag"], ev["lag"]["state"]) == (None, 3, "Empty")
+    assert (ev["brokers"]["count"], ev["brokers"]["err"]) == (1, None)
+    assert ev["broker_configs"]["err"] is None and ev["broker_configs"]["count"] > 0
+    assert ev["describe_producers"]["err"] is None and ev["list_transactions"]["err"] is None
+    assert "TRANSACTIONAL_ID_NOT_FOUND" in ev["describe_transactions"]["item_err"]

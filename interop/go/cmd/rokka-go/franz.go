@@ -31,6 +31,8 @@ func franzMain(action string, p *Params) error {
 		return franzEOS(p)
 	case "acl":
 		return franzACL(p)
+	case "probe":
+		return franzProbe(p)
 	}
 	return fmt.Errorf("franz: unknown action %q", action)
 }
@@ -609,5 +611,90 @@ func franzACL(p *Params) error {
 	}
 	emit("acl_delete", map[string]any{"deleted": n})
 	produce("produce_after_delete", mine)
+	return nil
+}
+
+// franzProbe: kadm calls beyond the basics (DeleteRecords, Lag, DescribeProducers, ListTransactions,
+// DescribeTransactions, ListBrokers, DescribeBrokerConfigs), one event each with its outcome.
+func franzProbe(p *Params) error {
+	cl, err := kgo.NewClient(franzOpts(p, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout())
+	defer cancel()
+	t := p.Topic
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, t); err != nil {
+		return err
+	}
+	recs := []*kgo.Record{}
+	for i := 0; i < 10; i++ {
+		recs = append(recs, &kgo.Record{Topic: t, Partition: 0, Value: []byte(fmt.Sprintf("d%d", i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return err
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: t, Partition: 0, At: 4})
+	dr, err := adm.DeleteRecords(ctx, offs)
+	if err != nil {
+		emit("delete_records", map[string]any{"err": err.Error()})
+	} else {
+		r, _ := dr.Lookup(t, 0)
+		emit("delete_records", map[string]any{"err": errText(r.Err), "low": r.LowWatermark})
+	}
+	so, err := adm.ListStartOffsets(ctx, t)
+	if err != nil {
+		return err
+	}
+	s0, _ := so.Lookup(t, 0)
+	emit("start_after_delete", map[string]any{"offset": s0.Offset})
+	got := []string{}
+	rd, err := kgo.NewClient(franzOpts(p, kgo.ConsumeTopics(t), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		return err
+	}
+	for len(got) < 6 && ctx.Err() == nil {
+		fs := rd.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, fmt.Sprintf("%d:%s", r.Offset, r.Value)) })
+	}
+	rd.Close()
+	emit("read_after_delete", map[string]any{"records": got})
+
+	g := p.Group
+	co := kadm.Offsets{}
+	co.Add(kadm.Offset{Topic: t, Partition: 0, At: 7, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctx, g, co); err != nil {
+		return err
+	}
+	lag, err := adm.Lag(ctx, g)
+	if err != nil {
+		emit("lag", map[string]any{"err": err.Error()})
+	} else {
+		l := lag[g]
+		ml, _ := l.Lag.Lookup(t, 0)
+		emit("lag", map[string]any{"err": errText(l.Error()), "lag": ml.Lag, "state": l.State})
+	}
+	brokers, err := adm.ListBrokers(ctx)
+	emit("brokers", map[string]any{"count": len(brokers), "err": errText(err)})
+	bc, err := adm.DescribeBrokerConfigs(ctx)
+	n := 0
+	if err == nil && len(bc) > 0 {
+		n = len(bc[0].Configs)
+		err = bc[0].Err
+	}
+	emit("broker_configs", map[string]any{"count": n, "err": errText(err)})
+	dp, err := adm.DescribeProducers(ctx, kadm.TopicsSet{t: {0: {}}})
+	emit("describe_producers", map[string]any{"err": errText(err), "n": len(dp)})
+	lt, err := adm.ListTransactions(ctx, nil, nil)
+	emit("list_transactions", map[string]any{"err": errText(err), "n": len(lt)})
+	dt, err := adm.DescribeTransactions(ctx, "no-such-txn")
+	var derr error
+	for _, d := range dt {
+		derr = d.Err
+	}
+	emit("describe_transactions", map[string]any{"err": errText(err), "item_err": errText(derr)})
 	return nil
 }
