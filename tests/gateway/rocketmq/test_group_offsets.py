@@ -9,49 +9,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import trio
-from rokka.gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.gateway.rocketmq.client import MessageQueue, Producer, PullConsumer
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
-from tests.gateway.rocketmq.test_txn_handlers import addr_of, start_stack, wait_route
+from tests.gateway.rocketmq.test_txn_handlers import routed_stack
 
 
 async def test_query_none_answers_and_group_deletion(tmp_path: Path) -> None:
-    with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            ns_addr, role = await start_stack(nursery, tmp_path)
-            broker = addr_of(role)
-            async with RemotingClient() as rc:
-                ns = NamesrvClient(rc, [ns_addr])
-                await wait_route(ns, Admin(rc, ns), broker, "GO")
-                await Producer(rc, ns, "go-pg").send("GO", b"x", queue=0)
-                mq = MessageQueue("GO", role.cfg.broker_name, 0)
-                consumer = PullConsumer(rc, ns, "go-g")
+    async with routed_stack(tmp_path, "GO") as (ns_addr, broker, role, rc, ns):
+        await Producer(rc, ns, "go-pg").send("GO", b"x", queue=0)
+        mq = MessageQueue("GO", role.cfg.broker_name, 0)
+        consumer = PullConsumer(rc, ns, "go-g")
 
-                async def plain_query() -> int:
-                    """QUERY_CONSUMER_OFFSET with setZeroIfNotFound=false: the response code."""
-                    ext = to_ext(consumerGroup="go-g", topic="GO", queueId=0, setZeroIfNotFound=False)
-                    return (await rc.invoke(broker, RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET,
-                                                                    ext_fields=ext))).code
+        async def plain_query() -> int:
+            """QUERY_CONSUMER_OFFSET with setZeroIfNotFound=false: the response code."""
+            ext = to_ext(consumerGroup="go-g", topic="GO", queueId=0, setZeroIfNotFound=False)
+            return (await rc.invoke(broker, RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET,
+                                                            ext_fields=ext))).code
 
-                async def delete_group(**ext: object) -> None:
-                    cmd = RemotingCommand(RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                                          ext_fields=to_ext(groupName="go-g", **ext))
-                    assert (await rc.invoke(broker, cmd)).code == ResponseCode.SUCCESS
+        async def delete_group(**ext: object) -> None:
+            cmd = RemotingCommand(RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                                  ext_fields=to_ext(groupName="go-g", **ext))
+            assert (await rc.invoke(broker, cmd)).code == ResponseCode.SUCCESS
 
-                # Never committed: 4.x semantics answer 0 (the queue starts at 0, in memory) ...
-                assert await consumer.query_offset(mq) == 0
-                # ... RocketMQ 5's setZeroIfNotFound=false gets the plain "not found".
-                assert await plain_query() == ResponseCode.QUERY_NOT_FOUND
-                await consumer.update_offset(mq, -1)             # a committed -1 reads as none
-                assert await plain_query() == ResponseCode.QUERY_NOT_FOUND
-                await consumer.update_offset(mq, 1)
-                assert await consumer.query_offset(mq) == 1
-                await delete_group()                             # config only: the offset stays
-                assert await consumer.query_offset(mq) == 1
-                await delete_group(cleanOffset=True)             # mqadmin deleteSubGroup -r
-                assert await plain_query() == ResponseCode.QUERY_NOT_FOUND
-                assert role.broker.offsets.topics_of_group("go-g") == set()
-            nursery.cancel_scope.cancel()
+        # Never committed: 4.x semantics answer 0 (the queue starts at 0, in memory) ...
+        assert await consumer.query_offset(mq) == 0
+        # ... RocketMQ 5's setZeroIfNotFound=false gets the plain "not found".
+        assert await plain_query() == ResponseCode.QUERY_NOT_FOUND
+        await consumer.update_offset(mq, -1)             # a committed -1 reads as none
+        assert await plain_query() == ResponseCode.QUERY_NOT_FOUND
+        await consumer.update_offset(mq, 1)
+        assert await consumer.query_offset(mq) == 1
+        await delete_group()                             # config only: the offset stays
+        assert await consumer.query_offset(mq) == 1
+        await delete_group(cleanOffset=True)             # mqadmin deleteSubGroup -r
+        assert await plain_query() == ResponseCode.QUERY_NOT_FOUND
+        assert role.broker.offsets.topics_of_group("go-g") == set()

@@ -8,10 +8,11 @@ the only time assertion is the correctness rule "never delivered early".
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 import rokka.gateway.runtime as runtime  # noqa: E402
 import trio
 from rokka.core.config import BrokerConfig
@@ -49,6 +50,21 @@ async def wait_route(ns: NamesrvClient, admin: Admin, broker_addr: str, topic: s
     await admin.create_topic(broker_addr, topic, read_queue_nums=1, write_queue_nums=1)
     while await ns.get_route(topic) is None:  # noqa: ASYNC110 - polling the name server
         await trio.sleep(0.05)
+
+
+@asynccontextmanager
+async def routed_stack(root: Path, topic: str) -> AsyncIterator[tuple[str, str, Any, RemotingClient, NamesrvClient]]:
+    """A name server and broker (``start_stack``) with ``topic`` created and routed, all bounded by 30 s:
+    (name server address, broker address, BrokerRole, client, name server client)."""
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            ns_addr, role = await start_stack(nursery, root)
+            broker = addr_of(role)
+            async with RemotingClient() as rc:
+                ns = NamesrvClient(rc, [ns_addr])
+                await wait_route(ns, Admin(rc, ns), broker, topic)
+                yield ns_addr, broker, role, rc, ns
+            nursery.cancel_scope.cancel()
 
 
 async def pull_all(consumer: PullConsumer, mq: MessageQueue, *, want: int,
@@ -195,27 +211,20 @@ async def pull_sql(rc: RemotingClient, addr: str, expr: str, offset: int) -> Rem
 
 
 async def test_sql92_pull_filters_and_rejects_bad_expressions(tmp_path: Path) -> None:
-    with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            ns_addr, role = await start_stack(nursery, tmp_path)
-            addr = addr_of(role)
-            async with RemotingClient() as rc:
-                ns = NamesrvClient(rc, [ns_addr])
-                await wait_route(ns, Admin(rc, ns), addr, "ST")
-                producer = Producer(rc, ns, "spg")
-                for i in range(6):
-                    await producer.send("ST", f"m{i}".encode(), tags="even" if i % 2 == 0 else "odd",
-                                        properties={"a": str(i)} if i != 5 else {}, queue=0)
-                bodies: list[bytes] = []
-                offset = 0
-                while offset < 6:
-                    resp = await pull_sql(rc, addr, "a >= 2 AND TAGS = 'even'", offset)
-                    assert resp.code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY)
-                    bodies += [m.body for m in decode_messages(resp.body)] if resp.code == 0 else []
-                    offset = int(resp.ext_fields["nextBeginOffset"])
-                assert bodies == [b"m2", b"m4"]
-                bad = await pull_sql(rc, addr, "a >", 0)
-                assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
-                assert "Invalid MessageSelector" in (bad.remark or "")
-                await role.shutdown()
-            nursery.cancel_scope.cancel()
+    async with routed_stack(tmp_path, "ST") as (ns_addr, addr, role, rc, ns):
+        producer = Producer(rc, ns, "spg")
+        for i in range(6):
+            await producer.send("ST", f"m{i}".encode(), tags="even" if i % 2 == 0 else "odd",
+                                properties={"a": str(i)} if i != 5 else {}, queue=0)
+        bodies: list[bytes] = []
+        offset = 0
+        while offset < 6:
+            resp = await pull_sql(rc, addr, "a >= 2 AND TAGS = 'even'", offset)
+            assert resp.code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY)
+            bodies += [m.body for m in decode_messages(resp.body)] if resp.code == 0 else []
+            offset = int(resp.ext_fields["nextBeginOffset"])
+        assert bodies == [b"m2", b"m4"]
+        bad = await pull_sql(rc, addr, "a >", 0)
+        assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        assert "Invalid MessageSelector" in (bad.remark or "")
+        await role.shutdown()
