@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -101,6 +102,22 @@ async def closed_after(captured: list[dict[str, Any]], budget: Budget, event: st
         await trio.sleep(0.01)
     while budget.connections:     # noqa: ASYNC110 - the server closes it
         await trio.sleep(0.01)
+
+
+@asynccontextmanager
+async def kafka_answering(budget: Budget, size: int) -> AsyncIterator[tuple[Any, list[dict[str, Any]]]]:
+    """A Kafka listener whose DescribeCluster answer carries a ``size``-byte cluster id: (its address,
+    the log lines captured while it runs)."""
+
+    async def big(ctx: KafkaRequestContext, body: Struct) -> Struct:
+        return Struct(cluster_id="c" * size, controller_id=1, brokers=[])
+
+    kafka = KafkaServer({60: Route(big, 0, 1)}, budget=budget)
+    with structlog.testing.capture_logs() as captured:
+        async with trio.open_nursery() as nursery:
+            addr = await nursery.start(kafka.serve, "127.0.0.1", 0)
+            yield addr, captured
+            nursery.cancel_scope.cancel()
 
 
 async def rocketmq_unread_answers(budget: Budget, requests: int, event: str) -> list[dict[str, Any]]:
@@ -294,13 +311,8 @@ async def test_a_frame_must_be_finished_in_time_while_an_idle_connection_stays(l
 async def test_a_peer_that_never_reads_is_closed_and_gives_its_response_back() -> None:
     budget = Budget(Limits(max_unread_response_bytes=1 << 20, write_timeout_s=0.5))
 
-    async def big(ctx: KafkaRequestContext, body: Struct) -> Struct:
-        return Struct(cluster_id="c" * (4 << 20), controller_id=1, brokers=[])
-
-    kafka = KafkaServer({60: Route(big, 0, 1)}, budget=budget)
-    with trio.fail_after(30), structlog.testing.capture_logs() as captured:
-        async with trio.open_nursery() as nursery:
-            addr = await nursery.start(kafka.serve, "127.0.0.1", 0)
+    with trio.fail_after(30):
+        async with kafka_answering(budget, 4 << 20) as (addr, captured):
             readers = []
             for _ in range(3):        # ask for a 4 MiB answer, never read it
                 stream = await non_reader(addr)
@@ -310,25 +322,18 @@ async def test_a_peer_that_never_reads_is_closed_and_gives_its_response_back() -
             assert budget.unread == 0
             for s in readers:
                 await s.aclose()
-            nursery.cancel_scope.cancel()
     assert len(events(captured, "kafka.unread_budget")) == 3
 
 
 async def test_a_reader_that_stops_is_closed_after_the_write_timeout() -> None:
     budget = Budget(Limits(write_timeout_s=0.3))
 
-    async def big(ctx: KafkaRequestContext, body: Struct) -> Struct:
-        return Struct(cluster_id="c" * (8 << 20), controller_id=1, brokers=[])
-
-    kafka = KafkaServer({60: Route(big, 0, 1)}, budget=budget)
-    with trio.fail_after(30), structlog.testing.capture_logs() as captured:
-        async with trio.open_nursery() as nursery:
-            addr = await nursery.start(kafka.serve, "127.0.0.1", 0)
+    with trio.fail_after(30):
+        async with kafka_answering(budget, 8 << 20) as (addr, captured):
             stream = await non_reader(addr)
             await stream.send_all(encode_request_frame(DESCRIBE_CLUSTER, 0, 1, {}, client_id="r"))
             await closed_after(captured, budget, "kafka.slow_reader")
             await stream.aclose()
-            nursery.cancel_scope.cancel()
     assert len(events(captured, "kafka.slow_reader")) == 1 and budget.unread == 0
 
 
