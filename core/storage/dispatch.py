@@ -40,7 +40,7 @@ from rokka.core.model import (
     Message,
 )
 from rokka.core.storage.api import Appended, ArrivalListener
-from rokka.core.storage.layout import tags_hash
+from rokka.core.storage.layout import tags_hash, unit_offsets
 
 log = structlog.get_logger(__name__)
 
@@ -212,7 +212,7 @@ class Dispatcher:
         self._put_units(topic, queue_id, queue_offset, units)
         if keys is not None:
             if self.index is not None:
-                self.index.put_keys(topic, keys, [u[0] for u in _UNIT.iter_unpack(units)], store_ts)
+                self.index.put_keys(topic, keys, unit_offsets(units), store_ts)
             if self.listeners:
                 self._notify(topic, queue_id, queue_offset + len(units) // _UNIT.size - 1, code, None)
             return
