@@ -748,7 +748,37 @@ done:
     return result;
 }
 
+/* unit_offsets(units) -> [commitlog offset of each 20-byte ConsumeQueue unit] (the index's phys list). */
+static PyObject *unit_offsets(PyObject *self, PyObject *args) {
+    Py_buffer units;
+    if (!PyArg_ParseTuple(args, "y*", &units))
+        return NULL;
+    PyObject *out = NULL;
+    if (units.len % 20) {
+        PyErr_SetString(PyExc_ValueError, "units must be whole 20-byte ConsumeQueue units");
+        goto done;
+    }
+    Py_ssize_t n = units.len / 20;
+    out = PyList_New(n);
+    if (out == NULL)
+        goto done;
+    const unsigned char *u = (const unsigned char *)units.buf;
+    for (Py_ssize_t i = 0; i < n; i++, u += 20) {
+        uint64_t v = (uint64_t)be32(u) << 32 | be32(u + 4);
+        PyObject *o = PyLong_FromLongLong((long long)v);
+        if (o == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, o);
+    }
+done:
+    PyBuffer_Release(&units);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"unit_offsets", unit_offsets, METH_VARARGS, "unit_offsets(units) -> [commitlog offset of each CQ unit]"},
     {"cq_runs", cq_runs, METH_VARARGS,
      "cq_runs(units, clog_min, max_msgs, max_bytes, taken=0, total=0) -> ([(first, start, end, sizes)], used, "
      "taken, total)"},

@@ -400,6 +400,15 @@ def encode_uniform(topic: str, queue_id: int, bodies: Sequence[bytes], born_time
     return b"".join(parts), struct.pack(">" + _UNIT * len(bodies), *flat)
 
 
+def unit_offsets(units: bytes, *, native: bool = NATIVE) -> list[int]:
+    """The CommitLog offset of each raw ConsumeQueue unit (``_UNIT``) in ``units``."""
+    if native and _cstore is not None:
+        return _cstore.unit_offsets(units)  # type: ignore[no-any-return]
+    if len(units) % 20:
+        raise ValueError("units must be whole 20-byte ConsumeQueue units")
+    return [u[0] for u in struct.iter_unpack(">" + _UNIT, units)]
+
+
 OFF_FLAG = _field_offset("flag")
 
 

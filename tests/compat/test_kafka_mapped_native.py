@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import struct
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,15 @@ def test_store_run_across_segment_ends(tmp_path: Path, engine: str) -> None:
     finally:
         for s in stores:
             s.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(units=st.lists(st.tuples(st.integers(0, 2**63 - 1), st.integers(-(2**31), 2**31 - 1),
+                                st.integers(-(2**63), 2**63 - 1)), max_size=50))
+def test_unit_offsets_native_and_python_agree(units: list[tuple[int, int, int]]) -> None:
+    # the index's phys list of a run (dispatch_run): the CommitLog offset of each ConsumeQueue unit
+    raw = b"".join(struct.pack(">qiq", *u) for u in units)
+    assert layout.unit_offsets(raw) == layout.unit_offsets(raw, native=False) == [u[0] for u in units]
+    for native in (True, False):
+        with pytest.raises(ValueError):
+            layout.unit_offsets(raw + b"\x00", native=native)
