@@ -52,6 +52,7 @@ final class Scenarios {
                 case "request": request(c, out); break;
                 case "acl": acl(c, out); break;
                 case "trace": trace(c, out); break;
+                case "seed": seed(c, out); break;
                 default: out.put("error", "unknown scenario " + name);
             }
         } catch (Throwable e) {
@@ -619,6 +620,37 @@ final class Scenarios {
         } catch (Exception e) {
             return describe(e);
         }
+    }
+
+    // ------------------------------------------------------------ data for the mqadmin tests
+
+    /** Topic {prefix}_Seed (4 queues) with 10 keyed messages, fully consumed by group {prefix}_CG_seed;
+     *  an empty topic {prefix}_Doomed. */
+    static void seed(Ctx c, Map<String, Object> out) throws Exception {
+        String topic = c.name("Seed");
+        c.createTopic(topic, 4);
+        c.createTopic(c.name("Doomed"), 2);     // for mqadmin deleteTopic
+        DefaultMQProducer p = c.producer("seed");
+        List<Object> sent = new ArrayList<>();
+        for (int i = 0; i < 10; i++) {
+            Map<String, Object> r = sent(p.send(msg(topic, "s", "key-" + i, "seed-" + i)));
+            r.put("key", "key-" + i);
+            sent.add(r);
+        }
+        out.put("sent", sent);
+        List<String> got = new CopyOnWriteArrayList<>();
+        DefaultMQPushConsumer pc = c.push("CG_seed");
+        pc.subscribe(topic, "*");
+        pc.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                got.add(body(m));
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        pc.start();
+        Ctx.waitUntil(() -> got.size() >= 10, 30000, "the seed messages");
+        pc.shutdown();                  // persists the group's offsets on the broker
+        out.put("consumed", got.size());
     }
 
     // ------------------------------------------------------------ message trace
