@@ -213,6 +213,30 @@ def test_admin_api(srv: harness.ServerProcess, workdir: Path) -> None:
     assert t not in ev["topics_after"]["topics"]
 
 
+def test_compressed_bodies_cross_protocol(srv: harness.ServerProcess, workdir: Path) -> None:
+    """rocketmq-client-go zlib-compresses bodies over 4 KiB (sysFlag COMPRESSED): franz-go reads them
+    inflated; franz-go's zstd / lz4 / snappy / gzip batches reach the Go push and lite pull consumers
+    record by record with their keys and headers."""
+    t = topic(srv, queues=2)
+    big = "compress me " * 1000
+    rmq(srv, workdir, "produce", topic=t, messages=[{"value": big, "key": "kb", "tag": "TB"}, {"value": "small"}])
+    got = go.of(go.run("franz", "consume", workdir, brokers=[srv.kafka], topic=t, count=2, linger_ms=300), "record")
+    assert sorted(r["value"] for r in got) == sorted([big, "small"])
+    assert [r["key"] for r in got if r["value"] == big] == ["kb"]
+    kt = topic_name("KZ")
+    go.run("franz", "create", workdir, brokers=[srv.kafka], topic=kt, partitions=2)
+    want = {}
+    for c in ("zstd", "lz4", "snappy", "gzip"):
+        msgs = [{"key": f"k{i}", "value": f"{c}-{i}-" + "z" * 300, "headers": [["h", c]]} for i in range(10)]
+        go.run("franz", "produce", workdir, brokers=[srv.kafka], topic=kt, messages=msgs, compression=c)
+        want.update({m["value"]: m for m in msgs})
+    pushed = push(srv, workdir, kt, len(want), linger_ms=300, props=["h"])
+    assert sorted(m["value"] for m in pushed) == sorted(want)
+    assert all((m["key"], m["props"]["h"]) == (want[m["value"]]["key"], m["value"].split("-")[0]) for m in pushed)
+    pulled = go.of(rmq(srv, workdir, "pull", topic=kt, count=len(want), linger_ms=300, timeout_ms=30000), "msg")
+    assert sorted(m["value"] for m in pulled) == sorted(want)
+
+
 def test_acl_credentials(configured_rokka: Any, workdir: Path) -> None:
     s = configured_rokka({"aclEnable": "true", "plainAclFile": "{dir}/plain_acl.yml"}, {"plain_acl.yml": ACL})
     good = ["go-app", "go-app-secret-1234"]
