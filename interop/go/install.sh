@@ -16,6 +16,6 @@ if [ -x "$BIN" ] && [ -z "$(find go.mod go.sum cmd -newer "$BIN" -print -quit)" 
 fi
 echo "interop/go/install.sh: go build $BIN ($(go version | cut -d' ' -f3))"
 mkdir -p bin
-GOFLAGS=-mod=readonly go build -o "$BIN.tmp" ./cmd/rokka-go || die "go build failed (see above)"
+GOFLAGS="-mod=readonly -buildvcs=false" go build -o "$BIN.tmp" ./cmd/rokka-go || die "go build failed (see above)"
 mv "$BIN.tmp" "$BIN"
 ("$BIN" </dev/null 2>&1 || true) | grep -q usage || die "$BIN does not run"
