@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from rokka.core.storage import checkpoint, metafile, packfile
@@ -36,22 +37,27 @@ def _check_final(path: Path) -> None:
     assert not [p.name for p in path.parent.iterdir() if metafile.is_temp_name(p.name)]
 
 
-def test_concurrent_threads_never_fail(tmp_path: Path) -> None:
-    path = tmp_path / "config" / "producerState.msgpack"
+def _in_threads(run: Callable[[int], None]) -> None:
+    """``run(w)`` in WRITERS threads at once (w = 0 ..); none of them may raise."""
     errors: list[BaseException] = []
 
-    def run(w: int) -> None:
+    def guarded(w: int) -> None:
         try:
-            _hammer(str(path), w, ROUNDS)
+            run(w)
         except BaseException as exc:   # collected and asserted below
             errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(WRITERS)]
+    threads = [threading.Thread(target=guarded, args=(w,)) for w in range(WRITERS)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
     assert not errors, errors
+
+
+def test_concurrent_threads_never_fail(tmp_path: Path) -> None:
+    path = tmp_path / "config" / "producerState.msgpack"
+    _in_threads(lambda w: _hammer(str(path), w, ROUNDS))
     _check_final(path)
 
 
@@ -79,21 +85,12 @@ def test_older_ticket_never_replaces_newer(tmp_path: Path) -> None:
 
 def test_concurrent_checkpoint_writers(tmp_path: Path) -> None:
     path = tmp_path / "checkpoint"
-    errors: list[BaseException] = []
 
     def run(w: int) -> None:
-        try:
-            for i in range(ROUNDS):
-                checkpoint.write_checkpoint(path, Checkpoint(w, i, 0, w * 1000 + i, 0))
-        except BaseException as exc:
-            errors.append(exc)
+        for i in range(ROUNDS):
+            checkpoint.write_checkpoint(path, Checkpoint(w, i, 0, w * 1000 + i, 0))
 
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(WRITERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
+    _in_threads(run)
     cp = checkpoint.read_checkpoint(path)
     assert cp is not None and cp.physic_offset == cp.physic_msg_timestamp * 1000 + cp.logics_msg_timestamp
 
