@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 from rokka.gateway.kafka.groups import CommitOffset, ErrorCode, GroupCoordinator, JoinResult, LeavingMember, SyncRequest
@@ -24,6 +25,11 @@ from tests.gateway.kafka_groups.helpers import (
 )
 
 LONG_SESSION_MS = REBALANCE_MS + 15_000
+
+
+@pytest.fixture
+def coord(tmp_path: Path) -> GroupCoordinator:
+    return make_coordinator(tmp_path)
 
 
 async def _form_static(coord: GroupCoordinator, n: int, session_ms: int = SESSION_MS) -> list[JoinResult]:
@@ -49,8 +55,7 @@ def _assignment_of(coord: GroupCoordinator, instance_id: str) -> bytes:
 
 
 async def test_restarted_follower_gets_its_assignment_without_rebalance(
-        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
-    coord = make_coordinator(tmp_path)
+        coord: GroupCoordinator, autojump_clock: trio.testing.MockClock) -> None:
     async with running(coord):
         joined = await _form_static(coord, 3)
         gen, leader = joined[0].generation_id, joined[0].leader
@@ -81,8 +86,7 @@ async def test_restarted_follower_gets_its_assignment_without_rebalance(
 
 
 async def test_restarted_leader_rejoins_as_follower_without_rebalance(
-        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
-    coord = make_coordinator(tmp_path)
+        coord: GroupCoordinator, autojump_clock: trio.testing.MockClock) -> None:
     async with running(coord):
         joined = await _form_static(coord, 2)
         gen, leader = joined[0].generation_id, joined[0].leader
@@ -100,8 +104,7 @@ async def test_restarted_leader_rejoins_as_follower_without_rebalance(
 
 
 async def test_static_rejoin_with_another_protocol_rebalances(
-        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
-    coord = make_coordinator(tmp_path)
+        coord: GroupCoordinator, autojump_clock: trio.testing.MockClock) -> None:
     async with running(coord):
         joined = await _form_static(coord, 1)
         gen = joined[0].generation_id
@@ -111,9 +114,8 @@ async def test_static_rejoin_with_another_protocol_rebalances(
         assert res.protocol_name == "roundrobin"
 
 
-async def test_unknown_instance_id_is_unknown_member(tmp_path: Path,
+async def test_unknown_instance_id_is_unknown_member(coord: GroupCoordinator,
                                                      autojump_clock: trio.testing.MockClock) -> None:
-    coord = make_coordinator(tmp_path)
     async with running(coord):
         joined = await _form_static(coord, 1)
         j = joined[0]
@@ -122,8 +124,7 @@ async def test_unknown_instance_id_is_unknown_member(tmp_path: Path,
 
 
 async def test_absent_static_member_survives_a_rebalance_then_expires(
-        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
-    coord = make_coordinator(tmp_path)
+        coord: GroupCoordinator, autojump_clock: trio.testing.MockClock) -> None:
     async with running(coord):
         # sessions longer than the rebalance timeout: b is still a member when the rebalance ends
         joined = await _form_static(coord, 2, session_ms=LONG_SESSION_MS)
@@ -161,8 +162,7 @@ async def test_absent_static_member_survives_a_rebalance_then_expires(
 
 
 async def test_static_member_session_timeout_rebalances_the_rest(
-        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
-    coord = make_coordinator(tmp_path)
+        coord: GroupCoordinator, autojump_clock: trio.testing.MockClock) -> None:
     async with running(coord):
         joined = await _form_static(coord, 2)
         a = joined[0]
