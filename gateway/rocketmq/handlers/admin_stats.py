@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -279,13 +280,6 @@ def clean_expired_consume_queues(ctx: BrokerContext) -> list[str]:
     return gone
 
 
-async def handle_clean_expired_cq(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    log.warning("rocketmq.clean_expired_consumequeue", peer=str(getattr(channel, "peer", "")))
-    gone = clean_expired_consume_queues(ctx)
-    log.warning("rocketmq.clean_expired_consumequeue_done", topics=gone)
-    return req.make_response(ResponseCode.SUCCESS)
-
-
 def clean_unused_topics(ctx: BrokerContext) -> list[str]:
     """Java's ``cleanUnusedTopic``: ConsumeQueues of topics not in the topic table are destroyed
     (the delay topic and the transaction op topic are kept).  Returns the topics removed."""
@@ -297,11 +291,21 @@ def clean_unused_topics(ctx: BrokerContext) -> list[str]:
     return gone
 
 
-async def handle_clean_unused_topic(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    log.warning("rocketmq.clean_unused_topic", peer=str(getattr(channel, "peer", "")))
-    gone = clean_unused_topics(ctx)
-    log.warning("rocketmq.clean_unused_topic_done", topics=gone)
+async def _clean(event: str, clean: Callable[[BrokerContext], list[str]], ctx: BrokerContext, channel: Any,
+                 req: RemotingCommand) -> RemotingCommand:
+    """An operator's clean-up request: logged (``event``, then ``event_done`` with the topics removed)."""
+    log.warning(event, peer=str(getattr(channel, "peer", "")))
+    gone = clean(ctx)
+    log.warning(f"{event}_done", topics=gone)
     return req.make_response(ResponseCode.SUCCESS)
+
+
+async def handle_clean_expired_cq(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    return await _clean("rocketmq.clean_expired_consumequeue", clean_expired_consume_queues, ctx, channel, req)
+
+
+async def handle_clean_unused_topic(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    return await _clean("rocketmq.clean_unused_topic", clean_unused_topics, ctx, channel, req)
 
 
 async def handle_resume_check_half(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
