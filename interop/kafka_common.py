@@ -13,7 +13,8 @@ that all clients are held to one standard:
 * ``timestamps()``: explicit record timestamps, one second apart, for ListOffsets-by-time checks.
 * ``aiokafka_round_trip()``: aiokafka produces ``n`` values and reads them back from the beginning
   (the security scenarios: SASL, TLS).
-* ``confluent_alter_topic()`` / ``confluent_log_start()``: IncrementalAlterConfigs on one topic and a
+* ``confluent_poll()``: up to ``n`` records from a confluent-kafka consumer (end-of-partition events skipped);
+  ``confluent_alter_topic()`` / ``confluent_log_start()``: IncrementalAlterConfigs on one topic and a
   partition's log start offset with confluent-kafka; ``kafkajs_runner()``: one kafkajs action per call.
 """
 
@@ -192,3 +193,22 @@ def kafkajs_runner(workdir: Path, bootstrap: str, topic: str) -> Callable[..., l
                                 workdir=workdir / f"{action}-{time.monotonic_ns()}", timeout=60)
 
     return run
+
+
+def confluent_poll(c: Any, n: int, timeout: float = 30) -> list[Any]:
+    """Up to ``n`` records polled from the confluent-kafka consumer ``c`` within ``timeout`` seconds;
+    end-of-partition events are skipped, any other error is raised (``KafkaException``)."""
+    import confluent_kafka as ck
+
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == ck.KafkaError._PARTITION_EOF:
+                continue
+            raise ck.KafkaException(m.error())
+        out.append(m)
+    return out

@@ -14,6 +14,7 @@ from kafka_common import (
     GroupLog,
     Rec,
     compressible,
+    confluent_poll,
     feed_until,
     keys_stick_to_partitions,
     same_records,
@@ -67,17 +68,7 @@ def send_all(p: Producer, topic: str, recs: list[Rec], **kw: Any) -> list[Any]:
 
 
 def poll_n(c: Consumer, n: int, timeout: float = 30) -> list[Any]:
-    out: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == ck.KafkaError._PARTITION_EOF:
-                continue
-            raise KafkaException(m.error())
-        out.append(m)
+    out = confluent_poll(c, n, timeout)
     assert len(out) >= n, f"got {len(out)} of {n} records"
     return out
 

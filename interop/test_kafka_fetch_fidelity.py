@@ -20,7 +20,7 @@ from typing import Any
 import harness
 import pytest
 import trio
-from kafka_common import topic_name, wait_until
+from kafka_common import confluent_poll, topic_name, wait_until
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (interop/install.sh)")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
@@ -48,20 +48,6 @@ def produce(srv: harness.ServerProcess, topic: str, values: list[tuple[int, byte
         p.poll(0)
     assert p.flush(T) == 0
     return errors
-
-
-def poll_values(c: Consumer, n: int, timeout: float = 30) -> list[Any]:
-    out: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error():
-            assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-            continue
-        out.append(m)
-    return out
 
 
 def _at_eof(m: Any) -> bool:
@@ -94,10 +80,10 @@ def test_confluent_resets_when_its_committed_offset_fell_off_the_log(rokka: harn
         if reset == "latest":   # the consumer sits at the end (it says so with a partition EOF): feed it
             wait_until(lambda: _at_eof(c.poll(0.2)), 30, "the reset to the log end")
             assert produce(rokka, topic, [(0, b"new")]) == [None]
-            got = poll_values(c, 1)
+            got = confluent_poll(c, 1)
             assert [(m.offset(), m.value()) for m in got] == [(10, b"new")]
         else:
-            got = poll_values(c, 2)
+            got = confluent_poll(c, 2)
             assert [(m.offset(), m.value()) for m in got] == [(8, b"v8"), (9, b"v9")]
     finally:
         c.close()
@@ -143,7 +129,7 @@ def test_confluent_small_fetch_max_bytes_over_many_partitions(rokka: harness.Ser
     c = small_fetch_consumer(rokka, "small")
     try:
         c.subscribe([topic])
-        got = poll_values(c, len(values), timeout=90)
+        got = confluent_poll(c, len(values), timeout=90)
     finally:
         c.close()
     assert sorted(m.value() for m in got) == sorted(v for _, v in values)
@@ -169,7 +155,7 @@ def test_confluent_small_fetch_max_bytes_reads_rocketmq_compressed_bodies(rokka:
     c = small_fetch_consumer(rokka, "rz", 250_000)
     try:
         c.subscribe([topic])
-        got = poll_values(c, 24, timeout=90)
+        got = confluent_poll(c, 24, timeout=90)
     finally:
         c.close()
     assert sorted(m.value() for m in got) == sorted(body % (q, i) for q in range(4) for i in range(6))
@@ -187,6 +173,6 @@ def test_confluent_gzip_batch_inflating_past_the_limit_is_a_permanent_error(conf
     c = Consumer({"bootstrap.servers": srv.kafka, "group.id": topic_name("g"), "auto.offset.reset": "earliest"})
     try:
         c.subscribe([topic])
-        assert [m.value() for m in poll_values(c, 1)] == [b"small"]
+        assert [m.value() for m in confluent_poll(c, 1)] == [b"small"]
     finally:
         c.close()

@@ -8,23 +8,12 @@ import threading
 import time
 
 import harness
+import kafka_common as kc
 import pytest
-from kafka_common import (
-    GroupLog,
-    Rec,
-    compressible,
-    feed_until,
-    keys_stick_to_partitions,
-    same_records,
-    sample_records,
-    timestamps,
-    topic_name,
-    wait_until,
-)
 
 kafka = pytest.importorskip("kafka", reason="kafka-python is not installed (interop/install.sh installs it)")
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
-from kafka.errors import CommitFailedError, KafkaError  # noqa: E402
+from kafka.errors import CommitFailedError  # noqa: E402
 
 TIMEOUT_MS = 15000
 
@@ -34,11 +23,11 @@ def admin(srv: harness.ServerProcess) -> KafkaAdminClient:
 
 
 def create_topic(srv: harness.ServerProcess, partitions: int = 3) -> str:
-    name = topic_name("kp")
+    name = kc.topic_name("kp")
     a = admin(srv)
     try:
         a.create_topics({name: {"num_partitions": partitions, "replication_factor": 1}})
-        wait_until(lambda: name in a.list_topics(), 15, f"{name} in list_topics")
+        kc.wait_until(lambda: name in a.list_topics(), 15, f"{name} in list_topics")
     finally:
         a.close()
     return name
@@ -57,7 +46,7 @@ def consumer(srv: harness.ServerProcess, *topics: str, **kw) -> KafkaConsumer:  
                          consumer_timeout_ms=1000, **kw)
 
 
-def send_all(p: KafkaProducer, topic: str, recs: list[Rec], **kw) -> list:  # noqa: ANN003
+def send_all(p: KafkaProducer, topic: str, recs: list[kc.Rec], **kw) -> list:  # noqa: ANN003
     futs = [p.send(topic, key=r.key, value=r.value, headers=list(r.headers), **kw) for r in recs]
     p.flush(timeout=30)
     return [f.get(timeout=30) for f in futs]
@@ -73,8 +62,8 @@ def poll_n(c: KafkaConsumer, n: int, timeout: float = 30) -> list:
     return out
 
 
-def as_rec(m) -> Rec:  # noqa: ANN001
-    return Rec(m.key, m.value, tuple((k, v) for k, v in m.headers))
+def as_rec(m) -> kc.Rec:  # noqa: ANN001
+    return kc.Rec(m.key, m.value, tuple((k, v) for k, v in m.headers))
 
 
 def test_admin_create_topic(rokka: harness.ServerProcess) -> None:
@@ -88,28 +77,28 @@ def test_admin_create_topic(rokka: harness.ServerProcess) -> None:
 
 def test_keys_and_headers(rokka: harness.ServerProcess) -> None:
     topic = create_topic(rokka)
-    recs = sample_records()
+    recs = kc.sample_records()
     p = producer(rokka)
     try:
         metas = send_all(p, topic, recs)
     finally:
         p.close(timeout=10)
-    keys_stick_to_partitions([(r.key, m.partition) for r, m in zip(recs, metas, strict=True)])
+    kc.keys_stick_to_partitions([(r.key, m.partition) for r, m in zip(recs, metas, strict=True)])
     c = consumer(rokka, topic)
     try:
         got = poll_n(c, len(recs))
     finally:
         c.close()
-    same_records([as_rec(m) for m in got], recs)
+    kc.same_records([as_rec(m) for m in got], recs)
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_compression(rokka: harness.ServerProcess, codec: str) -> None:
     topic = create_topic(rokka, partitions=1)
-    values = [compressible(i) for i in range(200)]
+    values = [kc.compressible(i) for i in range(200)]
     p = producer(rokka, compression_type=codec, linger_ms=20)
     try:
-        send_all(p, topic, [Rec(None, v) for v in values])
+        send_all(p, topic, [kc.Rec(None, v) for v in values])
     finally:
         p.close(timeout=10)
     c = consumer(rokka, topic)
@@ -126,11 +115,11 @@ def test_earliest_and_latest(rokka: harness.ServerProcess) -> None:
     tp = TopicPartition(topic, 0)
     p = producer(rokka)
     try:
-        send_all(p, topic, [Rec(None, b"old-%d" % i) for i in range(5)])
+        send_all(p, topic, [kc.Rec(None, b"old-%d" % i) for i in range(5)])
         latest = consumer(rokka, auto_offset_reset="latest")
         latest.assign([tp])
         assert latest.position(tp) == 5  # resolves "latest" now, before the new records
-        send_all(p, topic, [Rec(None, b"new-%d" % i) for i in range(5)])
+        send_all(p, topic, [kc.Rec(None, b"new-%d" % i) for i in range(5)])
     finally:
         p.close(timeout=10)
     try:
@@ -147,7 +136,7 @@ def test_earliest_and_latest(rokka: harness.ServerProcess) -> None:
 
 
 class Member(threading.Thread):
-    def __init__(self, srv: harness.ServerProcess, topic: str, group: str, name: str, log: GroupLog) -> None:
+    def __init__(self, srv: harness.ServerProcess, topic: str, group: str, name: str, log: kc.GroupLog) -> None:
         super().__init__(name=name, daemon=True)
         self.stop = threading.Event()
         self.error: BaseException | None = None
@@ -181,14 +170,14 @@ class Member(threading.Thread):
 
 def test_group_of_three_rebalances(rokka: harness.ServerProcess) -> None:
     topic = create_topic(rokka, partitions=6)
-    group = topic_name("g")
-    log = GroupLog()
+    group = kc.topic_name("g")
+    log = kc.GroupLog()
     produced: list[bytes] = []
     p = producer(rokka)
 
     def produce(tag: str, n: int = 60) -> None:
         vals = [f"{tag}-{i}".encode() for i in range(n)]
-        send_all(p, topic, [Rec(f"k{i}".encode(), v) for i, v in enumerate(vals)])
+        send_all(p, topic, [kc.Rec(f"k{i}".encode(), v) for i, v in enumerate(vals)])
         produced.extend(vals)
 
     def caught_up() -> bool:
@@ -201,12 +190,12 @@ def test_group_of_three_rebalances(rokka: harness.ServerProcess) -> None:
             m = Member(rokka, topic, group, f"m{i}", log)
             m.start()
             members.append(m)
-            feed_until(lambda i=i: f"m{i}" in log.members_that_consumed(), produce, f"join{i}")
-            wait_until(caught_up, 60, f"group caught up after m{i} joined")
+            kc.feed_until(lambda i=i: f"m{i}" in log.members_that_consumed(), produce, f"join{i}")
+            kc.wait_until(caught_up, 60, f"group caught up after m{i} joined")
         for i in range(2):
             members[i].leave()
             produce(f"leave{i}")
-            wait_until(caught_up, 60, f"group caught up after m{i} left")
+            kc.wait_until(caught_up, 60, f"group caught up after m{i} left")
     finally:
         for m in members:
             m.stop.set()
@@ -219,9 +208,9 @@ def test_group_of_three_rebalances(rokka: harness.ServerProcess) -> None:
 
 def test_commit_and_resume_after_restarts(rokka: harness.ServerProcess) -> None:
     topic = create_topic(rokka, partitions=2)
-    group = topic_name("g")
-    first = [Rec(None, b"first-%d" % i) for i in range(10)]
-    second = [Rec(None, b"second-%d" % i) for i in range(10)]
+    group = kc.topic_name("g")
+    first = [kc.Rec(None, b"first-%d" % i) for i in range(10)]
+    second = [kc.Rec(None, b"second-%d" % i) for i in range(10)]
     p = producer(rokka)
     send_all(p, topic, first)
     p.close(timeout=10)
@@ -252,7 +241,7 @@ def test_idempotent_producer(rokka: harness.ServerProcess) -> None:
                  linger_ms=5, batch_size=512)
     try:
         vals = [b"idem-%04d" % i for i in range(300)]
-        metas = send_all(p, topic, [Rec(b"k%d" % (i % 2), v) for i, v in enumerate(vals)])
+        metas = send_all(p, topic, [kc.Rec(b"k%d" % (i % 2), v) for i, v in enumerate(vals)])
     finally:
         p.close(timeout=10)
     c = consumer(rokka, topic)
@@ -272,7 +261,7 @@ def test_idempotent_producer(rokka: harness.ServerProcess) -> None:
 def test_offsets_for_times(rokka: harness.ServerProcess) -> None:
     topic = create_topic(rokka, partitions=1)
     tp = TopicPartition(topic, 0)
-    ts = timestamps(6)
+    ts = kc.timestamps(6)
     p = producer(rokka)
     try:
         for i, t in enumerate(ts):
@@ -300,9 +289,9 @@ def test_delete_group_offsets_and_group(rokka: harness.ServerProcess) -> None:
     from kafka.structs import OffsetAndMetadata
 
     subscribed, other = create_topic(rokka, partitions=1), create_topic(rokka, partitions=1)
-    group = topic_name("g")
+    group = kc.topic_name("g")
     p = producer(rokka)
-    send_all(p, subscribed, [Rec(None, b"v-%d" % i) for i in range(10)])
+    send_all(p, subscribed, [kc.Rec(None, b"v-%d" % i) for i in range(10)])
     p.close(timeout=10)
     a = admin(rokka)
     try:
