@@ -98,6 +98,17 @@ class Node:
 
 
 @asynccontextmanager
+async def opened(root: Path, clock: Clock | None = None) -> AsyncIterator[Node]:
+    """A node on ``root`` (a fresh clock unless given) for at most 10 s, closed (state saved) afterwards."""
+    n = Node(root, clock or Clock())
+    try:
+        with trio.fail_after(10):
+            yield n
+    finally:
+        n.close()
+
+
+@asynccontextmanager
 async def restarted(root: Path, clock: Clock) -> AsyncIterator[Node]:
     """The node re-opened on ``root`` with its coordinator running (``run`` started: its first tick done)."""
     n = Node(root, clock)
@@ -129,132 +140,112 @@ def test_state_table_is_total_for_the_documented_events() -> None:
 
 
 async def test_commit_makes_everything_visible_at_once_and_applies_offsets(tmp_path: Path) -> None:
-    n = Node(tmp_path, Clock())
-    try:
-        with trio.fail_after(10):
-            pid, ep = await n.init("t1")
-            assert await n.txns.add_partitions("t1", pid, ep, [("B", 0), ("B", 1)]) is OK
-            assert await n.txns.add_partitions("t1", pid, ep, [], groups=["g"]) is OK
-            assert n.produce(pid, ep, "B", 0, [b"a", b"b"]) is OK
-            assert n.produce(pid, ep, "B", 1, [b"c"]) is OK
-            assert n.produce(pid, ep, "A", 0, [b"x"]) is TxnOutcome.INVALID_TXN_STATE   # not added
-            assert await n.txns.txn_offset_commit("t1", pid, ep, "g", [("A", 0, 7)]) is OK
-            assert n.txns.pending_offset("g", "A", 0)
-            assert n.values("B", 0) == [] and n.values("B", 1) == []
-            assert n.broker.store.max_offset(TOPIC_TRANS_HALF, 0) == 3
-            assert n.broker.offsets.query("g", "A", 0) is None
-            assert await n.txns.end_txn("t1", pid, ep, True) is OK
-            assert n.values("B", 0) == [b"a", b"b"] and n.values("B", 1) == [b"c"]
-            m = n.visible("B", 0)[0]
-            assert PROP_KAFKA_TXN not in m.properties and "TRAN_MSG" not in m.properties
-            assert m.sysflag & TRANSACTION_COMMIT_TYPE
-            assert n.broker.store.max_offset(TOPIC_TRANS_OP_HALF, 0) == 3
-            assert n.broker.offsets.query("g", "A", 0) == 7 and not n.txns.pending_offset("g", "A", 0)
-            # a retried EndTxn(commit) succeeds again and stores nothing; the opposite outcome is refused
-            assert await n.txns.end_txn("t1", pid, ep, True) is OK
-            assert await n.txns.end_txn("t1", pid, ep, False) is TxnOutcome.INVALID_TXN_STATE
-            assert n.values("B", 0) == [b"a", b"b"]
-            assert n.txns.statistics().records_committed == 3
-    finally:
-        n.close()
+    async with opened(tmp_path) as n:
+        pid, ep = await n.init("t1")
+        assert await n.txns.add_partitions("t1", pid, ep, [("B", 0), ("B", 1)]) is OK
+        assert await n.txns.add_partitions("t1", pid, ep, [], groups=["g"]) is OK
+        assert n.produce(pid, ep, "B", 0, [b"a", b"b"]) is OK
+        assert n.produce(pid, ep, "B", 1, [b"c"]) is OK
+        assert n.produce(pid, ep, "A", 0, [b"x"]) is TxnOutcome.INVALID_TXN_STATE   # not added
+        assert await n.txns.txn_offset_commit("t1", pid, ep, "g", [("A", 0, 7)]) is OK
+        assert n.txns.pending_offset("g", "A", 0)
+        assert n.values("B", 0) == [] and n.values("B", 1) == []
+        assert n.broker.store.max_offset(TOPIC_TRANS_HALF, 0) == 3
+        assert n.broker.offsets.query("g", "A", 0) is None
+        assert await n.txns.end_txn("t1", pid, ep, True) is OK
+        assert n.values("B", 0) == [b"a", b"b"] and n.values("B", 1) == [b"c"]
+        m = n.visible("B", 0)[0]
+        assert PROP_KAFKA_TXN not in m.properties and "TRAN_MSG" not in m.properties
+        assert m.sysflag & TRANSACTION_COMMIT_TYPE
+        assert n.broker.store.max_offset(TOPIC_TRANS_OP_HALF, 0) == 3
+        assert n.broker.offsets.query("g", "A", 0) == 7 and not n.txns.pending_offset("g", "A", 0)
+        # a retried EndTxn(commit) succeeds again and stores nothing; the opposite outcome is refused
+        assert await n.txns.end_txn("t1", pid, ep, True) is OK
+        assert await n.txns.end_txn("t1", pid, ep, False) is TxnOutcome.INVALID_TXN_STATE
+        assert n.values("B", 0) == [b"a", b"b"]
+        assert n.txns.statistics().records_committed == 3
 
 
 async def test_abort_writes_op_records_only_and_drops_offsets(tmp_path: Path) -> None:
-    n = Node(tmp_path, Clock())
-    try:
-        with trio.fail_after(10):
-            pid, ep = await n.init("t1")
-            assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)], groups=["g"]) is OK
-            assert n.produce(pid, ep, "B", 0, [b"gone"]) is OK
-            assert await n.txns.txn_offset_commit("t1", pid, ep, "g", [("A", 0, 3)]) is OK
-            assert await n.txns.end_txn("t1", pid, ep, False) is OK
-            assert n.values("B", 0) == []
-            assert n.broker.store.max_offset(TOPIC_TRANS_OP_HALF, 0) == 1
-            assert n.broker.offsets.query("g", "A", 0) is None
-            # the next transaction of the same producer works
-            assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)]) is OK
-            assert n.produce(pid, ep, "B", 0, [b"kept"]) is OK
-            assert await n.txns.end_txn("t1", pid, ep, True) is OK
-            assert n.values("B", 0) == [b"kept"]
-    finally:
-        n.close()
+    async with opened(tmp_path) as n:
+        pid, ep = await n.init("t1")
+        assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)], groups=["g"]) is OK
+        assert n.produce(pid, ep, "B", 0, [b"gone"]) is OK
+        assert await n.txns.txn_offset_commit("t1", pid, ep, "g", [("A", 0, 3)]) is OK
+        assert await n.txns.end_txn("t1", pid, ep, False) is OK
+        assert n.values("B", 0) == []
+        assert n.broker.store.max_offset(TOPIC_TRANS_OP_HALF, 0) == 1
+        assert n.broker.offsets.query("g", "A", 0) is None
+        # the next transaction of the same producer works
+        assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)]) is OK
+        assert n.produce(pid, ep, "B", 0, [b"kept"]) is OK
+        assert await n.txns.end_txn("t1", pid, ep, True) is OK
+        assert n.values("B", 0) == [b"kept"]
 
 
 async def test_refusals_fencing_and_init_aborting_an_open_transaction(tmp_path: Path) -> None:
-    n = Node(tmp_path, Clock())
-    try:
-        with trio.fail_after(10):
-            unknown = await n.txns.add_partitions("nope", 1, 0, [("B", 0)])
-            assert unknown is TxnOutcome.UNKNOWN_TRANSACTIONAL_ID
-            pid, ep = await n.init("t1")
-            assert await n.txns.end_txn("t1", pid, ep, True) is TxnOutcome.INVALID_TXN_STATE       # Empty
-            assert await n.txns.add_partitions("t1", pid + 1, ep, [("B", 0)]) is \
-                TxnOutcome.INVALID_PRODUCER_ID_MAPPING
-            assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)]) is OK
-            assert await n.txns.txn_offset_commit("t1", pid, ep, "g", [("A", 0, 1)]) is \
-                TxnOutcome.INVALID_TXN_STATE  # no AddOffsets
-            assert n.produce(pid, ep, "B", 0, [b"zombie"]) is OK
-            pid2, ep2 = await n.init("t1")         # a new instance: the open transaction is aborted
-            assert (pid2, ep2) == (pid, ep + 1)
-            assert n.values("B", 0) == []
-            assert n.txns.get("t1").state is TxnState.EMPTY  # type: ignore[union-attr]
-            assert n.produce(pid, ep, "B", 0, [b"late"]) is TxnOutcome.INVALID_PRODUCER_EPOCH
-            assert await n.txns.end_txn("t1", pid, ep, True) is TxnOutcome.PRODUCER_FENCED
-            assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)]) is TxnOutcome.PRODUCER_FENCED
-            assert n.txns.statistics().aborted == 1
-    finally:
-        n.close()
+    async with opened(tmp_path) as n:
+        unknown = await n.txns.add_partitions("nope", 1, 0, [("B", 0)])
+        assert unknown is TxnOutcome.UNKNOWN_TRANSACTIONAL_ID
+        pid, ep = await n.init("t1")
+        assert await n.txns.end_txn("t1", pid, ep, True) is TxnOutcome.INVALID_TXN_STATE       # Empty
+        assert await n.txns.add_partitions("t1", pid + 1, ep, [("B", 0)]) is \
+            TxnOutcome.INVALID_PRODUCER_ID_MAPPING
+        assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)]) is OK
+        assert await n.txns.txn_offset_commit("t1", pid, ep, "g", [("A", 0, 1)]) is \
+            TxnOutcome.INVALID_TXN_STATE  # no AddOffsets
+        assert n.produce(pid, ep, "B", 0, [b"zombie"]) is OK
+        pid2, ep2 = await n.init("t1")         # a new instance: the open transaction is aborted
+        assert (pid2, ep2) == (pid, ep + 1)
+        assert n.values("B", 0) == []
+        assert n.txns.get("t1").state is TxnState.EMPTY  # type: ignore[union-attr]
+        assert n.produce(pid, ep, "B", 0, [b"late"]) is TxnOutcome.INVALID_PRODUCER_EPOCH
+        assert await n.txns.end_txn("t1", pid, ep, True) is TxnOutcome.PRODUCER_FENCED
+        assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)]) is TxnOutcome.PRODUCER_FENCED
+        assert n.txns.statistics().aborted == 1
 
 
 async def test_timeout_aborts_and_fences(tmp_path: Path) -> None:
     clock = Clock()
-    n = Node(tmp_path, clock)
-    try:
-        with trio.fail_after(10):
-            pid, ep = await n.init("t1", timeout_ms=5000)
-            assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)]) is OK
-            assert n.produce(pid, ep, "B", 0, [b"slow"]) is OK
-            clock.now += 5000
-            await n.txns.tick()
-            assert n.txns.get("t1").state is TxnState.ONGOING  # type: ignore[union-attr]
-            clock.now += 1
-            await n.txns.tick()
-            assert n.txns.get("t1").state is TxnState.COMPLETE_ABORT  # type: ignore[union-attr]
-            assert n.values("B", 0) == []
-            assert await n.txns.end_txn("t1", pid, ep, True) is TxnOutcome.PRODUCER_FENCED
-            assert n.producers.transactional_entry("t1").epoch == ep + 1  # type: ignore[union-attr]
-            assert n.txns.statistics().timed_out == 1
-    finally:
-        n.close()
+    async with opened(tmp_path, clock) as n:
+        pid, ep = await n.init("t1", timeout_ms=5000)
+        assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)]) is OK
+        assert n.produce(pid, ep, "B", 0, [b"slow"]) is OK
+        clock.now += 5000
+        await n.txns.tick()
+        assert n.txns.get("t1").state is TxnState.ONGOING  # type: ignore[union-attr]
+        clock.now += 1
+        await n.txns.tick()
+        assert n.txns.get("t1").state is TxnState.COMPLETE_ABORT  # type: ignore[union-attr]
+        assert n.values("B", 0) == []
+        assert await n.txns.end_txn("t1", pid, ep, True) is TxnOutcome.PRODUCER_FENCED
+        assert n.producers.transactional_entry("t1").epoch == ep + 1  # type: ignore[union-attr]
+        assert n.txns.statistics().timed_out == 1
 
 
 async def test_rocketmq_side_ignores_kafka_halves(tmp_path: Path) -> None:
-    n = Node(tmp_path, Clock())
-    try:
-        with trio.fail_after(10):
-            pid, ep = await n.init("t1")
-            assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)]) is OK
-            assert n.produce(pid, ep, "B", 0, [b"k"]) is OK
-            half = n.broker.store.read_message(next(iter(n.txns.get("t1").halves)))  # type: ignore[union-attr]
-            assert half is not None and half.properties[PROP_KAFKA_TXN] == f"{pid}:{ep}"
-            checked: list[StoredMessage] = []
+    async with opened(tmp_path) as n:
+        pid, ep = await n.init("t1")
+        assert await n.txns.add_partitions("t1", pid, ep, [("B", 0)]) is OK
+        assert n.produce(pid, ep, "B", 0, [b"k"]) is OK
+        half = n.broker.store.read_message(next(iter(n.txns.get("t1").halves)))  # type: ignore[union-attr]
+        assert half is not None and half.properties[PROP_KAFKA_TXN] == f"{pid}:{ep}"
+        checked: list[StoredMessage] = []
 
-            async def checker(group: str, copy: StoredMessage) -> bool:
-                checked.append(copy)
-                return True
+        async def checker(group: str, copy: StoredMessage) -> bool:
+            checked.append(copy)
+            return True
 
-            n.broker.transactions.timeout_ms = 0
-            assert await n.broker.transactions.check_round(checker) == 0 and checked == []
-            assert n.broker.transactions.half_offset == 1          # passed over, not re-put
-            res = await n.broker.transactions.end_transaction(
-                producer_group="", tran_state_table_offset=half.queue_offset,
-                commitlog_offset=half.commitlog_offset, commit_or_rollback=TRANSACTION_COMMIT_TYPE)
-            assert res.outcome is EndOutcome.BAD_REQUEST
-            assert n.values("B", 0) == []
-            assert await n.txns.end_txn("t1", pid, ep, True) is OK
-            assert n.values("B", 0) == [b"k"]
-    finally:
-        n.close()
+        n.broker.transactions.timeout_ms = 0
+        assert await n.broker.transactions.check_round(checker) == 0 and checked == []
+        assert n.broker.transactions.half_offset == 1          # passed over, not re-put
+        res = await n.broker.transactions.end_transaction(
+            producer_group="", tran_state_table_offset=half.queue_offset,
+            commitlog_offset=half.commitlog_offset, commit_or_rollback=TRANSACTION_COMMIT_TYPE)
+        assert res.outcome is EndOutcome.BAD_REQUEST
+        assert n.values("B", 0) == []
+        assert await n.txns.end_txn("t1", pid, ep, True) is OK
+        assert n.values("B", 0) == [b"k"]
 
 
 async def test_restart_resumes_ongoing_and_completes_prepared(tmp_path: Path) -> None:
@@ -306,73 +297,57 @@ async def test_restart_then_timeout_aborts_open_transaction(tmp_path: Path) -> N
 
 async def test_idle_transactional_ids_expire_and_survive_restart_until_then(tmp_path: Path) -> None:
     clock = Clock()
-    n = Node(tmp_path, clock)
-    try:
-        with trio.fail_after(10):
-            pid, ep = await n.init("idle")
-            assert await n.txns.add_partitions("idle", pid, ep, [("A", 0)]) is OK
-            assert await n.txns.end_txn("idle", pid, ep, True) is OK          # CompleteCommit
-            busy_pid, busy_ep = await n.init("busy")
-            assert await n.txns.add_partitions("busy", busy_pid, busy_ep, [("A", 1)]) is OK
-            clock.now += 7 * 24 * 3600 * 1000
-            await n.txns.tick()
-            assert n.txns.get("idle") is not None                            # exactly 7 days: kept
-    finally:
-        n.close()
-    n = Node(tmp_path, clock)                                   # a restart: the timestamps persist
-    try:
-        with trio.fail_after(10):
-            clock.now += 1
-            await n.txns.tick()
-            assert n.txns.get("idle") is None
-            assert n.producers.transactional_entry("idle") is None
-            assert n.txns.get("busy") is not None                           # Ongoing: timed out, not forgotten
-            again, epoch = await n.init("idle")
-            assert (again, epoch) != (pid, ep) and epoch == 0                 # a fresh producer id
-            assert await n.txns.end_txn("idle", pid, ep, True) is TxnOutcome.INVALID_PRODUCER_ID_MAPPING
-    finally:
-        n.close()
+    async with opened(tmp_path, clock) as n:
+        pid, ep = await n.init("idle")
+        assert await n.txns.add_partitions("idle", pid, ep, [("A", 0)]) is OK
+        assert await n.txns.end_txn("idle", pid, ep, True) is OK          # CompleteCommit
+        busy_pid, busy_ep = await n.init("busy")
+        assert await n.txns.add_partitions("busy", busy_pid, busy_ep, [("A", 1)]) is OK
+        clock.now += 7 * 24 * 3600 * 1000
+        await n.txns.tick()
+        assert n.txns.get("idle") is not None                            # exactly 7 days: kept
+    async with opened(tmp_path, clock) as n:            # a restart: the timestamps persist
+        clock.now += 1
+        await n.txns.tick()
+        assert n.txns.get("idle") is None
+        assert n.producers.transactional_entry("idle") is None
+        assert n.txns.get("busy") is not None                           # Ongoing: timed out, not forgotten
+        again, epoch = await n.init("idle")
+        assert (again, epoch) != (pid, ep) and epoch == 0                 # a fresh producer id
+        assert await n.txns.end_txn("idle", pid, ep, True) is TxnOutcome.INVALID_PRODUCER_ID_MAPPING
 
 
 async def test_an_id_being_initialised_again_is_not_expired_under_it(tmp_path: Path) -> None:
     clock = Clock()
-    n = Node(tmp_path, clock)
-    try:
-        with trio.fail_after(10):
-            await n.init("again")
-            clock.now += 7 * 24 * 3600 * 1000 + 1
-            assert await n.txns.before_init("again") is OK     # InitProducerId started, then a tick
-            await n.txns.tick()
-            assert n.txns.get("again") is not None and n.producers.transactional_entry("again") is not None
-    finally:
-        n.close()
+    async with opened(tmp_path, clock) as n:
+        await n.init("again")
+        clock.now += 7 * 24 * 3600 * 1000 + 1
+        assert await n.txns.before_init("again") is OK     # InitProducerId started, then a tick
+        await n.txns.tick()
+        assert n.txns.get("again") is not None and n.producers.transactional_entry("again") is not None
 
 
 async def test_markers_and_placeholders_take_kafkas_offsets(tmp_path: Path) -> None:
     """Commit: records then one COMMIT marker per partition of the transaction (an added partition
     without records too); abort: one placeholder per aborted record then the ABORT marker.  The
     queue offsets are Kafka's; RocketMQ readers (``visible``) see the committed records only."""
-    n = Node(tmp_path, Clock())
-    try:
-        with trio.fail_after(10):
-            pid, ep = await n.init("t1")
-            assert await n.txns.add_partitions("t1", pid, ep, [("A", 0), ("A", 1)]) is OK
-            assert n.produce(pid, ep, "A", 0, [b"a", b"b", b"c"]) is OK
-            assert await n.txns.end_txn("t1", pid, ep, True) is OK
-            assert n.controls("A", 0) == [(3, f"C:{pid}:{ep}")]
-            assert n.controls("A", 1) == [(0, f"C:{pid}:{ep}")]
-            assert await n.txns.add_partitions("t1", pid, ep, [("A", 0)]) is OK
-            assert n.produce(pid, ep, "A", 0, [b"x", b"y"]) is OK
-            assert await n.txns.end_txn("t1", pid, ep, False) is OK
-            assert n.controls("A", 0) == [(3, f"C:{pid}:{ep}"), (4, f"X:{pid}:{ep}"), (5, f"X:{pid}:{ep}"),
-                                          (6, f"A:{pid}:{ep}")]
-            assert n.broker.store.max_offset("A", 0) == 7          # Kafka: 3 + marker + 2 + marker
-            assert n.values("A", 0) == [b"a", b"b", b"c"]
-            placeholders = [m for m in n.queue("A", 0) if m.properties.get(PROP_KAFKA_CTRL, "").startswith("X")]
-            assert all(m.body == b"" for m in placeholders)
-            assert n.txns.statistics().records_committed == 3
-    finally:
-        n.close()
+    async with opened(tmp_path) as n:
+        pid, ep = await n.init("t1")
+        assert await n.txns.add_partitions("t1", pid, ep, [("A", 0), ("A", 1)]) is OK
+        assert n.produce(pid, ep, "A", 0, [b"a", b"b", b"c"]) is OK
+        assert await n.txns.end_txn("t1", pid, ep, True) is OK
+        assert n.controls("A", 0) == [(3, f"C:{pid}:{ep}")]
+        assert n.controls("A", 1) == [(0, f"C:{pid}:{ep}")]
+        assert await n.txns.add_partitions("t1", pid, ep, [("A", 0)]) is OK
+        assert n.produce(pid, ep, "A", 0, [b"x", b"y"]) is OK
+        assert await n.txns.end_txn("t1", pid, ep, False) is OK
+        assert n.controls("A", 0) == [(3, f"C:{pid}:{ep}"), (4, f"X:{pid}:{ep}"), (5, f"X:{pid}:{ep}"),
+                                      (6, f"A:{pid}:{ep}")]
+        assert n.broker.store.max_offset("A", 0) == 7          # Kafka: 3 + marker + 2 + marker
+        assert n.values("A", 0) == [b"a", b"b", b"c"]
+        placeholders = [m for m in n.queue("A", 0) if m.properties.get(PROP_KAFKA_CTRL, "").startswith("X")]
+        assert all(m.body == b"" for m in placeholders)
+        assert n.txns.statistics().records_committed == 3
 
 
 async def test_restart_mid_abort_neither_loses_nor_doubles_markers(tmp_path: Path) -> None:
@@ -408,26 +383,22 @@ async def test_rocketmq_reads_drop_control_entries(tmp_path: Path) -> None:
     from rokka.core.storage.layout import iter_records
     from rokka.core.txn import visible_result, without_control
 
-    n = Node(tmp_path, Clock())
-    try:
-        with trio.fail_after(10):
-            pid, ep = await n.init("t1")
-            assert await n.txns.add_partitions("t1", pid, ep, [("A", 0)]) is OK
-            assert n.produce(pid, ep, "A", 0, [b"x"]) is OK
-            assert await n.txns.end_txn("t1", pid, ep, False) is OK          # offsets 0 (X), 1 (ABORT)
-            assert await n.txns.add_partitions("t1", pid, ep, [("A", 0)]) is OK
-            assert n.produce(pid, ep, "A", 0, [b"a", b"b"]) is OK
-            assert await n.txns.end_txn("t1", pid, ep, True) is OK           # 2, 3, 4 (COMMIT)
-            store = n.broker.store
-            runs, nxt = store.get_runs("A", 0, 0, 32, 1 << 20)
-            body, dropped = without_control(b"".join(r.data for r in runs))
-            assert (nxt, dropped) == (5, 3)
-            assert [(m.queue_offset, m.body) for m in iter_records(body)] == [(2, b"a"), (3, b"b")]
-            only = visible_result(store.get_messages("A", 0, 0, 2, 1 << 20, None))
-            assert (only.status, only.records, only.next_begin_offset) == (GetStatus.NO_MATCHED_MESSAGE, (), 2)
-            sql = ExpressionFilter(build_subscription("A", "TRUE", "SQL92"))
-            res = visible_result(store.get_messages("A", 0, 0, 32, 1 << 20, sql))
-            assert res.status is GetStatus.FOUND and res.queue_offsets == (2, 3)
-            assert without_control(b"plain bytes") == (b"plain bytes", 0)
-    finally:
-        n.close()
+    async with opened(tmp_path) as n:
+        pid, ep = await n.init("t1")
+        assert await n.txns.add_partitions("t1", pid, ep, [("A", 0)]) is OK
+        assert n.produce(pid, ep, "A", 0, [b"x"]) is OK
+        assert await n.txns.end_txn("t1", pid, ep, False) is OK          # offsets 0 (X), 1 (ABORT)
+        assert await n.txns.add_partitions("t1", pid, ep, [("A", 0)]) is OK
+        assert n.produce(pid, ep, "A", 0, [b"a", b"b"]) is OK
+        assert await n.txns.end_txn("t1", pid, ep, True) is OK           # 2, 3, 4 (COMMIT)
+        store = n.broker.store
+        runs, nxt = store.get_runs("A", 0, 0, 32, 1 << 20)
+        body, dropped = without_control(b"".join(r.data for r in runs))
+        assert (nxt, dropped) == (5, 3)
+        assert [(m.queue_offset, m.body) for m in iter_records(body)] == [(2, b"a"), (3, b"b")]
+        only = visible_result(store.get_messages("A", 0, 0, 2, 1 << 20, None))
+        assert (only.status, only.records, only.next_begin_offset) == (GetStatus.NO_MATCHED_MESSAGE, (), 2)
+        sql = ExpressionFilter(build_subscription("A", "TRUE", "SQL92"))
+        res = visible_result(store.get_messages("A", 0, 0, 32, 1 << 20, sql))
+        assert res.status is GetStatus.FOUND and res.queue_offsets == (2, 3)
+        assert without_control(b"plain bytes") == (b"plain bytes", 0)
