@@ -20,31 +20,19 @@ from typing import Any
 import harness
 import pytest
 import trio
+from rmq_acl import APP, OPS, acl_conf, plain_acl
 from rokka.gateway.rocketmq.client import RemotingClient
 from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
-ACL = """\
-accounts:
-  - accessKey: ops-key
-    secretKey: ops-secret-1234
-    admin: true
-  - accessKey: app-key
-    secretKey: app-secret-1234
-    admin: false
-    defaultTopicPerm: DENY
-    defaultGroupPerm: DENY
-    topicPerms: [Open=PUB|SUB, Secret=DENY]
-    groupPerms: [appGroup=SUB, secretGroup=DENY]
-"""
-OPS, APP = ("ops-key", "ops-secret-1234"), ("app-key", "app-secret-1234")
+ACL = plain_acl(["Open=PUB|SUB", "Secret=DENY"], ["appGroup=SUB", "secretGroup=DENY"], default_group_perm="DENY")
 T = 10.0
 
 
 @pytest.fixture
 def acl_rokka(configured_rokka: Any) -> harness.ServerProcess:
-    return configured_rokka({"aclEnable": "true", "plainAclFile": "{dir}/plain_acl.yml"}, {"plain_acl.yml": ACL})
+    return configured_rokka(*acl_conf(ACL))
 
 
 def _send(code: int, fields: dict[str, str], body: bytes = b"payload") -> RemotingCommand:

@@ -15,28 +15,16 @@ from typing import Any
 import harness
 import pytest
 import rmq_cpp
+from rmq_acl import acl_conf, plain_acl
 
 pytestmark = pytest.mark.usefixtures("need_cpp")
 
-ACL = """\
-accounts:
-  - accessKey: ops-key
-    secretKey: ops-secret-1234
-    admin: true
-  - accessKey: app-key
-    secretKey: app-secret-1234
-    admin: false
-    defaultTopicPerm: DENY
-    defaultGroupPerm: SUB
-    topicPerms:
-      - AclTopic=PUB|SUB
-      - TBW102=PUB
-"""
+ACL = plain_acl(["AclTopic=PUB|SUB", "TBW102=PUB"])
 
 
 @pytest.fixture
 def acl_rokka(configured_rokka: Any) -> harness.ServerProcess:
-    return configured_rokka({"aclEnable": "true", "plainAclFile": "{dir}/plain_acl.yml"}, {"plain_acl.yml": ACL})
+    return configured_rokka(*acl_conf(ACL))
 
 
 def send(srv: harness.ServerProcess, workdir: Path, topic: str, credentials: list[str] | None) -> list[dict]:
@@ -95,7 +83,7 @@ def test_edited_acl_file_applies_without_restart(acl_rokka: harness.ServerProces
         time.sleep(0.5)
     events = send(acl_rokka, workdir, "AclTopic", good)             # the old accounts still apply
     assert [e["status"] for e in events if e["event"] == "sent"] == [0, 0, 0]
-    acl_file.write_text(ACL.replace("      - TBW102=PUB", "      - TBW102=PUB\n      - Granted=PUB|SUB"))
+    acl_file.write_text(plain_acl(["AclTopic=PUB|SUB", "TBW102=PUB", "Granted=PUB|SUB"]))
     deadline = time.monotonic() + 30
     while True:
         try:
