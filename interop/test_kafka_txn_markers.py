@@ -40,6 +40,20 @@ def _transaction(p: Any, topic: str, values: list[bytes], commit: bool) -> None:
         p.abort_transaction(T)
 
 
+def _topic_and_producer(rokka: harness.ServerProcess, prefix: str) -> tuple[str, Any]:
+    """A new one-partition topic named after ``prefix`` and a transactional producer."""
+    topic = topic_name(prefix)
+    create_topics(rokka, topic, partitions=1)
+    return topic, txn_producer(rokka, topic_name("tid"))
+
+
+def _committed_aborted_committed(p: Any, topic: str) -> None:
+    """FIRST committed, ABORTED aborted, SECOND committed: offsets 0..4, marker, 6..8, marker, 10..11, marker."""
+    _transaction(p, topic, FIRST, commit=True)
+    _transaction(p, topic, ABORTED, commit=False)
+    _transaction(p, topic, SECOND, commit=True)
+
+
 def _drain(c: Consumer, topic: str, until: int) -> list[tuple[int, bytes]]:
     """(offset, value) of every record ``c`` returns until its position on partition 0 is ``until``."""
     got: list[tuple[int, bytes]] = []
@@ -55,9 +69,7 @@ def _drain(c: Consumer, topic: str, until: int) -> list[tuple[int, bytes]]:
 
 
 def test_confluent_positions_end_offsets_and_lag_are_kafkas(rokka: harness.ServerProcess) -> None:
-    topic = topic_name("txmark")
-    create_topics(rokka, topic, partitions=1)
-    p = txn_producer(rokka, topic_name("tid"))
+    topic, p = _topic_and_producer(rokka, "txmark")
     _transaction(p, topic, FIRST, commit=True)
     _transaction(p, topic, ABORTED, commit=False)
     group = topic_name("lag")
@@ -91,12 +103,8 @@ def test_confluent_positions_end_offsets_and_lag_are_kafkas(rokka: harness.Serve
 
 def test_kafka_python_read_committed_position(rokka: harness.ServerProcess) -> None:
     kafka = pytest.importorskip("kafka", reason="kafka-python is not installed (interop/install.sh)")
-    topic = topic_name("txmark-kp")
-    create_topics(rokka, topic, partitions=1)
-    p = txn_producer(rokka, topic_name("tid"))
-    _transaction(p, topic, FIRST, commit=True)
-    _transaction(p, topic, ABORTED, commit=False)
-    _transaction(p, topic, SECOND, commit=True)
+    topic, p = _topic_and_producer(rokka, "txmark-kp")
+    _committed_aborted_committed(p, topic)
     c = kafka.KafkaConsumer(bootstrap_servers=rokka.kafka, isolation_level="read_committed",
                             enable_auto_commit=False, consumer_timeout_ms=1000)
     try:
@@ -119,12 +127,8 @@ def test_kafka_python_read_committed_position(rokka: harness.ServerProcess) -> N
 def test_rocketmq_cpp_pull_sees_committed_records_only(rokka: harness.ServerProcess, workdir: Path) -> None:
     from rmq_cpp import pull_all
 
-    topic = topic_name("txmark-cpp")
-    create_topics(rokka, topic, partitions=1)
-    p = txn_producer(rokka, topic_name("tid"))
-    _transaction(p, topic, FIRST, commit=True)
-    _transaction(p, topic, ABORTED, commit=False)
-    _transaction(p, topic, SECOND, commit=True)
+    topic, p = _topic_and_producer(rokka, "txmark-cpp")
+    _committed_aborted_committed(p, topic)
     got, table = pull_all(rokka.namesrv, workdir, topic)
     assert [m["body"].encode() for m in sorted(got, key=lambda m: m["queue_offset"])] == FIRST + SECOND
     assert [m["queue_offset"] for m in sorted(got, key=lambda m: m["queue_offset"])] == \
