@@ -8,14 +8,13 @@ Families (``--only`` / ``--without``): valid names traversal numbers json bombs 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
-from dataclasses import asdict
 
 from benchmarks.fuzz import hostile
 from benchmarks.fuzz.driver import PORTS, FuzzConfig, run_fuzz
+from benchmarks.fuzz.report import finish
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,11 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{platform.node()} {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, seed {a.seed}\n")
     print(res.table())
     failed = res.checks(strict=a.strict)
-    print("\nchecks: " + ("all passed" if not failed else "FAILED\n  " + "\n  ".join(failed)))
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(asdict(res) | {"failed": failed}, fh, indent=1, default=str)
-    return 1 if failed else 0
+    print()
+    return finish(res, failed, a.json)
 
 
 if __name__ == "__main__":

@@ -304,19 +304,26 @@ class PortFuzzer:
 # --------------------------------------------------------------------------- probes
 
 
+def _one_answer(addr: str, request: bytes, timeout: float) -> bytes | None:
+    """Sends ``request`` on a fresh connection and reads one length-prefixed answer frame (its 4-byte
+    length included); None when the server closes first."""
+    with socket.create_connection(_addr(addr), timeout=timeout) as s:
+        s.sendall(request)
+        raw = b""
+        while len(raw) < 4 or len(raw) < 4 + struct.unpack(">i", raw[:4])[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                return None
+            raw += chunk
+    return raw
+
+
 def kafka_api_versions(addr: str, timeout: float = 5.0) -> dict[int, tuple[int, int]] | None:
     """ApiVersions v0 on a fresh connection: {api key: (min, max)}, None without an answer."""
     payload = struct.pack(">hhih", 18, 0, 1, 5) + b"probe"
     try:
-        with socket.create_connection(_addr(addr), timeout=timeout) as s:
-            s.sendall(struct.pack(">i", len(payload)) + payload)
-            raw = b""
-            while len(raw) < 4 or len(raw) < 4 + struct.unpack(">i", raw[:4])[0]:
-                chunk = s.recv(65536)
-                if not chunk:
-                    return None
-                raw += chunk
-        return parse_api_versions_v0(raw[4:])
+        raw = _one_answer(addr, struct.pack(">i", len(payload)) + payload, timeout)
+        return None if raw is None else parse_api_versions_v0(raw[4:])
     except (OSError, struct.error):
         return None
 
@@ -328,14 +335,9 @@ def remoting_answers(addr: str, code: int, timeout: float = 5.0) -> bool:
     header = json.dumps({"code": code, "flag": 0, "language": "JAVA", "opaque": 7, "version": 407,
                          "extFields": {"topic": "fz-probe"}}).encode()
     try:
-        with socket.create_connection(_addr(addr), timeout=timeout) as s:
-            s.sendall(struct.pack(">ii", 4 + len(header), len(header)) + header)
-            raw = b""
-            while len(raw) < 8 or len(raw) < 4 + struct.unpack(">i", raw[:4])[0]:
-                chunk = s.recv(65536)
-                if not chunk:
-                    return False
-                raw += chunk
+        raw = _one_answer(addr, struct.pack(">ii", 4 + len(header), len(header)) + header, timeout)
+        if raw is None:
+            return False
         hl = struct.unpack(">i", raw[4:8])[0] & 0xFFFFFF
         return json.loads(raw[8:8 + hl]).get("opaque") == 7
     except (OSError, ValueError, struct.error):

@@ -258,3 +258,20 @@ def bomb(codec: str, inflated: int, prefix: bytes = b"") -> bytes:
         raise ValueError(codec)
     _BOMB_CACHE[key] = out
     return out
+
+
+class FrameSource:
+    """What both frame generators share: the run's ``Hostile`` (field ``h``), its random source, and
+    the start of every frame (``new_frame``, then about 4 % of the frames with the lengths family on
+    lie about their own length)."""
+
+    h: Hostile
+
+    @property
+    def rng(self) -> random.Random:
+        return self.h.rng
+
+    def start_frame(self) -> bool:
+        """Starts a frame; True when this one is to be a length lie."""
+        self.h.new_frame()
+        return self.h.on("lengths") and self.rng.random() < 0.04

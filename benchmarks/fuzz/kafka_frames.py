@@ -20,7 +20,6 @@ never write ``/`` (``hostile.frame_is_slash_free``).
 
 from __future__ import annotations
 
-import random
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,7 +112,7 @@ def encode_batch(payload: bytes, count: int, *, attributes: int = 0, producer_id
 
 
 @dataclass
-class KafkaFrames:
+class KafkaFrames(hostile.FrameSource):
     h: hostile.Hostile
     schemas: dict[int, dict[str, Any]] = field(default_factory=load_schemas)
     supported: dict[int, tuple[int, int]] = field(default_factory=dict)
@@ -123,16 +122,11 @@ class KafkaFrames:
     _risky: bool = False
     _big: bool = False
 
-    @property
-    def rng(self) -> random.Random:
-        return self.h.rng
-
     # ----- the frame
     def frame(self) -> tuple[bytes, str]:
         """One request frame and its label (``Api vN family``)."""
         r, h = self.rng, self.h
-        h.new_frame()
-        if h.on("lengths") and r.random() < 0.04:
+        if self.start_frame():
             return self.raw_length_lie(), "length-lie"
         keys = [k for k in self.schemas if not self.supported or k in self.supported]
         key = r.choice(keys)

@@ -21,7 +21,6 @@ no name-server authentication; issue 19 item 9).
 from __future__ import annotations
 
 import json
-import random
 import struct
 import time
 from collections.abc import Callable
@@ -44,20 +43,15 @@ PROPS_HOSTILE = ("DELAY\x01999999\x02", "DELAY\x01-1\x02", "TRAN_MSG\x01true\x02
 
 
 @dataclass
-class RemotingFrames:
+class RemotingFrames(hostile.FrameSource):
     h: hostile.Hostile
     role: str = "broker"
     bomb_bytes: int = 64 << 20
     opaque: int = 0
 
-    @property
-    def rng(self) -> random.Random:
-        return self.h.rng
-
     def frame(self) -> tuple[bytes, str]:
         r, h = self.rng, self.h
-        h.new_frame()
-        if h.on("lengths") and r.random() < 0.04:
+        if self.start_frame():
             return self.length_lie(), "length-lie"
         if h.on("json") and r.random() < 0.06:
             return self.json_bomb(), "json-hostile"

@@ -9,10 +9,9 @@ reliability section quotes.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from dataclasses import asdict
 
+from benchmarks.fuzz.report import finish
 from benchmarks.soak.driver import SoakConfig, run_soak
 
 
@@ -33,11 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     print(res.table())
     failed = res.checks()
     print(f"\nloader errors (nack / reconnects, expected while the server is down): {res.loader_errors}")
-    print("checks: " + ("all passed" if not failed else "FAILED\n  " + "\n  ".join(failed)))
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(asdict(res) | {"failed": failed}, fh, indent=1, default=str)
-    return 1 if failed else 0
+    return finish(res, failed, a.json)
 
 
 if __name__ == "__main__":
