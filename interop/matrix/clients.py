@@ -28,7 +28,7 @@ from typing import Any
 
 import harness
 
-from matrix import go_role, java_role
+from matrix import go_role, java_rmq_role, java_role
 from matrix.model import KAFKA, ROCKETMQ, Job, Obs
 
 HERE = Path(__file__).resolve().parent
@@ -67,6 +67,8 @@ class Client:
             return go_role.missing()
         if self.name == "java-kafka":
             return java_role.missing()
+        if self.name == "rocketmq-java":
+            return java_rmq_role.missing()
         return None
 
     # ----- argv of the role scripts
@@ -79,6 +81,8 @@ class Client:
             return [PY, str(HERE / "cpp_role.py"), role]
         if self.name == "rokka-client":
             return [PY, str(HERE / "rokka_role.py"), role]
+        if self.name == "rocketmq-java":
+            return [PY, str(HERE / "java_rmq_role.py"), role]
         if self.name == "java-kafka":
             return java_role.argv(role)
         if self.name in go_role.GO_CLIENTS:
@@ -312,5 +316,6 @@ CLIENTS: list[Client] = [
     Client("franz-go", "fgo", KAFKA),
     Client("sarama", "sgo", KAFKA),
     Client("rocketmq-client-go", "rgo", ROCKETMQ),
+    Client("rocketmq-java", "jrmq", ROCKETMQ),
 ]
 BY_NAME = {c.name: c for c in CLIENTS}
