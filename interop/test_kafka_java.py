@@ -336,6 +336,7 @@ TOOLS = {  # the main class each shell script starts (bin/*.sh of kafka 4.x)
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
 }
 # kafka 3.9: ConsoleProducer and ConfigCommand are still Scala classes of kafka_2.13, and the console
 # tools take --property (4.x: --reader-property / --formatter-property).
@@ -372,6 +373,8 @@ def test_cli_tools(build: str, srv: harness.ServerProcess, workdir: Path) -> Non
                    "--max-messages", "9", "--timeout-ms", "20000", formatter_prop, "print.key=true",
                    formatter_prop, "key.separator=:")
         assert sorted(out.split()) == sorted(lines), out
+        ends = tool("kafka-get-offsets", *bs, "--topic", topic, "--time", "-1").split()
+        assert sum(int(e.rsplit(":", 1)[1]) for e in ends) == 9 and len(ends) == 3, ends
         assert group in tool("kafka-consumer-groups", *bs, "--list").split()
         desc = tool("kafka-consumer-groups", *bs, "--describe", "--group", group)
         rows = [r.split() for r in desc.splitlines() if topic in r]
