@@ -184,6 +184,8 @@ class BrokerRole:
         self._registrar: Any = None
         self._closers: list[Any] = []
         self._cancel = trio.CancelScope()
+        self._kafka_services = trio.CancelScope()
+        self._kafka_services_done: trio.Event | None = None
         self.kafka_node: Any = None
         self.kafka_server: Any = None
         self.metrics_addr: tuple[str, int] | None = None
@@ -350,11 +352,8 @@ class BrokerRole:
             users = Path(cfg.kafka_sasl_users)
             nursery.start_soon(partial(watch_files, [users], partial(UserStore.load, users), use_users,
                                        what="kafka SASL users", errors=(SaslConfigError,)))
-        await nursery.start(coord.run)
-        nursery.start_soon(view.run)
+        await nursery.start(self._run_kafka_services, coord, view, producers, txns)
         self.kafka_node = view.node
-        await nursery.start(producers.run)
-        await nursery.start(txns.run)
         nursery.start_soon(trio.serve_listeners, server.handle_stream, listeners)
         self._servers.append(server)
         self.kafka_server = server
@@ -400,6 +399,23 @@ class BrokerRole:
             await trio.sleep(EXPIRY_SCAN_S)
             scan(ctx)
 
+    async def _run_kafka_services(self, coord: Any, view: Any, producers: Any, txns: Any, *,
+                                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The Kafka coordinators' background loops, in a scope of their own: ``shutdown`` cancels them
+        and waits for them before the store closes (a transaction completion or group upkeep must never
+        read a closed CommitLog; their final saves run as they stop)."""
+        done = self._kafka_services_done = trio.Event()
+        try:
+            with self._kafka_services:
+                async with trio.open_nursery() as inner:
+                    await inner.start(coord.run)
+                    inner.start_soon(view.run)
+                    await inner.start(producers.run)
+                    await inner.start(txns.run)
+                    task_status.started()
+        finally:
+            done.set()
+
     async def shutdown(self) -> None:
         """Graceful stop: servers drain, unregister, store closes (flush + checkpoint)."""
         with trio.CancelScope(shield=True):
@@ -413,6 +429,10 @@ class BrokerRole:
             if self._registrar is not None:
                 with trio.move_on_after(3):
                     await self._registrar.unregister()
+            self._kafka_services.cancel()
+            if self._kafka_services_done is not None:
+                with trio.move_on_after(GRACE_S):
+                    await self._kafka_services_done.wait()
             if self.broker is not None:
                 await self.broker.stop_background()
                 await trio.to_thread.run_sync(self.broker.close)

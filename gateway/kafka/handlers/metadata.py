@@ -233,7 +233,7 @@ def _manual_assignment(env: KafkaEnv, t: Struct) -> tuple[int, str | None, int]:
     registered = {b[0] for b in _brokers(env)}
     by_index: dict[int, list[int]] = {}
     for a in t.assignments:
-        if len(a.broker_ids or []) > len(registered):
+        if len(a.broker_ids or []) > MAX_QUEUE_NUMS:    # hostile lengths stop here (no broker has so many)
             return E.INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment lists {len(a.broker_ids)} "
                                                   f"replicas, but only {len(registered)} brokers are registered."), -1
         if a.partition_index in by_index:
@@ -243,7 +243,8 @@ def _manual_assignment(env: KafkaEnv, t: Struct) -> tuple[int, str | None, int]:
         if not replicas:
             return E.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.", -1
         if len(set(replicas)) != len(replicas):
-            dup = next(r for r in replicas if replicas.count(r) > 1)
+            seen: set[int] = set()
+            dup = next(r for r in replicas if r in seen or seen.add(r))
             return E.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes the broker {dup} more " \
                                                  f"than once.", -1
         if (unknown := next((r for r in replicas if r not in registered), None)) is not None:
