@@ -21,6 +21,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +42,19 @@ def _conf(server_dir: Path) -> Path:
     return conf
 
 
-def _serve(tmp_path: Path) -> harness.ServerProcess:
+@contextmanager
+def _served_topic(tmp_path: Path, prefix: str) -> Iterator[tuple[harness.ServerProcess, str]]:
+    """``rokka serve`` with SYNC_FLUSH and a new one-partition topic; stopped cleanly (exit 0) afterwards,
+    its stderr tail printed for a failing test."""
     server_dir = tmp_path / "server"
-    return harness.start_serve(server_dir, conf=_conf(server_dir))
+    srv = harness.start_serve(server_dir, conf=_conf(server_dir))
+    try:
+        topic = topic_name(prefix)
+        _create_topic(srv, topic)
+        yield srv, topic
+    finally:
+        print(srv.stderr_tail(40))
+        srv.stop_clean()
 
 
 class RawKafka:
@@ -127,10 +139,7 @@ def _read_all(srv: harness.ServerProcess, topic: str, at_least: int) -> list[byt
 def test_retry_after_kill9_is_not_stored_twice(tmp_path: Path) -> None:
     from kafka import KafkaProducer
 
-    srv = _serve(tmp_path)
-    try:
-        topic = topic_name("idem-crash")
-        _create_topic(srv, topic)
+    with _served_topic(tmp_path, "idem-crash") as (srv, topic):
         p = KafkaProducer(bootstrap_servers=srv.kafka, enable_idempotence=True, acks="all")
         p.send(topic, b"client-0", partition=0).get(timeout=TIMEOUT_S)
         p.close(timeout=10)
@@ -154,9 +163,6 @@ def test_retry_after_kill9_is_not_stored_twice(tmp_path: Path) -> None:
         p.close(timeout=10)
         got = _read_all(srv, topic, 7)
         assert got == [b"client-0", b"a0", b"a1", b"a2", b"b3", b"b4", b"c5", b"client-1"]
-    finally:
-        print(srv.stderr_tail(40))
-        srv.stop_clean()
 
 
 @pytest.mark.timeout(300)
@@ -164,10 +170,7 @@ def test_kafka_python_idempotent_through_kill9_rounds(tmp_path: Path) -> None:
     """kafka-python's own retries across kill -9 rounds (the issue's 977 duplicates): none now."""
     from kafka import KafkaProducer
 
-    srv = _serve(tmp_path)
-    try:
-        topic = topic_name("idem-rounds")
-        _create_topic(srv, topic)
+    with _served_topic(tmp_path, "idem-rounds") as (srv, topic):
         p = KafkaProducer(bootstrap_servers=srv.kafka, enable_idempotence=True, acks="all", linger_ms=2,
                           batch_size=2048, max_in_flight_requests_per_connection=5, retries=1_000_000,
                           retry_backoff_ms=100, request_timeout_ms=5000, delivery_timeout_ms=120_000)
@@ -190,9 +193,6 @@ def test_kafka_python_idempotent_through_kill9_rounds(tmp_path: Path) -> None:
         assert len(acked) == sum(f.succeeded() for f in futures)
         assert got == sorted(got)                  # produce order kept
         assert len(got) >= len(acked) > 0
-    finally:
-        print(srv.stderr_tail(40))
-        srv.stop_clean()
 
 
 _KAFKA_LOAD = """
@@ -250,10 +250,7 @@ def _rocketmq_load(namesrv: str, topic: str, stop: threading.Event, sent: list[i
 
 @pytest.mark.timeout(300)
 def test_sigterm_under_load_always_exits_0(tmp_path: Path) -> None:
-    srv = _serve(tmp_path)
-    topic = topic_name("stop-load")
-    _create_topic(srv, topic)
-    try:
+    with _served_topic(tmp_path, "stop-load") as (srv, topic):
         for _ in range(8):                  # the issue saw about 1 stop in 8 exit 2
             stop = threading.Event()
             rmq_sent: list[int] = []
@@ -273,5 +270,3 @@ def test_sigterm_under_load_always_exits_0(tmp_path: Path) -> None:
             assert code == 0, srv.stderr_tail(60)
             assert (srv.data_dir / "config" / "producerState.msgpack").exists()
             srv.start()
-    finally:
-        srv.stop_clean()

@@ -57,6 +57,20 @@ def _settle(pid: int, seconds: float = 3.0) -> int:
     return rss_anon(pid)
 
 
+def _memory_given_back(pid: int, base: int, socks: list[socket.socket], what: str, peak_limit: int,
+                       after_limit: int, note: str = "") -> None:
+    """While ``socks`` are open the server's RssAnon stays below ``base + peak_limit``; once they are
+    closed it falls below ``base + after_limit`` (both printed, with ``what`` held and ``note``)."""
+    peak = _settle(pid)
+    print(f"RssAnon: base {base / MIB:.0f} MiB, {what} {peak / MIB:.0f} MiB{note}")
+    assert peak - base < peak_limit
+    for s in socks:
+        s.close()
+    after = _settle(pid)
+    print(f"RssAnon after they left: {after / MIB:.0f} MiB")
+    assert after - base < after_limit
+
+
 @pytest.mark.timeout(180)
 def test_unfinished_frames_on_the_name_server_stay_within_the_budget(limited_rokka: harness.ServerProcess) -> None:
     srv = limited_rokka
@@ -74,15 +88,8 @@ def test_unfinished_frames_on_the_name_server_stay_within_the_budget(limited_rok
             s.sendall(chunk[:-1])
         except OSError:
             refused += 1
-    peak = _settle(srv.proc.pid)
-    print(f"RssAnon: base {base / MIB:.0f} MiB, 40 unfinished 16 MiB frames {peak / MIB:.0f} MiB "
-          f"({refused} saw their connection closed while sending)")
-    assert peak - base < 96 * MIB
-    for s in socks:
-        s.close()
-    after = _settle(srv.proc.pid)
-    print(f"RssAnon after they left: {after / MIB:.0f} MiB")
-    assert after - base < 64 * MIB
+    _memory_given_back(srv.proc.pid, base, socks, "40 unfinished 16 MiB frames", 96 * MIB, 64 * MIB,
+                       f" ({refused} saw their connection closed while sending)")
     trio.run(_rocketmq_round_trip, srv.namesrv, "hostile-r", b"after")
     log = srv.stderr_path.read_text() if srv.stderr_path else ""
     assert "Traceback" not in log
@@ -119,14 +126,7 @@ def test_consumers_that_never_read_are_bounded_and_give_memory_back(limited_rokk
         s.connect(_split(srv.kafka))
         s.sendall(frame)
         socks.append(s)
-    peak = _settle(srv.proc.pid)
-    print(f"RssAnon: base {base / MIB:.0f} MiB, 16 consumers that never read {peak / MIB:.0f} MiB")
-    assert peak - base < 160 * MIB
-    for s in socks:
-        s.close()
-    after = _settle(srv.proc.pid)
-    print(f"RssAnon after they left: {after / MIB:.0f} MiB")
-    assert after - base < 48 * MIB
+    _memory_given_back(srv.proc.pid, base, socks, "16 consumers that never read", 160 * MIB, 48 * MIB)
     _kafka_round_trip(srv.kafka, "hostile-k", b"after")
     log = srv.stderr_path.read_text() if srv.stderr_path else ""
     assert "kafka.unread_budget" in log and "Traceback" not in log
@@ -170,6 +170,18 @@ def test_connections_above_the_per_address_cap_are_refused_at_once(limited_rokka
     assert any("suppressed" in str(r.get("rate_limited")) for r in refusals)
 
 
+def _send_and_drain(addr: str, payload: bytes) -> None:
+    """``payload`` on a fresh connection, then read whatever comes until the server closes it."""
+    with socket.create_connection(_split(addr), timeout=10) as s:
+        s.sendall(payload)
+        s.settimeout(10)
+        try:
+            while s.recv(65536):
+                pass
+        except ConnectionResetError:
+            pass
+
+
 @pytest.mark.timeout(180)
 def test_hostile_frames_on_every_port_log_a_bounded_number_of_lines(limited_rokka: harness.ServerProcess) -> None:
     srv = limited_rokka
@@ -180,26 +192,12 @@ def test_hostile_frames_on_every_port_log_a_bounded_number_of_lines(limited_rokk
     for i in range(200):
         addr = (srv.broker, srv.namesrv)[i % 2]
         payload = frame if i % 3 else struct.pack(">ii", 4 + len(nested), len(nested)) + nested
-        with socket.create_connection(_split(addr), timeout=10) as s:
-            s.sendall(payload)
-            s.settimeout(10)
-            try:
-                while s.recv(65536):
-                    pass
-            except ConnectionResetError:
-                pass
+        _send_and_drain(addr, payload)
     kafka_garbage = [struct.pack(">ihhi", 8, 999, 0, 1),                       # unknown api key
                      struct.pack(">ihhi", 12, 3, 12, 1) + b"\xff\xff\xff\xff",     # Metadata, bad body
                      struct.pack(">ihhi", 10, 18, 3, 1) + b"\x7f\xff"]            # client id past the frame
     for i in range(150):
-        with socket.create_connection(_split(srv.kafka), timeout=10) as s:
-            s.sendall(kafka_garbage[i % 3])
-            s.settimeout(10)
-            try:
-                while s.recv(65536):
-                    pass
-            except ConnectionResetError:
-                pass
+        _send_and_drain(srv.kafka, kafka_garbage[i % 3])
     trio.run(_rocketmq_round_trip, srv.namesrv, "hostile-log", b"after")
     _kafka_round_trip(srv.kafka, "hostile-log-k", b"after")
     log = srv.stderr_path.read_text() if srv.stderr_path else ""
