@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 PRODUCE_PAUSE_S = 0.02
@@ -28,7 +29,9 @@ OP_TIMEOUT_S = 30.0
 class _Steady:
     name = "steady"
 
-    def __init__(self) -> None:
+    def __init__(self, topic_prefix: str, workers: dict[str, Callable[[], None]]) -> None:
+        """A fresh topic ``<topic_prefix>-<8 hex>``; one daemon thread per ``workers`` entry (name: target)."""
+        self.topic = f"{topic_prefix}-{uuid.uuid4().hex[:8]}"
         self.acked: list[bytes] = []
         self.read: set[bytes] = set()
         self.errors: list[str] = []
@@ -37,7 +40,7 @@ class _Steady:
         self.producing.set()
         self.stopping = threading.Event()
         self.started = threading.Event()
-        self.threads: list[threading.Thread] = []
+        self.threads = [threading.Thread(target=target, daemon=True, name=name) for name, target in workers.items()]
 
     def start(self) -> None:
         for t in self.threads:
@@ -86,11 +89,8 @@ class SteadyKafka(_Steady):
     name = "kafka-python"
 
     def __init__(self, bootstrap: str) -> None:
-        super().__init__()
+        super().__init__("steady-k", {"steady-kafka-p": self._produce, "steady-kafka-c": self._consume})
         self.bootstrap = bootstrap
-        self.topic = f"steady-k-{uuid.uuid4().hex[:8]}"
-        self.threads = [threading.Thread(target=self._produce, daemon=True, name="steady-kafka-p"),
-                        threading.Thread(target=self._consume, daemon=True, name="steady-kafka-c")]
 
     def _produce(self) -> None:
         from kafka import KafkaProducer
@@ -175,10 +175,8 @@ class SteadyRocketMQ(_Steady):
     name = "rokka-rocketmq"
 
     def __init__(self, namesrv: str) -> None:
-        super().__init__()
+        super().__init__("steady-r", {"steady-rocketmq": self._run})
         self.namesrv = namesrv
-        self.topic = f"steady-r-{uuid.uuid4().hex[:8]}"
-        self.threads = [threading.Thread(target=self._run, daemon=True, name="steady-rocketmq")]
 
     def _run(self) -> None:
         import trio
