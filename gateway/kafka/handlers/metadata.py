@@ -294,13 +294,36 @@ async def handle_create_partitions(env: KafkaEnv, ctx: KafkaRequestContext, req:
             err, msg = E.INVALID_PARTITIONS, f"Topic currently has {partition_count(tc)} partitions"
         elif t.count > MAX_QUEUE_NUMS:
             err, msg = E.INVALID_PARTITIONS, f"number of partitions must be at most {MAX_QUEUE_NUMS}"
-        elif t.assignments:
-            err, msg = E.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
+        elif t.assignments and (why := _new_partitions_assignment(env, t, partition_count(tc))) is not None:
+            err, msg = E.INVALID_REPLICA_ASSIGNMENT, why
         elif not req.validate_only:
             env.broker.topics.put(TopicConfig(tc.topic_name, t.count, t.count, tc.perm, tc.topic_filter_type,
                                               tc.topic_sys_flag, tc.order))
         out.append(Struct(name=t.name, error_code=err, error_message=msg))
     return Struct(results=out)
+
+
+def _new_partitions_assignment(env: KafkaEnv, t: Struct, current: int) -> str | None:
+    """Why CreatePartitions' manual assignment of the new partitions is refused (None: accepted).
+
+    Kafka's rules: one replica list per new partition, none empty, no broker twice, every broker
+    registered; rokka keeps one replica per partition, on the receiving broker (as CreateTopics)."""
+    if len(t.assignments) != t.count - current:
+        return (f"Increasing the number of partitions by {t.count - current} but {len(t.assignments)} "
+                f"assignments provided.")
+    registered = {b[0] for b in _brokers(env)}
+    for a in t.assignments:
+        replicas = list(a.broker_ids or [])
+        if not replicas:
+            return "The manual partition assignment includes an empty replica list."
+        if len(replicas) > MAX_QUEUE_NUMS or len(set(replicas)) != len(replicas):
+            return "The manual partition assignment includes a broker more than once."
+        if (unknown := next((r for r in replicas if r not in registered), None)) is not None:
+            return f"The manual partition assignment includes broker {unknown}, but no such broker is registered."
+        if replicas[0] != env.node_id:
+            return (f"rokka adds partitions on the receiving broker only: broker {replicas[0]} cannot lead one "
+                    f"(send CreatePartitions to that broker)")
+    return None
 
 
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4

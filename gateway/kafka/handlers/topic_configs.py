@@ -62,6 +62,9 @@ NOT_APPLIED = frozenset({"segment.bytes", "segment.ms"})
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 #: Values that are what rokka does anyway (accepted by AlterConfigs).
 IN_FORCE = {CLEANUP_POLICY: "delete"}
+#: Deprecated configs Kafka 3.x accepts and ignores (message.format.version is ignored since
+#: inter.broker.protocol.version 3.0): AlterConfigs accepts them, nothing is applied or shown.
+IGNORED_DEPRECATED = frozenset({"message.format.version", "message.downconversion.enable"})
 _COMPACT = ("cleanup.policy=compact is not supported: rokka never compacts a topic (records stay "
             "until the store's retention, fileReservedTime, removes them)")
 
@@ -116,7 +119,7 @@ def alter_refusal(name: str, value: str | None) -> str | None:
         return None
     if name == CLEANUP_POLICY:
         return _policy_refusal(value)
-    if value is None or IN_FORCE.get(name, "").lower() == value.strip().lower():
+    if value is None or IN_FORCE.get(name, "").lower() == value.strip().lower() or name in IGNORED_DEPRECATED:
         return None
     return (f"{name} is not applied per topic by rokka (flushing and the other store settings are store-wide: "
             f"see broker.conf); per topic rokka applies {', '.join(sorted(APPLIED - NOT_APPLIED))}")
