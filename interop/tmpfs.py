@@ -1,7 +1,7 @@
 """A small tmpfs for full-disk tests, and a ballast file that fills it as another process would.
 
 Used by the store-level test (tests/core/storage/test_disk_full.py) and the end-to-end one
-(interop/test_disk_full.py).  Mounting needs CAP_SYS_ADMIN: where it is not allowed the test is
+(interop/test_serve_disk_full.py).  Mounting needs CAP_SYS_ADMIN: where it is not allowed the test is
 skipped with the reason; the mount is lazily unmounted afterwards whatever happened.
 """
 
