@@ -207,7 +207,9 @@ class ServerProcess:
         self.starts += 1
         self._stderr_path = self.workdir / f"{self.name}.stderr.{self.starts}.log"
         stderr = open(self._stderr_path, "w")  # noqa: SIM115 - closed by the child's exit
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **(self.env or {}))
+        # HOME = the workdir: a name server keeps ~/namesrv/kvConfig.json (Java's default), which
+        # must not leak from one test's servers into the next.
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "HOME": str(self.workdir), **(self.env or {})}
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL,
                                      text=True, cwd=self.workdir, env=env, start_new_session=True)
         stderr.close()

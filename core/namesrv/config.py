@@ -125,10 +125,15 @@ def rewrite_properties_file(path: Path, props: dict[str, str]) -> None:
 
 
 class KVConfigStore:
-    """``kvConfig.json`` of one name server (``path`` None: memory only)."""
+    """``kvConfig.json`` of one name server (``path`` None: memory only).
 
-    def __init__(self, path: Path | None) -> None:
+    ``ephemeral`` namespaces are registrations the brokers repeat every round (rokka's Kafka
+    endpoints): they are neither written nor loaded, so a restarted name server never serves an
+    endpoint of a broker that is gone (or moved to another port)."""
+
+    def __init__(self, path: Path | None, ephemeral: frozenset[str] = frozenset()) -> None:
         self.path = path
+        self.ephemeral = ephemeral
 
     def load(self) -> dict[str, dict[str, str]]:
         """The stored table ({} when there is no file).  Raises ValueError for a damaged file."""
@@ -143,7 +148,8 @@ class KVConfigStore:
         table = data.get("configTable") if isinstance(data, dict) else None
         if not isinstance(table, dict):
             raise ValueError(f"{self.path}: no configTable object")
-        out = {str(ns): {str(k): str(v) for k, v in (kv or {}).items()} for ns, kv in table.items()}
+        out = {str(ns): {str(k): str(v) for k, v in (kv or {}).items()} for ns, kv in table.items()
+               if str(ns) not in self.ephemeral}
         log.info("namesrv.kv_config_loaded", path=str(self.path), namespaces=len(out))
         return out
 
@@ -151,6 +157,7 @@ class KVConfigStore:
         if self.path is None:
             return
         try:
-            write_json_atomic(self.path, {"configTable": table})
+            write_json_atomic(self.path, {"configTable": {ns: kv for ns, kv in table.items()
+                                                          if ns not in self.ephemeral}})
         except OSError as exc:
             log.error("namesrv.kv_config_persist_failed", path=str(self.path), error=str(exc))

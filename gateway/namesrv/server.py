@@ -26,6 +26,7 @@ import trio
 from rokka.core.namesrv.config import KVConfigStore, NamesrvConfig
 from rokka.core.namesrv.routes import BROKER_EXPIRED_MS, RouteInfoManager
 from rokka.gateway.budget import Budget
+from rokka.gateway.kafka.cluster import KV_NAMESPACE as KAFKA_KV_NAMESPACE
 from rokka.gateway.namesrv.handlers import NamesrvHandlers
 from rokka.gateway.rocketmq.channel import Channel, HostPort
 from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
@@ -57,7 +58,7 @@ class NamesrvServer:
         self.config = config if config is not None else NamesrvConfig()
         if config is not None:
             idle_timeout_s = float(config.server_channel_max_idle_time_seconds or 0) or None
-            kv_store = KVConfigStore(Path(config.kv_config_path))
+            kv_store = KVConfigStore(Path(config.kv_config_path), ephemeral=frozenset({KAFKA_KV_NAMESPACE}))
             self.routes.kv = kv_store.load()
             self.routes.on_kv_change = kv_store.persist
         self.handlers = NamesrvHandlers(self.routes, self.config, persist_config=config is not None)
