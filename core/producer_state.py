@@ -86,6 +86,8 @@ FILE_NAME = "producerState.msgpack"
 VERSION = 1
 BATCHES_KEPT = 5
 MAX_SEQUENCE = 2**31 - 1
+#: The offsets of a journal entry that takes back the intent before it (``retract_intent``).
+RETRACTED = -2
 EPOCH_EXHAUSTED = 32766          # Short.MaxValue - 1: rotate to a new producer id
 MAX_TXN_TIMEOUT_MS = 900_000     # transaction.max.timeout.ms
 NO_PRODUCER_ID = -1
@@ -353,19 +355,49 @@ class ProducerStateManager:
 
     def record_batch(self, producer_id: int, epoch: int, topic: str, partition: int, first_seq: int,
                      last_seq: int, first_offset: int, last_offset: int, timestamp_ms: int | None = None,
-                     ) -> None:
-        """Remember a batch the store just appended (after an APPEND verdict); journaled at once."""
+                     *, journaled: bool = False) -> None:
+        """Remember a batch the store just appended (after an APPEND verdict); journaled at once
+        unless ``journal_intent`` already wrote exactly this entry (``journaled``)."""
         now = self._clock_ms()
         ts = now if timestamp_ms is None else timestamp_ms
         self._apply(producer_id, epoch, topic, partition, first_seq, last_seq, first_offset, last_offset, ts, now)
+        if self._journal is not None and not journaled:
+            self._journal.append((producer_id, epoch, topic, partition, first_seq, last_seq, first_offset,
+                                  last_offset, ts))
+
+    def journal_intent(self, producer_id: int, epoch: int, topic: str, partition: int, first_seq: int,
+                       last_seq: int, first_offset: int, last_offset: int) -> int:
+        """Journal a batch *before* the store appends it, with the offsets it is about to get.
+
+        A kill -9 between the append and the acknowledgement then still finds the batch at start
+        (the producer's retry is answered as a duplicate); an intent the recovered log does not hold
+        is dropped by ``recover``, and one whose append failed is taken back by ``retract_intent``.
+        Returns the timestamp to give ``record_batch(..., journaled=True)``."""
+        ts = self._clock_ms()
         if self._journal is not None:
             self._journal.append((producer_id, epoch, topic, partition, first_seq, last_seq, first_offset,
                                   last_offset, ts))
+        return ts
+
+    def retract_intent(self, producer_id: int, epoch: int, topic: str, partition: int, first_seq: int,
+                       last_seq: int) -> None:
+        """The append of a journaled intent failed: take it back (in the journal; memory never had it)."""
+        if self._journal is not None:
+            self._journal.append((producer_id, epoch, topic, partition, first_seq, last_seq, RETRACTED, RETRACTED,
+                                  self._clock_ms()))
 
     def _apply(self, producer_id: int, epoch: int, topic: str, partition: int, first_seq: int, last_seq: int,
                first_offset: int, last_offset: int, timestamp_ms: int, now: int | None = None) -> None:
         key = (producer_id, topic, partition)
         entry = self._entries.get(key)
+        if first_offset == RETRACTED:           # a journaled intent whose append failed (replay only)
+            if entry is not None and entry.epoch == epoch:
+                kept = [b for b in entry.batches if (b.first_seq, b.last_seq) != (first_seq, last_seq)]
+                if len(kept) != len(entry.batches):
+                    entry.batches = deque(kept, maxlen=BATCHES_KEPT)
+                    entry.relaxed = True        # the sequence after the retracted batch is unknown: accept once
+                    self._dirty = True
+            return
         if entry is None or epoch > entry.epoch:
             entry = self._entries[key] = PartitionProducer(epoch=epoch)
         entry.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset, timestamp_ms))

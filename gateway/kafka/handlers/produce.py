@@ -313,6 +313,15 @@ async def _store(env: KafkaEnv, topic: str, queue: int, msgs: list[Message] | Un
             out.error_code = (E.OUT_OF_ORDER_SEQUENCE_NUMBER if verdict.outcome is SequenceOutcome.OUT_OF_ORDER
                               else E.INVALID_PRODUCER_EPOCH)
             return out
+    # An idempotent batch bound for this partition is journaled *before* the append, with the
+    # offsets it will get (the event loop appends nothing else in between): a kill -9 after the
+    # append but before the acknowledgement must still know it (rokka.core.producer_journal).
+    intent = idempotent and not transactional and not delayed
+    if intent:
+        expect_first = env.broker.store.max_offset(topic, queue)
+        expect_last = expect_first + header.last_offset_delta
+        intent_ts = producers.journal_intent(header.producer_id, header.producer_epoch, topic, queue,
+                                             header.base_sequence, last_seq, expect_first, expect_last)
     if isinstance(msgs, UniformBatch):
         result = env.broker.append_uniform(msgs, stamp_cluster=False)
     elif transactional:
@@ -325,7 +334,12 @@ async def _store(env: KafkaEnv, topic: str, queue: int, msgs: list[Message] | Un
         first, last = ((-1, -1) if transactional else
                        (result.appended[0].queue_offset, result.appended[-1].queue_offset))
         producers.record_batch(header.producer_id, header.producer_epoch, topic, queue,
-                               header.base_sequence, last_seq, first, last)
+                               header.base_sequence, last_seq, first, last,
+                               intent_ts if intent else None,
+                               journaled=intent and (first, last) == (expect_first, expect_last))
+    elif intent:
+        producers.retract_intent(header.producer_id, header.producer_epoch, topic, queue,
+                                 header.base_sequence, last_seq)
     result = await env.broker.wait_durable(result)
     if not result.ok:
         log.warning("kafka.produce_failed", topic=topic, partition=queue, status=result.status.name,
