@@ -1,4 +1,4 @@
-"""The cross-client interop matrix (issue 6): 6 producers x 6 consumers x 7 scenarios.
+"""The cross-client interop matrix (issue 6): 11 producers x 11 consumers x 7 scenarios.
 
 One test per cell, named ``<scenario>:<producer>-><consumer>``.  The first cell of a scenario runs the
 whole scenario (one ``rokka serve``, every client batched over its topics: see
