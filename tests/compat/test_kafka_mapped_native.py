@@ -8,6 +8,7 @@ import base64
 import dataclasses
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -142,15 +143,9 @@ def _stored(store: object, topic: str) -> list[tuple[object, ...]]:
     return out
 
 
-@pytest.mark.parametrize("engine", ["disk", "memory"])
-def test_store_run_equals_python_messages(tmp_path: Path, engine: str) -> None:
-    """A mapped run through ``put_uniform`` (one pass) stores what ``put_messages`` of the Python mapping
-    stores; its binary and text keys are indexed (queryable) as the Python path indexes them."""
-    recs = [(i, k, v, hs) for i, (k, v, hs) in enumerate([
-        (b"\xff\x00bin", b"v1", [("traceparent", b"00-4bf9-01"), ("content-type", b"application/json")]),
-        (b"order 7", None, [("h", None), ("h", b"x"), ("h", b"y")]),
-        (b"plain-key", b"", [("KEYS", b"not-copied"), ("bin", b"\xc3\x28")]),
-    ])]
+def _mapped_and_stores(tmp_path: Path, engine: str, recs: list[Any]) -> tuple[bytes, Any, list[Message], list[Any]]:
+    """``recs`` as a batch payload, its native mapping (asserted not declined), the Python mapping's
+    messages, and two open stores of ``engine`` (small segments): ``[run, ref]``."""
     payload, h = _payload(recs)
     mapped = _crecords.mapped_spans(payload, h.record_count, h.base_timestamp, K.MAPPING_SYSTEM_NAMES,
                                     K.MAPPING_BUDGET)
@@ -161,6 +156,19 @@ def test_store_run_equals_python_messages(tmp_path: Path, engine: str) -> None:
     for name in ("run", "ref"):
         cfg = StoreConfig(root_dir=tmp_path / name, commitlog_file_size=64 * 1024, consumequeue_file_size=20 * 1000)
         stores.append((DiskStore(cfg) if engine == "disk" else MemoryStore(cfg)).open())
+    return payload, mapped, msgs, stores
+
+
+@pytest.mark.parametrize("engine", ["disk", "memory"])
+def test_store_run_equals_python_messages(tmp_path: Path, engine: str) -> None:
+    """A mapped run through ``put_uniform`` (one pass) stores what ``put_messages`` of the Python mapping
+    stores; its binary and text keys are indexed (queryable) as the Python path indexes them."""
+    recs = [(i, k, v, hs) for i, (k, v, hs) in enumerate([
+        (b"\xff\x00bin", b"v1", [("traceparent", b"00-4bf9-01"), ("content-type", b"application/json")]),
+        (b"order 7", None, [("h", None), ("h", b"x"), ("h", b"y")]),
+        (b"plain-key", b"", [("KEYS", b"not-copied"), ("bin", b"\xc3\x28")]),
+    ])]
+    payload, mapped, msgs, stores = _mapped_and_stores(tmp_path, engine, recs)
     run_store, ref_store = stores
     try:
         for s in stores:
@@ -217,16 +225,7 @@ def test_store_run_across_segment_ends(tmp_path: Path, engine: str) -> None:
     (``UniformBatch.messages``, each record's own properties decoded back): same records as the
     Python mapping's, keys still indexed."""
     recs = [(i, b"\xfe%d" % i, b"v" * 300, [("traceparent", b"00-%d-01" % i), ("h", b"x")]) for i in range(150)]
-    payload, h = _payload(recs)
-    mapped = _crecords.mapped_spans(payload, h.record_count, h.base_timestamp, K.MAPPING_SYSTEM_NAMES,
-                                    K.MAPPING_BUDGET)
-    assert mapped is not None
-    msgs = K.messages_from_batch(TOPIC, QUEUE, R.read_record_fields(payload, h.record_count),
-                                 base_timestamp=h.base_timestamp, log_append_time=False, now=0)
-    stores = []
-    for name in ("run", "ref"):
-        cfg = StoreConfig(root_dir=tmp_path / name, commitlog_file_size=64 * 1024, consumequeue_file_size=20 * 1000)
-        stores.append((DiskStore(cfg) if engine == "disk" else MemoryStore(cfg)).open())
+    payload, mapped, msgs, stores = _mapped_and_stores(tmp_path, engine, recs)
     run_store, ref_store = stores
     try:
         for _ in range(2):      # twice: the second run starts near a segment end
