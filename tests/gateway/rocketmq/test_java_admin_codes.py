@@ -12,27 +12,20 @@ import json
 from pathlib import Path
 
 import trio
-from rokka.core.config import BrokerConfig
-from rokka.gateway import runtime
-from rokka.gateway.namesrv.server import NamesrvServer
 from rokka.gateway.rocketmq.acl import PlainAcl, sign
 from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
+from tests.gateway.rocketmq.broker_stack import running_stack
+
 
 async def test_topic_config_and_runtime_info(tmp_path: Path) -> None:
     with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            ns = NamesrvServer()
-            host, port = await nursery.start(ns.serve, "127.0.0.1", 0)
-            cfg = BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(tmp_path / "store"),
-                               namesrv_addr=f"{host}:{port}")
-            role = runtime.BrokerRole(cfg)
-            await nursery.start(role.run)
-            broker = f"{role.broker_addr[0]}:{role.broker_addr[1]}"
+        async with running_stack(tmp_path) as stack:
+            broker = stack.broker
             async with RemotingClient() as rc:
-                nsc = NamesrvClient(rc, [f"{host}:{port}"])
+                nsc = NamesrvClient(rc, [stack.namesrv])
                 await Admin(rc, nsc).create_topic(broker, "TC", read_queue_nums=3, write_queue_nums=2)
                 got = await rc.invoke(broker, RemotingCommand(RequestCode.GET_TOPIC_CONFIG,
                                                               ext_fields={"topic": "TC", "lo": "true"}))
@@ -58,8 +51,6 @@ async def test_topic_config_and_runtime_info(tmp_path: Path) -> None:
                 await Producer(rc, nsc, "pg").send("TC", b"x", queue=0)
                 table = json.loads((await rc.invoke(broker, runtime_info())).body)["table"]
                 assert int(table["earliestMessageTimeStamp"]) > 0
-            await role.shutdown()
-            nursery.cancel_scope.cancel()
 
 
 def test_topic_config_needs_sub_rights(tmp_path: Path) -> None:
@@ -81,16 +72,10 @@ async def test_reset_offset_answers_java_admins_with_the_keyed_table(tmp_path: P
     """mqadmin resetOffsetByTime (Java) decodes the answer as ResetOffsetBody: a map keyed by
     MessageQueue; the C++ array form failed it (fastjson: "syntax error, expect {, actual [")."""
     with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            ns = NamesrvServer()
-            host, port = await nursery.start(ns.serve, "127.0.0.1", 0)
-            cfg = BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(tmp_path / "store"),
-                               namesrv_addr=f"{host}:{port}")
-            role = runtime.BrokerRole(cfg)
-            await nursery.start(role.run)
-            broker = f"{role.broker_addr[0]}:{role.broker_addr[1]}"
+        async with running_stack(tmp_path) as stack:
+            broker = stack.broker
             async with RemotingClient() as rc:
-                nsc = NamesrvClient(rc, [f"{host}:{port}"])
+                nsc = NamesrvClient(rc, [stack.namesrv])
                 await Admin(rc, nsc).create_topic(broker, "RT", read_queue_nums=1, write_queue_nums=1)
                 ext = {"topic": "RT", "group": "g", "timestamp": "0", "isForce": "true"}
                 java = await rc.invoke(broker, RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
@@ -102,5 +87,3 @@ async def test_reset_offset_answers_java_admins_with_the_keyed_table(tmp_path: P
                 cpp = await cpp_rc.invoke(broker, RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
                                                                   ext_fields=dict(ext)))
                 assert [(e["queueId"], e["offset"]) for e in json.loads(cpp.body)["offsetTable"]] == [(0, 0)]
-            await role.shutdown()
-            nursery.cancel_scope.cancel()

@@ -8,15 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
-from rokka.core.config import BrokerConfig
-from rokka.gateway import runtime
-from rokka.gateway.namesrv.server import NamesrvServer
 from rokka.gateway.rocketmq.acl import PlainAcl, sign
 from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
 from rokka.gateway.rocketmq.client.consumer import decode_messages
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+
+from tests.gateway.rocketmq.broker_stack import running_stack
 
 
 def lite_pull(topic: str, group: str = "G") -> RemotingCommand:
@@ -27,16 +26,10 @@ def lite_pull(topic: str, group: str = "G") -> RemotingCommand:
 
 async def test_lite_pull_reads_like_pull(tmp_path: Path) -> None:
     with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            ns = NamesrvServer()
-            host, port = await nursery.start(ns.serve, "127.0.0.1", 0)
-            cfg = BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(tmp_path / "store"),
-                               namesrv_addr=f"{host}:{port}")
-            role = runtime.BrokerRole(cfg)
-            await nursery.start(role.run)
-            broker = f"{role.broker_addr[0]}:{role.broker_addr[1]}"
+        async with running_stack(tmp_path) as stack:
+            broker = stack.broker
             async with RemotingClient() as rc:
-                nsc = NamesrvClient(rc, [f"{host}:{port}"])
+                nsc = NamesrvClient(rc, [stack.namesrv])
                 await Admin(rc, nsc).create_topic(broker, "LP", read_queue_nums=1, write_queue_nums=1)
                 while await nsc.get_route("LP") is None:  # noqa: ASYNC110 - polls the name server
                     await trio.sleep(0.05)
@@ -44,8 +37,6 @@ async def test_lite_pull_reads_like_pull(tmp_path: Path) -> None:
                 resp = await rc.invoke(broker, lite_pull("LP"))
                 assert resp.code == ResponseCode.SUCCESS, resp.remark
                 assert [m.body for m in decode_messages(resp.body)] == [b"lite-1"]
-            await role.shutdown()
-            nursery.cancel_scope.cancel()
 
 
 def test_lite_pull_needs_sub_rights(tmp_path: Path) -> None:

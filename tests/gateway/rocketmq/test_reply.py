@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from rokka.core.config import BrokerConfig
-from rokka.gateway import runtime
-from rokka.gateway.namesrv.server import NamesrvServer
 from rokka.gateway.rocketmq.client import RemotingClient
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+
+from tests.gateway.rocketmq.broker_stack import running_stack
 
 REQUESTER = "127.0.0.1@requester"
 
@@ -36,14 +35,8 @@ async def test_reply_is_pushed_to_the_requester_and_stored(tmp_path: Path) -> No
         return RemotingCommand(ResponseCode.SUCCESS, flag=1, opaque=cmd.opaque)
 
     with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            ns = NamesrvServer()
-            host, port = await nursery.start(ns.serve, "127.0.0.1", 0)
-            cfg = BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(tmp_path / "store"),
-                               namesrv_addr=f"{host}:{port}")
-            role = runtime.BrokerRole(cfg)
-            await nursery.start(role.run)
-            broker = f"{role.broker_addr[0]}:{role.broker_addr[1]}"
+        async with running_stack(tmp_path) as stack:
+            broker = stack.broker
             async with RemotingClient(handlers={RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: on_push}) as requester, \
                     RemotingClient() as replier:
                 beat = {"clientID": REQUESTER, "producerDataSet": [{"groupName": "PG_requester"}],
@@ -64,5 +57,3 @@ async def test_reply_is_pushed_to_the_requester_and_stored(tmp_path: Path) -> No
                 gone = await replier.invoke(broker, reply("127.0.0.1@nobody", b"late"))
                 assert gone.code == ResponseCode.SYSTEM_ERROR
                 assert gone.remark == "push reply message fail, channel of <127.0.0.1@nobody> not found."
-            await role.shutdown()
-            nursery.cancel_scope.cancel()
