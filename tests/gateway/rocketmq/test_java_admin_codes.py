@@ -12,77 +12,57 @@ import json
 from pathlib import Path
 
 import trio
-from rokka.gateway.rocketmq.acl import PlainAcl, sign
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.gateway.rocketmq.client import Producer, RemotingClient
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
-from tests.gateway.rocketmq.broker_stack import running_stack
+from tests.gateway.rocketmq.broker_stack import check_needs_sub, stack_with_topic
 
 
 async def test_topic_config_and_runtime_info(tmp_path: Path) -> None:
     with trio.fail_after(30):
-        async with running_stack(tmp_path) as stack:
-            broker = stack.broker
-            async with RemotingClient() as rc:
-                nsc = NamesrvClient(rc, [stack.namesrv])
-                await Admin(rc, nsc).create_topic(broker, "TC", read_queue_nums=3, write_queue_nums=2)
-                got = await rc.invoke(broker, RemotingCommand(RequestCode.GET_TOPIC_CONFIG,
-                                                              ext_fields={"topic": "TC", "lo": "true"}))
-                assert got.code == ResponseCode.SUCCESS
-                body = json.loads(got.body)
-                assert (body["topicName"], body["readQueueNums"], body["writeQueueNums"], body["perm"]) == \
-                    ("TC", 3, 2, 6)
-                missing = await rc.invoke(broker, RemotingCommand(RequestCode.GET_TOPIC_CONFIG,
-                                                                  ext_fields={"topic": "Nope"}))
-                assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+        async with stack_with_topic(tmp_path, "TC", read=3, write=2) as (broker, rc, nsc):
+            got = await rc.invoke(broker, RemotingCommand(RequestCode.GET_TOPIC_CONFIG,
+                                                          ext_fields={"topic": "TC", "lo": "true"}))
+            assert got.code == ResponseCode.SUCCESS
+            body = json.loads(got.body)
+            assert (body["topicName"], body["readQueueNums"], body["writeQueueNums"], body["perm"]) == \
+                ("TC", 3, 2, 6)
+            missing = await rc.invoke(broker, RemotingCommand(RequestCode.GET_TOPIC_CONFIG,
+                                                              ext_fields={"topic": "Nope"}))
+            assert missing.code == ResponseCode.TOPIC_NOT_EXIST
 
-                def runtime_info() -> RemotingCommand:
-                    return RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO)
+            def runtime_info() -> RemotingCommand:
+                return RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO)
 
-                table = json.loads((await rc.invoke(broker, runtime_info())).body)["table"]
-                assert table["earliestMessageTimeStamp"] == "-1"          # empty store
-                assert len(table["putTps"].split(" ")) == 3 and len(table["getTransferedTps"].split(" ")) == 3
-                assert 0.0 <= float(table["commitLogDiskRatio"]) <= 1.0
-                for key in ("sendThreadPoolQueueHeadWaitTimeMills", "pageCacheLockTimeMills"):
-                    assert table[key] == "0"
-                while await nsc.get_route("TC") is None:  # noqa: ASYNC110 - polls the name server
-                    await trio.sleep(0.05)
-                await Producer(rc, nsc, "pg").send("TC", b"x", queue=0)
-                table = json.loads((await rc.invoke(broker, runtime_info())).body)["table"]
-                assert int(table["earliestMessageTimeStamp"]) > 0
+            table = json.loads((await rc.invoke(broker, runtime_info())).body)["table"]
+            assert table["earliestMessageTimeStamp"] == "-1"          # empty store
+            assert len(table["putTps"].split(" ")) == 3 and len(table["getTransferedTps"].split(" ")) == 3
+            assert 0.0 <= float(table["commitLogDiskRatio"]) <= 1.0
+            for key in ("sendThreadPoolQueueHeadWaitTimeMills", "pageCacheLockTimeMills"):
+                assert table[key] == "0"
+            while await nsc.get_route("TC") is None:  # noqa: ASYNC110 - polls the name server
+                await trio.sleep(0.05)
+            await Producer(rc, nsc, "pg").send("TC", b"x", queue=0)
+            table = json.loads((await rc.invoke(broker, runtime_info())).body)["table"]
+            assert int(table["earliestMessageTimeStamp"]) > 0
 
 
 def test_topic_config_needs_sub_rights(tmp_path: Path) -> None:
-    (tmp_path / "plain_acl.yml").write_text(
-        "accounts:\n  - accessKey: app\n    secretKey: app-secret\n    defaultTopicPerm: DENY\n"
-        "    topicPerms: [open=SUB]\n")
-    acl = PlainAcl.load(tmp_path / "plain_acl.yml")
-
-    def check(topic: str) -> str | None:
-        ext = {"topic": topic, "AccessKey": "app"}
-        ext["Signature"] = sign(ext, b"", "app-secret")
-        return acl.check(RemotingCommand(RequestCode.GET_TOPIC_CONFIG, ext_fields=ext), "127.0.0.1")
-
-    assert check("open") is None
-    assert check("closed") == "No permission for topic closed (needs SUB) for accessKey=app"
+    check_needs_sub(tmp_path, lambda topic: RemotingCommand(RequestCode.GET_TOPIC_CONFIG, ext_fields={"topic": topic}))
 
 
 async def test_reset_offset_answers_java_admins_with_the_keyed_table(tmp_path: Path) -> None:
     """mqadmin resetOffsetByTime (Java) decodes the answer as ResetOffsetBody: a map keyed by
     MessageQueue; the C++ array form failed it (fastjson: "syntax error, expect {, actual [")."""
     with trio.fail_after(30):
-        async with running_stack(tmp_path) as stack:
-            broker = stack.broker
-            async with RemotingClient() as rc:
-                nsc = NamesrvClient(rc, [stack.namesrv])
-                await Admin(rc, nsc).create_topic(broker, "RT", read_queue_nums=1, write_queue_nums=1)
-                ext = {"topic": "RT", "group": "g", "timestamp": "0", "isForce": "true"}
-                java = await rc.invoke(broker, RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
-                                                               language="JAVA", ext_fields=dict(ext)))
-                assert java.code == ResponseCode.SUCCESS
-                keyed = json.loads(java.body)["offsetTable"]
-                assert [(json.loads(k)["queueId"], v) for k, v in keyed.items()] == [(0, 0)]
+        async with stack_with_topic(tmp_path, "RT") as (broker, rc, nsc):
+            ext = {"topic": "RT", "group": "g", "timestamp": "0", "isForce": "true"}
+            java = await rc.invoke(broker, RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                                                           language="JAVA", ext_fields=dict(ext)))
+            assert java.code == ResponseCode.SUCCESS
+            keyed = json.loads(java.body)["offsetTable"]
+            assert [(json.loads(k)["queueId"], v) for k, v in keyed.items()] == [(0, 0)]
             async with RemotingClient(language="CPP") as cpp_rc:     # the C++ form: the array
                 cpp = await cpp_rc.invoke(broker, RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
                                                                   ext_fields=dict(ext)))

@@ -8,14 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
-from rokka.gateway.rocketmq.acl import PlainAcl, sign
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.gateway.rocketmq.client import Producer
 from rokka.gateway.rocketmq.client.consumer import decode_messages
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
-from tests.gateway.rocketmq.broker_stack import running_stack
+from tests.gateway.rocketmq.broker_stack import check_needs_sub, stack_with_topic
 
 
 def lite_pull(topic: str, group: str = "G") -> RemotingCommand:
@@ -26,30 +25,14 @@ def lite_pull(topic: str, group: str = "G") -> RemotingCommand:
 
 async def test_lite_pull_reads_like_pull(tmp_path: Path) -> None:
     with trio.fail_after(30):
-        async with running_stack(tmp_path) as stack:
-            broker = stack.broker
-            async with RemotingClient() as rc:
-                nsc = NamesrvClient(rc, [stack.namesrv])
-                await Admin(rc, nsc).create_topic(broker, "LP", read_queue_nums=1, write_queue_nums=1)
-                while await nsc.get_route("LP") is None:  # noqa: ASYNC110 - polls the name server
-                    await trio.sleep(0.05)
-                await Producer(rc, nsc, "pg").send("LP", b"lite-1", queue=0)
-                resp = await rc.invoke(broker, lite_pull("LP"))
-                assert resp.code == ResponseCode.SUCCESS, resp.remark
-                assert [m.body for m in decode_messages(resp.body)] == [b"lite-1"]
+        async with stack_with_topic(tmp_path, "LP") as (broker, rc, nsc):
+            while await nsc.get_route("LP") is None:  # noqa: ASYNC110 - polls the name server
+                await trio.sleep(0.05)
+            await Producer(rc, nsc, "pg").send("LP", b"lite-1", queue=0)
+            resp = await rc.invoke(broker, lite_pull("LP"))
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            assert [m.body for m in decode_messages(resp.body)] == [b"lite-1"]
 
 
 def test_lite_pull_needs_sub_rights(tmp_path: Path) -> None:
-    (tmp_path / "plain_acl.yml").write_text(
-        "accounts:\n  - accessKey: app\n    secretKey: app-secret\n    defaultTopicPerm: DENY\n"
-        "    defaultGroupPerm: SUB\n    topicPerms: [open=SUB]\n")
-    acl = PlainAcl.load(tmp_path / "plain_acl.yml")
-
-    def check(topic: str) -> str | None:
-        cmd = lite_pull(topic)
-        cmd.ext_fields["AccessKey"] = "app"
-        cmd.ext_fields["Signature"] = sign(cmd.ext_fields, b"", "app-secret")
-        return acl.check(cmd, "127.0.0.1")
-
-    assert check("open") is None
-    assert check("closed") == "No permission for topic closed (needs SUB) for accessKey=app"
+    check_needs_sub(tmp_path, lite_pull, extra_yaml="    defaultGroupPerm: SUB\n")
