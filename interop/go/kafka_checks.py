@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
-from kafka_common import GroupLog, compressible, feed_until, topic_name
+from kafka_common import GroupLog, compressible, feed_until, timestamps, topic_name
 
 from go import rokkago as go
 
@@ -43,6 +43,28 @@ class KafkaGo:
         m = go.start(self.client, "member", workdir, name, brokers=[srv.kafka], topic=topic, group=group, name=name)
         m.wait_event("ready", timeout=30)
         return m
+
+    def admin(self, srv: harness.ServerProcess, workdir: Path) -> tuple[str, str, dict[str, dict]]:
+        """The ``admin`` action on a new topic and group: (topic, group, its events by name)."""
+        topic, group = topic_name("adm"), topic_name("g")
+        ts = timestamps(6)
+        return topic, group, {e["event"]: e for e in self.run(srv, workdir, "admin", topic=topic, group=group,
+                                                              timestamps=ts)}
+
+
+def check_admin(ev: dict[str, dict], topic: str, group: str) -> None:
+    """What both admin clients answer alike (``KafkaGo.admin``): configs, partitions, group offsets, groups."""
+    assert ev["list"]["partitions"] == 2
+    assert ev["configs"]["configs"]["retention.ms"] == "3600000"
+    assert ev["alter"]["err"] is None
+    assert ev["configs_after"]["configs"]["retention.ms"] == "7200000"
+    assert ev["alter_bad"]["err"] is not None
+    assert ev["add_partition"]["err"] is None and ev["list_after"]["partitions"] == 3
+    assert (ev["fetch_offsets"]["offset"], ev["fetch_offsets"]["metadata"]) == (2, "go")
+    assert group in ev["groups"]["groups"]
+    assert ev["describe_group"]["state"] == "Empty" and ev["describe_group"]["err"] is None
+    assert ev["delete_group"]["err"] is None and ev["delete_topic"]["err"] is None
+    assert topic not in ev["topics_after_delete"]["topics"]
 
 
 SAMPLE = [{"key": None if i % 3 == 0 else f"key-{i % 4}", "value": f"v{i}",

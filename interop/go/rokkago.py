@@ -21,9 +21,14 @@ import pytest
 BIN = harness.INTEROP / "go" / "bin" / "rokka-go"
 
 
+_NOT_BUILT = f"{BIN} is not built (interop/go/install.sh builds it)"
+#: ``pytestmark = go.requires_go``: a test module's tests are skipped where the program is not built
+requires_go = pytest.mark.skipif(not BIN.exists(), reason=_NOT_BUILT)
+
+
 def need_go() -> None:
     if not BIN.exists():
-        pytest.skip(f"{BIN} is not built (interop/go/install.sh builds it)")
+        pytest.skip(_NOT_BUILT)
 
 
 def _dir(workdir: Path, client: str, action: str) -> Path:
