@@ -117,6 +117,10 @@ def test_confluent_kafka_client_certificate_required(mtls_rokka: harness.ServerP
         anon.poll(0.5)
     assert errors and all(e.code() in (ck.KafkaError._TRANSPORT, ck.KafkaError._SSL,
                                        ck.KafkaError._ALL_BROKERS_DOWN) for e in errors), errors
+    # The refusal is logged as the handshake fails, which can be just after the client reports it.
+    deadline = time.monotonic() + 10
+    while "PEER_DID_NOT_RETURN_A_CERTIFICATE" not in mtls_rokka.stderr_tail(400) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert "PEER_DID_NOT_RETURN_A_CERTIFICATE" in mtls_rokka.stderr_tail(400)
 
 

@@ -457,7 +457,8 @@ final class Scenarios {
         for (int i = 0; i < 10; i++) {
             p.send(msg(topic, "b", null, "bc-" + i));
         }
-        Ctx.waitUntil(() -> byConsumer.get("c0").size() >= 10 && byConsumer.get("c1").size() >= 10, 30000,
+        // 60 s: a broadcasting 5.x consumer may take a rebalance round (up to 20 s) on a loaded machine.
+        Ctx.waitUntil(() -> byConsumer.get("c0").size() >= 10 && byConsumer.get("c1").size() >= 10, 60000,
             "every message at both broadcast consumers");
         out.put("by_consumer", copy(byConsumer));
     }
