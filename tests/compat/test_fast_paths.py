@@ -99,7 +99,7 @@ def _stored(kind: str, i: int, body: bytes) -> Message:
 
 
 def _rows_of(pieces: list) -> list:  # type: ignore[type-arg]
-    from rokka.compat.kafka_records import PlainPiece
+    from rokka.compat.kafka_pieces import PlainPiece
     rows = []
     for p in pieces:
         if isinstance(p, PlainPiece):
@@ -118,7 +118,7 @@ def _rows_of(pieces: list) -> list:  # type: ignore[type-arg]
 @settings(max_examples=120, deadline=None)
 @given(kinds=st.lists(_kinds, min_size=1, max_size=25), body=st.binary(max_size=200))
 def test_kafka_pieces_match_kafka_rows(kinds: list[str], body: bytes) -> None:
-    import rokka.compat.kafka_records as K
+    import rokka.compat.kafka_pieces as K
     from rokka.core.storage.api import RecordRun
 
     recs, pos = [], 0
@@ -139,14 +139,14 @@ def test_kafka_pieces_match_kafka_rows(kinds: list[str], body: bytes) -> None:
 
 
 def test_native_fetch_walker_is_built() -> None:
-    import rokka.compat.kafka_records as K
+    import rokka.compat.kafka_pieces as K
     assert K.NATIVE
 
 
 @settings(max_examples=200, deadline=None)
 @given(data=st.binary(max_size=300), start=st.integers(0, 300), count=st.integers(0, 10))
 def test_walkers_agree_on_garbage(data: bytes, start: int, count: int) -> None:
-    import rokka.compat.kafka_records as K
+    import rokka.compat.kafka_pieces as K
     start = min(start, len(data))
     accepted = (b"", b"KAFKA_HEADERS\x01[]")
     native = K._cfetch.plain_records(data, start, count, accepted, K._FETCH_LAYOUT)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from rokka.compat.kafka_pieces import kafka_pieces
 from rokka.compat.kafka_records import (
     ENVELOPE_BUDGET,
-    kafka_pieces,
     kafka_rows,
     message_from_record,
     record_from_message,

@@ -21,7 +21,8 @@ from rokka.core.storage.engine import DiskStore
 from rokka.core.storage.memory import MemoryStore
 from rokka.gateway.kafka.codec import records as R
 
-_crecords = pytest.importorskip("rokka.gateway.kafka.codec._crecords")
+_crecords = pytest.importorskip("rokka.gateway.kafka.codec._crecords",
+                                reason="the native Kafka record helper is not built (make test builds it)")
 if layout._cstore is None:
     pytest.skip("the native store encoder is not built", allow_module_level=True)
 

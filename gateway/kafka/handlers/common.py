@@ -31,7 +31,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rokka.compat.kafka_records import KafkaControl, KafkaRow, PlainPiece, kafka_pieces, kafka_rows
+from rokka.compat.kafka_pieces import PlainPiece, kafka_pieces
+from rokka.compat.kafka_records import KafkaControl, KafkaRow, kafka_rows
 from rokka.compat.views import ViewRegistry
 from rokka.core import names
 from rokka.core.broker import Broker
