@@ -64,7 +64,7 @@ __all__ = [
     "encode_rows_batch",
     "encode_control_batch",
     "parse_control_record",
-    "read_batch_header", "read_record_fields", "RecordFields", "split_batches", "truncate_batches",
+    "read_batch_header", "read_record_fields", "RecordFields", "split_batches",
 ]
 
 COMPRESSION_MASK = 0x07
@@ -280,7 +280,7 @@ RecordFields = tuple[int, int, int, bytes | None, bytes | None, tuple[tuple[str,
 _ZZ1 = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
 
 
-def _varint_slow(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+def varint_at(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
     """(zig-zag value, new pos) of a multi-byte varint at ``pos``; 5 bytes for int32, 10 for int64."""
     result = shift = 0
     for i in range(max_bytes):
@@ -302,7 +302,7 @@ def read_record_fields(buf: bytes, count: int) -> list[RecordFields]:
     """
     out: list[RecordFields] = []
     append = out.append
-    zz1, slow = _ZZ1, _varint_slow
+    zz1, slow = _ZZ1, varint_at
     pos, size = 0, len(buf)
     try:
         for _ in range(count):
@@ -579,65 +579,3 @@ def parse_control_record(rec: Record) -> tuple[int, int]:
     if rec.value is not None and len(rec.value) >= 6:
         epoch = struct.unpack_from(">hi", rec.value)[1]
     return ctype, epoch
-
-
-def truncate_batches(data: bytes, max_bytes: int, *, min_one: bool) -> tuple[bytes, int]:
-    """The longest prefix of ``data`` (uncompressed v2 batches, as Fetch builds them) within
-    ``max_bytes``, cut at a record boundary (the batch that crosses the limit loses its tail, its
-    header rewritten), and how many records it holds.  ``min_one``: keep at least the first record
-    even if it alone is larger (KIP-74: the first partition of a Fetch response may exceed the
-    limits by one record; Kafka returns its whole first batch).
-
-    Raises:
-        DecodeError: ``data`` is not a sequence of whole uncompressed batches.
-    """
-    batches, trailing = split_batches(data)
-    if trailing:
-        raise DecodeError(f"{trailing} bytes after the last whole batch")
-    pos = count = 0
-    for batch in batches:
-        h = batch.header
-        if pos + h.size <= max_bytes:
-            pos += h.size
-            count += h.record_count
-            continue
-        if h.compression != NONE:
-            raise DecodeError("cannot cut a compressed batch")
-        cut = _cut_batch(batch, max_bytes - pos, min_one and pos == 0)
-        if cut is not None:
-            return data[:pos] + cut[0], count + cut[1]
-        break
-    if pos == 0 and min_one and batches:      # a first batch we could not cut: the whole of it
-        return data[:batches[0].header.size], batches[0].header.record_count
-    return data[:pos], count
-
-
-def _cut_batch(batch: RecordBatch, room: int, min_one: bool) -> tuple[bytes, int] | None:
-    """The batch's first records that fit in ``room`` bytes with their header (at least one if
-    ``min_one``), re-headed; None when not even one fits."""
-    h = batch.header
-    payload = batch.raw[BATCH_HEADER_SIZE:]
-    budget = room - BATCH_HEADER_SIZE
-    pos = kept = 0
-    max_ts_delta = last_off = 0
-    try:
-        for _ in range(h.record_count):
-            length, start = _varint_slow(payload, pos, 5)
-            end = start + length
-            if length < 3 or end > len(payload):
-                raise DecodeError(f"record length {length} invalid")
-            if end > budget and (kept or not min_one):
-                break
-            ts, q = _varint_slow(payload, start + 1, 10)     # after the attributes byte
-            last_off, _ = _varint_slow(payload, q, 5)
-            max_ts_delta = max(max_ts_delta, ts) if kept else ts
-            pos, kept = end, kept + 1
-    except IndexError:
-        raise DecodeError("truncated record") from None
-    if not kept:
-        return None
-    body = payload[:pos]
-    head = batch_header(body, base_offset=h.base_offset, last_offset_delta=last_off, count=kept,
-                        base_timestamp=h.base_timestamp, max_timestamp=h.base_timestamp + max_ts_delta,
-                        partition_leader_epoch=h.partition_leader_epoch, attributes=h.attributes)
-    return head + body, kept

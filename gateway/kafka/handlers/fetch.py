@@ -18,7 +18,7 @@ partition that returns data may exceed them, by its first record; every
 later partition gets only whole records that fit what is left.  What the
 store read past the limit (it reads stored bytes, and a RocketMQ body it
 inflates may be much larger than stored) is cut at a record boundary
-(``records.truncate_batches``).  An errored partition carries an empty record
+(``fetch_limits.truncate_batches``).  An errored partition carries an empty record
 set, never null (Kafka's FetchResponse; librdkafka rejects a null one and
 would refetch forever instead of applying ``auto.offset.reset``).  If fewer than min_bytes came back and
 max_wait_ms > 0, subscribe to arrivals on the requested partitions, wait
@@ -43,7 +43,7 @@ import trio
 from rokka.compat.kafka_records import record_from_message
 from rokka.core.storage.layout import decode_record
 from rokka.gateway.kafka.codec import Struct
-from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.codec.fetch_limits import truncate_batches
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers import readahead
 from rokka.gateway.kafka.handlers.common import (
@@ -111,7 +111,7 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
         data, count = kept if kept is not None else read_batches(env, topic, queue, p.fetch_offset, limit,
                                                                  max_msgs=_max_records(limit))
         if len(data) > limit:
-            data, count = R.truncate_batches(bytes(data), limit, min_one=must_return)
+            data, count = truncate_batches(bytes(data), limit, min_one=must_return)
         if count and p.fetch_offset + count < hw and config is not None:
             plan = Plan(name, p.partition, topic, queue, p.fetch_offset + count, limit, _max_records(limit), config)
     else:
@@ -119,7 +119,7 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
                                          max_msgs=_max_records(limit), message_filter=message_filter)
         data, count = build_batches(recs), len(recs)
         if len(data) > limit:
-            data, count = R.truncate_batches(data, limit, min_one=must_return)
+            data, count = truncate_batches(data, limit, min_one=must_return)
         scanned_to = max(next_offset, p.fetch_offset)
         if count == len(recs) and scanned_to > (recs[-1][0] + 1 if recs else p.fetch_offset):
             marker = skip_marker(scanned_to - 1)

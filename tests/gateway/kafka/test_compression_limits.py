@@ -29,6 +29,7 @@ from rokka.core.model import COMPRESSED_FLAG, Message
 from rokka.gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_request_frame
 from rokka.gateway.kafka.codec import compression as C
 from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.codec.fetch_limits import truncate_batches
 from rokka.gateway.kafka.codec.legacy import decode_legacy_message_set
 from rokka.gateway.namesrv.server import NamesrvServer
 from rokka.gateway.rocketmq.client import NamesrvClient, Producer, RemotingClient
@@ -354,15 +355,15 @@ def test_truncate_batches_cuts_at_record_boundaries() -> None:
     rows = [(10 + i, 5000 + i * 7, False, None, b"v%03d" % i + bytes(95), ()) for i in range(10)]
     data = R.encode_rows_batch(rows[:4]) + R.encode_rows_batch(rows[4:])
     every = _rows(data)
-    assert R.truncate_batches(data, len(data), min_one=False) == (data, 10)
+    assert truncate_batches(data, len(data), min_one=False) == (data, 10)
     for limit in range(0, len(data), 37):
-        cut, n = R.truncate_batches(data, limit, min_one=False)
+        cut, n = truncate_batches(data, limit, min_one=False)
         assert len(cut) <= limit and _rows(cut) == every[:n]
-        longer, m = R.truncate_batches(data, limit + 200, min_one=False)
+        longer, m = truncate_batches(data, limit + 200, min_one=False)
         assert m >= n
-    cut, n = R.truncate_batches(data, 1, min_one=True)          # the first record alone
+    cut, n = truncate_batches(data, 1, min_one=True)          # the first record alone
     assert n == 1 and _rows(cut) == every[:1]
-    batches, _ = R.split_batches(R.truncate_batches(data, 300, min_one=False)[0])
+    batches, _ = R.split_batches(truncate_batches(data, 300, min_one=False)[0])
     h = batches[0].header
     assert (h.base_offset, h.base_timestamp, h.max_timestamp, h.last_offset_delta) == (10, 5000, 5007, 1)
 
