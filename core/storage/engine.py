@@ -28,7 +28,8 @@ back to the start of that put and clears the bytes it may have written
 finds room: writes resume without a restart.  Only when the failed bytes
 cannot be cleared does the store stay read-only until a restart, whose
 recovery puts CommitLog and queues back in agreement.  Refusals are logged
-at most every ``REFUSAL_LOG_INTERVAL_S`` seconds.
+at most every ``admission.REFUSAL_LOG_INTERVAL_S`` seconds (``admission``: the
+put-path gate).
 
 Thread model: everything runs on the caller's (trio) thread except
 ``flush()`` and ``checkpoint()``, which may run on a worker thread; they only
@@ -59,7 +60,7 @@ from rokka.core.model import (
     StoredMessage,
     UniformBatch,
 )
-from rokka.core.storage import layout, paths, reader, retention
+from rokka.core.storage import admission, layout, paths, reader, retention
 from rokka.core.storage.api import (
     Appended,
     ArrivalListener,
@@ -77,21 +78,14 @@ from rokka.core.storage.commitlog import CommitLog
 from rokka.core.storage.consumequeue import UNIT_SIZE, ConsumeQueue
 from rokka.core.storage.dispatch import Dispatcher
 from rokka.core.storage.index import IndexService
-from rokka.core.storage.metafile import read_json, remove_stale_temps, write_json_atomic
+from rokka.core.storage.metafile import remove_stale_temps
+from rokka.core.storage.min_offsets import QueueMinOffsets
 from rokka.core.storage.recovery import StoreCorrupt, cut_tail, scan_and_replay, trim_queues
 
 log = structlog.get_logger(__name__)
 
 __all__ = ["DiskStore", "StoreCorrupt", "StoreLocked"]
 
-
-#: Seconds between two ``store.write_refused`` log lines.
-REFUSAL_LOG_INTERVAL_S = 10.0
-#: Seconds between two space checks on the put path while writes are refused.
-RECHECK_INTERVAL_S = 1.0
-#: RocketMQ's SERVICE_NOT_AVAILABLE remark for a put the store refused (SendMessageProcessor).
-DISK_FULL_REMARK = ("service not available now. It may be caused by one of the following reasons: the broker's "
-                    "disk is full [{}], messages are put to the slave, message store has been shut down, etc.")
 
 # Topics whose dispatch has its own rules (delivery time as tags code, halves): never a raw batch.
 _SYSTEM_RUN_TOPICS = frozenset({TOPIC_SCHEDULE, TOPIC_TRANS_HALF})
@@ -112,7 +106,7 @@ class DiskStore(reader.TimeQueries):
         self.index = IndexService(self.root / "index", config.index_hash_slots, config.index_max_entries)
         self.dispatcher = Dispatcher(self.cqs, self._new_queue, self.index,  # type: ignore[arg-type]
                                      config.delay_levels_ms)
-        self.logical_min: dict[tuple[str, int], int] = {}
+        self.min_offsets = QueueMinOffsets(self.root / "config" / "queueMinOffset.json")
         self._last_store_ts = 0
         self._writable = False
         self.disk_full = False          # set by retention.check_space (also another thread: a plain flag)
@@ -120,7 +114,7 @@ class DiskStore(reader.TimeQueries):
         self._space_checked_at = 0      # CommitLog offset of the last put-path space check
         self.space_low = False          # set by check_space: little room left, check before every put
         self._recheck_at = 0.0          # monotonic time of the next put-path check while refusing
-        self._refusal_logged_at = -REFUSAL_LOG_INTERVAL_S
+        self._refusal_logged_at = -admission.REFUSAL_LOG_INTERVAL_S
         self._lock_fd: int | None = None
         self._checkpoint_lock = threading.Lock()
         self._flush_hooks: list[Callable[[], None]] = []
@@ -161,7 +155,7 @@ class DiskStore(reader.TimeQueries):
 
     def _recover(self, unclean: bool) -> None:
         cp = read_checkpoint(self.root / "checkpoint")
-        self._load_min_offsets()
+        self.min_offsets.load()
         self.clog.load()
         starts = [self._checkpoint_start(cp, unclean)]
         starts += self._load_queues()
@@ -251,7 +245,7 @@ class DiskStore(reader.TimeQueries):
 
     # -- writing --------------------------------------------------------------------
     def put_messages(self, messages: Sequence[Message]) -> PutResult:
-        if (refused := self._not_accepting()) is not None:
+        if (refused := admission.not_accepting(self)) is not None:
             return refused
         if not messages:
             return PutResult(PutStatus.PUT_OK)
@@ -262,7 +256,7 @@ class DiskStore(reader.TimeQueries):
         try:
             appended = self._append(messages, problem)
         except OSError as exc:
-            return self._write_failed(exc, start)
+            return admission.write_failed(self, exc, start)
         self.dispatcher.dispatch_batch(messages, appended)
         self._last_store_ts = appended[-1].store_timestamp
         return PutResult(PutStatus.PUT_OK, tuple(appended))
@@ -275,7 +269,7 @@ class DiskStore(reader.TimeQueries):
         if not layout.NATIVE or batch.topic in _SYSTEM_RUN_TOPICS or t == TRANSACTION_PREPARED_TYPE \
                 or t == TRANSACTION_ROLLBACK_TYPE:
             return None
-        if (refused := self._not_accepting()) is not None:
+        if (refused := admission.not_accepting(self)) is not None:
             return refused
         if batch.queue_id < 0:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {batch.queue_id}")
@@ -314,63 +308,8 @@ class DiskStore(reader.TimeQueries):
             self.clog.stage(data)
             self.clog.commit()
         except OSError as exc:
-            return self._write_failed(exc, start)
+            return admission.write_failed(self, exc, start)
         return None
-
-    def _not_accepting(self) -> PutResult | None:
-        """Why no put can be taken now (closed, failed write, full disk), or None."""
-        if not self._writable:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
-        refusing = self.disk_full or self.write_error is not None
-        if self.space_low or self.clog.write_offset - self._space_checked_at >= retention.SPACE_CHECK_BYTES or (
-                refusing and time.monotonic() >= self._recheck_at):
-            self._space_checked_at = self.clog.write_offset
-            self._recheck_at = time.monotonic() + RECHECK_INTERVAL_S
-            retention.check_space(self)
-            refusing = self.disk_full or self.write_error is not None
-        return self._refused() if refusing else None
-
-    def _refused(self) -> PutResult:
-        remark = DISK_FULL_REMARK.format(self.disk_util())
-        now = time.monotonic()
-        if now - self._refusal_logged_at >= REFUSAL_LOG_INTERVAL_S:
-            self._refusal_logged_at = now
-            log.warning("store.write_refused", reason="write failed" if self.write_error else "disk full",
-                        error=self.write_error, disk=self.disk_util(), path=str(self.clog.files.directory))
-        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=remark)
-
-    def disk_util(self) -> str:
-        """RocketMQ's ``diskUtil()``: the used share of the CommitLog, ConsumeQueue and index disks."""
-        parts = []
-        for name, path in (("CL", self.clog.files.directory), ("CQ", self.root / "consumequeue"),
-                           ("INDEX", self.root / "index")):
-            try:
-                ratio = retention.path_used_ratio(path if path.exists() else self.root)[0] / 100
-            except OSError:
-                ratio = -1.0
-            parts.append(f"{name}: {ratio:5.2f}")
-        return " ".join(parts)
-
-    def _write_failed(self, exc: OSError, start: int) -> PutResult:
-        """A commit failed (``start``: the CommitLog offset of the put): roll back, refuse until there is room."""
-        self._recheck_at = time.monotonic() + RECHECK_INTERVAL_S
-        try:
-            self.clog.rollback(start)
-        except OSError as clear_exc:
-            self._writable = False
-            log.error("store.write_failed_read_only", error=str(exc), clear_error=str(clear_exc), offset=start,
-                      path=str(self.clog.files.directory), action="read-only until restart")
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"write failed: {exc}")
-        self.write_error = str(exc)
-        log.error("store.write_failed", error=str(exc), offset=start, path=str(self.clog.files.directory),
-                  action="writes refused until the disk has room again; nothing of this put was kept")
-        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=DISK_FULL_REMARK.format(self.disk_util()))
-
-    def resume_writes(self, used_percent: float) -> None:
-        """Accept puts again after a failed write (``retention.check_space`` found room)."""
-        if self.write_error is not None:
-            log.warning("store.writes_resumed", after_error=self.write_error, used_percent=round(used_percent, 1))
-            self.write_error = None
 
     def put_uniform(self, batch: UniformBatch) -> PutResult:
         """One run of records that differ only in body and born timestamp (see ``UniformBatch``).
@@ -380,7 +319,7 @@ class DiskStore(reader.TimeQueries):
         dispatched as one run.  Runs that are not dispatched (prepared/rollback) or cross a
         segment end take the general path.
         """
-        if (refused := self._not_accepting()) is not None:
+        if (refused := admission.not_accepting(self)) is not None:
             return refused
         bodies = batch.bodies
         if not bodies:
@@ -565,7 +504,7 @@ class DiskStore(reader.TimeQueries):
         q = self.cqs.get((topic, queue_id))
         if q is None:
             return 0
-        return min(q.max_offset, max(q.min_offset, self.logical_min.get((topic, queue_id), 0)))
+        return min(q.max_offset, max(q.min_offset, self.min_offsets.get(topic, queue_id)))
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         q = self.cqs.get((topic, queue_id))
@@ -579,27 +518,7 @@ class DiskStore(reader.TimeQueries):
         return self.clog.store_timestamp(u[0]) if u is not None else None
 
     def set_min_offset(self, topic: str, queue_id: int, queue_offset: int) -> None:
-        key = (topic, queue_id)
-        new = min(max(queue_offset, 0), self.max_offset(topic, queue_id))
-        if new <= self.logical_min.get(key, 0):
-            return
-        self.logical_min[key] = new
-        self._save_min_offsets()
-
-    def _min_offsets_path(self) -> Path:
-        return self.root / "config" / "queueMinOffset.json"
-
-    def _save_min_offsets(self) -> None:
-        table: dict[str, dict[str, int]] = {}
-        for (t, qid), off in self.logical_min.items():
-            table.setdefault(t, {})[str(qid)] = off
-        write_json_atomic(self._min_offsets_path(), {"queueMinOffset": table})
-
-    def _load_min_offsets(self) -> None:
-        data = read_json(self._min_offsets_path()) or {}
-        for t, per_q in data.get("queueMinOffset", {}).items():
-            for qid, off in per_q.items():
-                self.logical_min[(t, int(qid))] = int(off)
+        self.min_offsets.raise_to(topic, queue_id, min(max(queue_offset, 0), self.max_offset(topic, queue_id)))
 
     def queues(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
@@ -640,9 +559,7 @@ class DiskStore(reader.TimeQueries):
         for key in [k for k in self.cqs if k[0] == topic]:
             self.cqs.pop(key).destroy()
         shutil.rmtree(topic_dir, ignore_errors=True)
-        if any(k[0] == topic for k in self.logical_min):
-            self.logical_min = {k: v for k, v in self.logical_min.items() if k[0] != topic}
-            self._save_min_offsets()
+        self.min_offsets.drop_topic(topic)
 
     def run_retention(self, now_ms: int, force: bool = False) -> int:
         return retention.run(self, now_ms, force)

@@ -108,7 +108,9 @@ def check_space(store: DiskStore) -> float:
         else:
             log.warning("store.disk_space_returned", used_percent=round(used, 1), available_bytes=usable)
     if not full and store.write_error is not None:
-        store.resume_writes(used)
+        from rokka.core.storage import admission  # admission runs this check: imported here, not in a loop
+
+        admission.resume_writes(store, used)
     return used
 
 

@@ -1,0 +1,96 @@
+"""The put-path gate of ``DiskStore``: refuse puts on a full disk or after a failed write, resume by itself.
+
+Theory of operation
+-------------------
+``retention.check_space`` sets ``store.disk_full`` / ``store.space_low`` from the disk's state;
+``not_accepting`` runs it on the put path every ``retention.SPACE_CHECK_BYTES`` appended, before
+every put while space is low, and once every ``RECHECK_INTERVAL_S`` while refusing, so writes
+resume without a restart once there is room.  A failed commit (``write_failed``) rolls the
+CommitLog back to the start of the put and refuses until a check finds room (``resume_writes``);
+only when the rollback itself fails does the store stay read-only until a restart.  Refusals
+answer RocketMQ's SERVICE_NOT_AVAILABLE remark and are logged at most every
+``REFUSAL_LOG_INTERVAL_S``.  The state lives on the store (plain attributes, read by other threads
+as flags); these functions are its only writers besides ``check_space``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+from rokka.core.storage import retention
+from rokka.core.storage.api import PutResult, PutStatus
+
+if TYPE_CHECKING:
+    from rokka.core.storage.engine import DiskStore
+
+log = structlog.get_logger(__name__)
+
+#: Seconds between two ``store.write_refused`` log lines.
+REFUSAL_LOG_INTERVAL_S = 10.0
+#: Seconds between two space checks on the put path while writes are refused.
+RECHECK_INTERVAL_S = 1.0
+#: RocketMQ's SERVICE_NOT_AVAILABLE remark for a put the store refused (SendMessageProcessor).
+DISK_FULL_REMARK = ("service not available now. It may be caused by one of the following reasons: the broker's "
+                    "disk is full [{}], messages are put to the slave, message store has been shut down, etc.")
+
+
+def not_accepting(store: DiskStore) -> PutResult | None:
+    """Why no put can be taken now (closed, failed write, full disk), or None."""
+    if not store._writable:
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
+    refusing = store.disk_full or store.write_error is not None
+    if store.space_low or store.clog.write_offset - store._space_checked_at >= retention.SPACE_CHECK_BYTES or (
+            refusing and time.monotonic() >= store._recheck_at):
+        store._space_checked_at = store.clog.write_offset
+        store._recheck_at = time.monotonic() + RECHECK_INTERVAL_S
+        retention.check_space(store)
+        refusing = store.disk_full or store.write_error is not None
+    return refused(store) if refusing else None
+
+
+def refused(store: DiskStore) -> PutResult:
+    remark = DISK_FULL_REMARK.format(disk_util(store))
+    now = time.monotonic()
+    if now - store._refusal_logged_at >= REFUSAL_LOG_INTERVAL_S:
+        store._refusal_logged_at = now
+        log.warning("store.write_refused", reason="write failed" if store.write_error else "disk full",
+                    error=store.write_error, disk=disk_util(store), path=str(store.clog.files.directory))
+    return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=remark)
+
+
+def disk_util(store: DiskStore) -> str:
+    """RocketMQ's ``diskUtil()``: the used share of the CommitLog, ConsumeQueue and index disks."""
+    parts = []
+    for name, path in (("CL", store.clog.files.directory), ("CQ", store.root / "consumequeue"),
+                       ("INDEX", store.root / "index")):
+        try:
+            ratio = retention.path_used_ratio(path if path.exists() else store.root)[0] / 100
+        except OSError:
+            ratio = -1.0
+        parts.append(f"{name}: {ratio:5.2f}")
+    return " ".join(parts)
+
+
+def write_failed(store: DiskStore, exc: OSError, start: int) -> PutResult:
+    """A commit failed (``start``: the CommitLog offset of the put): roll back, refuse until there is room."""
+    store._recheck_at = time.monotonic() + RECHECK_INTERVAL_S
+    try:
+        store.clog.rollback(start)
+    except OSError as clear_exc:
+        store._writable = False
+        log.error("store.write_failed_read_only", error=str(exc), clear_error=str(clear_exc), offset=start,
+                  path=str(store.clog.files.directory), action="read-only until restart")
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"write failed: {exc}")
+    store.write_error = str(exc)
+    log.error("store.write_failed", error=str(exc), offset=start, path=str(store.clog.files.directory),
+              action="writes refused until the disk has room again; nothing of this put was kept")
+    return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=DISK_FULL_REMARK.format(disk_util(store)))
+
+
+def resume_writes(store: DiskStore, used_percent: float) -> None:
+    """Accept puts again after a failed write (``retention.check_space`` found room)."""
+    if store.write_error is not None:
+        log.warning("store.writes_resumed", after_error=store.write_error, used_percent=round(used_percent, 1))
+        store.write_error = None
