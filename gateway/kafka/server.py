@@ -63,8 +63,8 @@ from __future__ import annotations
 import math
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -73,6 +73,7 @@ from rokka.gateway.budget import SMALL_FRAME, Budget, FrameClock, Lease
 from rokka.gateway.kafka.codec.framing import API_VERSIONS_KEY, APIS
 from rokka.gateway.kafka.codec.schema import Struct
 from rokka.gateway.kafka.connection import KafkaRequest, KafkaServerConnection
+from rokka.gateway.kafka.context import ON_CLOSE, Handler, KafkaRequestContext, Route
 from rokka.gateway.kafka.errors import KafkaError, KafkaProtocolError
 from rokka.gateway.kafka.sasl import MAX_UNAUTHENTICATED_FRAME, SaslAuthenticator, SaslError, UserStore
 from rokka.gateway.kafka.tls import HANDSHAKE_TIMEOUT_S
@@ -87,40 +88,12 @@ log = structlog.get_logger(__name__)
 RECEIVE_SIZE = 65536
 RECEIVE_MAX = 4 << 20      # one receive call for up to this much of a frame already announced
 CLOSE_TIMEOUT_S = 1.0
-#: ``conn_state`` key: callables (no arguments) run once when the connection ends.
-ON_CLOSE = "on_close"
 #: A TLS send may take ``write_timeout_s`` plus this long per byte (no per-write progress there).
 TLS_MIN_RATE = 256 * 1024
 
 
 class _Closing(Exception):
     """End this connection; the reason was logged already."""
-
-
-@dataclass
-class KafkaRequestContext:
-    """What a handler knows about the request besides its body."""
-
-    peer: tuple[str, int]
-    client_id: str
-    api_key: int
-    api_version: int
-    correlation_id: int
-    conn_state: dict[str, Any]  # per-connection scratch space (e.g. SASL state)
-    server: KafkaServer
-    #: Called (no arguments) once this request's response has been sent, or right after the
-    #: handler when there is none; an exception is logged, the connection goes on.
-    after_response: list[Callable[[], None]] = field(default_factory=list)
-
-
-Handler = Callable[[KafkaRequestContext, Struct], Awaitable[Any]]
-
-
-@dataclass(frozen=True)
-class Route:
-    handler: Handler
-    min_version: int
-    max_version: int
 
 
 @dataclass
