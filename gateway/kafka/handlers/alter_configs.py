@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import structlog
 from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers.common import KafkaEnv, resolve, topic_config
 from rokka.gateway.kafka.handlers.topic_configs import (
@@ -34,7 +35,6 @@ from rokka.gateway.kafka.handlers.topic_configs import (
     parse_config,
     parse_retention_ms,
 )
-from rokka.gateway.kafka.server import KafkaRequestContext
 
 __all__ = ["apply_topic_config", "handle_alter_configs", "handle_incremental_alter_configs", "set_topic_retention"]
 

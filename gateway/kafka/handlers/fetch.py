@@ -44,6 +44,7 @@ from rokka.compat.kafka_records import record_from_message
 from rokka.core.storage.layout import decode_record
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.codec.fetch_limits import truncate_batches
+from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers import readahead
 from rokka.gateway.kafka.handlers.common import (
@@ -60,7 +61,6 @@ from rokka.gateway.kafka.handlers.common import (
     topic_config,
 )
 from rokka.gateway.kafka.handlers.readahead import Plan, ReadAhead
-from rokka.gateway.kafka.server import KafkaRequestContext
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 SCAN_CHUNK = 256

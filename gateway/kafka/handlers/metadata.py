@@ -46,6 +46,7 @@ from rokka.compat.views import view_from_configs
 from rokka.core.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic
 from rokka.gateway.kafka.acls import Res, authorized_operations
 from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers.alter_configs import apply_topic_config
 from rokka.gateway.kafka.handlers.common import (
@@ -61,7 +62,6 @@ from rokka.gateway.kafka.handlers.common import (
     topic_config,
 )
 from rokka.gateway.kafka.handlers.topic_configs import APPLIED, RETENTION_MS, check_topic_configs
-from rokka.gateway.kafka.server import KafkaRequestContext
 
 log = structlog.get_logger(__name__)
 

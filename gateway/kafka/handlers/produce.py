@@ -80,10 +80,10 @@ from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.codec import records as R
 from rokka.gateway.kafka.codec.legacy import decode_legacy_message_set
 from rokka.gateway.kafka.codec.primitives import DecodeError
+from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers.common import KafkaEnv, ensure_routes, local_queue, partition_error, resolve
 from rokka.gateway.kafka.handlers.topic_configs import MAX_MESSAGE_BYTES, MIN_INSYNC, TIMESTAMP_TYPE
-from rokka.gateway.kafka.server import KafkaRequestContext
 
 try:
     from rokka.gateway.kafka.codec import _crecords

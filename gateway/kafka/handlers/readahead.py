@@ -35,8 +35,8 @@ from typing import Any
 
 from rokka.core.topics import TopicConfig
 from rokka.gateway.budget import Budget
+from rokka.gateway.kafka.context import ON_CLOSE, KafkaRequestContext
 from rokka.gateway.kafka.handlers.common import KafkaEnv, read_batches
-from rokka.gateway.kafka.server import ON_CLOSE, KafkaRequestContext
 
 #: Most bytes of Kafka batches kept per connection.
 MAX_BYTES = 16 << 20
