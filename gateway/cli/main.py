@@ -2,10 +2,13 @@
 
 The contract used by external checks (keep it exact):
   rokka serve [--data-dir DIR] [--host H] [--namesrv-port N] [--broker-port N] [--kafka-port N] [-c broker.conf]
+              [--brokers N|auto]
   rokka namesrv [--port N]
   rokka broker -n H:P[;H:P] [--broker-name ...] [--cluster ...] [serve flags]
 When every listener is up, one line goes to stdout and is flushed:
   rokka ready namesrv=H:P broker=H:P kafka=H:P   (each role prints the parts it runs)
+With --brokers N > 1 (rokka.gateway.supervisor) broker= and kafka= list every broker, comma-separated,
+in broker order: broker i listens on broker-port + 4*i and kafka-port + i.
 Precedence: built-in defaults < broker.conf (-c) < command-line flags.
 """
 
@@ -94,14 +97,47 @@ def main() -> None:
 @main.command()
 @_with(_BROKER_OPTS)
 @click.option("--namesrv-port", type=int, default=9876, show_default=True, help="Name server port, 0 = free port")
+@click.option("--brokers", "brokers", default="1", show_default=True,
+              help="Broker processes (one core each), or 'auto' = one per core. 1: one process, as always; "
+                   "N > 1: a name server and N brokers (data-dir/broker-<i>, ports broker-port + 4*i and "
+                   "kafka-port + i) under one supervisor.")
 @_with(_LOG_OPTS)
-def serve(namesrv_port: int, log_format: str, log_level: str, conf: Path | None, **flags: Any) -> None:
-    """Name server + broker (RocketMQ and Kafka listeners) in one process."""
+def serve(namesrv_port: int, brokers: str, log_format: str, log_level: str, conf: Path | None,
+          **flags: Any) -> None:
+    """Name server + broker (RocketMQ and Kafka listeners) in one process, or N brokers (--brokers)."""
     configure_logging(log_format, log_level)
+    from rokka.gateway.supervisor import resolve_brokers
+
+    try:
+        n = resolve_brokers(brokers)
+    except ValueError as exc:
+        raise click.UsageError(f"--brokers: {exc}") from None
     cfg = build_config(conf, **flags)
+    if n > 1:
+        sys.exit(_serve_cluster(n, cfg, namesrv_port, conf, flags, log_format, log_level))
     from rokka.gateway.runtime import run_roles
 
     sys.exit(run_roles(cfg, namesrv_port=namesrv_port, run_broker=True))
+
+
+def _serve_cluster(n: int, cfg: BrokerConfig, namesrv_port: int, conf: Path | None, flags: dict[str, Any],
+                   log_format: str, log_level: str) -> int:
+    from rokka.gateway.supervisor import ClusterSpec, run_cluster
+
+    if cfg.kafka_node_id:
+        raise click.UsageError("kafkaNodeId cannot be set with --brokers > 1 (each broker derives its own)")
+    if flags.get("broker_name") is not None or flags.get("broker_id") not in (None, 0):
+        raise click.UsageError("--broker-name / --broker-id cannot be set with --brokers > 1 "
+                               "(the brokers are broker-0 .. broker-<N-1>, all masters)")
+    args = ["--cluster", cfg.broker_cluster_name, "--flush-disk-type", cfg.flush_disk_type]
+    if conf is not None:
+        args += ["-c", str(conf.resolve())]
+    if cfg.store_repair:
+        args.append("--repair")
+    spec = ClusterSpec(brokers=n, data_dir=Path(cfg.store_path_root_dir).resolve(), host=cfg.listen_host,
+                       namesrv_port=namesrv_port, broker_port=cfg.listen_port, kafka_port=cfg.kafka_listen_port,
+                       broker_args=args, log_args=["--log-format", log_format, "--log-level", log_level])
+    return run_cluster(spec)
 
 
 @main.command()
