@@ -53,6 +53,7 @@ import structlog
 from rokka.compat.views import CONFIG_TOPIC
 from rokka.gateway.kafka.acls import AUTH_OPS_NOT_REQUESTED, CLUSTER_NAME, AclStore, Op, Res, authorized_operations
 from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.errors import KafkaError
 from rokka.gateway.kafka.server import KafkaRequestContext, Route
 
@@ -60,7 +61,8 @@ __all__ = ["ADAPTERS", "Authz", "authorize_routes", "principal_of"]
 
 log = structlog.get_logger(__name__)
 
-TAF, GAF, CAF, OP_NOT_ATTEMPTED, TXAF = 29, 30, 31, 55, 53
+TAF, GAF, CAF = E.TOPIC_AUTHORIZATION_FAILED, E.GROUP_AUTHORIZATION_FAILED, E.CLUSTER_AUTHORIZATION_FAILED
+OP_NOT_ATTEMPTED, TXAF = E.OPERATION_NOT_ATTEMPTED, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 Handler = Callable[[KafkaRequestContext, Struct], Awaitable[Any]]
 T = TypeVar("T")
 #: Operations on a view that act on its source topic as well (reading, writing, its offsets and layout,

@@ -13,7 +13,9 @@ Two kinds of failure, kept apart (h11 style):
   top-level ``error_code`` field, otherwise it logs and closes.
 
 Per-partition errors are not exceptions: handlers put the code in the
-response body.  Numbers are from Kafka's ``Errors.java`` (kafka-wire.md §6).
+response body.  Numbers are from Kafka's ``Errors.java`` (kafka-wire.md §6).  ``ErrorCode`` is the
+only table of them on the Kafka side: the codec, the handlers, the group coordinator, the SASL layer
+and the authorizer all name codes through it (add a member here, never a bare number elsewhere).
 """
 
 from __future__ import annotations
@@ -89,10 +91,14 @@ class ErrorCode(IntEnum):
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
     THROTTLING_QUOTA_EXCEEDED = 89
     PRODUCER_FENCED = 90
+    RESOURCE_NOT_FOUND = 91
+    DUPLICATE_RESOURCE = 92
+    UNACCEPTABLE_CREDENTIAL = 93
     UNKNOWN_TOPIC_ID = 100
     TRANSACTIONAL_ID_NOT_FOUND = 105
 

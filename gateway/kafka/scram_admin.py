@@ -34,6 +34,7 @@ from typing import Any
 import structlog
 from rokka.core.storage.metafile import write_json_atomic
 from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.sasl import SaslConfigError, UserStore, stored_credential
 from rokka.gateway.kafka.server import KafkaRequestContext, Route
 
@@ -44,7 +45,8 @@ log = structlog.get_logger(__name__)
 MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 MECHANISM_IDS = {v: k for k, v in MECHANISMS.items()}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
-UNSUPPORTED_SASL_MECHANISM, RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = 33, 91, 92, 93
+UNSUPPORTED_SASL_MECHANISM, RESOURCE_NOT_FOUND = E.UNSUPPORTED_SASL_MECHANISM, E.RESOURCE_NOT_FOUND
+DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = E.DUPLICATE_RESOURCE, E.UNACCEPTABLE_CREDENTIAL
 CLUSTER_AUTHORIZATION_FAILED = 31
 NOT_YOURS = (CLUSTER_AUTHORIZATION_FAILED, "only kafkaSuperUsers may manage other users' credentials")
 

@@ -37,6 +37,7 @@ from rokka.gateway.kafka.codec.messages_data import API_VERSIONS, DATA_APIS
 from rokka.gateway.kafka.codec.messages_groups import GROUP_APIS
 from rokka.gateway.kafka.codec.primitives import DecodeError, Reader
 from rokka.gateway.kafka.codec.schema import Api, Struct
+from rokka.gateway.kafka.errors import ErrorCode
 
 __all__ = [
     "APIS",
@@ -54,7 +55,7 @@ __all__ = [
 
 APIS: dict[int, Api] = {api.key: api for api in (*DATA_APIS, *GROUP_APIS, *ACL_APIS)}
 API_VERSIONS_KEY = API_VERSIONS.key
-UNSUPPORTED_VERSION = 35
+UNSUPPORTED_VERSION = ErrorCode.UNSUPPORTED_VERSION
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ The handler layer builds a ``GroupCoordinator(config, offsets)``, starts
 ``find_coordinator`` (sync).  Results carry Kafka error codes (``ErrorCode``).
 """
 
+from rokka.gateway.kafka.errors import ErrorCode
 from rokka.gateway.kafka.groups.coordinator import (
     KEY_TYPE_GROUP,
     KEY_TYPE_TRANSACTION,
     GroupCoordinator,
     OffsetStore,
 )
-from rokka.gateway.kafka.groups.errors import ErrorCode
 from rokka.gateway.kafka.groups.state import TRANSITIONS, GroupEvent, GroupState, IllegalTransition
 from rokka.gateway.kafka.groups.types import (
     CommitOffset,

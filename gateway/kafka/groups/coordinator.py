@@ -50,7 +50,7 @@ from typing import Protocol
 import structlog
 import trio
 from rokka.core.storage.packfile import take_ticket, write_packed_atomic
-from rokka.gateway.kafka.groups.errors import ErrorCode
+from rokka.gateway.kafka.errors import ErrorCode
 from rokka.gateway.kafka.groups.group import Group
 from rokka.gateway.kafka.groups.membership import GroupMembership, _allow_all
 from rokka.gateway.kafka.groups.persist import encode_groups, groups_path, load_groups
@@ -72,7 +72,8 @@ log = structlog.get_logger(__name__)
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-UNSTABLE_OFFSET_COMMIT = 88   # OffsetFetch require_stable while a transaction holds a pending offset
+#: OffsetFetch require_stable while a transaction holds a pending offset
+UNSTABLE_OFFSET_COMMIT = ErrorCode.UNSTABLE_OFFSET_COMMIT
 
 
 class OffsetStore(Protocol):

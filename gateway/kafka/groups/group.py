@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import trio
-from rokka.gateway.kafka.groups.errors import ErrorCode
+from rokka.gateway.kafka.errors import ErrorCode
 from rokka.gateway.kafka.groups.state import GroupEvent, GroupState, next_state
 from rokka.gateway.kafka.groups.types import JoinResult, SyncResult
 

@@ -64,7 +64,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 import trio
-from rokka.gateway.kafka.groups.errors import ErrorCode
+from rokka.gateway.kafka.errors import ErrorCode
 from rokka.gateway.kafka.groups.group import Group, Member, Waiter
 from rokka.gateway.kafka.groups.state import GroupEvent, GroupState
 from rokka.gateway.kafka.groups.types import (

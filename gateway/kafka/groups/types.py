@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rokka.gateway.kafka.groups.errors import ErrorCode
+from rokka.gateway.kafka.errors import ErrorCode
 
 NO_GENERATION = -1
 

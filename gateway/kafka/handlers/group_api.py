@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from rokka.core.producer_state import InitOutcome, ProducerStateManager
 from rokka.gateway.kafka.acls import AUTH_OPS_NOT_REQUESTED, Res, authorized_operations
+from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
 from rokka.gateway.kafka.groups.types import CommitOffset, JoinRequest, LeavingMember, PartitionError, SyncRequest
 from rokka.gateway.kafka.server import KafkaRequestContext, Route
@@ -42,10 +43,12 @@ from rokka.gateway.kafka.server import KafkaRequestContext, Route
 if TYPE_CHECKING:
     from rokka.gateway.kafka.cluster import RoutedOffsets
 
-COORDINATOR_NOT_AVAILABLE = 15
+COORDINATOR_NOT_AVAILABLE = E.COORDINATOR_NOT_AVAILABLE
 
-INIT_CODES = {InitOutcome.OK: 0, InitOutcome.INVALID_REQUEST: 42, InitOutcome.INVALID_TRANSACTION_TIMEOUT: 50,
-              InitOutcome.PRODUCER_FENCED: 90, InitOutcome.CONCURRENT_TRANSACTIONS: 51}
+INIT_CODES = {InitOutcome.OK: E.NONE, InitOutcome.INVALID_REQUEST: E.INVALID_REQUEST,
+              InitOutcome.INVALID_TRANSACTION_TIMEOUT: E.INVALID_TRANSACTION_TIMEOUT,
+              InitOutcome.PRODUCER_FENCED: E.PRODUCER_FENCED,
+              InitOutcome.CONCURRENT_TRANSACTIONS: E.CONCURRENT_TRANSACTIONS}
 
 
 def _find(coord: GroupCoordinator, routed: RoutedOffsets | None, key: str, key_type: int) -> Any:
@@ -225,8 +228,8 @@ async def init_producer_id(producers: ProducerStateManager, ctx: KafkaRequestCon
     result = await producers.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
                                               req.producer_id, req.producer_epoch)
     code = INIT_CODES[result.outcome]
-    if code == 90 and ctx.api_version < 4:
-        code = 47  # INVALID_PRODUCER_EPOCH before PRODUCER_FENCED existed
+    if code == E.PRODUCER_FENCED and ctx.api_version < 4:
+        code = E.INVALID_PRODUCER_EPOCH  # before PRODUCER_FENCED existed
     return {"error_code": code, "producer_id": result.producer_id if code == 0 else -1,
             "producer_epoch": result.epoch if code == 0 else -1}
 
