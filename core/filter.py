@@ -11,12 +11,16 @@ C++ client sends wrong ``codeSet`` values).
 ``match_tags_code`` on ConsumeQueue units (TAG: code in the set; SQL92: pass)
 and ``match_properties`` on the record's properties (TAG: pass, since
 clients compare exact tags; SQL92: evaluate the compiled expression).
+``tag_codes`` hands the TAG stage to the store's native walk (``_cqscan``):
+the broker filters by hash only and the client re-checks the tag string, as
+RocketMQ's PullAPIWrapper does.
 SQL92 compilation is pluggable (``rokka.core.sql92`` registers itself) so this
 module stays small.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,6 +29,7 @@ from rokka.core.model import tags_code
 SUB_ALL = "*"
 EXPR_TAG = "TAG"
 EXPR_SQL92 = "SQL92"
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 class SubscriptionParseError(ValueError):
@@ -96,6 +101,15 @@ class ExpressionFilter:
         self._codes = frozenset(sub.code_set)
         self._match_all = sub.expression_type == EXPR_TAG and sub.sub_string == SUB_ALL
         self._sql = compile_sql92(sub.sub_string) if sub.expression_type == EXPR_SQL92 else None
+        in_range = sorted(c for c in self._codes if _INT32_MIN <= c <= _INT32_MAX)   # others never match
+        self._tag_codes = (None if self._match_all or self._sql is not None
+                           else array("i", in_range).tobytes())
+
+    @property
+    def tag_codes(self) -> bytes | None:
+        """The codes a ConsumeQueue unit's tags code (as int32) must be one of, sorted native int32s
+        (what ``_cqscan.tag_filter`` takes); None when every unit passes that stage ("*", SQL92)."""
+        return self._tag_codes
 
     @property
     def needs_properties(self) -> bool:

@@ -20,12 +20,20 @@ way (one page cache).  A unit with size 0 is "never written", so the end
 of a queue is the first zero unit after the last file's start (binary
 search, units are written in order).  Reads of many units for a fetch or pull
 (``walk_runs``) hand the units of one file, in place in the map, to the C
-walker ``_cstore.cq_runs`` (see ``reader.get_runs``).
+walker ``_cstore.cq_runs`` (see ``reader.get_runs``); reads that filter on the tags code
+(``scan_tags``) hand them to ``_cqscan.tag_filter`` (see ``reader.get_messages``).
 
 ``max_offset`` is the next unit to write.  ``min_offset`` is the first unit
 whose record is still in the CommitLog (``correct_min``), never below the
 first file's base.  The queue never rewrites a written unit except through
-``truncate`` (recovery) which zeroes units past a point.
+``truncate`` (recovery) which zeroes units past a point, and compaction
+(``rokka.core.storage.compaction``) which turns a unit into a *hole*: its
+CommitLog offset ``o`` stored as ``-o - 1`` (``hole_of``), size and tags code
+kept.  Readers of records (``units``, ``walk_runs``) see the raw negative
+offset, below any CommitLog minimum, and skip the unit as a removed record;
+``unit``, ``cq_units`` and ``delete_below`` give the original offset
+(``live_offset``), so searches over CommitLog offsets and store times stay
+monotone.
 """
 
 from __future__ import annotations
@@ -45,9 +53,23 @@ try:    # the run walker in C (core/storage/_cstore.c, cq_runs); absent when the
     from rokka.core.storage import _cstore
 except ImportError:     # pragma: no cover - depends on the build
     _cstore = None  # type: ignore[assignment]
+try:    # the tag-filtered walk in C (core/storage/_cqscan.c, tag_filter)
+    from rokka.core.storage import _cqscan
+except ImportError:     # pragma: no cover - depends on the build
+    _cqscan = None  # type: ignore[assignment]
 
 UNIT_SIZE = 20
 UNIT = struct.Struct(">qiq")
+
+
+def hole_of(commitlog_offset: int) -> int:
+    """The stored CommitLog offset of a compacted-away unit (negative: readers skip it)."""
+    return -commitlog_offset - 1
+
+
+def live_offset(stored: int) -> int:
+    """The CommitLog offset a unit points at, a hole's included."""
+    return stored if stored >= 0 else -stored - 1
 
 
 @functools.lru_cache(maxsize=256)
@@ -201,11 +223,13 @@ class ConsumeQueue:
         if not (self.min_offset <= queue_offset < self.max_offset):
             return None
         if self._tail_lo <= queue_offset < self._tail_hi and self._tail_mm is not None:
-            return UNIT.unpack_from(self._tail_mm, (queue_offset - self._tail_lo) * UNIT_SIZE)
-        seg = self.files.find(queue_offset * UNIT_SIZE)
-        if seg is None:
-            return None
-        return UNIT.unpack_from(seg.mm, queue_offset * UNIT_SIZE - seg.base)
+            u = UNIT.unpack_from(self._tail_mm, (queue_offset - self._tail_lo) * UNIT_SIZE)
+        else:
+            seg = self.files.find(queue_offset * UNIT_SIZE)
+            if seg is None:
+                return None
+            u = UNIT.unpack_from(seg.mm, queue_offset * UNIT_SIZE - seg.base)
+        return u if u[0] >= 0 else (live_offset(u[0]), u[1], u[2])
 
     def units(self, queue_offset: int, count: int) -> list[tuple[int, int, int]]:
         """Up to ``count`` units from ``queue_offset``, stopping at a file end or max_offset."""
@@ -239,13 +263,35 @@ class ConsumeQueue:
         finally:
             whole.release()     # no export may outlive this call: the map is closed at a file drop
 
+    def scan_tags(self, queue_offset: int, count: int, codes: bytes | None, clog_min: int, max_msgs: int,
+                  max_bytes: int, taken: int, total: int, span: memoryview | None,
+                  span_start: int) -> tuple[list[bytes], list[int], int, int, int, bool, int] | None:
+        """``_cqscan.tag_filter`` over up to ``count`` units from ``queue_offset`` (stopping at a file end
+        or max_offset), read in place from the map; None when there is no unit there (or no native
+        module).  ``reader.get_messages`` drives it, lending the CommitLog ``span``."""
+        if _cqscan is None or not (self.min_offset <= queue_offset < self.max_offset) or count <= 0:
+            return None
+        byte = queue_offset * UNIT_SIZE
+        seg = self.files.find(byte)
+        if seg is None:
+            return None
+        n = min(count, self.max_offset - queue_offset, (seg.end - byte) // UNIT_SIZE)
+        pos = byte - seg.base
+        whole = memoryview(seg.mm)
+        try:
+            with whole[pos:pos + n * UNIT_SIZE] as view:
+                return _cqscan.tag_filter(view, queue_offset, codes, clog_min, max_msgs,  # type: ignore[no-any-return]
+                                          max_bytes, taken, total, span, span_start)
+        finally:
+            whole.release()     # no export may outlive this call: the map is closed at a file drop
+
     def cq_units(self, queue_offset: int, count: int) -> list[CqUnit]:
         out: list[CqUnit] = []
         while len(out) < count:
             got = self.units(queue_offset, count - len(out))
             if not got:
                 break
-            out.extend(CqUnit(queue_offset + i, u[0], u[1], u[2]) for i, u in enumerate(got))
+            out.extend(CqUnit(queue_offset + i, live_offset(u[0]), u[1], u[2]) for i, u in enumerate(got))
             queue_offset += len(got)
         return out
 
@@ -271,7 +317,7 @@ class ConsumeQueue:
         while len(self.files.segments) > 1:
             seg = self.files.segments[0]
             last = UNIT.unpack_from(seg.mm, seg.size - UNIT_SIZE)
-            if last[1] <= 0 or last[0] + last[1] > commitlog_min:
+            if last[1] <= 0 or live_offset(last[0]) + last[1] > commitlog_min:
                 break
             self.files.drop_first()
             removed += 1

@@ -22,6 +22,13 @@ but always holds at least one message.  The tag filter runs on the unit, the
 property filter on the record's decoded properties.  Units pointing below
 the CommitLog minimum are skipped (MESSAGE_WAS_REMOVING if nothing found).
 
+Filters on the tags code alone (a tag subscription, "*", none) run in C on
+a DiskStore (``_scan_native``: ``ConsumeQueue.scan_tags`` walks the units in
+place and copies only the matching records, straight from CommitLog spans
+lent by ``read_span``); the Python loop (``_scan``) is its twin, and what
+runs for SQL92, which parses the properties of each candidate in place and
+copies only the records that match (``_matching``).
+
 Queues are duck-typed: anything with ``max_offset``, ``units(offset, n)``
 and ``units_per_file`` works (DiskStore's ConsumeQueue, MemoryStore's list).
 """
@@ -67,16 +74,32 @@ def get_messages(q: Any, lo: int, clog: _Log, offset: int, max_msgs: int, max_by
     if offset > hi:
         return _empty(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
     max_msgs = max(1, max_msgs)
-    units = q.units(offset, max(16000, 20 * max_msgs) // 20)
-    if not units:
-        upf = q.units_per_file
-        return _empty(GetStatus.OFFSET_FOUND_NULL, (offset // upf + 1) * upf, lo, hi)
+    want = max(16000, 20 * max_msgs) // 20
+    found = _scan_native(q, clog, offset, want, max_msgs, max_bytes, message_filter)
+    if found is None:
+        units = q.units(offset, want)
+        if not units:
+            upf = q.units_per_file
+            return _empty(GetStatus.OFFSET_FOUND_NULL, (offset // upf + 1) * upf, lo, hi)
+        found = _scan(units, offset, clog, max_msgs, max_bytes, message_filter)
+    status, records, qoffs, next_offset = found
+    return GetResult(status, tuple(records), tuple(qoffs), next_offset, lo, hi)
+
+
+_Scan = tuple[GetStatus, list[bytes], list[int], int]   # status, records, their queue offsets, next offset
+
+
+def _scan(units: list[tuple[int, int, int]], offset: int, clog: _Log, max_msgs: int, max_bytes: int,
+          message_filter: MessageFilter | None) -> _Scan:
+    """``get_messages``' loop over the units from ``offset`` (the Python twin of ``_scan_native``).
+    A filter on properties (SQL92) reads each candidate in place and copies only what matches."""
     status = GetStatus.NO_MATCHED_MESSAGE
     records: list[bytes] = []
     qoffs: list[int] = []
     total = 0
     clog_min = clog.min_offset
     next_offset = offset + len(units)
+    on_props = message_filter is not None and getattr(message_filter, "needs_properties", True)
     for i, (off, size, code) in enumerate(units):
         if records and (len(records) >= max_msgs or total + size > max_bytes):
             next_offset = offset + i
@@ -87,19 +110,108 @@ def get_messages(q: Any, lo: int, clog: _Log, offset: int, max_msgs: int, max_by
             continue
         if message_filter is not None and not message_filter.match_tags_code(code):
             continue
-        rec = clog.read(off, size)
+        rec = _matching(clog, off, size, message_filter) if on_props else clog.read(off, size)
         if rec is None:
             if not records:
                 status = GetStatus.MESSAGE_WAS_REMOVING
             continue
-        if message_filter is not None and not message_filter.match_properties(layout.properties_of(rec)):
-            continue
-        records.append(rec)
-        qoffs.append(offset + i)
-        total += size
+        if rec:
+            records.append(rec)
+            qoffs.append(offset + i)
+            total += size
     if records:
         status = GetStatus.FOUND
-    return GetResult(status, tuple(records), tuple(qoffs), next_offset, lo, hi)
+    return status, records, qoffs, next_offset
+
+
+def _matching(clog: Any, off: int, size: int, message_filter: Any) -> bytes | None:
+    """The record at ``off`` if its properties match, ``b""`` if they do not, None if unreadable.
+    The properties are parsed from the record in place (a view, when the log lends one): a record
+    that does not match is never copied."""
+    span = getattr(clog, "read_span", None)
+    if span is None:
+        rec = clog.read(off, size)
+        return None if rec is None else (rec if message_filter.match_properties(layout.properties_of(rec)) else b"")
+    view = span(off, off + size, view=True)
+    if view is None:
+        return None
+    try:
+        if size < 8 or layout.SIZE_MAGIC.unpack_from(view)[1] != layout.MESSAGE_MAGIC:
+            return None
+        return bytes(view) if message_filter.match_properties(layout.properties_of(view)) else b""
+    finally:
+        if type(view) is memoryview:
+            view.release()
+
+
+def _unit_codes(message_filter: Any) -> tuple[bool, bytes | None]:
+    """(native-able, codes): the tags codes a unit must have, as ``_cqscan.tag_filter`` takes them
+    (None: every unit); not native-able when the filter needs the record's properties."""
+    if message_filter is None or getattr(message_filter, "matches_all", False):
+        return True, None
+    if getattr(message_filter, "needs_properties", True):
+        return False, None
+    codes = getattr(message_filter, "tag_codes", None)
+    return codes is not None, codes
+
+
+def _scan_native(q: Any, clog: Any, offset: int, want: int, max_msgs: int, max_bytes: int,
+                 message_filter: MessageFilter | None) -> _Scan | None:
+    """``_scan`` in C (``ConsumeQueue.scan_tags``: the units in place, the records copied straight
+    from CommitLog spans lent by ``read_span``), for filters on the tags code alone; None when it
+    cannot (no native module, a store without maps, a filter on properties, no unit at ``offset``)."""
+    native, codes = _unit_codes(message_filter)
+    scan = getattr(q, "scan_tags", None)
+    if not native or scan is None or getattr(clog, "files", None) is None:
+        return None
+    upf = q.units_per_file
+    end = min(offset + want, q.max_offset, (offset // upf + 1) * upf)    # one ConsumeQueue file, as q.units
+    records: list[bytes] = []
+    qoffs: list[int] = []
+    taken = total = 0
+    removed = False
+    at, span, span_start = offset, None, 0
+    try:
+        while at < end:
+            got = scan(at, end - at, codes, clog.min_offset, max_msgs, max_bytes, taken, total, span, span_start)
+            if got is None:
+                if at == offset:
+                    return None
+                break
+            recs, offs, used, taken, total, rem, need = got
+            records += recs
+            qoffs += offs
+            removed |= rem
+            at += used
+            if need < 0:
+                break
+            if span is not None:
+                span.release()
+            span, span_start = _span_at(q, clog, at, need), need
+            if span is None:    # the record is not readable: skipped, as the Python loop does
+                removed |= not taken
+                at += 1
+    finally:
+        if span is not None:
+            span.release()
+    status = GetStatus.FOUND if records else (GetStatus.MESSAGE_WAS_REMOVING if removed
+                                              else GetStatus.NO_MATCHED_MESSAGE)
+    return status, records, qoffs, at
+
+
+def _span_at(q: Any, clog: Any, queue_offset: int, start: int) -> memoryview | None:
+    """CommitLog bytes from ``start`` to its segment's end (or the write offset), lent in place,
+    if the record of unit ``queue_offset`` (at ``start``) lies whole within them; else None."""
+    unit = q.unit(queue_offset)
+    seg = clog.files.find(start)
+    if unit is None or seg is None:
+        return None
+    end = min(seg.end, clog.write_offset)
+    size = unit[1]
+    if size <= 0 or start + size > end:
+        return None
+    view = clog.read_span(start, end, view=True)
+    return view if type(view) is memoryview else None
 
 
 _SIZE = itemgetter(1)     # of a ConsumeQueue unit (commitlog offset, size, tags code)
