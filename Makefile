@@ -40,8 +40,21 @@ interop: install-test
 	$(BIN)/python -m pytest -q -p no:cacheprovider -rs interop/test_matrix.py; status=$$?; \
 	cat interop/MATRIX.md; exit $$status
 
-bench: install-test
+bench: install-test anchors
 	$(BIN)/python -m benchmarks.run
+
+# The real brokers beside rokka (issue 21): Apache Kafka 4.4.0 and Apache RocketMQ 4.9.7 jars from Maven Central
+# into benchmarks/anchors/target (git-ignored; benchmarks/lib/apache.py starts them). Not part of `make test`.
+.PHONY: anchors conformance
+anchors:
+	bash benchmarks/anchors/install.sh
+
+# make conformance: the Java client scenarios (interop/java) against Apache Kafka / Apache RocketMQ and against
+# rokka, outcomes compared; prints the conformance table (scenario, rokka, Apache, same?). Not in CI (JVM brokers).
+# CONFORMANCE_ARGS adds options (--only kafka|rocketmq, --scenarios a,b).
+CONFORMANCE_ARGS ?=
+conformance: install-test anchors
+	$(BIN)/python interop/conformance/run.py $(CONFORMANCE_ARGS)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check gateway core compat pipeline
