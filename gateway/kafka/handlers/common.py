@@ -168,31 +168,50 @@ def read_batches(env: KafkaEnv, topic: str, partition: int, offset: int, max_byt
     Kafka ratio (less 5 %, so the limit holds for records of similar size).
 
     Returns the batches, as ``Pieces`` (each batch header apart from the records it wraps, so the
-    response goes out without a copy of them: ``primitives.Gather``), and how many records they hold.
+    response goes out without a copy of them: ``primitives.Gather``), and how many offsets they cover:
+    the records, and the holes of a compacted topic among them (``rokka.core.storage.compaction``).
+    A read that finds only holes answers with an empty control batch past them, so consumers move on.
     """
     store = env.broker.store
     parts: list[bytes | memoryview] = []
     count = nbytes = 0
+    at = offset
     budget = max(max_bytes, 1)      # stored bytes to ask for: never more Kafka bytes than that
     for _ in range(2):
-        runs, _ = store.get_runs(topic, partition, offset + count, max_msgs - count, budget, views=True)
+        runs, scanned = store.get_runs(topic, partition, at, max_msgs - count, budget, views=True)
         try:
             pieces, n = _batches_of(runs, env.broker.cfg.max_message_size, max_bytes - nbytes)
             stored = sum(len(run.data) for run in runs)
+            after = _after(runs, n, scanned)
+            holes_only = not runs
         finally:
             release_runs(runs)     # the runs' data were lent by the store (memoryviews into its map)
         if not n:
+            if holes_only and at == offset and scanned > at:    # holes only: step the consumer past them
+                parts.append(skip_marker(scanned - 1))
+                at = scanned
             break
         parts += pieces.parts
         count += n
+        at = after
         nbytes += pieces.nbytes
         left = max_bytes - nbytes
-        if count >= max_msgs or left <= 0 or offset + count >= store.max_offset(topic, partition):
+        if count >= max_msgs or left <= 0 or at >= store.max_offset(topic, partition):
             break
         budget = int(left * 0.95 * stored / pieces.nbytes)
         if budget <= 0:
             break
-    return Pieces(parts), count
+    return Pieces(parts), at - offset
+
+
+def _after(runs: list[RecordRun], taken: int, scanned: int) -> int:
+    """The offset after the ``taken`` first records of ``runs`` (``scanned``, where the store's walk
+    stopped, when all were taken)."""
+    for run in runs:
+        if taken < len(run.sizes):
+            return run.first + taken
+        taken -= len(run.sizes)
+    return scanned
 
 
 def _batches_of(runs: list[RecordRun], inflate_limit: int, max_bytes: int) -> tuple[Pieces, int]:
