@@ -12,6 +12,7 @@
 #                   python-snappy, lz4, zstandard (kafka-python's optional compression codecs)
 #   apt (Debian):   kcat (falls back to the older package name kafkacat)
 #   npm:            interop/node/ from its committed package-lock.json (kafkajs 2.2.4, ali-ons 3.12.0)
+#   Maven (Ivy):    spark-sql-kafka-0-10 for the installed PySpark into interop/spark_kafka/.ivy
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -93,5 +94,11 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
 fi
 (cd "$NODE_DIR" && node -e "require('kafkajs'); require('ali-ons')") \
     || die "kafkajs / ali-ons installed but cannot be required under $(node --version)"
+# ---------------------------------------------------------------- Spark's Kafka connector (Maven Central, via Ivy)
+# spark-sql-kafka-0-10 and its dependencies into interop/spark_kafka/.ivy (ignored), so that
+# interop/test_spark_kafka.py resolves spark.jars.packages offline. Only with the [pipeline] extra (pyspark).
+if "$PY" -c "import pyspark" 2>/dev/null; then
+    "$PY" "$ROOT/interop/spark_kafka/prefetch.py" || die "could not pre-fetch Spark's Kafka connector (interop/spark_kafka/prefetch.py)"
+fi
 bash "$ROOT/interop/go/install.sh" || die "the Go clients (franz-go, sarama, rocketmq-client-go) did not build: interop/go/install.sh"
 bash "$ROOT/interop/java/install.sh" || die "the Java clients did not build: interop/java/install.sh"
