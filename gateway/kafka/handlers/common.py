@@ -209,7 +209,7 @@ def _after(runs: list[RecordRun], taken: int, scanned: int) -> int:
     stopped, when all were taken)."""
     for run in runs:
         if taken < len(run.sizes):
-            return run.first + taken
+            return run.queue_offset + taken
         taken -= len(run.sizes)
     return scanned
 
