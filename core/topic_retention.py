@@ -32,6 +32,12 @@ Besides the two retentions the table keeps the other per-topic configs a
 Kafka client set (``max.message.bytes``, ``message.timestamp.type``, ...) as
 strings, validated by the Kafka gateway, which applies them (``configs``).
 
+A topic whose ``cleanup.policy`` holds ``compact`` is compacted on every pass
+(``rokka.core.storage.compaction``: the latest record per key kept, tombstones
+removed after ``delete.retention.ms``, nothing sooner than ``min.compaction.lag.ms``);
+with ``compact`` alone its retention.ms / retention.bytes are not applied (as
+Kafka), with ``compact,delete`` both are.
+
 The table is rokka's own state: ``config/topicRetention.msgpack``
 (``{"version": 2, "topics": {topic: ms}, "configs": {topic: {name: value}}}``;
 version 1 files have no ``configs``), written atomically on every change.
@@ -45,16 +51,20 @@ from pathlib import Path
 
 import structlog
 from rokka.core.storage.api import MessageStore
+from rokka.core.storage.compaction import Compactor, Policy
 from rokka.core.storage.packfile import read_msgpack, write_msgpack_atomic
 
-__all__ = ["FILE_NAME", "RETENTION_BYTES", "TopicRetention", "first_offset_stored_since",
-           "first_offset_within_bytes"]
+__all__ = ["CLEANUP_POLICY", "FILE_NAME", "RETENTION_BYTES", "TopicRetention", "compaction_policy",
+           "first_offset_stored_since", "first_offset_within_bytes"]
 
 log = structlog.get_logger(__name__)
 
 FILE_NAME = "topicRetention.msgpack"
 VERSION = 2
 RETENTION_BYTES = "retention.bytes"
+CLEANUP_POLICY = "cleanup.policy"
+DELETE_RETENTION_MS = "delete.retention.ms"
+MIN_COMPACTION_LAG_MS = "min.compaction.lag.ms"
 _SCAN = 4096        # ConsumeQueue units read at a time by the retention.bytes walk
 
 
@@ -64,6 +74,7 @@ class TopicRetention:
         self._ms: dict[str, int] = {}
         self._configs: dict[str, dict[str, str]] = {}
         self._windows: dict[tuple[str, int], tuple[int, int, int, int]] = {}    # retention.bytes: see _within_bytes
+        self.compactor = Compactor()
         if self._path is not None:
             data = read_msgpack(self._path) or {}
             self._ms = {str(t): int(ms) for t, ms in (data.get("topics") or {}).items()}
@@ -125,13 +136,20 @@ class TopicRetention:
             del self._windows[key]
         if gone:
             self._save()
+        compacted = {t: p for t, c in self._configs.items() if (p := compaction_policy(c)) is not None}
+        self.compactor.forget(compacted.__contains__)
         sized = {t: int(c[RETENTION_BYTES]) for t, c in self._configs.items()
-                 if c.get(RETENTION_BYTES, "").lstrip("-").isdigit()}      # a hand-edited file cannot stop the pass
-        if not self._ms and not sized:
+                 if c.get(RETENTION_BYTES, "").lstrip("-").isdigit()      # a hand-edited file cannot stop the pass
+                 and not _compact_only(c)}
+        timed = {t: ms for t, ms in self._ms.items() if not _compact_only(self._configs.get(t))}
+        if not timed and not sized and not compacted:
             return 0
         queues = store.queues()
+        for topic, policy in compacted.items():
+            for qid in queues.get(topic, ()):
+                self.compactor.run(store, topic, qid, policy, now_ms)
         cut = self._apply_bytes(store, queues, sized)
-        for topic, ms in self._ms.items():
+        for topic, ms in timed.items():
             for qid in queues.get(topic, ()):
                 lo, hi = store.min_offset(topic, qid), store.max_offset(topic, qid)
                 new = first_offset_stored_since(lambda o, t=topic, q=qid: store.store_time_at(t, q, o),
@@ -189,6 +207,26 @@ class TopicRetention:
         if self._path is not None:
             write_msgpack_atomic(self._path, {"version": VERSION, "topics": dict(self._ms),
                                               "configs": {t: dict(c) for t, c in self._configs.items()}})
+
+
+def _compact_only(configs: dict[str, str] | None) -> bool:
+    """True when the topic is compacted and not also deleted by age or size."""
+    policy = {p.strip().lower() for p in (configs or {}).get(CLEANUP_POLICY, "delete").split(",")}
+    return "compact" in policy and "delete" not in policy
+
+
+def compaction_policy(configs: dict[str, str] | None) -> Policy | None:
+    """The compaction settings of a topic's configs, or None when it is not compacted."""
+    if configs is None or "compact" not in configs.get(CLEANUP_POLICY, "").lower():
+        return None
+    base = Policy()
+
+    def ms(name: str, default: int) -> int:
+        value = configs.get(name, "")
+        return int(value) if value.isdigit() else default      # a hand-edited file cannot stop the pass
+
+    return Policy(delete_retention_ms=ms(DELETE_RETENTION_MS, base.delete_retention_ms),
+                  min_compaction_lag_ms=ms(MIN_COMPACTION_LAG_MS, base.min_compaction_lag_ms))
 
 
 def first_offset_stored_since(store_time_at: Callable[[int], int | None], lo: int, hi: int, since_ms: int) -> int:

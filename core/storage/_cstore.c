@@ -704,6 +704,7 @@ static PyObject *cq_runs(PyObject *self, PyObject *args) {
         goto done;
     }
     long long start = -1, end = -1;
+    int broken = 0;
     for (Py_ssize_t i = 0; i <= n; i++) {
         long long off = 0, size = 0;
         int stop = i == n;
@@ -716,10 +717,11 @@ static PyObject *cq_runs(PyObject *self, PyObject *args) {
             }
         }
         if (!stop && off < clog_min) {
-            end = -1;       /* a run holds consecutive queue offsets only */
+            broken = 1;     /* a run holds consecutive queue offsets only (a removed record, a hole) */
             continue;
         }
-        if (stop || off != end) {   /* close the run so far */
+        if (stop || broken || off != end) {   /* close the run so far */
+            broken = 0;
             if (nsizes) {
                 PyObject *sz = PyBytes_FromStringAndSize((const char *)sizes, (Py_ssize_t)sizeof(int32_t) * nsizes);
                 PyObject *run = sz ? Py_BuildValue("nLLN", first, start, end, sz) : NULL;

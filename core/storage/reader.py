@@ -255,8 +255,11 @@ def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: 
         if taken and (taken >= max_msgs or total + size > max_bytes):
             next_offset = offset + i
             break
-        if off < clog_min:
-            end = -1        # a run holds consecutive queue offsets only
+        if off < clog_min:  # a removed record or a hole: a run holds consecutive queue offsets only
+            if sizes:
+                spans.append((first, start, end, sizes))
+                sizes = []
+            end = -1
             continue
         if off != end:      # not adjacent to the run so far (or no run yet: end is -1)
             if sizes:

@@ -3,13 +3,15 @@
 Theory of operation
 -------------------
 The per-topic configs rokka keeps (``topic_configs.APPLIED``: retention.ms, retention.bytes,
-max.message.bytes, message.timestamp.type, min.insync.replicas, segment.bytes, segment.ms; kept in
-``rokka.core.topic_retention``) can be set, reset (AlterConfigs without them, IncrementalAlterConfigs
-DELETE, or -1 for the retentions) and changed at any time.  Every config a request names is checked
-by ``topic_configs.alter_refusal``: a value that is in force anyway (``cleanup.policy=delete``)
-passes, any other config rokka does not keep is refused with INVALID_CONFIG and the reason, and a
-resource is changed only when all its configs pass (as Kafka validates a resource before applying
-it).  ``validate_only`` checks without changing.
+max.message.bytes, message.timestamp.type, min.insync.replicas, segment.bytes, segment.ms,
+cleanup.policy, delete.retention.ms, min.compaction.lag.ms; kept in ``rokka.core.topic_retention``)
+can be set, reset (AlterConfigs without them, IncrementalAlterConfigs DELETE, or -1 for the
+retentions) and changed at any time; turning ``compact`` on compacts the topic from the next
+retention pass on, turning it off stops compacting (holes already made stay).  Every config a
+request names is checked by ``topic_configs.alter_refusal``: any other config rokka does not keep is
+refused with INVALID_CONFIG and the reason, and a resource is changed only when all its configs pass
+(as Kafka validates a resource before applying it).
+``validate_only`` checks without changing.
 
 AlterConfigs replaces a topic's whole config set, so the kept configs a request leaves out are reset;
 IncrementalAlterConfigs SETs or DELETEs single names (APPEND / SUBTRACT apply to list configs only:

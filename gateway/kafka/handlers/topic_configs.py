@@ -20,17 +20,24 @@ CreateTopics, AlterConfigs and IncrementalAlterConfigs, shown by DescribeConfigs
   asking for more answers NOT_ENOUGH_REPLICAS (as Kafka with a shrunken ISR).
 * ``segment.bytes`` / ``segment.ms``: accepted, stored and shown, *not applied*
   (the CommitLog's segments hold every topic: ``mapedFileSizeCommitLog``).
+* ``cleanup.policy`` (``delete``, ``compact`` or both), ``delete.retention.ms``,
+  ``min.compaction.lag.ms``: a topic with ``compact`` is compacted
+  (``rokka.core.storage.compaction``: latest record per key kept, tombstones
+  removed after delete.retention.ms, offsets kept); with ``compact`` alone its
+  retention.ms / retention.bytes are not applied, as in Kafka.  This module
+  registers how a stored record's Kafka key and null value are read
+  (``compaction.set_key_reader``, ``record_key``).
 
-``cleanup.policy``: ``delete`` is what rokka does and is accepted; ``compact`` is
-refused (records are never compacted, so a compacted topic's "latest value per
-key" contract would silently break).  Every other known Kafka topic config is
-accepted by CreateTopics and logged as not applied, and refused by
-AlterConfigs / IncrementalAlterConfigs (an explicit request to change
-behaviour) unless its value is the one in force.  ``rokka.view.*`` configs
-create a view (``rokka.compat.views``).
+Every other known Kafka topic config is accepted by CreateTopics and logged as
+not applied, and refused by AlterConfigs / IncrementalAlterConfigs (an
+explicit request to change behaviour) unless its value is the one in force.
+``rokka.view.*`` configs create a view (``rokka.compat.views``).
 """
 
 from __future__ import annotations
+
+from rokka.compat.kafka_records import KafkaControl, kafka_row
+from rokka.core.storage import compaction
 
 #: Topic config names of Kafka 3.x/4.x (``LogConfig``), the names clients may legitimately send.
 KAFKA_TOPIC_CONFIGS = frozenset({
@@ -53,20 +60,37 @@ MAX_MESSAGE_BYTES = "max.message.bytes"
 TIMESTAMP_TYPE = "message.timestamp.type"
 MIN_INSYNC = "min.insync.replicas"
 CLEANUP_POLICY = "cleanup.policy"
+DELETE_RETENTION_MS = "delete.retention.ms"
+MIN_COMPACTION_LAG_MS = "min.compaction.lag.ms"
+POLICIES = ("compact", "delete")
 #: name -> (smallest value, largest value) of the integer configs rokka keeps per topic.
 _INT_RANGES = {RETENTION_MS: (-1, 2**63 - 1), RETENTION_BYTES: (-1, 2**63 - 1), MAX_MESSAGE_BYTES: (0, 2**31 - 1),
-               MIN_INSYNC: (1, 2**31 - 1), "segment.bytes": (14, 2**31 - 1), "segment.ms": (1, 2**63 - 1)}
+               MIN_INSYNC: (1, 2**31 - 1), "segment.bytes": (14, 2**31 - 1), "segment.ms": (1, 2**63 - 1),
+               DELETE_RETENTION_MS: (0, 2**63 - 1), MIN_COMPACTION_LAG_MS: (0, 2**63 - 1)}
 #: Configs kept per topic and shown by DescribeConfigs (segment.* are kept and shown, not applied).
-APPLIED = frozenset({*_INT_RANGES, TIMESTAMP_TYPE})
+APPLIED = frozenset({*_INT_RANGES, TIMESTAMP_TYPE, CLEANUP_POLICY})
 NOT_APPLIED = frozenset({"segment.bytes", "segment.ms"})
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 #: Values that are what rokka does anyway (accepted by AlterConfigs).
-IN_FORCE = {CLEANUP_POLICY: "delete"}
+IN_FORCE: dict[str, str] = {}
 #: Deprecated configs Kafka 3.x accepts and ignores (message.format.version is ignored since
 #: inter.broker.protocol.version 3.0): AlterConfigs accepts them, nothing is applied or shown.
 IGNORED_DEPRECATED = frozenset({"message.format.version", "message.downconversion.enable"})
-_COMPACT = ("cleanup.policy=compact is not supported: rokka never compacts a topic (records stay "
-            "until the store's retention, fileReservedTime, removes them)")
+
+
+def record_key(raw: bytes) -> tuple[bytes, bool] | None:
+    """A stored record's Kafka key and whether it is a tombstone (null value); None for a record
+    compaction must keep (no key, a transaction marker or aborted placeholder, unreadable)."""
+    try:
+        row = kafka_row(raw)
+    except (ValueError, KeyError, IndexError):
+        return None
+    if isinstance(row[2], KafkaControl) or row[3] is None:
+        return None
+    return row[3], row[4] is None
+
+
+compaction.set_key_reader(record_key)
 
 
 def parse_config(name: str, value: str | None) -> str | None:
@@ -74,6 +98,8 @@ def parse_config(name: str, value: str | None) -> str | None:
     ``-1`` for the retentions); ValueError with Kafka's wording when the value is invalid."""
     if value is None:
         return None
+    if name == CLEANUP_POLICY:
+        return _parse_policy(value)
     if name == TIMESTAMP_TYPE:
         if value.strip() not in TIMESTAMP_TYPES:
             raise ValueError(f"Invalid value {value} for configuration {name}: String must be one of: "
@@ -96,13 +122,13 @@ def parse_retention_ms(value: str | None) -> int | None:
     return None if parsed is None else int(parsed)
 
 
-def _policy_refusal(value: str | None) -> str | None:
-    policy = {p.strip().lower() for p in (value or "").split(",")}
-    if "compact" in policy:
-        return _COMPACT
-    if policy - {"delete", ""}:
-        return f"Invalid value {value} for configuration cleanup.policy: String must be one of: compact, delete"
-    return None
+def _parse_policy(value: str) -> str:
+    """``cleanup.policy`` normalised: "compact", "delete" or "compact,delete" (an empty list: delete)."""
+    policy = {p.strip().lower() for p in value.split(",")} - {""}
+    if policy - set(POLICIES):
+        raise ValueError(f"Invalid value {value} for configuration cleanup.policy: String must be one of: "
+                         f"{', '.join(POLICIES)}")
+    return ",".join(p for p in POLICIES if p in policy) or "delete"
 
 
 def alter_refusal(name: str, value: str | None) -> str | None:
@@ -117,8 +143,6 @@ def alter_refusal(name: str, value: str | None) -> str | None:
         except ValueError as exc:
             return str(exc)
         return None
-    if name == CLEANUP_POLICY:
-        return _policy_refusal(value)
     if value is None or IN_FORCE.get(name, "").lower() == value.strip().lower() or name in IGNORED_DEPRECATED:
         return None
     return (f"{name} is not applied per topic by rokka (flushing and the other store settings are store-wide: "
@@ -130,13 +154,10 @@ def check_topic_configs(configs: dict[str, str | None]) -> tuple[str | None, lis
     for name in configs:
         if name not in KAFKA_TOPIC_CONFIGS and not name.startswith(VIEW_PREFIX):
             return f"Unknown topic config name: {name}", []
-    if CLEANUP_POLICY in configs and (why := _policy_refusal(configs[CLEANUP_POLICY])) is not None:
-        return why, []
     for name in APPLIED & configs.keys():
         try:
             parse_config(name, configs[name])
         except ValueError as exc:
             return str(exc), []
-    ignored = sorted(n for n in configs if not n.startswith(VIEW_PREFIX) and n != CLEANUP_POLICY
-                     and (n not in APPLIED or n in NOT_APPLIED))
+    ignored = sorted(n for n in configs if not n.startswith(VIEW_PREFIX) and (n not in APPLIED or n in NOT_APPLIED))
     return None, ignored

@@ -156,13 +156,16 @@ async def test_create_topics_checks_topic_configs(env: KafkaEnv) -> None:
         topic("both", cleanup_policy="delete,compact"),
         topic("appendtime", message_timestamp_type="LogAppendTime"),
         topic("typo", retention_msec="1000"),
-        topic("plain", cleanup_policy="delete", retention_ms="3600000", min_insync_replicas="2")]))
+        topic("plain", cleanup_policy="delete", retention_ms="3600000", min_insync_replicas="2"),
+        topic("badpolicy", cleanup_policy="compact,shred")]))
     assert [(t.name, t.error_code) for t in ct.topics] == [
-        ("compacted", 40), ("both", 40), ("appendtime", 0), ("typo", 40), ("plain", 0)]  # LogAppendTime applies
-    assert "compact" in ct.topics[0].error_message and "never compacts" in ct.topics[0].error_message
+        ("compacted", 0), ("both", 0), ("appendtime", 0), ("typo", 40), ("plain", 0),  # compaction, LogAppendTime apply
+        ("badpolicy", 40)]
     assert ct.topics[3].error_message == "Unknown topic config name: retention.msec"
-    assert [n for n in ("compacted", "both", "appendtime", "typo", "plain")
-            if n in env.broker.topics] == ["appendtime", "plain"]
+    assert "String must be one of: compact, delete" in ct.topics[5].error_message
+    assert [n for n in ("compacted", "both", "appendtime", "typo", "plain", "badpolicy")
+            if n in env.broker.topics] == ["compacted", "both", "appendtime", "plain"]
+    assert (env.broker.retention.configs("both") or {}).get("cleanup.policy") == "compact,delete"
 
 
 async def test_kafka_records_store_only_their_mapping(env: KafkaEnv) -> None:

@@ -1,0 +1,243 @@
+"""Compacted topics (Kafka ``cleanup.policy=compact``) on the shared CommitLog.
+
+Theory of operation
+-------------------
+Anchors: Kafka's log cleaner and RocketMQ 5's compaction topics -- the latest
+record per key is kept, older records of the key go, a tombstone (null value)
+goes once ``delete.retention.ms`` has passed, and offsets never change:
+consumers see gaps, never renumbering.
+
+The CommitLog holds every topic, so records are not copied anywhere: a record
+is compacted away by turning its ConsumeQueue unit into a *hole*
+(``consumequeue.hole_of``: the CommitLog offset stored negative, size and tags
+kept).  Readers of either protocol skip a hole as a removed record (Kafka Fetch
+returns the next existing offset; a window holding only holes answers with an
+empty control batch past it, so the consumer moves on); ListOffsets, the log
+start and the end offset are unchanged; the record's bytes go with its CommitLog
+segment (the store-wide retention, ``fileReservedTime``, which applies to
+compacted topics as to every other: a Limit).
+
+Per queue a ``Compactor`` keeps, in memory, the offset of the latest record of
+every key seen (keys longer than 32 bytes by a 16-byte BLAKE2 digest) and the
+latest tombstones with their store times.  A pass (``run``, from the topic
+retention loop) scans the units from where the last pass stopped up to the
+*cleanable end*: the first record stored less than ``min.compaction.lag.ms``
+ago; at most ``SCAN_BUDGET`` units per pass, so a big topic is caught up over
+several passes without holding the event loop.  Every record a later record
+of its key supersedes, and every tombstone older than ``delete.retention.ms``
+(by store time), becomes a hole -- never the queue's last record, so the end
+offset always has a record behind it.  Which records have a key and which are
+tombstones is decided by a ``KeyReader`` (raw stored record -> (key, is
+tombstone) or None: never dropped), which the Kafka gateway registers
+(``set_key_reader``): core does not know Kafka's record mapping.  Kafka
+transaction markers and aborted placeholders have no key and stay; data of a
+transaction only reach the topic's queue at commit (``rokka.core.kafka_txn``),
+so everything scanned is committed.  After a restart the maps are rebuilt by
+scanning from the log start again (holes are skipped).
+
+Crash safety: the holes of one ConsumeQueue file are applied by writing a
+patched copy of the whole file (``<name>.compacting``), fsyncing it and
+renaming it over the original (then the directory is fsynced), and the queue's
+map is reopened on the new file.  A crash leaves either the old file (the
+next pass compacts again) or the new one, never a torn unit; a left-over
+``.compacting`` file is removed by the next pass.  Recovery re-dispatches only
+units past a queue's end, so holes survive restarts; a unit is made a hole
+only when its record is flushed.  Passes run on the event loop thread, as
+appends do, so no unit is written between the copy and the rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+from rokka.core.storage.consumequeue import UNIT, UNIT_SIZE, ConsumeQueue, hole_of
+from rokka.core.storage.segment import Segment
+
+__all__ = ["Compactor", "KeyReader", "Policy", "SCAN_BUDGET", "TMP_SUFFIX", "key_reader", "remove_leftovers",
+           "set_key_reader", "write_holes"]
+
+log = structlog.get_logger(__name__)
+
+#: raw stored record -> (key, is a tombstone), or None when the record is never compacted away.
+KeyReader = Callable[[bytes], "tuple[bytes, bool] | None"]
+#: Units a pass scans per queue at most.
+SCAN_BUDGET = 50_000
+TMP_SUFFIX = ".compacting"
+_CHUNK = 1024
+_DIGEST_FROM = 32
+
+_reader: KeyReader | None = None
+
+
+def set_key_reader(reader: KeyReader | None) -> None:
+    """Register how keys and tombstones are read from stored records (the Kafka gateway does)."""
+    global _reader
+    _reader = reader
+
+
+def key_reader() -> KeyReader | None:
+    return _reader
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A compacted topic's settings (Kafka's names, ms)."""
+
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 0
+
+
+@dataclass
+class _QueueState:
+    scanned_to: int = 0
+    latest: dict[bytes, int] = field(default_factory=dict)          # key id -> offset of its latest record
+    tombstones: dict[int, tuple[int, bytes]] = field(default_factory=dict)   # offset -> (store ms, key id)
+
+
+def _key_id(key: bytes) -> bytes:
+    return key if len(key) < _DIGEST_FROM else b"\xff" + hashlib.blake2b(key, digest_size=16).digest()
+
+
+class Compactor:
+    """The per-queue maps of the compacted topics and the passes over them."""
+
+    def __init__(self) -> None:
+        self._state: dict[tuple[str, int], _QueueState] = {}
+
+    def forget(self, keep: Callable[[str], bool]) -> None:
+        """Drop the maps of topics ``keep`` refuses (deleted, or no longer compacted)."""
+        for key in [k for k in self._state if not keep(k[0])]:
+            del self._state[key]
+
+    def run(self, store: Any, topic: str, qid: int, policy: Policy, now_ms: int) -> int:
+        """One pass over a queue of a compacted topic; returns how many records became holes."""
+        q: ConsumeQueue | None = getattr(store, "cqs", {}).get((topic, qid))
+        reader = _reader
+        if q is None or reader is None:
+            return 0
+        lo, hi = store.min_offset(topic, qid), store.max_offset(topic, qid)
+        st = self._state.get((topic, qid))
+        if st is None:
+            remove_leftovers(q)
+            st = self._state[(topic, qid)] = _QueueState(scanned_to=lo)
+        if st.scanned_to < lo or st.scanned_to > hi:     # the log start moved past the scan, or a truncation
+            st.scanned_to, st.latest, st.tombstones = lo, {}, {}
+        end = self._cleanable_end(store, topic, qid, st.scanned_to, hi, now_ms - policy.min_compaction_lag_ms)
+        drops = self._scan(store, q, reader, st, end, store.flushed_offset)
+        cutoff = now_ms - policy.delete_retention_ms
+        for off, (ts, kid) in list(st.tombstones.items()):
+            if ts <= cutoff and off < hi - 1:
+                drops.append(off)
+                del st.tombstones[off]
+                if st.latest.get(kid) == off:
+                    del st.latest[kid]
+        drops = sorted(o for o in set(drops) if lo <= o < hi - 1)
+        if drops:
+            write_holes(q, drops)
+            log.info("compaction.pass", topic=topic, queue=qid, holes=len(drops), scanned_to=st.scanned_to,
+                     keys=len(st.latest))
+        return len(drops)
+
+    @staticmethod
+    def _cleanable_end(store: Any, topic: str, qid: int, start: int, hi: int, since_ms: int) -> int:
+        """The first offset in [start, hi] stored after ``since_ms``, at most ``SCAN_BUDGET`` past ``start``."""
+        a, b = start, max(start, min(hi, start + SCAN_BUDGET))
+        while a < b:
+            mid = (a + b) // 2
+            t = store.store_time_at(topic, qid, mid)
+            if t is not None and t > since_ms:
+                b = mid
+            else:
+                a = mid + 1
+        return a
+
+    @staticmethod
+    def _scan(store: Any, q: ConsumeQueue, reader: KeyReader, st: _QueueState, end: int, flushed: int) -> list[int]:
+        drops: list[int] = []
+        o = st.scanned_to
+        while o < end:
+            units = q.units(o, min(_CHUNK, end - o))
+            if not units:
+                break
+            for i, (coff, size, _) in enumerate(units):
+                if coff < 0:
+                    continue            # a hole already
+                if coff + size > flushed:
+                    st.scanned_to = o + i
+                    return drops        # not durable yet: the next pass goes on from here
+                raw = store.read_record(coff, size)
+                got = reader(raw) if raw is not None else None
+                if got is None:
+                    continue
+                kid = _key_id(got[0])
+                prev = st.latest.get(kid)
+                if prev is not None:
+                    drops.append(prev)
+                    st.tombstones.pop(prev, None)
+                st.latest[kid] = o + i
+                if got[1]:
+                    ts = store.store_time_at(q.topic, q.queue_id, o + i)
+                    st.tombstones[o + i] = (ts if ts is not None else 0, kid)
+            o += len(units)
+        st.scanned_to = max(st.scanned_to, o)
+        return drops
+
+
+def write_holes(q: ConsumeQueue, offsets: list[int]) -> None:
+    """Make the units at ``offsets`` (sorted, written, not holes) holes, one atomic file swap per
+    ConsumeQueue file (module doc)."""
+    by_base: dict[int, list[int]] = {}
+    for o in offsets:
+        by_base.setdefault(o * UNIT_SIZE - (o * UNIT_SIZE) % q.file_size, []).append(o)
+    for base, offs in by_base.items():
+        seg = q.files.find(base)
+        if seg is None:
+            continue
+        data = bytearray(seg.mm[:])
+        for o in offs:
+            pos = o * UNIT_SIZE - base
+            coff, size, code = UNIT.unpack_from(data, pos)
+            if coff >= 0 and size > 0:
+                UNIT.pack_into(data, pos, hole_of(coff), size, code)
+        _swap(q, seg, bytes(data))
+
+
+def _swap(q: ConsumeQueue, seg: Segment, data: bytes) -> None:
+    tmp = seg.path.with_name(seg.path.name + TMP_SUFFIX)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, seg.path)
+    _fsync_dir(seg.path.parent)
+    with q.files.lock:
+        i = q.files.segments.index(seg)
+        q.files.segments[i] = Segment(seg.path, seg.base, seg.size, existing=True,
+                                      random_access=q.files.random_access)
+        seg.close()
+    q._set_tail()   # the tail map may have been the swapped file's
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_leftovers(q: ConsumeQueue) -> None:
+    """Delete a ``.compacting`` copy a crash left behind (the original file is intact)."""
+    for p in q.files.directory.glob("*" + TMP_SUFFIX):
+        p.unlink(missing_ok=True)
+        log.warning("compaction.leftover_removed", path=str(p))

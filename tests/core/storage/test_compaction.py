@@ -1,0 +1,154 @@
+"""Compacted topics (core.storage.compaction through core.topic_retention) on the disk store."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rokka.core.storage import compaction, layout
+from rokka.core.storage.engine import DiskStore
+from rokka.core.topic_retention import TopicRetention
+from storage_helpers import msg, small_config
+
+
+def _key_of(raw: bytes) -> tuple[bytes, bool] | None:
+    props = layout.properties_of(raw)
+    key = props.get("KEYS")
+    return None if key is None else (key.encode(), props.get("DEL") == "1")
+
+
+@pytest.fixture(autouse=True)
+def key_reader() -> Iterator[None]:
+    before = compaction.key_reader()
+    compaction.set_key_reader(_key_of)
+    yield
+    compaction.set_key_reader(before)
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[DiskStore]:
+    s = DiskStore(small_config(tmp_path / "store")).open()
+    yield s
+    s.close()
+
+
+def _put(store: DiskStore, keys: list[str], topic: str = "T", deleted: frozenset[str] = frozenset()) -> None:
+    for i, k in enumerate(keys):
+        props = {"KEYS": k, **({"DEL": "1"} if k in deleted else {})}
+        store.put_messages([msg(i, topic=topic, body=b"" if k in deleted else f"{k}-{i}".encode(), **props)])
+    store.flush()
+
+
+def _visible(store: DiskStore, topic: str = "T") -> list[tuple[int, str]]:
+    """(queue offset, KEYS) of every record a reader gets, in order."""
+    out, at = [], store.min_offset(topic, 0)
+    while at < store.max_offset(topic, 0):
+        res = store.get_messages(topic, 0, at, 32)
+        out += [(o, layout.properties_of(r).get("KEYS", "")) for o, r in zip(res.queue_offsets, res.records,
+                                                                          strict=True)]
+        assert res.next_begin_offset > at
+        at = res.next_begin_offset
+    return out
+
+
+def _compacted(tmp_path: Path, topic: str = "T", **configs: str) -> TopicRetention:
+    r = TopicRetention(tmp_path / "config")
+    r.set_config(topic, "cleanup.policy", "compact")
+    for name, value in configs.items():
+        r.set_config(topic, name.replace("_", "."), value)
+    return r
+
+
+def test_latest_record_per_key_kept_offsets_unchanged(disk: DiskStore, tmp_path: Path) -> None:
+    _put(disk, ["a", "b", "a", "c", "b", "a", "d", "a"])
+    _put(disk, ["x", "x", "x"], topic="Plain")
+    r = _compacted(tmp_path)
+    r.apply(disk, int(time.time() * 1000), {"T", "Plain"})
+    assert _visible(disk) == [(3, "c"), (4, "b"), (6, "d"), (7, "a")]
+    assert (disk.min_offset("T", 0), disk.max_offset("T", 0)) == (0, 8)      # offsets are never renumbered
+    assert [o for o, _ in _visible(disk, "Plain")] == [0, 1, 2]                # other topics untouched
+    assert disk.store_time_at("T", 0, 0) is not None                           # a hole still has its time
+    runs, nxt = disk.get_runs("T", 0, 0, 100, 1 << 20)
+    assert [(run.queue_offset, len(run.sizes)) for run in runs] == [(3, 2), (6, 2)] and nxt == 8
+    _put(disk, ["c"])                                                          # a later value supersedes
+    r.apply(disk, int(time.time() * 1000), {"T", "Plain"})
+    assert _visible(disk) == [(4, "b"), (6, "d"), (7, "a"), (8, "c")]
+
+
+def test_holes_survive_a_restart_and_the_min_offset_stays(tmp_path: Path) -> None:
+    cfg = small_config(tmp_path / "store")
+    s = DiskStore(cfg).open()
+    keys = [f"k{i % 7}" for i in range(2600)]           # three ConsumeQueue files (1000 units each)
+    _put(s, keys)
+    _compacted(tmp_path).apply(s, int(time.time() * 1000), {"T"})
+    want = [(o, keys[o]) for o in range(2600 - 7, 2600)]
+    assert _visible(s) == want
+    s.close()
+    s = DiskStore(cfg).open()
+    try:
+        assert _visible(s) == want and s.min_offset("T", 0) == 0
+        assert not list((tmp_path / "store").rglob("*" + compaction.TMP_SUFFIX))
+    finally:
+        s.close()
+
+
+def test_a_crash_before_the_swap_leaves_the_original_file(tmp_path: Path) -> None:
+    cfg = small_config(tmp_path / "store")
+    s = DiskStore(cfg).open()
+    _put(s, ["a", "a", "b"])
+    cq = next(iter(s.cqs.values())).files.segments[0].path
+    cq.with_name(cq.name + compaction.TMP_SUFFIX).write_bytes(b"torn copy")   # what a crash mid-write leaves
+    s.close()
+    s = DiskStore(cfg).open()
+    try:
+        assert [o for o, _ in _visible(s)] == [0, 1, 2]
+        _compacted(tmp_path).apply(s, int(time.time() * 1000), {"T"})
+        assert _visible(s) == [(1, "a"), (2, "b")]
+        assert not list(cq.parent.glob("*" + compaction.TMP_SUFFIX))
+    finally:
+        s.close()
+
+
+def test_tombstones_go_after_delete_retention(disk: DiskStore, tmp_path: Path) -> None:
+    _put(disk, ["a", "b", "a", "c"], deleted=frozenset({"a"}))      # both values of a are tombstones
+    r = _compacted(tmp_path, delete_retention_ms="60000")
+    now = int(time.time() * 1000)
+    r.apply(disk, now, {"T"})
+    assert _visible(disk) == [(1, "b"), (2, "a"), (3, "c")]          # the latest tombstone stays a while
+    r.apply(disk, now + 61_000, {"T"})
+    assert _visible(disk) == [(1, "b"), (3, "c")]
+    _put(disk, ["c"], deleted=frozenset({"c"}))                     # the last record is never removed
+    r.apply(disk, now + 200_000, {"T"})
+    assert _visible(disk) == [(1, "b"), (4, "c")]
+
+
+def test_min_compaction_lag_keeps_recent_records(disk: DiskStore, tmp_path: Path) -> None:
+    _put(disk, ["a", "a", "a"])
+    r = _compacted(tmp_path, min_compaction_lag_ms="60000")
+    now = int(time.time() * 1000)
+    r.apply(disk, now, {"T"})
+    assert [o for o, _ in _visible(disk)] == [0, 1, 2]
+    r.apply(disk, now + 61_000, {"T"})
+    assert _visible(disk) == [(2, "a")]
+
+
+def test_compact_only_topics_skip_retention_and_compact_delete_does_both(disk: DiskStore, tmp_path: Path) -> None:
+    _put(disk, ["a", "b", "a"], topic="C")
+    _put(disk, ["a", "b", "a"], topic="CD")
+    r = TopicRetention(tmp_path / "config")
+    r.set_config("C", "cleanup.policy", "compact")
+    r.set_config("CD", "cleanup.policy", "compact,delete")
+    for t in ("C", "CD"):
+        r.set(t, 0)
+    r.apply(disk, int(time.time() * 1000) + 10, {"C", "CD"})
+    assert _visible(disk, "C") == [(1, "b"), (2, "a")]
+    assert disk.min_offset("CD", 0) == disk.max_offset("CD", 0) == 3
+
+
+def test_without_a_key_reader_nothing_is_compacted(disk: DiskStore, tmp_path: Path) -> None:
+    compaction.set_key_reader(None)
+    _put(disk, ["a", "a"])
+    _compacted(tmp_path).apply(disk, int(time.time() * 1000), {"T"})
+    assert [o for o, _ in _visible(disk)] == [0, 1]
