@@ -8,6 +8,10 @@ Theory of operation
   ``.data_dir`` the store, ``.restart(hard=False)`` (SIGTERM, or SIGKILL when hard) brings it back on
   the same ports and data dir, ``.kill9()``, ``.stop()``.  At teardown the server must exit 0 on
   SIGTERM (its contract); otherwise the test errors with the server's stderr.
+* ``ROKKA_TEST_BROKERS`` (opt-in; e.g. ``3`` or ``1,3``): the ``rokka`` and ``configured_rokka``
+  servers are ``rokka serve --brokers N``, once per listed N (test ids get ``[brokersN]``), so the
+  Kafka client suites and the RocketMQ C++ suite run against a cluster without copies of the tests.
+  Unset (``make test``): one broker, ids unchanged.
 * ``configured_rokka``: the same with a broker.conf (and files such as a users or ACL file);
   ``quick_rokka``: one whose retention pass runs every 300 ms.
 * ``rokka_cluster``: ``rokka namesrv`` plus brokers ``broker-a`` and ``broker-b`` (``harness.Cluster``).
@@ -21,11 +25,25 @@ and never takes pytest down.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import harness
 import pytest
+
+BROKER_COUNTS = [int(x) for x in os.environ.get("ROKKA_TEST_BROKERS", "1").split(",") if x.strip()] or [1]
+
+if BROKER_COUNTS == [1]:
+    @pytest.fixture
+    def serve_brokers() -> int:
+        """Brokers of the ``rokka`` fixtures' server (1; see ROKKA_TEST_BROKERS)."""
+        return 1
+else:
+    @pytest.fixture(params=BROKER_COUNTS, ids=[f"brokers{n}" for n in BROKER_COUNTS])
+    def serve_brokers(request: pytest.FixtureRequest) -> int:
+        """Brokers of the ``rokka`` fixtures' server: each count of ROKKA_TEST_BROKERS."""
+        return int(request.param)
 
 
 def _teardown(procs: list[harness.ServerProcess]) -> None:
@@ -42,10 +60,10 @@ def _teardown(procs: list[harness.ServerProcess]) -> None:
 
 
 @pytest.fixture
-def rokka(tmp_path: Path) -> Iterator[harness.ServerProcess]:
+def rokka(tmp_path: Path, serve_brokers: int) -> Iterator[harness.ServerProcess]:
     server_dir = tmp_path / "server"
     server_dir.mkdir()
-    srv = harness.start_serve(server_dir)
+    srv = harness.start_serve(server_dir, brokers=serve_brokers)
     try:
         yield srv
     finally:
@@ -63,7 +81,8 @@ def _write_conf(server_dir: Path, conf: dict[str, str], files: dict[str, str]) -
 
 
 @pytest.fixture
-def configured_rokka(tmp_path: Path) -> Iterator[Callable[[dict[str, str], dict[str, str]], harness.ServerProcess]]:
+def configured_rokka(tmp_path: Path, serve_brokers: int,
+                     ) -> Iterator[Callable[[dict[str, str], dict[str, str]], harness.ServerProcess]]:
     """``start(conf, files)``: ``rokka serve -c broker.conf`` with the ``conf`` keys, after writing
     ``files`` (name -> text) into the server directory (``{dir}`` in a conf value is that directory);
     torn down like ``rokka``."""
@@ -71,7 +90,8 @@ def configured_rokka(tmp_path: Path) -> Iterator[Callable[[dict[str, str], dict[
     started: list[harness.ServerProcess] = []
 
     def start(conf: dict[str, str], files: dict[str, str]) -> harness.ServerProcess:
-        started.append(harness.start_serve(server_dir, conf=_write_conf(server_dir, conf, files)))
+        started.append(harness.start_serve(server_dir, conf=_write_conf(server_dir, conf, files),
+                                           brokers=serve_brokers))
         return started[-1]
 
     try:

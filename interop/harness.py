@@ -87,7 +87,9 @@ def parse_ready_line(line: str) -> dict[str, str] | None:
 
 
 def port_of(addr: str) -> int:
-    return int(addr.rsplit(":", 1)[1])
+    """The port of "H:P" (of the first of "H:P,H:P,...": a ``serve --brokers N`` list, whose other
+    ports are derived from the first)."""
+    return int(addr.split(",", 1)[0].rsplit(":", 1)[1])
 
 
 def _ephemeral_low() -> int:
@@ -298,11 +300,13 @@ class ServerProcess:
 
 
 def serve_argv(data_dir: Path, log_format: str | None = None,
-               conf: Path | None = None) -> Callable[[dict[str, int]], list[str]]:
+               conf: Path | None = None, brokers: int = 1) -> Callable[[dict[str, int]], list[str]]:
     def build(ports: dict[str, int]) -> list[str]:
         argv = [rokka_executable(), "serve", "--data-dir", str(data_dir), "--host", HOST,
                 "--namesrv-port", str(ports.get("namesrv", 0)), "--broker-port", str(ports.get("broker", 0)),
                 "--kafka-port", str(ports.get("kafka", 0))]
+        if brokers != 1:
+            argv += ["--brokers", str(brokers)]
         if log_format:
             argv += ["--log-format", log_format]
         if conf is not None:
@@ -334,12 +338,38 @@ def broker_argv(namesrv: str, broker_name: str, data_dir: Path, log_format: str 
     return build
 
 
-def start_serve(workdir: Path, log_format: str | None = "json", conf: Path | None = None) -> ServerProcess:
-    """``rokka serve`` on free ports; ``conf`` = a broker.conf passed with ``-c``."""
+def start_serve(workdir: Path, log_format: str | None = "json", conf: Path | None = None,
+                brokers: int = 1) -> ServerProcess:
+    """``rokka serve`` on free ports; ``conf`` = a broker.conf passed with ``-c``; ``brokers`` > 1:
+    ``rokka serve --brokers N`` (``.broker`` / ``.kafka`` are then comma-separated lists, in broker
+    order: ``.kafka`` is a bootstrap list as it stands; ``cluster_children`` finds the processes)."""
     data_dir = workdir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    srv = ServerProcess("rokka-serve", serve_argv(data_dir, log_format, conf), workdir, data_dir=data_dir)
+    srv = ServerProcess("rokka-serve", serve_argv(data_dir, log_format, conf, brokers), workdir,
+                        data_dir=data_dir)
     return srv.start()
+
+
+def cluster_children(srv: ServerProcess) -> dict[str, int]:
+    """The child processes of a ``serve --brokers N`` supervisor: {"namesrv" | "broker-<i>": pid}."""
+    assert srv.proc is not None
+    out: dict[str, int] = {}
+    for task in Path(f"/proc/{srv.proc.pid}/task").iterdir():
+        try:
+            pids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            words = [a.decode(errors="replace") for a in argv]
+            if "namesrv" in words:
+                out["namesrv"] = int(pid)
+            elif "--broker-name" in words:
+                out[words[words.index("--broker-name") + 1]] = int(pid)
+    return out
 
 
 @dataclass
