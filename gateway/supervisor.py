@@ -16,7 +16,10 @@ Kafka port ``kafka-port + i``; the name server on ``namesrv-port``.  A port of 0
 supervisor pick, at start, a base whose derived ports are all free; the ports are then fixed for
 the supervisor's life, so a restarted child comes back where its clients knew it.
 
-When every child printed its own ready line the supervisor prints one, in broker order:
+When every child printed its own ready line, and every broker's Kafka Metadata lists all N
+brokers (each broker learns the others from the name server every 3 s; ``_cluster_formed``,
+bounded by ``FORM_S``, skipped for a listener that needs SASL or TLS), the supervisor prints one
+line, in broker order:
 
     rokka ready namesrv=H:P broker=H:P,H:P,... kafka=H:P,H:P,...
 
@@ -51,6 +54,7 @@ STOP_S = 30.0
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
 STABLE_S = 60.0
+FORM_S = 60.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -246,6 +250,13 @@ class Supervisor:
                 for b in self.brokers:
                     await self._wait(b)
             if self.failed is None and not self.stopping:
+                with trio.move_on_after(FORM_S) as formed:
+                    for b in self.brokers:
+                        await _cluster_formed(b.parts.get("kafka", ""), len(self.brokers))
+                if formed.cancelled_caught:
+                    log.warning("supervisor.cluster_incomplete", waited_s=FORM_S,
+                                reason="a broker's Kafka Metadata does not list every broker yet")
+            if self.failed is None and not self.stopping:
                 print(self.ready_line(), flush=True)
                 log.info("supervisor.ready", brokers=len(self.brokers))
             await self.stop.wait()
@@ -278,6 +289,42 @@ class Supervisor:
                 self.stopping = True
                 self.stop.set()
                 return
+
+
+async def _kafka_broker_count(addr: str) -> int | None:
+    """How many brokers the Kafka listener at ``addr`` lists in Metadata v1 (no topics); None when
+    it does not answer plainly (SASL or TLS listener, closed connection)."""
+    from rokka.gateway.kafka.codec import APIS
+    from rokka.gateway.kafka.codec.framing import decode_response_frame, encode_request_frame
+
+    api = APIS[3]
+    host, port = addr.rsplit(":", 1)
+    try:
+        with trio.fail_after(5):
+            stream = await trio.open_tcp_stream(host, int(port))
+            async with stream:
+                await stream.send_all(encode_request_frame(api, 1, 1, api.request.make(topics=[]),
+                                                           client_id="rokka-supervisor"))
+                buf = b""
+                while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        return None
+                    buf += data
+        _, body = decode_response_frame(api, 1, buf[4:4 + int.from_bytes(buf[:4], "big")])
+        return len(body.brokers)
+    except (OSError, trio.TooSlowError, ValueError) as exc:
+        log.info("supervisor.metadata_probe_skipped", kafka=addr, error=str(exc) or type(exc).__name__)
+        return None
+
+
+async def _cluster_formed(addr: str, n: int) -> None:
+    """Wait until the broker at ``addr`` lists ``n`` brokers (or cannot be asked plainly)."""
+    while True:
+        count = await _kafka_broker_count(addr)
+        if count is None or count >= n:
+            return
+        await trio.sleep(0.2)
 
 
 @dataclass

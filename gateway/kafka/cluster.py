@@ -31,6 +31,17 @@ Metadata for all of them.  What each broker needs to know comes from the name se
   has never seen is laid out as local-only.  So a lone broker behaves exactly as before (base 0).
   Name server failures keep the last known state.
 
+**New topics.**  Kafka CreateTopics and Metadata auto-creation spread a topic over the live
+brokers (``spread_counts``): Kafka's round-robin leader assignment, partition p led by broker
+``(start + p) mod B`` of the brokers sorted by name, ``start = crc32(topic) mod B`` (Kafka picks a
+random start; a hash makes two brokers auto-creating the same topic at once agree).  rokka numbers
+a broker's queues contiguously (above), so each broker gets the same *number* of leaders as in
+Kafka, as one block of partitions.  ``create_spread`` creates the other brokers' queues with
+UPDATE_AND_CREATE_TOPIC (a broker that fails keeps no share: its partitions go to this broker),
+and ``await_route`` waits (bounded) until the name servers route the topic to every owner, so
+the other brokers read the whole layout on their next refresh; ``delete_everywhere`` removes a
+topic from every other broker and the name servers (DeleteTopics).
+
 ``RoutedOffsets`` is the group coordinator's offset store in a cluster: an offset for a Kafka
 partition lives in the offset table of the broker that owns the queue, under the local queue id,
 so RocketMQ consumers of the same group see it.  Local partitions go to the local table;
@@ -67,6 +78,7 @@ log = structlog.get_logger(__name__)
 KV_NAMESPACE = "ROKKA_KAFKA"
 TTL_S = 3.0
 REMOTE_TIMEOUT_S = 5.0
+ROUTE_WAIT_S = 5.0
 _ERRORS = (ClientError, RequestTimeoutError, ChannelClosedError, OSError, ValueError)
 
 
@@ -290,6 +302,13 @@ class ClusterView:
                 queues[broker] = n
         return queues
 
+    def remember_route(self, topic: str, owners: dict[str, int]) -> None:
+        """Install a topic's layout this broker just made (``await_route``)."""
+        self._routes[topic] = (self._clock(), dict(owners))
+
+    def forget_route(self, topic: str) -> None:
+        self._routes.pop(topic, None)
+
     async def all_topics(self) -> list[str]:
         """Every topic the name servers know (empty when not clustered or unreachable)."""
         if self.namesrv is None or not self.clustered:
@@ -299,6 +318,93 @@ class ClusterView:
         except _ERRORS as exc:
             log.debug("topic list failed", error=str(exc))
             return []
+
+
+def spread_counts(topic: str, partitions: int, brokers: Iterable[str]) -> dict[str, int]:
+    """Queues per broker of a new topic: Kafka's round robin from ``crc32(topic) mod B`` (see the
+    module docstring); brokers with no partition are left out."""
+    names = sorted(brokers)
+    if not names or partitions < 1:
+        return {}
+    start = zlib.crc32(topic.encode("utf-8")) % len(names)
+    out: dict[str, int] = {}
+    for p in range(partitions):
+        name = names[(start + p) % len(names)]
+        out[name] = out.get(name, 0) + 1
+    return out
+
+
+async def create_spread(view: ClusterView, topic: str, counts: dict[str, int]) -> dict[str, int]:
+    """UPDATE_AND_CREATE_TOPIC on each other broker of ``counts``; the brokers (and queue counts)
+    that created it.  Failures are logged (``kafka.create_topic_spread_failed``) and left out."""
+    made: dict[str, int] = {}
+    client = view.namesrv.client if view.namesrv is not None else None
+    for broker, n in sorted(counts.items()):
+        if broker == view.broker_name:
+            continue
+        addr = view.master_addr(broker)
+        if addr is None or client is None:
+            log.warning("kafka.create_topic_spread_failed", topic=topic, broker=broker, reason="no master address")
+            continue
+        cmd = RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=to_ext(
+            topic=topic, defaultTopic="TBW102", readQueueNums=n, writeQueueNums=n, perm=6,
+            topicFilterType="SINGLE_TAG", topicSysFlag=0, order=False))
+        try:
+            resp = await client.invoke(addr, cmd, REMOTE_TIMEOUT_S)
+        except _ERRORS as exc:
+            log.warning("kafka.create_topic_spread_failed", topic=topic, broker=broker, error=str(exc))
+            continue
+        if resp.code != ResponseCode.SUCCESS:
+            log.warning("kafka.create_topic_spread_failed", topic=topic, broker=broker, code=resp.code,
+                        remark=resp.remark)
+            continue
+        made[broker] = n
+    return made
+
+
+async def await_route(view: ClusterView, topic: str, owners: dict[str, int], timeout_s: float = ROUTE_WAIT_S) -> bool:
+    """Wait until the name servers route ``topic`` to every broker of ``owners`` (False on timeout),
+    then remember that layout (fresher than any route read before)."""
+    ok = False
+    if view.namesrv is not None:
+        with trio.move_on_after(timeout_s):
+            while True:
+                try:
+                    route = await view.namesrv.get_route(topic)
+                except _ERRORS:
+                    route = None
+                have = {qd.broker_name for qd in route.queue_datas} if route is not None else set()
+                if have >= set(owners):
+                    ok = True
+                    break
+                await trio.sleep(0.05)
+    if not ok:
+        log.warning("kafka.create_topic_route_slow", topic=topic, owners=sorted(owners), waited_s=timeout_s)
+    view.remember_route(topic, owners)
+    return ok
+
+
+async def delete_everywhere(view: ClusterView, topic: str) -> None:
+    """DELETE_TOPIC_IN_BROKER on every other broker owning ``topic``, then DELETE_TOPIC_IN_NAMESRV
+    (``mqadmin deleteTopic``); failures logged.  The local store is the caller's."""
+    await view.ensure([topic], force=True)
+    lay = view.layout(topic)
+    client = view.namesrv.client if view.namesrv is not None else None
+    for o in lay.owners if lay is not None and client is not None else ():
+        addr = view.master_addr(o.broker)
+        if o.broker == view.broker_name or addr is None or client is None:
+            continue
+        try:
+            await client.invoke(addr, RemotingCommand(RequestCode.DELETE_TOPIC_IN_BROKER,
+                                                      ext_fields=to_ext(topic=topic)), REMOTE_TIMEOUT_S)
+        except _ERRORS as exc:
+            log.warning("kafka.delete_topic_remote_failed", topic=topic, broker=o.broker, error=str(exc))
+    if view.namesrv is not None:
+        try:
+            await view.namesrv.delete_topic(topic)
+        except _ERRORS as exc:
+            log.warning("kafka.delete_topic_remote_failed", topic=topic, broker="namesrv", error=str(exc))
+    view.forget_route(topic)
 
 
 META_FIELD = "kafkaMetadata"

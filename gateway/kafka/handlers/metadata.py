@@ -32,9 +32,14 @@ each partition's leader is the broker owning the queue (partitions of a
 broker that died stay listed with leader -1 and LEADER_NOT_AVAILABLE, so
 numbers never shift).  A full listing adds the topics the name servers
 know.  The controller is the lowest node id.  Auto-creation and
-CreateTopics create the topic on the receiving broker only (a topic that
-exists on any broker is TOPIC_ALREADY_EXISTS); spreading a topic over
-brokers is done with RocketMQ tools (``rokka admin updateTopic -c``).
+CreateTopics spread the new topic over the live brokers (``_create_topic``,
+``cluster.spread_counts``: as many leaders per broker as Kafka's round robin
+gives, each broker's as one block of partitions) and answer once the name
+servers route it to every owner; a topic that exists on any broker is
+TOPIC_ALREADY_EXISTS.  A CreateTopics carrying kept topic configs
+(retention and the like, which live per broker) creates the topic on the
+receiving broker only (``kafka.create_topic_local``).  DeleteTopics
+removes a topic from every broker and the name servers.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import structlog
 from rokka.compat.views import view_from_configs
 from rokka.core.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic
 from rokka.gateway.kafka.acls import Res, authorized_operations
+from rokka.gateway.kafka.cluster import await_route, create_spread, delete_everywhere, spread_counts
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
@@ -148,7 +154,8 @@ async def handle_metadata(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) 
             tc = visible.get(name)
             remote = tc is None and env.cluster is not None and env.cluster.layout(name) is not None
             if tc is None and not remote and auto and env.views.get(name) is None:
-                tc = env.broker.topics.ensure(name, cfg.kafka_num_partitions)
+                tc = await _create_topic(env, name, cfg.kafka_num_partitions)
+                remote = tc is None and env.cluster is not None and env.cluster.layout(name) is not None
             topics.append(_topic_entry(env, name, tc, 0 if tc or remote else E.UNKNOWN_TOPIC_OR_PARTITION))
     brokers = [Struct(node_id=n, host=h, port=p, rack=None) for n, h, p in _brokers(env)]
     out = Struct(brokers=brokers, cluster_id=env.cluster_id, controller_id=_controller(env), topics=topics)
@@ -168,8 +175,26 @@ async def handle_describe_cluster(env: KafkaEnv, ctx: KafkaRequestContext, req: 
     return out
 
 
+async def _create_topic(env: KafkaEnv, name: str, n: int, spread: bool = True) -> TopicConfig | None:
+    """Create ``name`` with ``n`` partitions: here alone, or spread over the live brokers of a cluster
+    (module docstring).  This broker's TopicConfig (None when it got no partition)."""
+    view = env.cluster
+    if view is not None and spread:
+        await view.refresh_brokers()        # the live brokers now, not as of the last 3 s refresh
+    if view is None or not spread or len(view.nodes()) < 2:
+        return env.broker.topics.ensure(name, n)
+    made = await create_spread(view, name, spread_counts(name, n, view.nodes()))
+    local = n - sum(made.values())
+    tc = env.broker.topics.ensure(name, local) if local else None
+    owners = {**made, **({view.broker_name: local} if local else {})}
+    await await_route(view, name, owners)
+    log.info("kafka.topic_spread", topic=name, partitions=n, owners=owners)
+    return tc
+
+
 async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
     results = []
+    await ensure_routes(env, [t.name for t in req.topics if t.name and not invalid_topic_name(t.name)])
     for t in req.topics:
         n = env.broker.cfg.kafka_num_partitions if t.num_partitions == -1 else t.num_partitions
         err, msg = 0, None
@@ -207,7 +232,11 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
         elif t.replication_factor not in (-1, 1):
             err, msg = E.INVALID_REPLICATION_FACTOR, "replication factor must be 1 on a single node"
         if not err and view is None and not req.validate_only:
-            env.broker.topics.ensure(t.name, n)
+            kept = sorted(APPLIED & configs.keys())
+            if kept and env.cluster is not None and len(env.cluster.nodes()) > 1:
+                log.warning("kafka.create_topic_local", topic=t.name, configs=kept,
+                            reason="topic configs are kept per broker: created on the receiving broker only")
+            await _create_topic(env, t.name, n, spread=not kept and not t.assignments)
             for name in APPLIED & configs.keys():
                 apply_topic_config(env, t.name, name, configs[name])
             if ignored:
@@ -270,13 +299,20 @@ def _manual_assignment(env: KafkaEnv, t: Struct) -> tuple[int, str | None, int]:
 
 async def handle_delete_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
     out = []
+    view = env.cluster
+    await ensure_routes(env, [n for n in req.topic_names if n and not invalid_topic_name(n)])
     for name in req.topic_names:
+        elsewhere = (view is not None and view.clustered and not invalid_topic_name(name)
+                     and not is_system_topic(name) and view.layout(name) is not None)
         if env.views.delete(name):
             out.append(Struct(name=name, error_code=0))
-        elif name in kafka_topics(env):
-            env.broker.topics.delete(name)
-            env.broker.store.delete_topic(name)
-            env.broker.retention.delete(name)
+        elif name in kafka_topics(env) or elsewhere:
+            if name in kafka_topics(env):
+                env.broker.topics.delete(name)
+                env.broker.store.delete_topic(name)
+                env.broker.retention.delete(name)
+            if elsewhere and view is not None:
+                await delete_everywhere(view, name)
             out.append(Struct(name=name, error_code=0))
         else:
             out.append(Struct(name=name, error_code=E.UNKNOWN_TOPIC_OR_PARTITION))
