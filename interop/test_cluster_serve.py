@@ -1,0 +1,222 @@
+"""``rokka serve --brokers 3``: one supervisor, a name server and three broker processes, one cluster.
+
+What it shows, with real processes on 127.0.0.1 (SYNC_FLUSH, so an acknowledged record is on disk):
+
+1. The ready line lists the name server and the three brokers' RocketMQ and Kafka listeners, in
+   broker order, on the derived ports (broker-port + 4*i, kafka-port + i); each broker is a child
+   process with its own store (data/broker-<i>).
+2. Kafka CreateTopics (confluent-kafka's admin) and Metadata auto-creation spread the partitions
+   over the three brokers (2 leaders each for 6 partitions); confluent-kafka produces to every
+   partition and reads everything back.  The RocketMQ C++ client sends to a topic it auto-creates
+   (the TBW102 route spans every broker) and a C++ push consumer receives every message.
+3. ``kill -9`` of one broker child while confluent-kafka produces: the supervisor restarts it on its
+   ports, the producer recovers, every acknowledged record is read back, and the C++ client sends
+   and receives through the cluster afterwards.
+4. SIGTERM: every child stops and the supervisor exits 0 (the fixture's teardown insists on 0).
+
+No timing assertions; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import harness
+import pytest
+import trio
+from kafka_common import confluent_poll, topic_name, wait_until
+from rmq_cpp import bodies, msgs, send, start_push, uniq, wait_bodies, wait_consuming
+
+pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (interop/install.sh)")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+BROKERS = 3
+
+
+@pytest.fixture
+def cluster3(tmp_path: Path) -> Iterator[harness.ServerProcess]:
+    server_dir = tmp_path / "server"
+    server_dir.mkdir()
+    conf = server_dir / "broker.conf"
+    conf.write_text("flushDiskType=SYNC_FLUSH\n")
+    srv = harness.start_serve(server_dir, conf=conf, brokers=BROKERS)
+    try:
+        yield srv
+    finally:
+        print(f"--- supervisor stderr tail ---\n{srv.stderr_tail(40)}")
+        if srv.running():
+            srv.stop_clean()
+
+
+def create(srv: harness.ServerProcess, partitions: int) -> str:
+    name = topic_name("spread")
+    admin = AdminClient({"bootstrap.servers": srv.kafka})
+    futs = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
+                               operation_timeout=20, request_timeout=30)
+    futs[name].result(timeout=30)
+    return name
+
+
+def leaders(srv: harness.ServerProcess, topic: str) -> tuple[set[int], dict[int, int]]:
+    """(broker node ids, partition -> leader) from confluent-kafka's metadata (partitions known)."""
+    c = Consumer({"bootstrap.servers": srv.kafka, "group.id": "probe"})
+    try:
+        out: dict[int, int] = {}
+
+        def seen() -> bool:
+            md = c.list_topics(topic, timeout=10)
+            t = md.topics[topic]
+            out.clear()
+            out.update({p: pm.leader for p, pm in t.partitions.items()})
+            brokers.clear()
+            brokers.update(md.brokers)
+            return t.error is None and bool(out) and all(v >= 0 for v in out.values())
+
+        brokers: set[int] = set()
+        wait_until(seen, 30, f"metadata of {topic}")
+        return set(brokers), dict(out)
+    finally:
+        c.close()
+
+
+def read_all(srv: harness.ServerProcess, topic: str, partitions: int, want: int) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": srv.kafka, "group.id": topic_name("g"), "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        return [m.value() for m in confluent_poll(c, want, timeout=60)]
+    finally:
+        c.close()
+
+
+def test_ready_line_spread_and_round_trips(cluster3: harness.ServerProcess, workdir: Path) -> None:
+    srv = cluster3
+    brokers, kafkas = srv.broker.split(","), srv.kafka.split(",")
+    assert len(brokers) == len(kafkas) == BROKERS, srv.addrs
+    base_b, base_k = harness.port_of(brokers[0]), harness.port_of(kafkas[0])
+    assert [harness.port_of(a) for a in brokers] == [base_b + 4 * i for i in range(BROKERS)]
+    assert [harness.port_of(a) for a in kafkas] == [base_k + i for i in range(BROKERS)]
+    assert set(harness.cluster_children(srv)) == {"namesrv", *(f"broker-{i}" for i in range(BROKERS))}
+    assert srv.data_dir is not None
+    assert {p.name for p in srv.data_dir.iterdir()} >= {f"broker-{i}" for i in range(BROKERS)}
+
+    topic = create(srv, 6)
+    nodes, lead = leaders(srv, topic)
+    assert len(nodes) == BROKERS and sorted(Counter(lead.values()).values()) == [2, 2, 2], lead
+
+    p = Producer({"bootstrap.servers": srv.kafka, "acks": "all", "linger.ms": 5})
+    acked: list[bytes] = []
+    for i in range(60):
+        p.produce(topic, value=f"v{i}".encode(), partition=i % 6,
+                  on_delivery=lambda err, m: acked.append(m.value()) if err is None else None)
+    assert p.flush(60) == 0
+    assert len(acked) == 60
+    assert sorted(read_all(srv, topic, 6, 60)) == sorted(acked)
+
+    auto = topic_name("auto")      # Metadata auto-creation: kafkaNumPartitions (4) over the brokers
+    p.produce(auto, value=b"first")
+    assert p.flush(60) == 0
+    _, auto_lead = leaders(srv, auto)
+    assert len(auto_lead) == 4 and len(set(auto_lead.values())) == BROKERS, auto_lead
+
+    rmq_topic = uniq("CPP_SPREAD")   # the C++ client auto-creates through TBW102, on every broker it sends to
+    sent = send(srv.namesrv, workdir, "sync", [{"topic": rmq_topic, "body": f"m{i}"} for i in range(30)])
+    assert all(e["status"] == 0 for e in sent) and len(sent) == 30
+    assert len(route_brokers(srv, rmq_topic)) >= 2
+    consumer = start_push(srv.namesrv, workdir, group=uniq("CG"), topic=rmq_topic)
+    try:
+        wait_consuming(srv.namesrv, workdir, rmq_topic, [consumer])
+        more = {f"n{i}" for i in range(20)}
+        send(srv.namesrv, workdir, "sync", [{"topic": rmq_topic, "body": b} for b in sorted(more)])
+        wait_bodies([consumer], more, 60, "C++ push consumer over three brokers")
+    finally:
+        consumer.close()
+
+
+def route_brokers(srv: harness.ServerProcess, topic: str) -> set[str]:
+    from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient
+
+    async def get() -> set[str]:
+        with trio.fail_after(30):
+            async with RemotingClient() as rc:
+                route = await NamesrvClient(rc, [srv.namesrv]).get_route(topic)
+                return {qd.broker_name for qd in route.queue_datas} if route is not None else set()
+
+    return trio.run(get)
+
+
+def test_kill9_child_is_restarted_and_nothing_acked_is_lost(cluster3: harness.ServerProcess, workdir: Path) -> None:
+    srv = cluster3
+    topic = create(srv, 6)
+    victim = "broker-1"
+    before = harness.cluster_children(srv)[victim]
+    p = Producer({"bootstrap.servers": srv.kafka, "acks": "all", "linger.ms": 2, "message.timeout.ms": 60000})
+    acked: list[bytes] = []
+    failed: list[str] = []
+
+    def delivered(err: object, m: object) -> None:
+        if err is None:
+            acked.append(m.value())  # type: ignore[attr-defined]
+        else:
+            failed.append(str(err))
+
+    def produce(lo: int, hi: int) -> None:
+        for i in range(lo, hi):
+            p.produce(topic, value=f"r{i}".encode(), partition=i % 6, on_delivery=delivered)
+            p.poll(0)
+
+    produce(0, 300)
+    assert p.flush(60) == 0
+    os.kill(before, signal.SIGKILL)
+    produce(300, 600)          # partly while broker-1 is down: librdkafka retries until it is back
+    restarted: dict[str, int] = {}
+
+    def back() -> bool:
+        restarted.update(harness.cluster_children(srv))
+        p.poll(0.1)
+        return restarted.get(victim, before) != before and "supervisor.child_restarted" in srv.stderr_tail(400)
+
+    wait_until(back, 60, f"the supervisor to restart {victim}")
+    produce(600, 900)
+    assert p.flush(90) == 0
+    assert not failed, failed[:5]
+    assert len(acked) == 900
+    got = read_all(srv, topic, 6, len(acked))
+    missing = set(acked) - set(got)
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+
+    rmq_topic = uniq("CPP_AFTER")     # the RocketMQ side recovers too
+    send(srv.namesrv, workdir, "sync", [{"topic": rmq_topic, "body": "seed"}])
+    consumer = start_push(srv.namesrv, workdir, group=uniq("CG"), topic=rmq_topic)
+    try:
+        wait_consuming(srv.namesrv, workdir, rmq_topic, [consumer])
+        want = {f"a{i}" for i in range(20)}
+        sent = send(srv.namesrv, workdir, "sync", [{"topic": rmq_topic, "body": b} for b in sorted(want)])
+        assert all(e["status"] == 0 for e in sent)
+        wait_bodies([consumer], want, 60, "C++ push consumer after the restart")
+        assert Counter(bodies(msgs(consumer)))["a0"] >= 1
+    finally:
+        consumer.close()
+
+
+def test_sigterm_stops_every_child_and_exits_zero(cluster3: harness.ServerProcess) -> None:
+    children = harness.cluster_children(cluster3)
+    assert len(children) == BROKERS + 1
+    assert cluster3.stop(signal.SIGTERM) == 0
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() and _alive(pid) for pid in children.values()):
+        assert time.monotonic() < deadline, "children outlived the supervisor"
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
