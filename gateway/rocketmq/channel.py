@@ -21,7 +21,9 @@ CHECK_TRANSACTION_STATE) and client->broker requests share one code path.
   exception -> SYSTEM_ERROR with the exception text; a oneway request is
   never answered.
 
-Writes go through one lock per channel and a write timeout.  The channel
+Writes are coalesced: frames queued while a write is in progress go out
+together in the next write (one syscall for many small responses), each write
+shielded and bounded by the write timeout.  The channel
 ends on EOF, on a protocol violation (logged, no reply: Netty closes too),
 after ``idle_timeout_s`` without incoming bytes, or on ``close()``.  Ending
 cancels in-flight handlers, fails pending ``send_request`` calls with
@@ -104,6 +106,25 @@ class _Waiter:
         self.error: Exception | None = None
 
 
+class _OutBatch:
+    """Frames that go out in one write, and how that write ended."""
+
+    __slots__ = ("parts", "done", "error")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.done = trio.Event()
+        self.error: Exception | None = None
+
+    def fail(self, exc: Exception) -> None:
+        self.error = exc
+        self.done.set()
+
+
+#: Rounds of queued frames one task writes before handing the queue to a fresh task.
+_LEAD_ROUNDS = 16
+
+
 def _sockname(addr: Any) -> HostPort:
     if isinstance(addr, tuple) and len(addr) >= 2:
         return (str(addr[0]), int(addr[1]))
@@ -139,7 +160,9 @@ class Channel:
         self._frame_clock = FrameClock(frame_timeout_s or math.inf)
         self._max_pending_write = max_pending_write_bytes or math.inf
         self._pending_write = 0
-        self._write_lock = trio.Lock()
+        self._out = _OutBatch()         # frames waiting for the write in progress (see _send_coalesced)
+        self._writing = False
+        self._nursery: trio.Nursery | None = None
         self._waiters: dict[int, _Waiter] = {}
         self._inflight = 0
         self._inflight_bytes = 0
@@ -226,6 +249,7 @@ class Channel:
         try:
             async with trio.open_nursery() as nursery:
                 self._cancel_scope = nursery.cancel_scope
+                self._nursery = nursery
                 if self._close_requested:
                     nursery.cancel_scope.cancel()
                 task_status.started()
@@ -373,9 +397,7 @@ class Channel:
         if self._lease is not None:
             self._lease.note(self._pending_write)
         try:
-            async with self._write_lock:
-                with trio.fail_after(self._write_timeout_s):
-                    await self._stream.send_all(data)
+            await self._send_coalesced(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
             self._log.info("write failed, closing", error=repr(exc))
             self.close()
@@ -384,6 +406,66 @@ class Channel:
             self._pending_write -= len(data)
             if budget is not None and queued:
                 budget.release_unread(queued)
+
+    async def _send_coalesced(self, data: bytes) -> None:
+        """Send ``data``; frames queued while a write is in progress go out together in one write.
+
+        The task that finds no write in progress leads: it sends what is queued, round after round,
+        until the queue is empty (after ``_LEAD_ROUNDS`` rounds a fresh task takes over).  The others
+        wait for their round.  A write is shielded from its caller's cancellation (a half-written
+        frame would break the stream for every queued one) and bounded by ``write_timeout_s``."""
+        batch = self._out
+        batch.parts.append(data)
+        if self._writing:
+            await batch.done.wait()      # bounded: each write of the leader is (fail_after below)
+            if batch.error is not None:
+                raise batch.error
+            return
+        await self._lead_writes()
+
+    async def _lead_writes(self) -> None:
+        self._writing = True
+        try:
+            rounds = 0
+            while (batch := self._out).parts:
+                if rounds == _LEAD_ROUNDS and self._hand_over():
+                    return
+                rounds += 1
+                self._out = _OutBatch()
+                parts = batch.parts
+                try:
+                    with trio.CancelScope(shield=True), trio.fail_after(self._write_timeout_s):
+                        await self._stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
+                except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
+                    batch.fail(exc)
+                    self._out.fail(exc)
+                    self._out = _OutBatch()
+                    raise
+                batch.done.set()
+            self._writing = False
+        except BaseException:
+            self._writing = False
+            if self._out.parts:         # nobody leads them now: their writers must not wait forever
+                self._out.fail(trio.ClosedResourceError("the write in progress failed"))
+                self._out = _OutBatch()
+            raise
+
+    def _hand_over(self) -> bool:
+        """Let a fresh task lead the writes still queued (a caller's own frame went out long ago)."""
+        if self._nursery is None:
+            return False
+        try:
+            self._nursery.start_soon(self._lead_rest)
+        except RuntimeError:        # the channel's nursery is closing: keep writing here
+            return False
+        return True
+
+    async def _lead_rest(self) -> None:
+        try:
+            await self._lead_writes()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
+            self._log.info("write failed, closing", error=repr(exc))
+            self.close()
 
     def _check_pending_write(self, size: int) -> None:
         if self._pending_write and self._pending_write + size > self._max_pending_write:

@@ -28,6 +28,7 @@ class RawPeer:
     def __init__(self, stream: trio.SocketStream) -> None:
         self.stream = stream
         self.conn = RemotingConnection()
+        self.ready: list[RemotingCommand] = []     # frames read ahead (one read may hold several)
 
     @classmethod
     async def connect(cls, addr: tuple[str, int]) -> RawPeer:
@@ -38,13 +39,11 @@ class RawPeer:
         return await self.next()
 
     async def next(self) -> RemotingCommand:
-        while True:
+        while not self.ready:
             data = await self.stream.receive_some(65536)
             assert data, "connection closed"
-            got = self.conn.receive_data(data)
-            if got:
-                assert len(got) == 1
-                return got[0]
+            self.ready += self.conn.receive_data(data)
+        return self.ready.pop(0)
 
     async def wait_eof(self) -> None:
         while True:
