@@ -40,6 +40,7 @@ Editing rule: this module knows nothing about sockets, trio or handlers.
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import dataclass, field, replace
 
@@ -147,8 +148,11 @@ def _refuse_constant(name: str) -> object:
 # JSON header
 # --------------------------------------------------------------------------
 
-# json.dumps with non-default options builds a new encoder per call; one shared instance is cheaper.
+# json.dumps / json.loads with non-default options build a new coder per call; shared instances are cheaper.
 _JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_JSON_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+#: A ``\\uD800``-``\\uDFFF`` escape: only such a header can hold a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
@@ -167,46 +171,55 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
 
 def decode_json_header(data: bytes) -> RemotingCommand:
     try:
-        obj = json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
+        obj = _JSON_DECODER.decode(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise RemoteProtocolError(f"JSON header does not parse: {exc}") from None
     except RecursionError:
         raise RemoteProtocolError("JSON header nested too deeply") from None
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         raise RemoteProtocolError("JSON header is not an object")
     if "code" not in obj:
         raise RemoteProtocolError("JSON header has no code")
     lang = obj.get("language", "JAVA")
-    if isinstance(lang, int) and not isinstance(lang, bool):
-        lang = _LANG_BY_CODE.get(lang, "OTHER")
-    elif not isinstance(lang, str):
-        lang = "OTHER"
+    if type(lang) is not str:
+        lang = _LANG_BY_CODE.get(lang, "OTHER") if type(lang) is int else "OTHER"
     remark = obj.get("remark")
     ext_raw = obj.get("extFields")
-    if ext_raw is not None and not isinstance(ext_raw, dict):
+    if ext_raw is not None and type(ext_raw) is not dict:
         raise RemoteProtocolError("extFields is not an object")
     ext: dict[str, str] = {}
     if ext_raw:
-        if all(type(v) is str for v in ext_raw.values()):
-            ext = ext_raw      # what every real client sends: nothing to coerce
-        else:
-            for key, value in ext_raw.items():
-                sval = coerce_ext_value(value)
-                if sval is not None:
-                    ext[str(key)] = sval
+        ext = ext_raw
+        for value in ext_raw.values():
+            if type(value) is not str:     # C++ sends numbers, ali-ons booleans: Java string forms
+                ext = _coerced(ext_raw)
+                break
     cmd = RemotingCommand(
-        code=_as_int(obj["code"], "code"),
-        language=lang,
-        version=_as_int(obj.get("version", 0), "version"),
-        opaque=_as_int(obj.get("opaque", 0), "opaque"),
-        flag=_as_int(obj.get("flag", 0), "flag"),
-        remark=None if remark is None else coerce_ext_value(remark),
-        ext_fields=ext,
-        serialize_type=SERIALIZE_JSON,
+        _int_field(obj["code"], "code"), lang, _int_field(obj.get("version", 0), "version"),
+        _int_field(obj.get("opaque", 0), "opaque"), _int_field(obj.get("flag", 0), "flag"),
+        None if remark is None else coerce_ext_value(remark), ext, b"", SERIALIZE_JSON,
     )
-    if b"\\u" in data:
+    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):
         _refuse_lone_surrogates(cmd)
     return cmd
+
+
+def _coerced(ext_raw: dict[str, object]) -> dict[str, str]:
+    ext: dict[str, str] = {}
+    for key, value in ext_raw.items():
+        if type(value) is str:
+            ext[key] = value
+        elif type(value) is int:
+            ext[key] = str(value)
+        elif (sval := coerce_ext_value(value)) is not None:
+            ext[str(key)] = sval
+    return ext
+
+
+def _int_field(value: object, what: str) -> int:
+    if type(value) is int and -0x80000000 <= value <= 0x7FFFFFFF:   # the common case, checked inline
+        return value
+    return _as_int(value, what)
 
 
 def _refuse_lone_surrogates(cmd: RemotingCommand) -> None:

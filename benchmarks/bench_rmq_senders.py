@@ -1,0 +1,97 @@
+"""Many small requests: RocketMQ single-message sync sends at 1, 16 and 64 concurrent senders.
+
+Run: ``python -m benchmarks.bench_rmq_senders [--count N] [--flush SYNC_FLUSH|ASYNC_FLUSH] [--profile]``
+
+Theory of operation
+-------------------
+Issue 20's "many small requests" rows.  One fresh ``rokka serve`` (port 0, temp data dir; the flush
+policy from ``--flush`` through a broker.conf), then for each client -- our trio client
+(``benchmarks/lib/rmq_trio_role.py``: concurrent tasks share one producer connection) and the
+RocketMQ C++ client (``rocketmq`` wheel, ``benchmarks/lib/rmq_cpp_role.py``: threads share one
+producer) -- and each concurrency it runs ``count`` single-message (100 B) sync sends and reads the
+broker process's user+system CPU time (``/proc/PID/stat``, all threads) before and after the client
+process.  Reported: client-timed msg/s, p50/p99 latency and server CPU microseconds per send.  The
+goal is ``rate(64) >= 3 x rate(1)`` per client.  The machine may be shared: CPU per send is the
+steadier number.  Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_rocketmq import role
+from benchmarks.lib import procs
+from benchmarks.lib.procs import fmt, harness
+
+TICKS = 100  # USER_HZ
+CONCURRENCY = (1, 16, 64)
+
+
+def server_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def one_row(client: str, conc: int, rokka: harness.ServerProcess, count: int, wd: Path) -> dict[str, Any]:
+    assert rokka.proc is not None
+    topic = f"Senders_{client}"
+    params = {"role": "send", "namesrv": rokka.namesrv, "group": f"PG_{uuid.uuid4().hex[:8]}", "topic": topic,
+              "mode": "sync", "threads": conc, "tasks": conc, "count": count, "body_size": 100,
+              "max_s": 25, "warmup": 100}
+    c0 = server_cpu(rokka.proc.pid)
+    res = role(client, params, wd, timeout=120)
+    cpu = server_cpu(rokka.proc.pid) - c0
+    res["rate"] = res["messages"] / res["seconds"] if res["seconds"] else float("nan")
+    res["cpu_us"] = cpu / max(1, res["messages"] + params["warmup"]) * 1e6
+    return res
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_rmq_senders")
+    ap.add_argument("--count", type=int, default=6000, help="sends per row")
+    ap.add_argument("--flush", default="ASYNC_FLUSH", choices=("ASYNC_FLUSH", "SYNC_FLUSH"))
+    ap.add_argument("--clients", default="trio,cpp")
+    ap.add_argument("--profile", action="store_true", help="run rokka under cProfile, print the top functions")
+    args = ap.parse_args(argv)
+    clients = args.clients.split(",")
+    if "cpp" in clients and (reason := harness.cpp_available()):
+        print(f"cpp client skipped: {reason}")
+        clients.remove("cpp")
+    wd = Path(tempfile.mkdtemp(prefix="rokka-bench-senders-"))
+    conf = wd / "broker.conf"
+    conf.write_text(f"flushDiskType={args.flush}\n")
+    prof = wd / "rokka.prof" if args.profile else None
+    rokka = procs.start_rokka(wd / "rokka", prof, config=conf)
+    rows: list[list[str]] = []
+    t0 = time.monotonic()
+    try:
+        for client in clients:
+            rates: dict[int, float] = {}
+            for conc in CONCURRENCY:
+                r = one_row(client, conc, rokka, args.count, wd)
+                rates[conc] = r["rate"]
+                gain = r["rate"] / rates[1] if rates.get(1) else float("nan")
+                rows.append([client, str(conc), fmt(r["rate"]), f"{gain:.2f}x",
+                             f"{fmt(r['p50_us'] / 1000, 2)} / {fmt(r['p99_us'] / 1000, 2)}",
+                             fmt(r["cpu_us"], 0), str(r.get("errors") or "")[:60]])
+                print(f"  {client} x{conc}: {r['rate']:,.0f} msg/s ({gain:.2f}x), server CPU "
+                      f"{r['cpu_us']:.0f} us/send", flush=True)
+    finally:
+        rokka.stop()
+    print()
+    print(procs.table(["client", "senders", "msg/s", "vs 1 sender", "p50 / p99 ms", "server CPU us/send",
+                       "errors"], rows))
+    print(f"\n({time.monotonic() - t0:.0f} s; {args.flush}; 100 B bodies, {args.count} sends per row)")
+    if prof is not None:
+        print(procs.profile_summary(prof))
+    shutil.rmtree(wd, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
