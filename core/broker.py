@@ -78,6 +78,7 @@ class Broker:
 
             store = DiskStore(self.store_config, repair=cfg.store_repair).open()
         self.store: MessageStore = store
+        self._manual_delete_passes = 0      # DELETE_EXPIRED_COMMITLOG: retention passes that ignore deleteWhen
         self.delay_levels_ms = cfg.delay_levels_ms
         self.topics = TopicManager(
             config_dir, cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
@@ -233,10 +234,17 @@ class Broker:
                 except OSError as exc:      # a full disk: keep serving; the next change and close() write it
                     log.error("broker.offsets_persist_failed", error=str(exc))
 
+    def delete_expired_files_manually(self, passes: int = 20) -> None:
+        """RocketMQ's ``executeDeleteFilesManually`` (DELETE_EXPIRED_COMMITLOG): the next ``passes`` retention
+        passes delete expired files whatever ``deleteWhen`` says."""
+        self._manual_delete_passes = passes
+
     async def _retention_loop(self) -> None:
         while True:
             await trio.sleep(max(self.cfg.clean_resource_interval, 100) / 1000)
-            removed = await trio.to_thread.run_sync(self.store.run_retention, now_ms())
+            manual = self._manual_delete_passes
+            self._manual_delete_passes = max(0, manual - 1)
+            removed = await trio.to_thread.run_sync(self.store.run_retention, now_ms(), manual > 0)
             if removed:
                 log.info("retention removed files", count=removed)
             self.retention.apply(self.store, now_ms(), self.topics)
