@@ -81,7 +81,9 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import os
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,7 +95,8 @@ from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import normalize_send_header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
-__all__ = ["AclConfigError", "PlainAcl", "guard", "guard_namesrv", "record_topics", "sign"]
+__all__ = ["AclConfigError", "AclEditError", "PlainAcl", "acl_config", "delete_account", "guard", "guard_namesrv",
+           "record_topics", "sign", "update_account", "update_global_white"]
 
 log = structlog.get_logger(__name__)
 
@@ -110,7 +113,12 @@ ADMIN_CODES = frozenset({RC.UPDATE_AND_CREATE_TOPIC, RC.UPDATE_BROKER_CONFIG, RC
                          RC.GET_CONSUMER_RUNNING_INFO, RC.CONSUME_MESSAGE_DIRECTLY, RC.CLONE_GROUP_OFFSET,
                          RC.VIEW_BROKER_STATS_DATA, RC.CLEAN_UNUSED_TOPIC, RC.GET_BROKER_CONSUME_STATS,
                          RC.QUERY_CONSUME_QUEUE, RC.RESUME_CHECK_HALF_MESSAGE,
-                         RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, RC.GET_ALL_PRODUCER_INFO})
+                         RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, RC.GET_ALL_PRODUCER_INFO,
+                         # the ACL codes (4.9 let any signed account call them: rokka asks for admin),
+                         # manual CommitLog deletion and the all-groups offset query
+                         RC.UPDATE_AND_CREATE_ACL_CONFIG, RC.DELETE_ACL_CONFIG, RC.GET_BROKER_CLUSTER_ACL_INFO,
+                         RC.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, RC.GET_BROKER_CLUSTER_ACL_CONFIG,
+                         RC.DELETE_EXPIRED_COMMITLOG, RC.QUERY_CORRECTION_OFFSET})
 BY_OFFSET_CODES = frozenset({RC.CONSUMER_SEND_MSG_BACK, RC.VIEW_MESSAGE_BY_ID})
 SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.SEND_REPLY_MESSAGE,
                         RC.SEND_REPLY_MESSAGE_V2})
@@ -122,6 +130,10 @@ Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
 
 class AclConfigError(ValueError):
     """``plain_acl.yml`` cannot be used (rokka refuses to start)."""
+
+
+class AclEditError(ValueError):
+    """An edit of ``plain_acl.yml`` by an ACL request code is refused (the text is the remark)."""
 
 
 def sign(ext_fields: Mapping[str, str], body: bytes, secret_key: str) -> str:
@@ -176,23 +188,30 @@ class Account:
 class PlainAcl:
     """The accounts of one ``plain_acl.yml``; ``check`` answers None (allowed) or the refusal."""
 
-    def __init__(self, accounts: dict[str, Account], global_white: list[Callable[[str], bool]]) -> None:
+    def __init__(self, accounts: dict[str, Account], global_white: list[Callable[[str], bool]],
+                 path: Path | None = None, data_version: tuple[int, int] = (0, 0)) -> None:
         self._accounts = accounts
         self._global_white = global_white
+        self.path = path                    # the plain_acl.yml it came from (the ACL request codes edit it)
+        self.data_version = data_version    # (counter, timestamp ms): the file's ``dataVersion``
         #: The broker's CommitLog offset -> topic of the record there (None: no record); unset: the
         #: codes that name a record by offset cannot be checked per topic (VIEW_MESSAGE_BY_ID admin-only).
         self.topic_at: Callable[[int], str | None] | None = None
 
     @classmethod
     def load(cls, path: Path) -> PlainAcl:
-        import yaml  # PyYAML: only needed when aclEnable is on
-
+        data = read_document(path)
         try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise AclConfigError(f"plainAclFile {path}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise AclConfigError(f"plainAclFile {path}: expected a mapping")
+            mtime_ms = int(path.stat().st_mtime * 1000)
+        except OSError:
+            mtime_ms = 0
+        acl = cls.from_document(data, path)
+        acl.data_version = _data_version(data, mtime_ms)
+        return acl
+
+    @classmethod
+    def from_document(cls, data: dict[str, Any], path: Path) -> PlainAcl:
+        """The accounts of a parsed ``plain_acl.yml`` (AclConfigError names ``path`` on a bad entry)."""
         accounts: dict[str, Account] = {}
         for raw in data.get("accounts") or []:
             if not isinstance(raw, dict) or not raw.get("accessKey") or not raw.get("secretKey"):
@@ -209,11 +228,12 @@ class PlainAcl:
                 _perm(raw.get("defaultTopicPerm", "DENY")), _perm(raw.get("defaultGroupPerm", "DENY")),
                 perms, _address_matcher(str(raw.get("whiteRemoteAddress") or "")))
         white = [_address_matcher(str(p)) for p in data.get("globalWhiteRemoteAddresses") or []]
-        return cls(accounts, white)
+        return cls(accounts, white, path)
 
     def replace_with(self, other: PlainAcl) -> None:
-        """Take ``other``'s accounts and white list (a reloaded file); checks in flight see either."""
+        """Take ``other``'s accounts, white list and version (a reloaded file); checks in flight see either."""
         self._accounts, self._global_white = other._accounts, other._global_white
+        self.data_version = other.data_version
 
     def broker_credentials(self) -> tuple[str, str] | None:
         """(accessKey, secretKey) of the admin account this broker signs its own requests to other
@@ -251,6 +271,30 @@ class PlainAcl:
                 name = resource[len(RETRY_PREFIX):] if kind == "group" else resource
                 return f"No permission for {kind} {name} (needs {_perm_name(needed)}) for accessKey={access_key}"
         return None
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """``plain_acl.yml`` parsed (an empty file is an empty mapping); AclConfigError when unreadable."""
+    import yaml  # PyYAML: only needed when aclEnable is on
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise AclConfigError(f"plainAclFile {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise AclConfigError(f"plainAclFile {path}: expected a mapping")
+    return data
+
+
+def _data_version(data: Mapping[str, Any], default_ts: int) -> tuple[int, int]:
+    """(counter, timestamp) of the file's ``dataVersion: [{counter, timestamp}]`` (RocketMQ 4.9 writes it)."""
+    versions = data.get("dataVersion")
+    if isinstance(versions, list) and versions and isinstance(versions[0], dict):
+        try:
+            return int(versions[0].get("counter", 0)), int(versions[0].get("timestamp", default_ts))
+        except (TypeError, ValueError):
+            pass
+    return 0, default_ts
 
 
 def _perm_name(perm: int) -> str:
@@ -368,3 +412,117 @@ def _admin_only(acl: PlainAcl, handler: Handler) -> Handler:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"AclException: {refusal}")
         return await handler(channel, cmd)
     return checked
+
+
+# ----- editing plain_acl.yml (the ACL request codes; RocketMQ 4.9's PlainPermissionManager)
+
+MIN_KEY_LENGTH = 6      # accessKey and secretKey must be longer (AclConstants)
+
+
+def _check_perm_entries(key: str, entries: list[str] | None) -> None:
+    for entry in entries or []:
+        name, sep, perm = str(entry).partition("=")
+        try:
+            ok = bool(sep and name.strip()) and _perm(perm) > 0
+        except AclConfigError:
+            ok = False
+        if not ok:
+            raise AclEditError(f"Parse resource permission failed for {key}: {entry!r} (name=DENY|PUB|SUB|PUB|SUB)")
+
+
+def update_account(path: Path, config: Mapping[str, Any]) -> bool:
+    """Create or update the account ``config["accessKey"]`` (``updateAccessConfig``); True when created.
+
+    Keys as in the file.  An existing account keeps what ``config`` leaves out (None or empty), except
+    ``admin``, which is always set (4.9 sends it as a primitive boolean); a new account is appended."""
+    ak, sk = str(config.get("accessKey") or ""), str(config.get("secretKey") or "")
+    if len(ak) <= MIN_KEY_LENGTH or len(sk) <= MIN_KEY_LENGTH:
+        raise AclEditError(f"The accessKey={ak} and secretKey cannot be null and length should longer than "
+                           f"{MIN_KEY_LENGTH}")
+    for key in ("topicPerms", "groupPerms"):
+        _check_perm_entries(key, config.get(key))
+    doc = read_document(path) if path.exists() else {}
+    accounts = [a for a in doc.get("accounts") or [] if isinstance(a, dict)]
+    old = next((a for a in accounts if str(a.get("accessKey")) == ak), None)
+    merged = dict(old or {})
+    merged.update(accessKey=ak, secretKey=sk)
+    if config.get("whiteRemoteAddress") is not None:
+        merged["whiteRemoteAddress"] = str(config["whiteRemoteAddress"])
+    for key in ("defaultTopicPerm", "defaultGroupPerm"):
+        if config.get(key):
+            merged[key] = str(config[key])
+    for key in ("topicPerms", "groupPerms"):
+        if config.get(key) is not None:
+            merged[key] = [str(e) for e in config[key]]
+    merged["admin"] = bool(config.get("admin", False))
+    doc["accounts"] = [a for a in accounts if a is not old] + [merged]
+    _write_document(path, doc)
+    return old is None
+
+
+def delete_account(path: Path, access_key: str) -> bool:
+    """Remove the account ``access_key`` (``deleteAccessConfig``); False when there is none."""
+    if not access_key:
+        raise AclEditError("Parameter value accesskey is null or empty String,Please check your parameter")
+    doc = read_document(path)
+    accounts = [a for a in doc.get("accounts") or [] if isinstance(a, dict)]
+    kept = [a for a in accounts if str(a.get("accessKey")) != access_key]
+    if len(kept) == len(accounts):
+        return False
+    doc["accounts"] = kept
+    _write_document(path, doc)
+    return True
+
+
+def update_global_white(path: Path, addresses: list[str], file_path: str | None = None) -> None:
+    """Replace ``globalWhiteRemoteAddresses`` (``updateGlobalWhiteAddrsConfig``); ``file_path`` (mqadmin's
+    ``-p``), when given, must name this broker's file (rokka has one)."""
+    if file_path and Path(file_path).resolve() != path.resolve():
+        raise AclEditError(f"Parameter value {file_path} is not the ACL file of this broker ({path.name})")
+    for addr in addresses:
+        if not re.fullmatch(r"[0-9A-Za-z.*{},:\-]+", addr):
+            raise AclEditError(f"Parameter value {addr!r} is not a remote address pattern")
+    doc = read_document(path) if path.exists() else {}
+    doc["globalWhiteRemoteAddresses"] = list(addresses)
+    _write_document(path, doc)
+
+
+def acl_config(path: Path) -> dict[str, Any]:
+    """GetBrokerClusterAclConfigResponseBody of the file: ``globalWhiteAddrs`` and ``plainAccessConfigs``."""
+    doc = read_document(path)
+    configs = []
+    for a in doc.get("accounts") or []:
+        if isinstance(a, dict):
+            configs.append({"accessKey": str(a.get("accessKey", "")), "secretKey": str(a.get("secretKey", "")),
+                            "whiteRemoteAddress": str(a.get("whiteRemoteAddress") or ""),
+                            "admin": bool(a.get("admin", False)),
+                            "defaultTopicPerm": str(a.get("defaultTopicPerm") or "DENY"),
+                            "defaultGroupPerm": str(a.get("defaultGroupPerm") or "DENY"),
+                            "topicPerms": [str(e) for e in a.get("topicPerms") or []],
+                            "groupPerms": [str(e) for e in a.get("groupPerms") or []]})
+    return {"globalWhiteAddrs": [str(w) for w in doc.get("globalWhiteRemoteAddresses") or []],
+            "plainAccessConfigs": configs}
+
+
+def _write_document(path: Path, doc: dict[str, Any]) -> None:
+    """Check that ``doc`` loads, bump its ``dataVersion`` and replace the file atomically (0600, fsynced)."""
+    import yaml
+
+    try:
+        PlainAcl.from_document(doc, path)
+    except AclConfigError as exc:
+        raise AclEditError(str(exc)) from None
+    counter, _ = _data_version(doc, 0)
+    doc["dataVersion"] = [{"counter": counter + 1, "timestamp": int(time.time() * 1000)}]
+    text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        f.write(text.encode())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
