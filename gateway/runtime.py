@@ -228,6 +228,7 @@ class BrokerRole:
                 ctx.extra["boot_ms"] = int(time.time() * 1000)
                 holder["ctx"] = ctx
                 self.ctx = ctx
+                ctx.extra["acl"] = acl     # the ACL request codes edit its file (handlers/admin_acl.py)
                 for code, handler in build_handlers(ctx).items():
                     rmq.register(code, handler if acl is None else guard(acl, handler))
                 if acl is not None:       # plain_acl.yml edits apply at once; the forward signer follows
