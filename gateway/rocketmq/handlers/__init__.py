@@ -16,6 +16,7 @@ from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.handlers import (
     admin,
+    admin_acl,
     admin_config,
     admin_consumer,
     admin_stats,
@@ -85,6 +86,13 @@ _TABLE: dict[int, Callable[..., Awaitable[RemotingCommand | None]]] = {
     RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: admin_consumer.handle_get_consumer_status,
     RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: admin_stats.handle_system_topics,
     RC.GET_ALL_PRODUCER_INFO: admin_stats.handle_all_producer_info,
+    RC.UPDATE_AND_CREATE_ACL_CONFIG: admin_acl.handle_update_acl,
+    RC.DELETE_ACL_CONFIG: admin_acl.handle_delete_acl,
+    RC.GET_BROKER_CLUSTER_ACL_INFO: admin_acl.handle_acl_info,
+    RC.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: admin_acl.handle_update_global_white,
+    RC.GET_BROKER_CLUSTER_ACL_CONFIG: admin_acl.handle_acl_config,
+    RC.DELETE_EXPIRED_COMMITLOG: admin_acl.handle_delete_expired_commitlog,
+    RC.QUERY_CORRECTION_OFFSET: admin_acl.handle_query_correction_offset,
 }
 
 
