@@ -1,26 +1,43 @@
-/* Native helper for the Fetch hot path (optional: compat/kafka_records.py has the same in Python).
+/* Native helper for the Fetch hot path (optional: compat/kafka_pieces.py has the same in Python).
  *
  * Theory of operation
  * -------------------
- * ``plain_records(data, start, count, accepted, layout)`` walks CommitLog records lying back to
- * back in ``data`` from byte ``start`` and encodes the leading ones that are *plain* -- their
- * PROPERTIES blob is one of ``accepted`` (blobs the caller has found to mean "no key, no headers,
- * a value, CreateTime") and their body is not compressed -- as Kafka v2 records: offset delta = i,
- * timestamp delta = BORNTIMESTAMP - the first record's, null key, the body as value, no headers.
- * A record whose blob is "KEYS 0x01 key 0x02" followed by an accepted blob is plain too, with that
- * (UTF-8) key.  It stops at the first record that is not plain, is malformed, or after ``count``.
+ * ``plain_records(data, start, count, accepted, layout[, table])`` walks CommitLog records lying
+ * back to back in ``data`` from byte ``start`` and encodes the leading ones it can map as Kafka v2
+ * records: offset delta = i, timestamp delta = BORNTIMESTAMP - the first record's.
  *
+ * * A record whose PROPERTIES blob is one of ``accepted`` (blobs the caller has found to mean "no
+ *   key, no headers, a value, CreateTime") is encoded by a byte comparison: null key, the body as
+ *   value, no headers.
+ * * With ``table`` (what compat/kafka_records.py's mapping says, see below), any other record is
+ *   mapped by the same rules as ``kafka_records.kafka_rows``: key from KAFKA_KEY (base64) or KEYS,
+ *   headers from KAFKA_HEADERS (JSON ``[[name, base64-or-null], ...]``), or, without it (a RocketMQ
+ *   producer's record), every property as a header (system names prefixed), a null value from
+ *   KAFKA_NULL_VALUE, and the KAFKA_ENVELOPE form (key and headers in the body).  Only the
+ *   canonical forms are mapped here -- a blob that is valid UTF-8 with non-empty names and values
+ *   (duplicate names only on Kafka-origin records), compact JSON, strict base64, an envelope
+ *   "<-1|digits>,<digits>" -- so there is one meaning, the Python one; anything else stops the walk
+ *   and the per-record Python mapping takes the record (as it does for compressed bodies, Kafka
+ *   control entries and LogAppendTime records).
+ *
+ * ``table`` = (header prefix, system property names, internal property names, (KAFKA_KEY,
+ * KAFKA_HEADERS, KAFKA_NULL_VALUE, KAFKA_TS_TYPE, KAFKA_ENVELOPE, KAFKA_CTRL, KEYS)), all bytes.
  * ``layout`` = (magic, offset of SYSFLAG, offset of BORNTIMESTAMP, header sizes of the four host
  * variants (sysflag bits 0x10/0x20), compressed flag): the record layout stays defined once, in
  * core/storage/layout.py.
  *
  * Returns ``(payload, records, bytes_read, first_timestamp, max_timestamp)``; ``records`` is 0
- * when the first record is not plain (payload empty).  Never reads outside ``data``.
+ * when the first record cannot be mapped here (payload empty).  Never reads outside ``data``.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#define MAX_ITEMS 64        /* properties per record mapped here; more: the Python path */
+
+enum { S_KAFKA_KEY, S_HEADERS, S_NULL, S_TS_TYPE, S_ENVELOPE, S_CTRL, S_KEYS, N_SPECIAL };
 
 static inline uint32_t be32(const unsigned char *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
@@ -49,37 +66,551 @@ static int is_accepted(PyObject *accepted, const unsigned char *p, Py_ssize_t n)
     return 0;
 }
 
+/* -- a growable byte buffer (the per-record key and headers) ------------------------------------ */
+
+typedef struct {
+    unsigned char *p;
+    Py_ssize_t len, cap;
+} buf_t;
+
+static int buf_reserve(buf_t *b, Py_ssize_t more) {
+    if (b->len + more <= b->cap)
+        return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + more)
+        cap *= 2;
+    unsigned char *p = realloc(b->p, (size_t)cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+/* -- the mapping table and one record's properties ------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;
+} span_t;
+
+typedef struct {
+    span_t prefix;
+    PyObject *system, *internal;    /* tuples of bytes */
+    span_t special[N_SPECIAL];
+    span_t keys_header;             /* prefix + KEYS: the header that appends index keys */
+    unsigned char keys_header_buf[64];
+} table_t;
+
+static int span_eq(span_t a, const unsigned char *p, Py_ssize_t n) {
+    return a.n == n && memcmp(a.p, p, (size_t)n) == 0;
+}
+
+static int in_names(PyObject *names, const unsigned char *p, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *b = PyTuple_GET_ITEM(names, i);
+        if (PyBytes_GET_SIZE(b) == n && memcmp(PyBytes_AS_STRING(b), p, (size_t)n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Strict UTF-8 (what Python's decoder accepts): 1 if valid. */
+static int valid_utf8(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i < len)
+            return 0;
+        for (int k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+typedef struct {
+    span_t name[MAX_ITEMS], value[MAX_ITEMS];
+    int n;
+    int special[N_SPECIAL];     /* item index of each special name (the last one), -1: absent */
+} props_t;
+
+/* Split a blob into items: 0 ok, -1 not a canonical blob (see the header comment). */
+static int split_props(const table_t *t, const unsigned char *s, Py_ssize_t n, props_t *pr) {
+    pr->n = 0;
+    for (int k = 0; k < N_SPECIAL; k++)
+        pr->special[k] = -1;
+    if (n == 0)
+        return 0;
+    if (!valid_utf8(s, n))
+        return -1;
+    if (s[n - 1] == 0x02)
+        n--;
+    Py_ssize_t i = 0;
+    for (;;) {
+        const unsigned char *end = memchr(s + i, 0x02, (size_t)(n - i));
+        Py_ssize_t e = end == NULL ? n : end - s;
+        const unsigned char *sep = memchr(s + i, 0x01, (size_t)(e - i));
+        if (sep == NULL || sep == s + i || sep + 1 == s + e || pr->n == MAX_ITEMS)
+            return -1;
+        span_t name = {s + i, sep - (s + i)}, value = {sep + 1, s + e - (sep + 1)};
+        for (int k = 0; k < N_SPECIAL; k++) {
+            if (span_eq(t->special[k], name.p, name.n)) {
+                pr->special[k] = pr->n;
+                break;
+            }
+        }
+        pr->name[pr->n] = name;
+        pr->value[pr->n] = value;
+        pr->n++;
+        if (end == NULL)
+            return 0;
+        i = e + 1;
+    }
+}
+
+/* -- base64 and the KAFKA_HEADERS JSON ---------------------------------------------------------- */
+
+static int b64val(unsigned char c) {
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+/* Decoded length of canonical base64 (length a multiple of 4, '=' only as its last one or two),
+ * or -1. */
+static Py_ssize_t b64_len(const unsigned char *s, Py_ssize_t n) {
+    if (n % 4)
+        return -1;
+    Py_ssize_t pad = 0;
+    if (n && s[n - 1] == '=')
+        pad = (n >= 2 && s[n - 2] == '=') ? 2 : 1;
+    for (Py_ssize_t i = 0; i < n - pad; i++)
+        if (b64val(s[i]) < 0)
+            return -1;
+    return n / 4 * 3 - pad;
+}
+
+static void b64_decode(const unsigned char *s, Py_ssize_t n, unsigned char *out) {
+    Py_ssize_t o = 0;
+    for (Py_ssize_t i = 0; i < n; i += 4) {
+        uint32_t v = 0;
+        int got = 0;
+        for (int k = 0; k < 4; k++) {
+            v <<= 6;
+            if (s[i + k] != '=') {
+                v |= (uint32_t)b64val(s[i + k]);
+                got++;
+            }
+        }
+        out[o++] = (unsigned char)(v >> 16);
+        if (got > 2)
+            out[o++] = (unsigned char)(v >> 8);
+        if (got > 3)
+            out[o++] = (unsigned char)v;
+    }
+}
+
+static int hex4(const unsigned char *s, uint32_t *out) {
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++) {
+        unsigned char c = s[k];
+        int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = (v << 4) | (uint32_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+static int put_utf8(unsigned char *o, uint32_t cp) {
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (cp >> 6));
+        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (cp >> 12));
+        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (cp >> 18));
+    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* A JSON string at s[*i] (after its opening quote) as a header name: its UTF-8 bytes (the name
+ * ``str.encode("utf-8", "surrogateescape")`` gives) appended to b, *i past the closing quote.
+ * 0 ok, -1 not mapped here, -2 no memory. */
+static int json_name(const unsigned char *s, Py_ssize_t n, Py_ssize_t *i, int ascii_only, buf_t *b) {
+    Py_ssize_t p = *i;
+    for (;;) {
+        if (p >= n)
+            return -1;
+        unsigned char c = s[p];
+        if (c == '"')
+            break;
+        if (c < 0x20 || (ascii_only && c >= 0x80))
+            return -1;
+        if (buf_reserve(b, 4) < 0)
+            return -2;
+        if (c != '\\') {
+            b->p[b->len++] = c;
+            p++;
+            continue;
+        }
+        if (p + 1 >= n)
+            return -1;
+        unsigned char e = s[p + 1];
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (e && simple != NULL) {
+            static const unsigned char to[] = {'"', '\\', '/', '\b', '\f', '\n', '\r', '\t'};
+            b->p[b->len++] = to[simple - "\"\\/bfnrt"];
+            p += 2;
+            continue;
+        }
+        uint32_t cp, lo;
+        if (e != 'u' || p + 6 > n || hex4(s + p + 2, &cp) < 0)
+            return -1;
+        p += 6;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {          /* a pair, or not mapped here */
+            if (p + 6 > n || s[p] != '\\' || s[p + 1] != 'u' || hex4(s + p + 2, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+                return -1;
+            p += 6;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {   /* lone low surrogate: surrogateescape's byte */
+            if (cp < 0xDC80 || cp > 0xDCFF)
+                return -1;
+            b->p[b->len++] = (unsigned char)(cp - 0xDC00);
+            continue;
+        }
+        b->len += put_utf8(b->p + b->len, cp);
+    }
+    *i = p + 1;
+    return 0;
+}
+
+/* Compact KAFKA_HEADERS JSON -> Kafka header entries appended to b, *count of them; *keys_header
+ * set if a header is named ``keys_name`` (rocketmq.KEYS).  0 ok, -1 not mapped here, -2 no memory. */
+static int json_headers(const unsigned char *s, Py_ssize_t n, int ascii_only, buf_t *b, int64_t *count,
+                        span_t keys_name, int *keys_header) {
+    Py_ssize_t i = 1;
+    *count = 0;
+    if (n < 2 || s[0] != '[')
+        return -1;
+    if (s[1] == ']')
+        return n == 2 ? 0 : -1;
+    for (;;) {
+        if (i + 2 > n || s[i] != '[' || s[i + 1] != '"')
+            return -1;
+        i += 2;
+        if (buf_reserve(b, 5) < 0)
+            return -2;
+        Py_ssize_t at = b->len;
+        b->len += 5;                                    /* room for the name's length */
+        int rc = json_name(s, n, &i, ascii_only, b);
+        if (rc < 0)
+            return rc;
+        Py_ssize_t nlen = b->len - at - 5;
+        if (span_eq(keys_name, b->p + at + 5, nlen))
+            *keys_header = 1;
+        unsigned char vl[10];
+        int k = put_varlong(vl, (int64_t)nlen);
+        memcpy(b->p + at, vl, (size_t)k);
+        memmove(b->p + at + k, b->p + at + 5, (size_t)nlen);
+        b->len -= 5 - k;
+        if (i >= n || s[i] != ',')
+            return -1;
+        i++;
+        if (n - i >= 4 && memcmp(s + i, "null", 4) == 0) {
+            if (buf_reserve(b, 1) < 0)
+                return -2;
+            b->p[b->len++] = 1;                         /* -1: a null value */
+            i += 4;
+        } else {
+            if (i >= n || s[i] != '"')
+                return -1;
+            const unsigned char *q = memchr(s + i + 1, '"', (size_t)(n - i - 1));
+            if (q == NULL)
+                return -1;
+            Py_ssize_t vn = q - (s + i + 1), dl = b64_len(s + i + 1, vn);
+            if (dl < 0)
+                return -1;
+            if (buf_reserve(b, 10 + dl) < 0)
+                return -2;
+            b->len += put_varlong(b->p + b->len, (int64_t)dl);
+            b64_decode(s + i + 1, vn, b->p + b->len);
+            b->len += dl;
+            i += vn + 2;
+        }
+        if (i >= n || s[i] != ']')
+            return -1;
+        i++;
+        (*count)++;
+        if (i < n && s[i] == ',') {
+            i++;
+            continue;
+        }
+        return (i + 1 == n && s[i] == ']') ? 0 : -1;
+    }
+}
+
+/* -- one record ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *key, *value;   /* key == NULL: null key unless key_in_scratch */
+    Py_ssize_t klen, vlen;              /* vlen -1: a null value */
+    int key_in_scratch;                 /* key: the first klen bytes of the scratch buffer */
+    int64_t headers;                    /* entries, encoded in the scratch after the key */
+} mapped_t;
+
+static int is_one(const props_t *pr, int k) {
+    return pr->special[k] >= 0 && pr->value[pr->special[k]].n == 1 && pr->value[pr->special[k]].p[0] == '1';
+}
+
+/* Envelope "<-1|digits>,<digits>" (at most 9 digits each): 0 and the lengths, or -1. */
+static int envelope_lengths(span_t v, Py_ssize_t *klen, Py_ssize_t *hlen) {
+    Py_ssize_t i = 0, *out[2] = {klen, hlen};
+    for (int part = 0; part < 2; part++) {
+        if (part == 0 && v.n >= 2 && v.p[0] == '-' && v.p[1] == '1') {
+            *klen = -1;
+            i = 2;
+        } else {
+            Py_ssize_t x = 0, d = 0;
+            while (i < v.n && v.p[i] >= '0' && v.p[i] <= '9' && d < 10) {
+                x = x * 10 + (v.p[i++] - '0');
+                d++;
+            }
+            if (d == 0 || d > 9)
+                return -1;
+            *out[part] = x;
+        }
+        if (part == 0 && (i >= v.n || v.p[i++] != ','))
+            return -1;
+    }
+    return i == v.n ? 0 : -1;
+}
+
+/* The RocketMQ producer's properties as headers (system names prefixed); -1 on duplicate names. */
+static int property_headers(const table_t *t, const props_t *pr, buf_t *b, int64_t *count) {
+    *count = 0;
+    for (int a = 0; a < pr->n; a++) {
+        for (int c = 0; c < a; c++)
+            if (pr->name[a].n == pr->name[c].n && memcmp(pr->name[a].p, pr->name[c].p, (size_t)pr->name[a].n) == 0)
+                return -1;
+        span_t nm = pr->name[a], v = pr->value[a];
+        if (in_names(t->internal, nm.p, nm.n))
+            continue;
+        Py_ssize_t pre = in_names(t->system, nm.p, nm.n) ? t->prefix.n : 0;
+        if (buf_reserve(b, 20 + pre + nm.n + v.n) < 0)
+            return -2;
+        b->len += put_varlong(b->p + b->len, (int64_t)(pre + nm.n));
+        memcpy(b->p + b->len, t->prefix.p, (size_t)pre);
+        memcpy(b->p + b->len + pre, nm.p, (size_t)nm.n);
+        b->len += pre + nm.n;
+        b->len += put_varlong(b->p + b->len, (int64_t)v.n);
+        memcpy(b->p + b->len, v.p, (size_t)v.n);
+        b->len += v.n;
+        (*count)++;
+    }
+    return 0;
+}
+
+/* Key (KAFKA_KEY base64 after its first character, else KEYS) into m; -1 if not canonical. */
+static int map_key(const props_t *pr, buf_t *b, mapped_t *m) {
+    if (pr->special[S_KAFKA_KEY] >= 0) {
+        span_t v = pr->value[pr->special[S_KAFKA_KEY]];
+        Py_ssize_t skip = 1;
+        while (skip < v.n && (v.p[skip] & 0xC0) == 0x80)
+            skip++;                                     /* the first character, however long */
+        Py_ssize_t dl = b64_len(v.p + skip, v.n - skip);
+        if (dl < 0)
+            return -1;
+        if (buf_reserve(b, dl) < 0)
+            return -2;
+        b64_decode(v.p + skip, v.n - skip, b->p);
+        b->len = dl;
+        m->klen = dl;
+        m->key_in_scratch = 1;
+    } else if (pr->special[S_KEYS] >= 0) {
+        m->key = pr->value[pr->special[S_KEYS]].p;
+        m->klen = pr->value[pr->special[S_KEYS]].n;
+    }
+    return 0;
+}
+
+/* Map one record's properties and body (kafka_records' rules): 0 ok, -1 not here, -2 error.
+ * A text key (KEYS) beside rocketmq.KEYS headers (which append to KEYS) is left to Python. */
+static int map_record(const table_t *t, const unsigned char *props, Py_ssize_t plen, const unsigned char *body,
+                      Py_ssize_t blen, buf_t *b, mapped_t *m) {
+    props_t pr;
+    int keys_header = 0;
+    b->len = 0;
+    memset(m, 0, sizeof(*m));
+    if (split_props(t, props, plen, &pr) < 0 || pr.special[S_CTRL] >= 0 || is_one(&pr, S_TS_TYPE))
+        return -1;
+    int null_value = is_one(&pr, S_NULL);
+    if (pr.special[S_ENVELOPE] >= 0) {
+        Py_ssize_t klen, hlen;
+        if (envelope_lengths(pr.value[pr.special[S_ENVELOPE]], &klen, &hlen) < 0)
+            return -1;
+        Py_ssize_t start = klen < 0 ? 0 : klen;
+        m->value = body;
+        m->vlen = null_value ? -1 : blen;
+        if (start + hlen > blen)            /* not the lengths it announces: the body as value */
+            return 0;
+        if (hlen) {
+            int rc = json_headers(body + start, hlen, 1, b, &m->headers, t->keys_header, &keys_header);
+            if (rc < 0)
+                return rc;
+        }
+        m->key = klen < 0 ? NULL : body;
+        m->klen = klen < 0 ? 0 : klen;
+        m->value = body + start + hlen;
+        m->vlen = null_value ? -1 : blen - start - hlen;
+        return 0;
+    }
+    m->value = body;
+    m->vlen = null_value ? -1 : blen;
+    int rc = map_key(&pr, b, m);
+    if (rc < 0)
+        return rc;
+    if (pr.special[S_HEADERS] < 0)
+        return property_headers(t, &pr, b, &m->headers);
+    span_t h = pr.value[pr.special[S_HEADERS]];
+    if (h.n == 2 && h.p[0] == '[' && h.p[1] == ']')
+        return 0;
+    rc = json_headers(h.p, h.n, 0, b, &m->headers, t->keys_header, &keys_header);
+    return rc == 0 && keys_header && !m->key_in_scratch && m->key != NULL ? -1 : rc;
+}
+
+/* -- the walk ------------------------------------------------------------------------------------ */
+
+static int parse_table(PyObject *obj, table_t *t) {
+    PyObject *special;
+    if (!PyArg_ParseTuple(obj, "y#O!O!O!", &t->prefix.p, &t->prefix.n, &PyTuple_Type, &t->system, &PyTuple_Type,
+                          &t->internal, &PyTuple_Type, &special))
+        return -1;
+    if (PyTuple_GET_SIZE(special) != N_SPECIAL) {
+        PyErr_SetString(PyExc_ValueError, "table: 7 special property names expected");
+        return -1;
+    }
+    PyObject *lists[2] = {t->system, t->internal};
+    for (int l = 0; l < 2; l++)
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(lists[l]); i++)
+            if (!PyBytes_Check(PyTuple_GET_ITEM(lists[l], i))) {
+                PyErr_SetString(PyExc_TypeError, "table: property names must be bytes");
+                return -1;
+            }
+    for (int k = 0; k < N_SPECIAL; k++) {
+        PyObject *s = PyTuple_GET_ITEM(special, k);
+        if (!PyBytes_Check(s)) {
+            PyErr_SetString(PyExc_TypeError, "table: property names must be bytes");
+            return -1;
+        }
+        t->special[k].p = (const unsigned char *)PyBytes_AS_STRING(s);
+        t->special[k].n = PyBytes_GET_SIZE(s);
+    }
+    if (t->prefix.n + t->special[S_KEYS].n > (Py_ssize_t)sizeof(t->keys_header_buf)) {
+        PyErr_SetString(PyExc_ValueError, "table: header prefix too long");
+        return -1;
+    }
+    memcpy(t->keys_header_buf, t->prefix.p, (size_t)t->prefix.n);
+    memcpy(t->keys_header_buf + t->prefix.n, t->special[S_KEYS].p, (size_t)t->special[S_KEYS].n);
+    t->keys_header.p = t->keys_header_buf;
+    t->keys_header.n = t->prefix.n + t->special[S_KEYS].n;
+    return 0;
+}
+
+static int out_reserve(PyObject **out, unsigned char **o, unsigned char **o0, Py_ssize_t need) {
+    Py_ssize_t used = *o - *o0, cap = PyBytes_GET_SIZE(*out);
+    if (used + need <= cap)
+        return 0;
+    while (cap < used + need)
+        cap *= 2;
+    if (_PyBytes_Resize(out, cap) < 0)
+        return -1;
+    *o0 = (unsigned char *)PyBytes_AS_STRING(*out);
+    *o = *o0 + used;
+    return 0;
+}
+
 static PyObject *plain_records(PyObject *self, PyObject *args) {
     Py_buffer data;
     Py_ssize_t start, count;
-    PyObject *accepted;
+    PyObject *accepted, *table_obj = Py_None;
     unsigned long magic;
     Py_ssize_t off_sysflag, off_born, hs[4];
     long compressed_flag;
-    if (!PyArg_ParseTuple(args, "y*nnO!(knn(nnnn)l)", &data, &start, &count, &PyTuple_Type, &accepted, &magic,
-                          &off_sysflag, &off_born, &hs[0], &hs[1], &hs[2], &hs[3], &compressed_flag))
+    table_t table;
+    if (!PyArg_ParseTuple(args, "y*nnO!(knn(nnnn)l)|O", &data, &start, &count, &PyTuple_Type, &accepted, &magic,
+                          &off_sysflag, &off_born, &hs[0], &hs[1], &hs[2], &hs[3], &compressed_flag, &table_obj))
         return NULL;
     PyObject *out = NULL, *result = NULL;
+    buf_t scratch = {NULL, 0, 0};
     const unsigned char *buf = (const unsigned char *)data.buf;
     Py_ssize_t len = data.len;
-    Py_ssize_t n_acc = PyTuple_GET_SIZE(accepted);
-    for (Py_ssize_t a = 0; a < n_acc; a++) {
+    for (Py_ssize_t a = 0; a < PyTuple_GET_SIZE(accepted); a++) {
         if (!PyBytes_Check(PyTuple_GET_ITEM(accepted, a))) {
             PyErr_SetString(PyExc_TypeError, "accepted properties must be bytes");
             goto done;
         }
     }
+    if (table_obj != Py_None && parse_table(table_obj, &table) < 0)
+        goto done;
     if (start < 0 || start > len || count < 0) {
         PyErr_SetString(PyExc_ValueError, "start or count out of range");
         goto done;
     }
-    /* Worst case per record: body + 5 (length) + 1 (attributes) + 10 (ts) + 5 (offset) + 1 (key)
-     * + 5 (value length) + 1 (headers); the body is at most the record. */
-    Py_ssize_t cap = (len - start) + 32 * (count < (len - start) ? count : (len - start)) + 1;
+    /* Usually enough (grown when a record's key and headers take more): the bodies plus ~32 bytes
+     * a record for the varints. */
+    Py_ssize_t cap = (len - start) + 32 * (count < (len - start) ? count : (len - start)) + 64;
     out = PyBytes_FromStringAndSize(NULL, cap);
     if (out == NULL)
         goto done;
-    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out), *o0 = o;
+    unsigned char *o0 = (unsigned char *)PyBytes_AS_STRING(out), *o = o0;
     Py_ssize_t p = start, i = 0;
     int64_t first_ts = 0, max_ts = 0;
     for (; i < count; i++) {
@@ -107,56 +638,66 @@ static PyObject *plain_records(PyObject *self, PyObject *args) {
         q += 2;
         if (q + plen != (Py_ssize_t)total)
             break;
-        const unsigned char *key = NULL;
-        Py_ssize_t klen = 0;
-        int plain = is_accepted(accepted, r + q, plen);
-        if (!plain && plen > 6 && memcmp(r + q, "KEYS\x01", 5) == 0) {
-            /* "KEYS 0x01 key 0x02" + an accepted blob: a record with a key of its own */
-            const unsigned char *sep = memchr(r + q + 5, 0x02, (size_t)(plen - 5));
-            if (sep != NULL && sep > r + q + 5 && is_accepted(accepted, sep + 1, plen - (sep + 1 - (r + q)))) {
-                key = r + q + 5;
-                klen = sep - key;
-                PyObject *text = PyUnicode_DecodeUTF8((const char *)key, klen, "strict");
-                if (text == NULL)
-                    PyErr_Clear();      /* not UTF-8: the per-record path maps it */
-                Py_XDECREF(text);
-                plain = text != NULL;
-            }
+        mapped_t m = {NULL, r + h, 0, (Py_ssize_t)body_len, 0, 0};
+        scratch.len = 0;
+        if (!is_accepted(accepted, r + q, plen)) {
+            if (table_obj == Py_None)
+                break;
+            int rc = map_record(&table, r + q, plen, r + h, (Py_ssize_t)body_len, &scratch, &m);
+            if (rc == -2)
+                goto done;
+            if (rc < 0)
+                break;
         }
-        if (!plain)
-            break;
         int64_t ts = (int64_t)be64(r + off_born);
         if (i == 0)
             first_ts = max_ts = ts;
         else if (ts > max_ts)
             max_ts = ts;
-        /* head: attributes, timestamp delta, offset delta, key length (-1: null); then the key; then
-         * tail: value length.  The record length prefix counts all of it, value and header count. */
-        unsigned char head[32], tail[10];
+        /* attributes, timestamp delta, offset delta, key, value, headers; the record's length
+         * prefix counts all of it. */
+        int null_key = m.key == NULL && !m.key_in_scratch;
+        unsigned char head[48];
         int hn = 0;
         head[hn++] = 0;
         hn += put_varlong(head + hn, ts - first_ts);
         hn += put_varlong(head + hn, (int64_t)i);
-        hn += put_varlong(head + hn, key == NULL ? -1 : (int64_t)klen);
-        int tn = put_varlong(tail, (int64_t)body_len);
-        o += put_varlong(o, (int64_t)hn + klen + tn + (int64_t)body_len + 1);
+        hn += put_varlong(head + hn, null_key ? -1 : (int64_t)m.klen);
+        Py_ssize_t vn = m.vlen < 0 ? 0 : m.vlen;
+        unsigned char tail[20];
+        int tn = put_varlong(tail, m.vlen < 0 ? -1 : (int64_t)m.vlen);
+        unsigned char hc[10];
+        int hcn = put_varlong(hc, m.headers);
+        Py_ssize_t hb = scratch.len - (m.key_in_scratch ? m.klen : 0);
+        int64_t rec_len = (int64_t)hn + m.klen + tn + vn + hcn + hb;
+        if (out_reserve(&out, &o, &o0, 10 + (Py_ssize_t)rec_len) < 0)
+            goto done;
+        o += put_varlong(o, rec_len);
         memcpy(o, head, (size_t)hn);
         o += hn;
-        if (klen) {
-            memcpy(o, key, (size_t)klen);
-            o += klen;
+        if (m.klen) {
+            memcpy(o, m.key_in_scratch ? scratch.p : m.key, (size_t)m.klen);
+            o += m.klen;
         }
         memcpy(o, tail, (size_t)tn);
         o += tn;
-        memcpy(o, r + h, body_len);
-        o += body_len;
-        *o++ = 0;                                               /* no headers */
+        if (vn) {
+            memcpy(o, m.value, (size_t)vn);
+            o += vn;
+        }
+        memcpy(o, hc, (size_t)hcn);
+        o += hcn;
+        if (hb) {
+            memcpy(o, scratch.p + (scratch.len - hb), (size_t)hb);
+            o += hb;
+        }
         p += total;
     }
     if (_PyBytes_Resize(&out, o - o0) < 0)
         goto done;
     result = Py_BuildValue("(OnnLL)", out, i, p - start, (long long)first_ts, (long long)max_ts);
 done:
+    free(scratch.p);
     Py_XDECREF(out);
     PyBuffer_Release(&data);
     return result;
@@ -164,7 +705,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"plain_records", plain_records, METH_VARARGS,
-     "plain_records(data, start, count, accepted, layout) -> (payload, records, bytes_read, first_ts, max_ts)"},
+     "plain_records(data, start, count, accepted, layout[, table]) -> (payload, records, bytes_read, first_ts, max_ts)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,23 +1,36 @@
-"""Runs of stored records -> Kafka record payloads: the Fetch hot path.
+"""Runs of stored records -> Kafka record payloads: the Fetch hot path, for every record shape.
 
 Theory of operation
 -------------------
 A run (``MessageStore.get_runs``) is walked by ``_cfetch.plain_records`` (C, when built) or its
-Python twin ``_plain_records_py``: the leading *plain* records -- properties blob known to mean "no
-key, no headers, a value, CreateTime", body not compressed -- become one Kafka records payload
-(``PlainPiece``); the first record that is not plain is mapped by ``kafka_records.kafka_rows`` and
-the walk resumes after it.  A blob seen to be plain is remembered (``_PLAIN_PROPS``, bounded to
-``_MAX_PLAIN_PROPS``), so a producer's records are recognised by a byte comparison from then on.
-What a record *means* (properties -> key, headers, envelope) is defined once, in
-``kafka_records``; this module only decides which records can skip that mapping.
+Python twin ``_plain_records_py``, and the leading records it can map become one Kafka records
+payload (``PlainPiece``: keys, null values and headers included).  It maps a record by a byte
+comparison when its properties blob is a known *plain* one (``_PLAIN_PROPS``: "no key, no headers,
+a value, CreateTime", bounded to ``_MAX_PLAIN_PROPS``), else by ``kafka_records``' rules read from
+the blob itself (``FETCH_TABLE``: key, KAFKA_HEADERS JSON, a RocketMQ producer's properties as
+headers, null values, the envelope) -- for the canonical forms of these; the first record it leaves
+(a compressed body, LogAppendTime, a Kafka control entry, a non-canonical blob) is mapped by
+``kafka_records.kafka_rows`` and the walk resumes after it.  What a record *means* is defined once,
+in ``kafka_records``; the walker and its twin only read it faster (tests compare all three).
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 import struct
 from typing import NamedTuple
 
-from rokka.compat.kafka_records import DEFAULT_INFLATE_LIMIT, KafkaRow, kafka_row, props_view
+from rokka.compat.kafka_records import (
+    DEFAULT_INFLATE_LIMIT,
+    FETCH_TABLE,
+    HEADER_KEYS,
+    PROP_KAFKA_HEADERS,
+    KafkaRow,
+    kafka_row,
+    props_view,
+)
 from rokka.core.model import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOST_V6_FLAG
 from rokka.core.storage import layout
 from rokka.core.storage.api import RecordRun
@@ -36,11 +49,12 @@ _FETCH_LAYOUT = (layout.MESSAGE_MAGIC, layout.OFF_SYSFLAG, layout.OFF_BORN_TIMES
                                                                 _V6_BITS)), COMPRESSED_FLAG)
 assert BORNHOST_V6_FLAG >> 4 == 1 and STOREHOST_V6_FLAG >> 4 == 2  # _cfetch picks HEADERS by sysflag >> 4
 _MAX_PLAIN_PROPS = 32
-_PLAIN_PROPS: tuple[bytes, ...] = ()
+_PLAIN_PROPS: tuple[bytes, ...] = (layout.encode_properties({PROP_KAFKA_HEADERS: "[]"}),)   # Kafka's plain record
+FetchTable = tuple[bytes, tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]
 
 
 class PlainPiece(NamedTuple):
-    """Consecutive plain records as a Kafka v2 records payload (offset deltas from 0)."""
+    """Consecutive records mapped by the walker as a Kafka v2 records payload (offset deltas from 0)."""
 
     offset: int             # of the first record
     payload: bytes
@@ -59,8 +73,8 @@ def _zz_varint(v: int) -> bytes:
     return bytes(out)
 
 
-def _plain_records_py(data: bytes, start: int, count: int,
-                      accepted: tuple[bytes, ...]) -> tuple[bytes, int, int, int, int]:
+def _plain_records_py(data: bytes, start: int, count: int, accepted: tuple[bytes, ...],
+                      table: FetchTable | None = None) -> tuple[bytes, int, int, int, int]:
     """Python twin of ``_cfetch.plain_records`` (same result, see its header comment)."""
     magic, off_sysflag, off_born, sizes, compressed = _FETCH_LAYOUT
     parts: list[bytes] = []
@@ -84,45 +98,120 @@ def _plain_records_py(data: bytes, start: int, count: int,
         q += 2
         if q + plen != total:
             break
-        key = _plain_key(bytes(data[pos + q:pos + total]), accepted)
-        if key is None:
+        props, body = bytes(data[pos + q:pos + total]), bytes(data[pos + h:pos + h + body_len])
+        mapped = (None, body, b"\x00") if props in accepted else None if table is None else _map_py(props, body, table)
+        if mapped is None:
             break
         ts = layout.INT64.unpack_from(data, pos + off_born)[0]
         if n == 0:
             first_ts = max_ts = ts
         max_ts = max(max_ts, ts)
-        kb = b"\x01" if key is _NO_KEY else _zz_varint(len(key)) + key
-        head = b"\x00" + _zz_varint(ts - first_ts) + _zz_varint(n) + kb + _zz_varint(body_len)
-        parts += (_zz_varint(len(head) + body_len + 1), head, data[pos + h:pos + h + body_len], b"\x00")
+        key, value, headers = mapped
+        rec = b"".join((b"\x00", _zz_varint(ts - first_ts), _zz_varint(n), _varbytes(key), _varbytes(value), headers))
+        parts += (_zz_varint(len(rec)), rec)
         pos += total
         n += 1
     return b"".join(parts), n, pos - start, first_ts, max_ts
 
 
-_NO_KEY = b""   # marker: a plain record without a key (compared by identity)
+def _varbytes(b: bytes | None) -> bytes:
+    return b"\x01" if b is None else _zz_varint(len(b)) + b
 
 
-def _plain_key(props: bytes, accepted: tuple[bytes, ...]) -> bytes | None:
-    """For a plain record's properties blob: ``_NO_KEY``, or its key (``KEYS 0x01 key 0x02`` + an
-    accepted blob, the key UTF-8); None if the record is not plain."""
-    if props in accepted:
-        return _NO_KEY
-    if props.startswith(b"KEYS\x01"):
-        sep = props.find(b"\x02", 5)
-        if sep > 5 and props[sep + 1:] in accepted:
-            key = props[5:sep]
-            try:
-                key.decode("utf-8")
-            except UnicodeDecodeError:
-                return None
-            return key
-    return None
+# -- the Python twin of _cfetch's mapper: the canonical forms only (its header comment) -----------
+_MAX_ITEMS = 64
+_B64 = r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
+_B64_RE = re.compile(_B64)
+_ITEM = r'\["(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*",(?:null|"' + _B64 + r'")\]'
+_HEADERS_RE = re.compile(rf"\[(?:{_ITEM}(?:,{_ITEM})*)?\]")
+_ENVELOPE_RE = re.compile(r"(?:-1|[0-9]{1,9}),[0-9]{1,9}")
+
+
+def _split_strict(props: bytes) -> list[tuple[bytes, bytes]] | None:
+    if not props:
+        return []
+    try:
+        props.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    items = []
+    for item in (props[:-1] if props[-1] == 2 else props).split(b"\x02"):
+        name, sep, value = item.partition(b"\x01")
+        if not sep or not name or not value or len(items) == _MAX_ITEMS:
+            return None
+        items.append((name, value))
+    return items
+
+
+def _json_headers(raw: bytes, ascii_only: bool) -> tuple[bytes, list[str]] | None:
+    """Kafka header entries (count first) of compact KAFKA_HEADERS JSON and the names, or None."""
+    text = raw.decode("ascii" if ascii_only else "utf-8", "strict") if not ascii_only or raw.isascii() else ""
+    if not _HEADERS_RE.fullmatch(text):
+        return None
+    out = [_zz_varint(0)]
+    items = json.loads(text)
+    for name, value in items:
+        try:
+            out.append(_varbytes(name.encode("utf-8", "surrogateescape")))
+        except UnicodeEncodeError:
+            return None
+        out.append(_varbytes(None if value is None else base64.b64decode(value)))
+    out[0] = _zz_varint((len(out) - 1) // 2)
+    return b"".join(out), [name for name, _ in items]
+
+
+def _map_py(props: bytes, body: bytes, table: FetchTable) -> tuple[bytes | None, bytes | None, bytes] | None:
+    """(key, value, encoded headers) of a record by ``kafka_records``' rules, None where _cfetch
+    leaves the record to the per-record Python path."""
+    prefix, system, internal, (n_key, n_headers, n_null, n_ts, n_env, n_ctrl, n_keys) = table
+    items = _split_strict(props)
+    if items is None:
+        return None
+    last = dict(items)
+    if n_ctrl in last or last.get(n_ts) == b"1":
+        return None
+    null_value = last.get(n_null) == b"1"
+    if n_env in last:
+        env = last[n_env].decode("utf-8")
+        if not _ENVELOPE_RE.fullmatch(env):
+            return None
+        klen, hlen = (int(x) for x in env.split(","))
+        start = max(klen, 0)
+        if start + hlen > len(body):
+            return None, None if null_value else body, _zz_varint(0)
+        parsed = _json_headers(body[start:start + hlen], True) if hlen else (_zz_varint(0), [])
+        if parsed is None:
+            return None
+        return None if klen < 0 else body[:klen], None if null_value else body[start + hlen:], parsed[0]
+    key: bytes | None = None
+    if n_key in last:
+        b64 = last[n_key].decode("utf-8")[1:]
+        if not _B64_RE.fullmatch(b64):
+            return None
+        key = base64.b64decode(b64)
+    elif n_keys in last:
+        key = last[n_keys]
+    value = None if null_value else body
+    raw_headers = last.get(n_headers)
+    if raw_headers == b"[]":
+        return key, value, _zz_varint(0)
+    if raw_headers is not None:
+        parsed = _json_headers(raw_headers, False)
+        if parsed is None or (n_key not in last and key is not None and HEADER_KEYS in parsed[1]):
+            return None     # a text key beside rocketmq.KEYS headers (they append to KEYS): Python
+        return key, value, parsed[0]
+    if len(last) != len(items):
+        return None     # duplicate names on a RocketMQ producer's record: the Python path
+    out = [_varbytes((prefix if name in system else b"") + name) + _varbytes(v)
+           for name, v in items if name not in internal]
+    return key, value, _zz_varint(len(out)) + b"".join(out)
 
 
 def _plain_records(data: bytes, start: int, count: int, native: bool) -> tuple[bytes, int, int, int, int]:
     if native and _cfetch is not None:
-        return _cfetch.plain_records(data, start, count, _PLAIN_PROPS, _FETCH_LAYOUT)  # type: ignore[no-any-return]
-    return _plain_records_py(data, start, count, _PLAIN_PROPS)
+        return _cfetch.plain_records(data, start, count, _PLAIN_PROPS, _FETCH_LAYOUT,  # type: ignore[no-any-return]
+                                     FETCH_TABLE)
+    return _plain_records_py(data, start, count, _PLAIN_PROPS, FETCH_TABLE)
 
 
 def _learn_plain(raw: bytes) -> bool:
@@ -141,8 +230,6 @@ def _learn_plain(raw: bytes) -> bool:
         return False
     if sysflag & COMPRESSED_FLAG or q + 2 + plen != total or len(_PLAIN_PROPS) >= _MAX_PLAIN_PROPS:
         return False
-    if props.startswith(b"KEYS\x01") and b"\x02" in props:   # a key of its own: learn the rest
-        props = props[props.index(b"\x02") + 1:]
     if props in _PLAIN_PROPS:
         return False        # known already: this record is not plain for another reason
     key, null_value, headers, log_append, envelope = props_view(props)

@@ -84,7 +84,7 @@ from rokka.core.txn import CTRL_ABORTED, PROP_KAFKA_CTRL, parse_control
 __all__ = ["KafkaControl", "KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "kafka_rows", "message_from_record",
            "props_view", "messages_from_batch", "plain_run", "plain_span_run", "mapped_span_run",
            "record_from_message", "SYSTEM_PROPERTIES", "HEADER_PREFIX",
-           "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT"]
+           "HEADER_TAGS", "HEADER_DELAY", "HEADER_DELIVER_AT", "FETCH_TABLE"]
 
 PROP_KAFKA_KEY = "KAFKA_KEY"
 PROP_KAFKA_HEADERS = "KAFKA_HEADERS"
@@ -297,6 +297,12 @@ def plain_span_run(topic: str, partition: int, payload: bytes | memoryview, span
 #: names (never copied from headers) and the properties budget (the envelope starts past it).
 MAPPING_SYSTEM_NAMES = tuple(sorted(n.encode("ascii") for n in SYSTEM_PROPERTIES))
 MAPPING_BUDGET = ENVELOPE_BUDGET
+#: What the native Fetch mapper (``_cfetch.plain_records``, ``kafka_pieces``) needs of the read rules
+#: (``_kafka_props``): the header prefix, the system names that get it, the internal names never
+#: exposed, and the names it reads (key, headers, null value, timestamp type, envelope, control, KEYS).
+FETCH_TABLE = (HEADER_PREFIX.encode("ascii"), MAPPING_SYSTEM_NAMES, tuple(sorted(n.encode("ascii") for n in _INTERNAL)),
+               tuple(n.encode("ascii") for n in (PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KAFKA_NULL_VALUE,
+                                                 PROP_KAFKA_TS_TYPE, PROP_KAFKA_ENVELOPE, PROP_KAFKA_CTRL, PROP_KEYS)))
 
 
 def mapped_span_run(topic: str, partition: int, payload: bytes | memoryview,
@@ -418,23 +424,49 @@ def _kafka_props(props: dict[str, str]) -> KafkaProps:
     envelope = _envelope(props)
     if envelope is not None:    # key and headers are in the body
         return None, props.get(PROP_KAFKA_NULL_VALUE) == "1", (), props.get(PROP_KAFKA_TS_TYPE) == "1", envelope
-    key: bytes | None = None
-    if PROP_KAFKA_KEY in props:
-        key = base64.b64decode(props[PROP_KAFKA_KEY][1:])
-    elif props.get(PROP_KEYS):
-        key = props[PROP_KEYS].encode("utf-8")
     null_value = props.get(PROP_KAFKA_NULL_VALUE) == "1"
     raw_headers = props.get(PROP_KAFKA_HEADERS)
-    headers: tuple[tuple[str, bytes | None], ...]
-    if raw_headers == "[]":
-        headers = ()
-    elif raw_headers is not None:
-        headers = tuple((str(k), None if v is None else base64.b64decode(v))
-                        for k, v in json.loads(raw_headers))
-    else:
+    headers: tuple[tuple[str, bytes | None], ...] | None
+    headers = () if raw_headers == "[]" else None if raw_headers is None else _headers_json(raw_headers)
+    if headers is None:     # a RocketMQ producer's record (or its KAFKA_HEADERS is not ours)
+        raw_headers = None
         headers = tuple((k if k not in SYSTEM_PROPERTIES else HEADER_PREFIX + k, v.encode("utf-8"))
                         for k, v in props.items() if k not in _INTERNAL)
+    key = _b64_or_none(props[PROP_KAFKA_KEY][1:]) if PROP_KAFKA_KEY in props else None
+    if key is None and props.get(PROP_KEYS):
+        key = _own_key(props[PROP_KEYS], headers if raw_headers is not None else ())
     return key, null_value, headers, props.get(PROP_KAFKA_TS_TYPE) == "1", None
+
+
+def _headers_json(raw: str) -> tuple[tuple[str, bytes | None], ...] | None:
+    """The KAFKA_HEADERS list, or None (with a log line) when it is not one (a RocketMQ producer may
+    set any property: such a record must not fail every Fetch of its partition)."""
+    try:
+        return tuple((str(k), None if v is None else base64.b64decode(v)) for k, v in json.loads(raw))
+    except (ValueError, TypeError) as exc:      # binascii.Error is a ValueError
+        log.warning("kafka.fetch_bad_headers_property", error=str(exc)[:200])
+        return None
+
+
+def _b64_or_none(text: str) -> bytes | None:
+    try:
+        return base64.b64decode(text)
+    except ValueError:
+        log.warning("kafka.fetch_bad_key_property", value=text[:64])
+        return None
+
+
+def _own_key(keys: str, headers: tuple[tuple[str, bytes | None], ...]) -> bytes | None:
+    """A Kafka record's text key from its KEYS, without what ``rocketmq.KEYS`` headers appended
+    (``_apply_rocketmq_header``): None when KEYS holds only those."""
+    extras = [text for name, v in headers if name == HEADER_KEYS and v is not None and (text := _text(v))]
+    if extras:
+        suffix = " ".join(extras)
+        if keys == suffix:
+            return None
+        if keys.endswith(" " + suffix):
+            keys = keys[:-len(suffix) - 1]
+    return keys.encode("utf-8")
 
 
 def record_from_message(msg: StoredMessage) -> KafkaRecord:

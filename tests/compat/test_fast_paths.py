@@ -108,8 +108,8 @@ def _rows_of(pieces: list) -> list:  # type: ignore[type-arg]
             (batch,), _ = R.split_batches(raw)
             assert batch.crc_ok() and batch.header.max_timestamp == max(
                 p.first_timestamp + r.timestamp_delta for r in batch.records())
-            rows += [(p.offset + r.offset_delta, p.first_timestamp + r.timestamp_delta, False, r.key, r.value, ())
-                     for r in batch.records()]
+            rows += [(p.offset + r.offset_delta, p.first_timestamp + r.timestamp_delta, False, r.key, r.value,
+                      tuple((h.key, h.value) for h in r.headers)) for r in batch.records()]
         else:
             rows += p
     return rows
