@@ -221,8 +221,11 @@ class ApacheKafka:
     def stop(self) -> None:
         self.server.stop()
 
-    def restart(self, timeout: float = 180.0) -> ApacheKafka:
-        """Stop and start again on the same ports and data (a broker restart)."""
+    def restart(self, *, hard: bool = False, timeout: float = 180.0) -> ApacheKafka:
+        """Stop (SIGTERM, or SIGKILL when ``hard``) and start again on the same ports and data."""
+        if hard and self.server.proc is not None and self.server.proc.poll() is None:
+            self.server.proc.kill()
+            self.server.proc.wait(timeout=STOP_S)
         self.stop()
         self.server.start().wait_ready(lambda: _api_versions_answered(self.port), timeout)
         return self
