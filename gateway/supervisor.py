@@ -28,7 +28,10 @@ supervisor exits with the child's code (its own message is on the shared stderr)
 dies later is logged (``supervisor.child_exited``) and started again after a back-off (0.5 s
 doubling up to 30 s; back to 0.5 s once a child stayed up 60 s).  Children get SIGKILL if the
 supervisor itself dies (``PR_SET_PDEATHSIG``): a killed supervisor is a killed cluster, as a
-killed ``rokka serve`` is.  SIGTERM / SIGINT: the brokers get SIGTERM together (each drains,
+killed ``rokka serve`` is.  That signal follows the *thread* that forked the child, so children
+are forked by the event loop's own thread (``_spawn``; ``trio.lowlevel.open_process`` forks in a
+worker thread that exits when idle); their exits are awaited on a pidfd.  SIGTERM / SIGINT: the
+brokers get SIGTERM together (each drains,
 unregisters, flushes, exits 0), then the name server; exit 0 when every child stopped cleanly,
 1 otherwise.  A child ignoring SIGTERM for ``STOP_S`` is killed.
 """
@@ -123,9 +126,30 @@ class Child:
     name: str
     argv: list[str]
     parts: dict[str, str] = field(default_factory=dict)
-    process: trio.Process | None = None
+    process: subprocess.Popen[bytes] | None = None
     starts: int = 0
     ready: trio.Event = field(default_factory=trio.Event)
+
+
+def _spawn(argv: list[str]) -> subprocess.Popen[bytes]:
+    """Fork ``argv`` from this (the event loop's) thread: PR_SET_PDEATHSIG is tied to it."""
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,  # noqa: S603 - our argv
+                            start_new_session=True, preexec_fn=_die_with_parent)
+
+
+async def _wait_exit(proc: subprocess.Popen[bytes]) -> int:
+    """The child's exit code, awaited on a pidfd (no thread, no SIGCHLD handler)."""
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):        # pragma: no cover - pre-5.3 kernels
+        return await trio.to_thread.run_sync(proc.wait, abandon_on_cancel=True)
+    try:
+        await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+    return proc.wait()
 
 
 class StartFailed(Exception):
@@ -134,12 +158,11 @@ class StartFailed(Exception):
         self.child, self.code = child, code
 
 
-async def _read_ready(proc: trio.Process) -> dict[str, str] | None:
+async def _read_ready(stdout: trio.lowlevel.FdStream) -> dict[str, str] | None:
     """The child's ready-line parts, or None at EOF (it died)."""
-    assert proc.stdout is not None
     buf = b""
     while True:
-        data = await proc.stdout.receive_some(4096)
+        data = await stdout.receive_some(4096)
         if not data:
             return None
         buf += data
@@ -150,10 +173,10 @@ async def _read_ready(proc: trio.Process) -> dict[str, str] | None:
                 return dict(p.split("=", 1) for p in text.split()[2:] if "=" in p)
 
 
-async def _drain(proc: trio.Process) -> None:
-    assert proc.stdout is not None
-    while await proc.stdout.receive_some(4096):
-        pass
+async def _drain(stdout: trio.lowlevel.FdStream) -> None:
+    async with stdout:
+        while await stdout.receive_some(4096):
+            pass
 
 
 class Supervisor:
@@ -165,15 +188,17 @@ class Supervisor:
 
     async def _start(self, child: Child, nursery: trio.Nursery) -> bool:
         child.starts += 1
-        proc = child.process = await trio.lowlevel.open_process(
-            child.argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=_die_with_parent)
-        parts = await _read_ready(proc)
+        proc = child.process = _spawn(child.argv)
+        assert proc.stdout is not None
+        stdout = trio.lowlevel.FdStream(os.dup(proc.stdout.fileno()))
+        proc.stdout.close()
+        parts = await _read_ready(stdout)
         if parts is None:
-            await proc.wait()
+            await stdout.aclose()
+            await _wait_exit(proc)
             return False
         child.parts = parts
-        nursery.start_soon(_drain, proc)
+        nursery.start_soon(_drain, stdout)
         return True
 
     async def keep(self, child: Child) -> None:
@@ -194,7 +219,7 @@ class Supervisor:
                     log.info("supervisor.child_restarted", child=child.name, pid=child.process.pid,
                              starts=child.starts)
                 assert child.process is not None
-                code = await child.process.wait()
+                code = await _wait_exit(child.process)
                 if self.stopping:
                     return
                 if trio.current_time() - began >= STABLE_S:
@@ -214,14 +239,14 @@ class Supervisor:
             proc = child.process
             if proc is None:
                 return
-            if proc.returncode is None:
+            if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
             with trio.move_on_after(STOP_S) as scope:
-                await proc.wait()
+                await _wait_exit(proc)
             if scope.cancelled_caught:
                 log.error("supervisor.child_killed", child=child.name, reason=f"ignored SIGTERM for {STOP_S}s")
                 proc.kill()
-                await proc.wait()
+                await _wait_exit(proc)
             if proc.returncode != 0:
                 clean = False
                 log.warning("supervisor.child_unclean_exit", child=child.name, code=proc.returncode)

@@ -7,7 +7,8 @@ What it shows, with real processes on 127.0.0.1 (SYNC_FLUSH, so an acknowledged 
    process with its own store (data/broker-<i>).
 2. Kafka CreateTopics (confluent-kafka's admin) and Metadata auto-creation spread the partitions
    over the three brokers (2 leaders each for 6 partitions); confluent-kafka produces to every
-   partition and reads everything back.  The RocketMQ C++ client sends to a topic it auto-creates
+   partition and reads everything back; DeleteTopics removes the topic from every broker (it can
+   be created again).  The RocketMQ C++ client sends to a topic it auto-creates
    (the TBW102 route spans every broker) and a C++ push consumer receives every message.
 3. ``kill -9`` of one broker child while confluent-kafka produces: the supervisor restarts it on its
    ports, the producer recovers, every acknowledged record is read back, and the C++ client sends
@@ -117,6 +118,15 @@ def test_ready_line_spread_and_round_trips(cluster3: harness.ServerProcess, work
     assert p.flush(60) == 0
     assert len(acked) == 60
     assert sorted(read_all(srv, topic, 6, 60)) == sorted(acked)
+
+    admin = AdminClient({"bootstrap.servers": srv.kafka})   # DeleteTopics removes it from every broker
+    admin.delete_topics([topic], operation_timeout=20, request_timeout=30)[topic].result(timeout=30)
+    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 30, f"{topic} gone")
+    again = admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)],
+                                operation_timeout=20, request_timeout=30)
+    again[topic].result(timeout=30)
+    _, lead = leaders(srv, topic)
+    assert len(lead) == 3 and len(set(lead.values())) == BROKERS, lead
 
     auto = topic_name("auto")      # Metadata auto-creation: kafkaNumPartitions (4) over the brokers
     p.produce(auto, value=b"first")

@@ -136,10 +136,11 @@ def has_partition(env: KafkaEnv, topic: str, partition: int) -> bool:
     return local_queue(env, topic, partition) is not None
 
 
-async def ensure_routes(env: KafkaEnv, topics: Iterable[str]) -> None:
-    """Refresh the cluster layout of these topics if stale (no-op on a single node)."""
+async def ensure_routes(env: KafkaEnv, topics: Iterable[str], force: bool = False) -> None:
+    """Refresh the cluster layout of these topics if stale, or at once with ``force`` (no-op on a
+    single node)."""
     if env.cluster is not None:
-        await env.cluster.ensure(resolve(env, t)[0] for t in topics)
+        await env.cluster.ensure((resolve(env, t)[0] for t in topics), force=force)
 
 
 def read_records(env: KafkaEnv, topic: str, partition: int, offset: int, max_bytes: int,

@@ -194,7 +194,7 @@ async def _create_topic(env: KafkaEnv, name: str, n: int, spread: bool = True) -
 
 async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
     results = []
-    await ensure_routes(env, [t.name for t in req.topics if t.name and not invalid_topic_name(t.name)])
+    await ensure_routes(env, [t.name for t in req.topics if t.name and not invalid_topic_name(t.name)], force=True)
     for t in req.topics:
         n = env.broker.cfg.kafka_num_partitions if t.num_partitions == -1 else t.num_partitions
         err, msg = 0, None
@@ -300,7 +300,7 @@ def _manual_assignment(env: KafkaEnv, t: Struct) -> tuple[int, str | None, int]:
 async def handle_delete_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
     out = []
     view = env.cluster
-    await ensure_routes(env, [n for n in req.topic_names if n and not invalid_topic_name(n)])
+    await ensure_routes(env, [n for n in req.topic_names if n and not invalid_topic_name(n)], force=True)
     for name in req.topic_names:
         elsewhere = (view is not None and view.clustered and not invalid_topic_name(name)
                      and not is_system_topic(name) and view.layout(name) is not None)
