@@ -104,6 +104,13 @@ class ExpressionFilter:
         in_range = sorted(c for c in self._codes if _INT32_MIN <= c <= _INT32_MAX)   # others never match
         self._tag_codes = (None if self._match_all or self._sql is not None
                            else array("i", in_range).tobytes())
+        names = getattr(self._sql, "property_names", None)
+        self._names = None if names is None else tuple(sorted(n.encode("utf-8") for n in names))
+
+    @property
+    def property_names(self) -> tuple[bytes, ...] | None:
+        """The property names (UTF-8) ``match_properties`` reads (SQL92), None when not known (all)."""
+        return self._names
 
     @property
     def tag_codes(self) -> bytes | None:

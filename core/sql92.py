@@ -45,6 +45,10 @@ Differences from Java, on purpose: hexadecimal float strings in properties
 are not parsed (Java accepts ``0x1p3``); nesting deeper than ``MAX_DEPTH`` is
 a parse error instead of a possible StackOverflowError.
 
+``compile_sql92``'s predicate carries ``property_names`` (the identifiers of
+the expression): the store's native read (``_cqscan``) parses only those
+properties of each candidate record.
+
 Editing rule: keep the grammar and the builder checks in step with the
 JavaCC grammar; every evaluation path returns True/False/None or raises
 ``_EvalError``, which ``compile_sql92``'s wrapper turns into "no match".
@@ -553,7 +557,14 @@ def compile_sql92(expression: str) -> Callable[[dict[str, str]], bool]:
             return fn(properties) is True
         except _EvalError:
             return False
+    matches.property_names = property_names(expression)  # type: ignore[attr-defined]
     return matches
+
+
+def property_names(expression: str) -> frozenset[str]:
+    """The property names a (valid) expression reads: every identifier is one (the ``prop`` rule), and
+    evaluation looks up nothing else, so a dict of only these gives the same answer as all of them."""
+    return frozenset(str(tok) for tok in _parser.lex(expression) if tok.type == "ID")
 
 
 register_sql92_compiler(compile_sql92)

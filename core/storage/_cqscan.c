@@ -14,6 +14,10 @@
  * span, so the caller can lend the span of the next segment and go on; the limits (max_msgs,
  * max_bytes, at least one record) and the skipped units (below clog_min, or no record magic there)
  * are the Python loop's, so both give the same records, statuses and next offsets (tests compare).
+ *
+ * SQL92 reads use the same walk with a ``match`` callable (the compiled selector): each candidate's
+ * properties are parsed in place into a dict holding only the names the selector reads, and only a
+ * record that matches is copied.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -66,6 +70,80 @@ static int take(PyObject *records, PyObject *qoffs, const unsigned char *rec, lo
     return rc;
 }
 
+static inline int name_wanted(PyObject *names, const unsigned char *key, Py_ssize_t klen) {
+    if (names == Py_None)
+        return 1;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        if (PyBytes_GET_SIZE(name) == klen && memcmp(PyBytes_AS_STRING(name), key, (size_t)klen) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The record's properties blob (``name 0x01 value 0x02 ...``), or NULL when the record's lengths do
+ * not add up within ``size`` (it is then unreadable, as for reader._props_blob). */
+static const unsigned char *props_blob(const unsigned char *rec, long long size, long long *plen) {
+    if (size < 40)
+        return NULL;
+    long long hs = 88 + ((be32(rec + 36) & 0x10) ? 12 : 0) + ((be32(rec + 36) & 0x20) ? 12 : 0);
+    if (size < hs)
+        return NULL;
+    long long pos = hs + (int32_t)be32(rec + hs - 4);     /* the topic length byte */
+    if (pos < hs || pos + 1 > size)
+        return NULL;
+    pos += 1 + rec[pos];
+    if (pos + 2 > size)
+        return NULL;
+    *plen = (int16_t)(((unsigned)rec[pos] << 8) | rec[pos + 1]);
+    if (*plen < 0 || pos + 2 + *plen > size)
+        return NULL;
+    return rec + pos + 2;
+}
+
+/* A dict of the properties named in ``names`` (a tuple of bytes; None: all), as layout.decode_properties
+ * reads them: items split at 0x02, name and value at the first 0x01, items with an empty name or value
+ * dropped, a later item wins, UTF-8 decoded with replacement. */
+static PyObject *props_dict(const unsigned char *p, long long plen, PyObject *names) {
+    PyObject *d = PyDict_New();
+    const unsigned char *end = p + plen;
+    while (d != NULL && p < end) {
+        const unsigned char *stop = memchr(p, 0x02, (size_t)(end - p));
+        if (stop == NULL)
+            stop = end;
+        const unsigned char *sep = memchr(p, 0x01, (size_t)(stop - p));
+        if (sep != NULL && sep > p && stop > sep + 1 && name_wanted(names, p, sep - p)) {
+            PyObject *k = PyUnicode_DecodeUTF8((const char *)p, sep - p, "replace");
+            PyObject *v = k ? PyUnicode_DecodeUTF8((const char *)sep + 1, stop - sep - 1, "replace") : NULL;
+            if (v == NULL || PyDict_SetItem(d, k, v) < 0)
+                Py_CLEAR(d);
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+        }
+        p = stop + 1;
+    }
+    return d;
+}
+
+/* 1: ``match(properties)`` is true for the record, 0: it is not, -1: error; -2: the record is malformed. */
+static int props_match(PyObject *match, PyObject *names, const unsigned char *rec, long long size) {
+    long long plen = 0;
+    const unsigned char *blob = props_blob(rec, size, &plen);
+    if (blob == NULL)
+        return -2;
+    PyObject *d = props_dict(blob, plen, names);
+    if (d == NULL)
+        return -1;
+    PyObject *r = PyObject_CallOneArg(match, d);
+    Py_DECREF(d);
+    if (r == NULL)
+        return -1;
+    int ok = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return ok;
+}
+
 /* tag_filter(units, queue_offset, codes, clog_min, max_msgs, max_bytes, taken, total, span, span_start)
  *   -> (records, queue_offsets, used, taken, total, removed, need)
  * units: whole 20-byte units from queue offset ``queue_offset``; codes: sorted native int32s, or None
@@ -73,14 +151,26 @@ static int take(PyObject *records, PyObject *qoffs, const unsigned char *rec, lo
  * unit, a batch that holds ``taken`` records (the caller's included) stops at max_msgs, or before
  * passing max_bytes with this unit's size.  A unit below clog_min, or whose record lacks the magic,
  * is skipped (``removed`` is set if nothing was taken yet).  ``need`` is -1, or the CommitLog offset
- * of the matching unit at ``used`` whose record lies outside the span. */
+ * of the matching unit at ``used`` whose record lies outside the span.  With ``match`` (a callable;
+ * ``names``: the property names it reads, bytes, or None for all) a record is taken only if
+ * ``match(properties)`` is true; a record whose lengths do not add up is skipped as unreadable. */
 static PyObject *tag_filter(PyObject *self, PyObject *args) {
     Py_buffer units, codes = {0}, span = {0};
-    PyObject *codes_obj, *span_obj, *result = NULL, *records = NULL, *qoffs = NULL;
+    PyObject *codes_obj, *span_obj, *result = NULL, *records = NULL, *qoffs = NULL, *match = Py_None;
+    PyObject *names = Py_None;
     long long qoff0, clog_min, max_msgs, max_bytes, taken, total, span_start;
-    if (!PyArg_ParseTuple(args, "y*LOLLLLLOL", &units, &qoff0, &codes_obj, &clog_min, &max_msgs, &max_bytes,
-                          &taken, &total, &span_obj, &span_start))
+    if (!PyArg_ParseTuple(args, "y*LOLLLLLOL|OO", &units, &qoff0, &codes_obj, &clog_min, &max_msgs, &max_bytes,
+                          &taken, &total, &span_obj, &span_start, &match, &names))
         return NULL;
+    if (names != Py_None && !PyTuple_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "names must be a tuple of bytes or None");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; names != Py_None && i < PyTuple_GET_SIZE(names); i++)
+        if (!PyBytes_Check(PyTuple_GET_ITEM(names, i))) {
+            PyErr_SetString(PyExc_TypeError, "names must be a tuple of bytes or None");
+            goto done;
+        }
     if (codes_obj != Py_None && PyObject_GetBuffer(codes_obj, &codes, PyBUF_SIMPLE) < 0)
         goto done;
     if (span_obj != Py_None && PyObject_GetBuffer(span_obj, &span, PyBUF_SIMPLE) < 0)
@@ -121,6 +211,14 @@ static PyObject *tag_filter(PyObject *self, PyObject *args) {
             removed |= taken == 0;
             continue;
         }
+        if (match != Py_None) {
+            int ok = props_match(match, names, rec, size);
+            if (ok == -1)
+                goto done;
+            removed |= ok == -2 && taken == 0;
+            if (ok != 1)
+                continue;
+        }
         if (take(records, qoffs, rec, size, qoff0 + i) < 0)
             goto done;
         taken++;
@@ -140,8 +238,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"tag_filter", tag_filter, METH_VARARGS,
-     "tag_filter(units, queue_offset, codes, clog_min, max_msgs, max_bytes, taken, total, span, span_start) -> "
-     "(records, queue_offsets, used, taken, total, removed, need)"},
+     "tag_filter(units, queue_offset, codes, clog_min, max_msgs, max_bytes, taken, total, span, span_start, "
+     "match=None, names=None) -> (records, queue_offsets, used, taken, total, removed, need)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -22,12 +22,15 @@ but always holds at least one message.  The tag filter runs on the unit, the
 property filter on the record's decoded properties.  Units pointing below
 the CommitLog minimum are skipped (MESSAGE_WAS_REMOVING if nothing found).
 
-Filters on the tags code alone (a tag subscription, "*", none) run in C on
-a DiskStore (``_scan_native``: ``ConsumeQueue.scan_tags`` walks the units in
-place and copies only the matching records, straight from CommitLog spans
-lent by ``read_span``); the Python loop (``_scan``) is its twin, and what
-runs for SQL92, which parses the properties of each candidate in place and
-copies only the records that match (``_matching``).
+On a DiskStore the loop runs in C (``_scan_native``: ``ConsumeQueue.scan_tags``
+walks the units in place and copies only the matching records, straight from
+CommitLog spans lent by ``read_span``) for filters that describe themselves
+(``tag_codes``; for SQL92 also ``property_names``): the tag stage compares
+the unit's code with the subscription's, the SQL92 stage calls the compiled
+selector on a dict of the candidate's properties parsed in place (only the
+names it reads).  The Python loop (``_scan``) is its twin (and runs for the
+MemoryStore): it too parses properties in place and copies only what
+matches (``_matching``).  Neither copies a record it drops.
 
 Queues are duck-typed: anything with ``max_offset``, ``units(offset, n)``
 and ``units_per_file`` works (DiskStore's ConsumeQueue, MemoryStore's list).
@@ -39,7 +42,7 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any, Protocol
 
-from rokka.core.model import PROP_KEYS, PROP_UNIQ_KEY
+from rokka.core.model import BORNHOST_V6_FLAG, PROP_KEYS, PROP_UNIQ_KEY, STOREHOST_V6_FLAG
 from rokka.core.storage import layout
 from rokka.core.storage.api import GetResult, GetStatus, MessageFilter, RecordRun
 
@@ -86,6 +89,7 @@ def get_messages(q: Any, lo: int, clog: _Log, offset: int, max_msgs: int, max_by
     return GetResult(status, tuple(records), tuple(qoffs), next_offset, lo, hi)
 
 
+_V6_BITS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
 _Scan = tuple[GetStatus, list[bytes], list[int], int]   # status, records, their queue offsets, next offset
 
 
@@ -131,39 +135,73 @@ def _matching(clog: Any, off: int, size: int, message_filter: Any) -> bytes | No
     span = getattr(clog, "read_span", None)
     if span is None:
         rec = clog.read(off, size)
-        return None if rec is None else (rec if message_filter.match_properties(layout.properties_of(rec)) else b"")
+        props = None if rec is None else _properties(rec)
+        return None if props is None else (rec if message_filter.match_properties(props) else b"")
     view = span(off, off + size, view=True)
     if view is None:
         return None
     try:
         if size < 8 or layout.SIZE_MAGIC.unpack_from(view)[1] != layout.MESSAGE_MAGIC:
             return None
-        return bytes(view) if message_filter.match_properties(layout.properties_of(view)) else b""
+        props = _properties(view)
+        if props is None:
+            return None
+        return bytes(view) if message_filter.match_properties(props) else b""
     finally:
         if type(view) is memoryview:
             view.release()
 
 
-def _unit_codes(message_filter: Any) -> tuple[bool, bytes | None]:
-    """(native-able, codes): the tags codes a unit must have, as ``_cqscan.tag_filter`` takes them
-    (None: every unit); not native-able when the filter needs the record's properties."""
+def _properties(rec: bytes | memoryview) -> dict[str, str] | None:
+    """``layout.properties_of`` of a whole record, None when its lengths do not add up within it
+    (the record is then unreadable; ``_cqscan`` checks the same)."""
+    size = len(rec)
+    if size < 40:
+        return None
+    hs = layout.HEADERS[layout.INT32.unpack_from(rec, layout.OFF_SYSFLAG)[0] & _V6_BITS].size
+    if size < hs:
+        return None
+    pos = hs + layout.INT32.unpack_from(rec, hs - 4)[0]     # the topic length byte
+    if pos < hs or pos + 1 > size:
+        return None
+    pos += 1 + rec[pos]
+    if pos + 2 > size:
+        return None
+    plen = layout.PROPS_LEN.unpack_from(rec, pos)[0]
+    if plen < 0 or pos + 2 + plen > size:
+        return None
+    return layout.decode_properties(rec[pos + 2:pos + 2 + plen])
+
+
+_NO = object()
+
+
+def _native_plan(message_filter: Any) -> tuple[bytes | None, Callable[..., Any] | None, Any] | None:
+    """What ``_cqscan.tag_filter`` takes for this filter: (the tags codes a unit must have, None for
+    every unit; the properties predicate, None for none; the property names it reads, None for all),
+    or None when the filter does not say (the Python loop runs)."""
     if message_filter is None or getattr(message_filter, "matches_all", False):
-        return True, None
-    if getattr(message_filter, "needs_properties", True):
-        return False, None
-    codes = getattr(message_filter, "tag_codes", None)
-    return codes is not None, codes
+        return None, None, None
+    codes = getattr(message_filter, "tag_codes", _NO)
+    if codes is _NO:
+        return None
+    if not getattr(message_filter, "needs_properties", True):
+        return codes, None, None
+    names = getattr(message_filter, "property_names", _NO)
+    return None if names is _NO else (codes, message_filter.match_properties, names)
 
 
 def _scan_native(q: Any, clog: Any, offset: int, want: int, max_msgs: int, max_bytes: int,
                  message_filter: MessageFilter | None) -> _Scan | None:
     """``_scan`` in C (``ConsumeQueue.scan_tags``: the units in place, the records copied straight
-    from CommitLog spans lent by ``read_span``), for filters on the tags code alone; None when it
-    cannot (no native module, a store without maps, a filter on properties, no unit at ``offset``)."""
-    native, codes = _unit_codes(message_filter)
+    from CommitLog spans lent by ``read_span``; a properties predicate is called on each candidate's
+    properties parsed in place); None when it cannot (no native module, a store without maps, a
+    filter that does not describe itself, no unit at ``offset``)."""
+    plan = _native_plan(message_filter)
     scan = getattr(q, "scan_tags", None)
-    if not native or scan is None or getattr(clog, "files", None) is None:
+    if plan is None or scan is None or getattr(clog, "files", None) is None:
         return None
+    codes, match, names = plan
     upf = q.units_per_file
     end = min(offset + want, q.max_offset, (offset // upf + 1) * upf)    # one ConsumeQueue file, as q.units
     records: list[bytes] = []
@@ -173,7 +211,8 @@ def _scan_native(q: Any, clog: Any, offset: int, want: int, max_msgs: int, max_b
     at, span, span_start = offset, None, 0
     try:
         while at < end:
-            got = scan(at, end - at, codes, clog.min_offset, max_msgs, max_bytes, taken, total, span, span_start)
+            got = scan(at, end - at, codes, clog.min_offset, max_msgs, max_bytes, taken, total, span, span_start,
+                       match, names)
             if got is None:
                 if at == offset:
                     return None

@@ -58,24 +58,29 @@ def _expr(tags: list[str]) -> str:
     return " || ".join(tags) if tags else "*"
 
 
+SQL = ["TAGS = 'Tag1'", "n > 300 AND n < 600", "TAGS IN ('Tag1', 'Tag2') OR n BETWEEN 10 AND 20",
+       "missing IS NULL AND TAGS <> 'Tag0'", "m = 5", "n > TAGS", "TAGS STARTSWITH 'Tag' AND NOT (n < 450)"]
+
+
 @settings(max_examples=300, deadline=None)
 @given(tags=st.lists(st.sampled_from([*TAGS, "Nope"]), max_size=4), offset=st.integers(0, 910),
        max_msgs=st.integers(0, 100), max_bytes=st.integers(1, 20_000), cut=st.integers(0, 900),
-       no_filter=st.booleans())
-def test_native_tag_filter_equals_the_python_loop(filled: Any, tags: list[str], offset: int, max_msgs: int,
-                                                  max_bytes: int, cut: int, no_filter: bool) -> None:
+       kind=st.sampled_from(["tags", "none", "sql"]), sql=st.sampled_from(SQL))
+def test_native_filter_equals_the_python_loop(filled: Any, tags: list[str], offset: int, max_msgs: int,
+                                              max_bytes: int, cut: int, kind: str, sql: str) -> None:
     assert consumequeue._cqscan is not None, "the native module was not built"
     q = filled.cqs[("T", 0)]
     unit = q.unit(min(cut, q.max_offset - 1))
     clog = _Clog(filled.clog, unit[0] if cut % 3 == 0 else 0)
     lo = filled.min_offset("T", 0)
-    flt = None if no_filter else ExpressionFilter(build_subscription("T", _expr(tags)))
+    flt = {"none": None, "tags": ExpressionFilter(build_subscription("T", _expr(tags))),
+           "sql": ExpressionFilter(build_subscription("T", sql, "SQL92"))}[kind]
     native = reader.get_messages(q, lo, clog, offset, max_msgs, max_bytes, flt)
     python = reader.get_messages(_PyQueue(q), lo, clog, offset, max_msgs, max_bytes, flt)
     assert native == python
     want = set(tags)
     for rec in native.records:     # the hash stage let only the subscribed tags through
-        assert flt is None or not want or filled.read_message(_offset_of(rec)).properties.get("TAGS") in want
+        assert kind != "tags" or not want or filled.read_message(_offset_of(rec)).properties.get("TAGS") in want
 
 
 def _offset_of(rec: bytes) -> int:
