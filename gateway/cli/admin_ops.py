@@ -16,6 +16,7 @@ Timestamps are milliseconds since the epoch everywhere in the JSON documents.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -47,7 +48,8 @@ from rokka.gateway.rocketmq.client.tools import (
     subscription_groups,
 )
 from rokka.gateway.rocketmq.client.types import MessageQueue, OutMessage
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 TOOLS_CONSUMER = "TOOLS_CONSUMER"
 TOOLS_PRODUCER = "TOOLS_PRODUCER"
@@ -428,3 +430,87 @@ async def op_resend_dlq(s: Session, *, group: str, target: str, dry_run: bool, f
                 await consumer.update_offset(mq, m.queue_offset + 1)
             out.append(entry)
     return {"group": group, "dlqTopic": dlq, "target": target, "dryRun": dry_run, "messages": out}
+
+
+# -- ACL (plain_acl.yml on the brokers), CommitLog deletion, correction offsets -------------------
+
+async def acl_targets(s: Session, broker: str | None, cluster: str | None) -> list[str]:
+    """``-b`` broker, else every master (of ``-c`` cluster when given), as mqadmin chooses them."""
+    if broker:
+        return [broker]
+    addrs = await s.admin.master_addrs(cluster)
+    if not addrs:
+        raise AdminError(f"no master broker in cluster {cluster}" if cluster else "no broker registered")
+    return addrs
+
+
+async def _broker_call(s: Session, addr: str, code: int, ext: dict[str, str | None]) -> RemotingCommand:
+    cmd = RemotingCommand(code=code, ext_fields={k: v for k, v in ext.items() if v is not None})
+    try:
+        return await s.rc.invoke_ok(addr, cmd)
+    except ResponseError as exc:
+        raise AdminError(f"{addr}: {exc.remark or ResponseCode(exc.code).name} (code {exc.code})") from None
+
+
+async def op_update_acl(s: Session, *, broker: str | None, cluster: str | None, access_key: str, secret_key: str,
+                        white: str | None, topic_perm: str | None, group_perm: str | None, topic_perms: str | None,
+                        group_perms: str | None, admin: bool) -> dict[str, Any]:
+    ext = {"accessKey": access_key, "secretKey": secret_key, "whiteRemoteAddress": white,
+           "defaultTopicPerm": topic_perm, "defaultGroupPerm": group_perm, "topicPerms": topic_perms,
+           "groupPerms": group_perms, "admin": "true" if admin else "false"}
+    addrs = await acl_targets(s, broker, cluster)
+    for addr in addrs:
+        await _broker_call(s, addr, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, ext)
+    return {"brokers": addrs, "accessKey": access_key, "admin": admin}
+
+
+async def op_delete_acl(s: Session, *, broker: str | None, cluster: str | None, access_key: str) -> dict[str, Any]:
+    addrs = await acl_targets(s, broker, cluster)
+    for addr in addrs:
+        await _broker_call(s, addr, RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key})
+    return {"brokers": addrs, "accessKey": access_key}
+
+
+async def op_update_global_white(s: Session, *, broker: str | None, cluster: str | None, addresses: str,
+                                 file: str | None) -> dict[str, Any]:
+    addrs = await acl_targets(s, broker, cluster)
+    for addr in addrs:
+        await _broker_call(s, addr, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+                           {"globalWhiteAddrs": addresses, "aclFileFullPath": file})
+    return {"brokers": addrs, "globalWhiteAddrs": [a for a in addresses.split(",") if a]}
+
+
+async def op_acl_versions(s: Session, *, broker: str | None, cluster: str | None) -> dict[str, Any]:
+    rows = []
+    for addr in await acl_targets(s, broker, cluster):
+        ext = (await _broker_call(s, addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {})).ext_fields or {}
+        files = json.loads(ext.get("allAclFileVersion") or "{}")
+        for path, version in sorted(files.items()):
+            rows.append({"cluster": ext.get("clusterName"), "brokerName": ext.get("brokerName"),
+                         "brokerAddr": ext.get("brokerAddr") or addr, "aclFile": path,
+                         "counter": int(version.get("counter", 0)), "timestamp": int(version.get("timestamp", 0))})
+    return {"versions": rows}
+
+
+async def op_acl_config(s: Session, *, broker: str | None, cluster: str | None) -> dict[str, Any]:
+    configs = {}
+    for addr in await acl_targets(s, broker, cluster):
+        body = (await _broker_call(s, addr, RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, {})).body
+        configs[addr] = json.loads(body or b"{}")
+    return {"configs": configs}
+
+
+async def op_delete_expired_commitlog(s: Session, *, broker: str | None, cluster: str | None) -> dict[str, Any]:
+    addrs = await acl_targets(s, broker, cluster)
+    for addr in addrs:
+        await _broker_call(s, addr, RequestCode.DELETE_EXPIRED_COMMITLOG, {})
+    return {"brokers": addrs, "result": True}
+
+
+async def op_correction_offset(s: Session, *, broker: str, topic: str, compare_group: str,
+                               filter_groups: str | None) -> dict[str, Any]:
+    resp = await _broker_call(s, broker, RequestCode.QUERY_CORRECTION_OFFSET,
+                              {"topic": topic, "compareGroup": compare_group, "filterGroups": filter_groups})
+    table = json.loads(resp.body or b"{}").get("correctionOffsets") or {}
+    return {"broker": broker, "topic": topic, "compareGroup": compare_group,
+            "correctionOffsets": {int(q): int(off) for q, off in sorted(table.items(), key=lambda kv: int(kv[0]))}}
