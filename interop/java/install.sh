@@ -63,3 +63,21 @@ for line in v4 v5; do
         || die "$jar: mqadmin (rocketmq-tools) does not start"
 done
 # ---------------------------------------------------------------- END rocketmq
+
+# ---------------------------------------------------------------- BEGIN streams (Kafka Streams application)
+# interop/java/streams: a Kafka Streams 4.x word count (exactly_once_v2, a state store, a repartition
+# topic) -> target/streams-interop.jar. Used by interop/test_kafka_streams.py.
+STREAMS_DIR=$JAVA_ROOT/streams
+jar=$STREAMS_DIR/target/streams-interop.jar
+if is_stale "$STREAMS_DIR" "$jar"; then
+    say "mvn package in interop/java/streams"
+    mkdir -p "$STREAMS_DIR/target"
+    log=$STREAMS_DIR/target/mvn.log
+    if ! (cd "$STREAMS_DIR" && mvn -q -B -Dstyle.color=never package) >"$log" 2>&1; then
+        cat "$log" >&2
+        die "maven build of interop/java/streams failed (log: $log)"
+    fi
+    touch "$jar"
+fi
+java -jar "$jar" version >/dev/null 2>&1 || die "$jar does not run"
+# ---------------------------------------------------------------- END streams
