@@ -27,7 +27,8 @@ the store; then ``record_batch`` with the offsets the store assigned, with no
 ``await`` between the three (the store is synchronous), so two batches of
 one producer can never interleave.
 
-Producer ids come from blocks of ``id_block`` ids.  Before the first id of a
+Producer ids come from blocks of ``id_block`` ids, offset by ``id_base`` (0 on a single node; in a
+cluster each broker has its own range, so no two brokers hand out the same id).  Before the first id of a
 block is handed out the block's end is written durably, and a restart always
 resumes at the last reserved block end, so an id is never reused, crash or
 not.  Transactional ids keep one producer id; every InitProducerId bumps the
@@ -181,17 +182,19 @@ class ProducerStateManager:
         clock_ms: wall clock for batch timestamps and expiry.
         expiration_ms: idle time after which a partition entry is forgotten.
         id_block: producer ids reserved per durable write.
+        id_base: added to every producer id handed out (a broker's own range in a cluster).
 
     Raises:
         MetadataCorrupt: the state file exists but cannot be read.
     """
 
     def __init__(self, config_dir: Path | None, *, clock_ms: Callable[[], int] = _wall_ms,
-                 expiration_ms: int = 86_400_000, id_block: int = 1000) -> None:
+                 expiration_ms: int = 86_400_000, id_block: int = 1000, id_base: int = 0) -> None:
         self._path = None if config_dir is None else config_dir / FILE_NAME
         self._clock_ms = clock_ms
         self._expiration_ms = expiration_ms
         self._id_block = id_block
+        self._id_base = id_base
         self._next_id = 0
         self._reserved_until = 0
         self._entries: dict[tuple[int, str, int], PartitionProducer] = {}
@@ -292,7 +295,7 @@ class ProducerStateManager:
         if new_block:
             self._reserved_until = self._next_id + self._id_block
             self._dirty = True
-        pid = self._next_id
+        pid = self._id_base + self._next_id
         self._next_id += 1
         return pid, new_block
 
