@@ -56,6 +56,7 @@ fields it does not know, so an owner that is not rokka keeps the offset and drop
 from __future__ import annotations
 
 import json
+import re
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -80,6 +81,23 @@ TTL_S = 3.0
 REMOTE_TIMEOUT_S = 5.0
 ROUTE_WAIT_S = 5.0
 _ERRORS = (ClientError, RequestTimeoutError, ChannelClosedError, OSError, ValueError)
+
+
+PRODUCER_ID_BASE_KEY = "kafkaProducerIdBase"     # BrokerConfig.extra, set by `rokka broker`
+_SLOT_BITS, _RANGE_BITS = 21, 31
+
+
+def producer_id_base(broker_name: str) -> int:
+    """The first Kafka producer id of a cluster member's own range (``2**31`` ids each, all below
+    ``2**53`` so JavaScript clients keep them exact): ``broker-<i>`` (``serve --brokers``) gets slot
+    i + 1, any other name a slot in the upper half from its crc32."""
+    m = re.fullmatch(r"broker-(\d{1,6})", broker_name)
+    if m is not None and int(m.group(1)) + 1 < 1 << (_SLOT_BITS - 1):
+        slot = int(m.group(1)) + 1
+    else:
+        half = 1 << (_SLOT_BITS - 1)
+        slot = half + zlib.crc32(broker_name.encode("utf-8")) % half
+    return slot << _RANGE_BITS
 
 
 def derive_node_id(broker_name: str) -> int:

@@ -17,3 +17,20 @@ def test_round_robin_counts_and_stable_start() -> None:
     assert set(ones.values()) == set(brokers)       # one-partition topics land on every broker
     assert spread_counts("x", 5, ["only"]) == {"only": 5}
     assert spread_counts("x", 0, brokers) == {} and spread_counts("x", 3, []) == {}
+
+
+async def test_producer_id_ranges_are_disjoint_and_js_safe() -> None:
+    from rokka.core.producer_state import ProducerStateManager
+    from rokka.gateway.kafka.cluster import producer_id_base
+
+    names = [f"broker-{i}" for i in range(64)] + ["broker-a", "broker-b", "east-1"]
+    bases = [producer_id_base(n) for n in names]
+    assert len(set(bases)) == len(bases) and min(bases) >= 1 << 31
+    assert all(b + (1 << 31) <= 1 << 53 for b in bases)        # exact as a JavaScript number
+    assert producer_id_base("broker-0") == 1 << 31
+    a = ProducerStateManager(None, id_base=producer_id_base("broker-0"))
+    b = ProducerStateManager(None, id_base=producer_id_base("broker-1"))
+    single = ProducerStateManager(None)
+    assert (await a.init_producer_id(None, 60_000)).producer_id == 1 << 31
+    assert (await b.init_producer_id(None, 60_000)).producer_id == 2 << 31
+    assert (await single.init_producer_id(None, 60_000)).producer_id == 0   # rokka serve: from 0, as before
