@@ -121,6 +121,14 @@ static int in_names(PyObject *names, const unsigned char *p, Py_ssize_t n) {
 static int valid_utf8(const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     while (i < n) {
+        if (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!(w & 0x8080808080808080ULL)) {
+                i += 8;
+                continue;
+            }
+        }
         unsigned char c = s[i];
         if (c < 0x80) {
             i++;
@@ -196,52 +204,50 @@ static int split_props(const table_t *t, const unsigned char *s, Py_ssize_t n, p
 
 /* -- base64 and the KAFKA_HEADERS JSON ---------------------------------------------------------- */
 
-static int b64val(unsigned char c) {
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
+/* Base64 alphabet -> 6-bit value; 0x40 for '=' and 0x80 for anything else (filled by the module). */
+static unsigned char B64[256];
+
+static void b64_init(void) {
+    memset(B64, 0x80, sizeof(B64));
+    const char *abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; i++)
+        B64[(unsigned char)abc[i]] = (unsigned char)i;
+    B64['='] = 0x40;
 }
 
-/* Decoded length of canonical base64 (length a multiple of 4, '=' only as its last one or two),
- * or -1. */
+/* Decoded length of base64 of canonical shape (length a multiple of 4, '=' only as its last one
+ * or two), or -1; the characters themselves are checked by b64_decode. */
 static Py_ssize_t b64_len(const unsigned char *s, Py_ssize_t n) {
     if (n % 4)
         return -1;
     Py_ssize_t pad = 0;
     if (n && s[n - 1] == '=')
-        pad = (n >= 2 && s[n - 2] == '=') ? 2 : 1;
-    for (Py_ssize_t i = 0; i < n - pad; i++)
-        if (b64val(s[i]) < 0)
-            return -1;
+        pad = s[n - 2] == '=' ? 2 : 1;
     return n / 4 * 3 - pad;
 }
 
-static void b64_decode(const unsigned char *s, Py_ssize_t n, unsigned char *out) {
-    Py_ssize_t o = 0;
-    for (Py_ssize_t i = 0; i < n; i += 4) {
-        uint32_t v = 0;
-        int got = 0;
-        for (int k = 0; k < 4; k++) {
-            v <<= 6;
-            if (s[i + k] != '=') {
-                v |= (uint32_t)b64val(s[i + k]);
-                got++;
-            }
-        }
-        out[o++] = (unsigned char)(v >> 16);
-        if (got > 2)
-            out[o++] = (unsigned char)(v >> 8);
-        if (got > 3)
-            out[o++] = (unsigned char)v;
+/* Decode base64 of b64_len's shape into out: 0, or -1 if a character is not base64. */
+static int b64_decode(const unsigned char *s, Py_ssize_t n, unsigned char *out) {
+    unsigned bad = 0;
+    Py_ssize_t i = 0, full = n >= 4 && s[n - 1] == '=' ? n - 4 : n;
+    for (; i < full; i += 4) {
+        unsigned a = B64[s[i]], b = B64[s[i + 1]], c = B64[s[i + 2]], d = B64[s[i + 3]];
+        bad |= a | b | c | d;
+        uint32_t v = (a << 18) | (b << 12) | (c << 6) | d;
+        out[0] = (unsigned char)(v >> 16);
+        out[1] = (unsigned char)(v >> 8);
+        out[2] = (unsigned char)v;
+        out += 3;
     }
+    if (i < n) {                /* the padded quantum: "xy==" or "xyz=" */
+        unsigned a = B64[s[i]], b = B64[s[i + 1]], c = s[i + 2] == '=' ? 0 : B64[s[i + 2]];
+        bad |= a | b | c;
+        uint32_t v = (a << 18) | (b << 12) | (c << 6);
+        out[0] = (unsigned char)(v >> 16);
+        if (s[i + 2] != '=')
+            out[1] = (unsigned char)(v >> 8);
+    }
+    return bad & 0xC0 ? -1 : 0;
 }
 
 static int hex4(const unsigned char *s, uint32_t *out) {
@@ -286,21 +292,23 @@ static int put_utf8(unsigned char *o, uint32_t cp) {
  * 0 ok, -1 not mapped here, -2 no memory. */
 static int json_name(const unsigned char *s, Py_ssize_t n, Py_ssize_t *i, int ascii_only, buf_t *b) {
     Py_ssize_t p = *i;
+    if (buf_reserve(b, n - p) < 0)      /* a name never decodes to more bytes than its JSON text */
+        return -2;
+    unsigned char hi = ascii_only ? 0x80 : 0;
     for (;;) {
+        Py_ssize_t run = p;
+        while (run < n && s[run] != '"' && s[run] != '\\' && s[run] >= 0x20 && !(s[run] & hi))
+            run++;
+        memcpy(b->p + b->len, s + p, (size_t)(run - p));
+        b->len += run - p;
+        p = run;
         if (p >= n)
             return -1;
         unsigned char c = s[p];
         if (c == '"')
             break;
-        if (c < 0x20 || (ascii_only && c >= 0x80))
-            return -1;
-        if (buf_reserve(b, 4) < 0)
-            return -2;
-        if (c != '\\') {
-            b->p[b->len++] = c;
-            p++;
-            continue;
-        }
+        if (c != '\\')
+            return -1;                  /* a control character, or not ASCII in an envelope */
         if (p + 1 >= n)
             return -1;
         unsigned char e = s[p + 1];
@@ -381,7 +389,8 @@ static int json_headers(const unsigned char *s, Py_ssize_t n, int ascii_only, bu
             if (buf_reserve(b, 10 + dl) < 0)
                 return -2;
             b->len += put_varlong(b->p + b->len, (int64_t)dl);
-            b64_decode(s + i + 1, vn, b->p + b->len);
+            if (b64_decode(s + i + 1, vn, b->p + b->len) < 0)
+                return -1;
             b->len += dl;
             i += vn + 2;
         }
@@ -470,7 +479,8 @@ static int map_key(const props_t *pr, buf_t *b, mapped_t *m) {
             return -1;
         if (buf_reserve(b, dl) < 0)
             return -2;
-        b64_decode(v.p + skip, v.n - skip, b->p);
+        if (b64_decode(v.p + skip, v.n - skip, b->p) < 0)
+            return -1;
         b->len = dl;
         m->klen = dl;
         m->key_in_scratch = 1;
@@ -481,10 +491,47 @@ static int map_key(const props_t *pr, buf_t *b, mapped_t *m) {
     return 0;
 }
 
+/* The last KAFKA_HEADERS JSON mapped in this walk and its entries (producers tend to repeat the
+ * same headers): buf = the JSON, then the entries. */
+typedef struct {
+    buf_t buf;
+    Py_ssize_t json_len;        /* -1: empty */
+    int64_t count;
+    int keys_header;
+} hcache_t;
+
+static int cached_headers(const table_t *t, span_t h, hcache_t *c, buf_t *b, int64_t *count, int *keys_header) {
+    if (c->json_len != h.n || memcmp(c->buf.p, h.p, (size_t)h.n) != 0) {
+        Py_ssize_t at = b->len;
+        int rc = json_headers(h.p, h.n, 0, b, count, t->keys_header, keys_header);
+        if (rc < 0)
+            return rc;
+        c->buf.len = 0;
+        c->json_len = -1;
+        if (buf_reserve(&c->buf, h.n + (b->len - at)) < 0)
+            return -2;
+        memcpy(c->buf.p, h.p, (size_t)h.n);
+        memcpy(c->buf.p + h.n, b->p + at, (size_t)(b->len - at));
+        c->buf.len = h.n + (b->len - at);
+        c->json_len = h.n;
+        c->count = *count;
+        c->keys_header = *keys_header;
+        return 0;
+    }
+    Py_ssize_t n = c->buf.len - c->json_len;
+    if (buf_reserve(b, n) < 0)
+        return -2;
+    memcpy(b->p + b->len, c->buf.p + c->json_len, (size_t)n);
+    b->len += n;
+    *count = c->count;
+    *keys_header = c->keys_header;
+    return 0;
+}
+
 /* Map one record's properties and body (kafka_records' rules): 0 ok, -1 not here, -2 error.
  * A text key (KEYS) beside rocketmq.KEYS headers (which append to KEYS) is left to Python. */
 static int map_record(const table_t *t, const unsigned char *props, Py_ssize_t plen, const unsigned char *body,
-                      Py_ssize_t blen, buf_t *b, mapped_t *m) {
+                      Py_ssize_t blen, buf_t *b, hcache_t *cache, mapped_t *m) {
     props_t pr;
     int keys_header = 0;
     b->len = 0;
@@ -522,7 +569,7 @@ static int map_record(const table_t *t, const unsigned char *props, Py_ssize_t p
     span_t h = pr.value[pr.special[S_HEADERS]];
     if (h.n == 2 && h.p[0] == '[' && h.p[1] == ']')
         return 0;
-    rc = json_headers(h.p, h.n, 0, b, &m->headers, t->keys_header, &keys_header);
+    rc = cached_headers(t, h, cache, b, &m->headers, &keys_header);
     return rc == 0 && keys_header && !m->key_in_scratch && m->key != NULL ? -1 : rc;
 }
 
@@ -590,6 +637,7 @@ static PyObject *plain_records(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *out = NULL, *result = NULL;
     buf_t scratch = {NULL, 0, 0};
+    hcache_t cache = {{NULL, 0, 0}, -1, 0, 0};
     const unsigned char *buf = (const unsigned char *)data.buf;
     Py_ssize_t len = data.len;
     for (Py_ssize_t a = 0; a < PyTuple_GET_SIZE(accepted); a++) {
@@ -643,7 +691,7 @@ static PyObject *plain_records(PyObject *self, PyObject *args) {
         if (!is_accepted(accepted, r + q, plen)) {
             if (table_obj == Py_None)
                 break;
-            int rc = map_record(&table, r + q, plen, r + h, (Py_ssize_t)body_len, &scratch, &m);
+            int rc = map_record(&table, r + q, plen, r + h, (Py_ssize_t)body_len, &scratch, &cache, &m);
             if (rc == -2)
                 goto done;
             if (rc < 0)
@@ -698,6 +746,7 @@ static PyObject *plain_records(PyObject *self, PyObject *args) {
     result = Py_BuildValue("(OnnLL)", out, i, p - start, (long long)first_ts, (long long)max_ts);
 done:
     free(scratch.p);
+    free(cache.buf.p);
     Py_XDECREF(out);
     PyBuffer_Release(&data);
     return result;
@@ -712,4 +761,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cfetch", "CommitLog -> Kafka records hot path (native).",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit__cfetch(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__cfetch(void) {
+    b64_init();
+    return PyModule_Create(&module);
+}

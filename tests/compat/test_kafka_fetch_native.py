@@ -187,3 +187,13 @@ def test_walker_leaves_what_it_does_not_map() -> None:
     assert [type(p) for p in pieces] == [KP.PlainPiece, list, KP.PlainPiece]
     assert len(pieces[1]) == 3
     assert _rows(pieces) == kafka_rows(raws)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pool=st.lists(headers_st, min_size=1, max_size=3), picks=st.lists(st.tuples(st.integers(0, 2), keys),
+                                                                           min_size=1, max_size=12))
+def test_repeated_headers_read_back_exactly(pool: list[Any], picks: list[Any]) -> None:
+    """Records repeating a few header lists (the walker reuses the last list's encoding)."""
+    recs = [(1000 + i, k, b"v%d" % i, pool[j % len(pool)]) for i, (j, k) in enumerate(picks)]
+    run, raws = _run(_kafka_msgs(recs))
+    assert _rows(_both(run)) == kafka_rows(raws)
