@@ -302,7 +302,7 @@ class BrokerRole:
             partition_exists=lambda t, p: (lay := view.layout(t)) is not None and 0 <= p < lay.total,
             live_elsewhere=broker.consumers.is_live, on_group_deleted=broker.sub_groups.delete)
         coord_holder["c"] = coord
-        producers = ProducerStateManager(config_dir)
+        producers = ProducerStateManager(config_dir, id_base=int(cfg.extra.get("kafkaProducerIdBase", 0)))
         producers.recover(broker.store.max_offset)
         broker.store.add_flush_hook(producers.sync_journal)     # the producer journal is durable before acks
         views = ViewRegistry(config_dir)
