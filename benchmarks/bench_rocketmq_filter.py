@@ -1,0 +1,261 @@
+"""Tag-filtered and SQL92 pulls against the unfiltered pull of the same number of records (issue 20).
+
+Run: ``python -m benchmarks.bench_rocketmq_filter [--matching N] [--clients trio,cpp] [--profile]``
+
+Theory of operation
+-------------------
+One fresh ``rokka serve`` (port 0, temp data dir).  Our trio client fills two topics with batch
+sends of 100 B bodies: ``Filter_mixed`` holds ``10 x N`` records, tags ``Tag0`` .. ``Tag9`` in turn,
+and ``Filter_plain`` holds ``N`` records, all ``Tag3``.  Then, per client -- our trio client
+(``PullConsumer.pull``, every queue drained from offset 0 by its own task, 32 per pull) and the
+RocketMQ C++ client (the ``rocketmq`` wheel's ``PullConsumer.pull``, queue after queue) -- it runs:
+
+* the baseline: an unfiltered pull ("*") of ``Filter_plain`` (N records delivered);
+* the tag-filtered pull ("Tag3", 1 tag of 10) of ``Filter_mixed`` (the same N records delivered,
+  out of 10 N scanned);
+* trio only: a SQL92 pull (``TAGS = 'Tag3'``) of ``Filter_mixed`` (raw PULL_MESSAGE with
+  expressionType SQL92; the broker runs with ``enablePropertyFilter=true``).
+
+Each client role runs in its own process (this module, ``--role``: one JSON line of parameters on
+stdin, JSON lines back).  Reported per row: records delivered, msg/s (client-timed, first request to
+last answer) and the broker's user+system CPU (``/proc/PID/stat``, all threads) read before and
+after the client process, per delivered record.  Clients re-check the tag string of what they get
+(Java's PullAPIWrapper does; a record with another tag would be a broker bug and is counted).  Goal:
+the filtered pull >= 50 % of the baseline's msg/s with each client.  The machine may be shared (two
+cores, other work): the CPU per record is the steadier number.  Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from benchmarks.lib import procs
+from benchmarks.lib.procs import fmt, harness
+
+TICKS = 100     # USER_HZ
+TAG = "Tag3"
+SQL = f"TAGS = '{TAG}'"
+
+
+# ----- the driver ------------------------------------------------------------------------------
+
+def server_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def role(params: dict[str, Any], wd: Path, timeout: float) -> dict[str, Any]:
+    name = f"{params['role']}-{uuid.uuid4().hex[:6]}"
+    events = harness.run_json([sys.executable, "-m", "benchmarks.bench_rocketmq_filter", "--role"], name=name,
+                              workdir=wd / name, params=params, timeout=timeout, cwd=procs.ROOT)
+    return next(e for e in events if e["event"] == "result")
+
+
+def measured(rokka: harness.ServerProcess, params: dict[str, Any], wd: Path) -> dict[str, Any]:
+    assert rokka.proc is not None
+    c0 = server_cpu(rokka.proc.pid)
+    res = role(params, wd, timeout=300)
+    res["cpu_us"] = (server_cpu(rokka.proc.pid) - c0) / max(1, res["messages"]) * 1e6
+    res["rate"] = res["messages"] / res["seconds"] if res["seconds"] else float("nan")
+    return res
+
+
+def run(rokka: harness.ServerProcess, matching: int, clients: list[str], wd: Path) -> list[list[str]]:
+    ns = rokka.namesrv
+    role({"role": "fill", "namesrv": ns, "topic": "Filter_mixed", "count": matching * 10, "tags": 10}, wd, 600)
+    role({"role": "fill", "namesrv": ns, "topic": "Filter_plain", "count": matching, "tags": 0}, wd, 300)
+    rows: list[list[str]] = []
+    for client in clients:
+        pull = f"{client}-pull"
+        base = measured(rokka, {"role": pull, "namesrv": ns, "topic": "Filter_plain", "expression": "*",
+                                "group": f"CG_{uuid.uuid4().hex[:8]}"}, wd)
+        cases = [("tag 1 of 10", {"expression": TAG})]
+        if client == "trio":
+            cases.append(("SQL92 1 of 10", {"expression": SQL, "sql": True}))
+        rows.append(_row(f"unfiltered '*' ({matching:,} stored)", client, base, base, None))
+        for label, extra in cases:
+            res = measured(rokka, {"role": pull, "namesrv": ns, "topic": "Filter_mixed", "tag": TAG,
+                                   "group": f"CG_{uuid.uuid4().hex[:8]}", **extra}, wd)
+            goal = 0.5 if "tag" in label else None
+            rows.append(_row(f"{label} ({matching * 10:,} stored)", client, res, base, goal))
+        for row in rows[-1 - len(cases):]:
+            print("  " + " | ".join(row), flush=True)
+    return rows
+
+
+def _row(label: str, client: str, res: dict[str, Any], base: dict[str, Any], goal: float | None) -> list[str]:
+    ratio = res["rate"] / base["rate"] if base["rate"] else float("nan")
+    verdict = "—" if goal is None else ("PASS" if ratio >= goal else "MISS")
+    wrong = f" ({res['wrong']} with another tag)" if res.get("wrong") else ""
+    return [label, client, f"{res['messages']:,}", fmt(res["rate"]), fmt(res["cpu_us"], 1), f"{ratio:.0%}",
+            (f">= {goal:.0%} of '*'" if goal else "—"), verdict + wrong]
+
+
+HEADERS = ["pull (100 B, 32 per pull)", "client", "delivered", "msg/s", "server CPU us/record",
+           "msg/s vs '*'", "goal", "result"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_rocketmq_filter")
+    ap.add_argument("--matching", type=int, default=20_000, help="records each pull delivers")
+    ap.add_argument("--clients", default="trio,cpp")
+    ap.add_argument("--profile", action="store_true", help="run rokka under cProfile, print the top functions")
+    ap.add_argument("--role", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.role:
+        _role_main()
+        return
+    clients = args.clients.split(",")
+    if "cpp" in clients and (reason := harness.cpp_available()):
+        print(f"cpp client skipped: {reason}")
+        clients.remove("cpp")
+    wd = Path(tempfile.mkdtemp(prefix="rokka-bench-filter-"))
+    conf = wd / "broker.conf"
+    conf.write_text("enablePropertyFilter=true\n")
+    prof = wd / "rokka.prof" if args.profile else None
+    rokka = procs.start_rokka(wd / "rokka", prof, config=conf)
+    t0 = time.monotonic()
+    try:
+        rows = run(rokka, args.matching, clients, wd)
+    finally:
+        rokka.stop()
+    print()
+    print(procs.table(HEADERS, rows))
+    print(f"\n({time.monotonic() - t0:.0f} s; one rokka serve; clients in their own processes)")
+    if prof is not None:
+        print("\nrokka cProfile, top functions by own time:\n")
+        print(procs.profile_summary(prof))
+    shutil.rmtree(wd, ignore_errors=True)
+
+
+# ----- the client roles (run in their own processes) -------------------------------------------
+
+def emit(event: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def _role_main() -> None:
+    p = json.loads(sys.stdin.readline())
+    try:
+        if p["role"] == "cpp-pull":
+            _cpp_pull(p)
+        else:
+            import trio
+            trio.run(_trio_role, p)
+    except Exception as exc:  # noqa: BLE001 - reported to the caller
+        emit("error", error=repr(exc))
+    emit("done")
+    sys.stdout.flush()
+    import os
+    os._exit(0)     # the C++ wheel's destructors would shut its objects down twice at exit
+
+
+async def _trio_role(p: dict[str, Any]) -> None:
+    import structlog
+    from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30),
+                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    async with RemotingClient(timeout_s=20.0) as rc:
+        ns = NamesrvClient(rc, [p["namesrv"]])
+        await (_fill if p["role"] == "fill" else _trio_pull)(rc, ns, p)
+
+
+async def _fill(rc: Any, ns: Any, p: dict[str, Any]) -> None:
+    from rokka.gateway.rocketmq.client import OutMessage, Producer
+    producer = Producer(rc, ns, f"PG_{uuid.uuid4().hex[:8]}", send_timeout_s=20.0)
+    body, n, tags = b"x" * 100, int(p["count"]), int(p["tags"])
+    sent = 0
+    while sent < n:
+        k = min(100, n - sent)
+        msgs = [OutMessage(body, tags=f"Tag{(sent + i) % tags}" if tags else TAG) for i in range(k)]
+        await producer.send_batch(p["topic"], msgs)
+        sent += k
+    emit("result", sent=sent)
+
+
+async def _trio_pull(rc: Any, ns: Any, p: dict[str, Any]) -> None:
+    import trio
+    from rokka.gateway.rocketmq.client import PullConsumer
+    consumer = PullConsumer(rc, ns, p["group"])
+    queues = await consumer.fetch_subscribe_queues(p["topic"])
+    stats = {"messages": 0, "requests": 0, "wrong": 0}
+    tag = p.get("tag")
+
+    async def drain(mq: Any) -> None:
+        offset = 0
+        while True:
+            res = await _pull_once(consumer, mq, offset, p)
+            stats["requests"] += 1
+            if res.code not in (0, 20):         # FOUND, NO_MATCHED_MSG (go on); else the queue's end
+                return
+            for m in res.messages:              # the client re-checks the tag string, as Java's does
+                if tag is None or m.properties.get("TAGS") == tag:
+                    stats["messages"] += 1
+                else:
+                    stats["wrong"] += 1
+            offset = res.next_begin_offset
+
+    t0 = time.perf_counter()
+    with trio.fail_after(240):
+        async with trio.open_nursery() as nursery:
+            for mq in queues:
+                nursery.start_soon(drain, mq)
+    emit("result", seconds=time.perf_counter() - t0, **stats)
+
+
+async def _pull_once(consumer: Any, mq: Any, offset: int, p: dict[str, Any]) -> Any:
+    """One PULL of 32: the client's own call, or for SQL92 the same request with expressionType SQL92
+    (the client's ``pull`` asks for TAG only)."""
+    if not p.get("sql"):
+        return await consumer.pull(mq, offset, max_nums=32, expression=p["expression"])
+    from rokka.gateway.rocketmq.client.consumer import decode_messages
+    from rokka.gateway.rocketmq.client.types import PullResult
+    from rokka.gateway.rocketmq.codec.codes import RequestCode
+    from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+    ext = {k: str(v) for k, v in dict(consumerGroup=consumer.group, topic=mq.topic, queueId=mq.queue_id,
+                                      queueOffset=offset, maxMsgNums=32, sysFlag=0x4, commitOffset=0,
+                                      suspendTimeoutMillis=0, subscription=p["expression"], subVersion=0,
+                                      expressionType="SQL92").items()}
+    resp = await consumer.client.invoke_ok(await consumer.broker_addr(mq),
+                                           RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=ext), 20.0,
+                                           (0, 19, 20, 21))
+    e = resp.ext_fields
+    return PullResult(resp.code, int(e.get("nextBeginOffset", offset)), 0, 0, 0,
+                      decode_messages(resp.body) if resp.code == 0 else ())
+
+
+def _cpp_pull(p: dict[str, Any]) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "rocketmq_cpp"))
+    from _common import set_log  # the wheel's log path setter (interop/rocketmq_cpp/_common.py)
+    from rocketmq.client import PullConsumer
+    consumer = PullConsumer(p["group"])
+    set_log("pull", consumer._handle)
+    consumer.set_namesrv_addr(p["namesrv"])
+    PullConsumer.offset_table.clear()
+    consumer.start()
+    n = wrong = 0
+    tag = p.get("tag")
+    deadline = time.monotonic() + 240
+    t0 = time.perf_counter()
+    for msg in consumer.pull(p["topic"], p["expression"], 32):
+        if tag is None or msg.tags == tag.encode():
+            n += 1
+        else:
+            wrong += 1
+        if time.monotonic() > deadline:
+            break
+    emit("result", messages=n, wrong=wrong, seconds=time.perf_counter() - t0)
+    consumer.shutdown()
+
+
+if __name__ == "__main__":
+    main()
