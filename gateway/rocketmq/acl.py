@@ -71,6 +71,13 @@ The broker signs its own requests to other brokers (Kafka group offsets it
 forwards) with an admin account of the file (``broker_credentials``); the
 brokers of a cluster share the file.
 
+mqadmin's ACL request codes (``handlers/admin_acl.py``) edit the file through ``update_account``,
+``delete_account`` and ``update_global_white`` (RocketMQ 4.9's ``PlainPermissionManager``: an update merges
+into the existing account, keys longer than 6 characters, ``dataVersion: [{counter, timestamp}]`` bumped
+on every write).  Each edit is checked by loading the result before anything is written, and the file is
+replaced atomically (temp file, fsync, rename; mode 0600), so a refused or interrupted edit leaves the
+accounts in force.  Comments in a hand-written file do not survive an edit (Java rewrites it too).
+
 A refusal is answered like RocketMQ 4.9 answers an ``AclException``:
 SYSTEM_ERROR with the reason in the remark, and logged.  Address patterns:
 exact, ``*`` per dotted part, and ``{a,b}`` / ``a-b`` lists in the last part.
