@@ -179,6 +179,10 @@ class Broker:
                 return dataclasses.replace(result, status=PutStatus.FLUSH_DISK_TIMEOUT)
         return result
 
+    def store_busy_s(self) -> float:
+        """Seconds the CommitLog write-back in progress has run (0.0 when none runs or no flush service)."""
+        return 0.0 if self._flush_service is None else self._flush_service.busy_s()
+
     @property
     def flush_running(self) -> bool:
         return self._flush_service is not None

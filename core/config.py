@@ -101,6 +101,11 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
     reject_transaction_message: bool = False
+    # send back-pressure (RocketMQ's keys and defaults; gateway/rocketmq/handlers/flow.py)
+    send_thread_pool_queue_capacity: int = 10_000   # sends accepted and not yet answered, all connections
+    os_page_cache_busy_time_out_mills: int = 1000   # a CommitLog write-back running longer: the store is busy
+    wait_time_mills_in_send_queue: int = 200        # a send that waited this long before service is refused
+    broker_fast_failure_enable: bool = True         # refuse queued sends (TIMEOUT_CLEAN_QUEUE, PCBUSY_CLEAN_QUEUE)
     # access control (RocketMQ's aclEnable; the file in RocketMQ's plain_acl.yml format)
     acl_enable: bool = False
     plain_acl_file: str = ""        # rokka: path of plain_acl.yml (default <storePathRootDir>/../conf/plain_acl.yml)
@@ -188,7 +193,8 @@ class BrokerConfig:
             raise ValueError("diskMaxUsedSpaceRatio must be within 1..95")
         for key in ("maxConnections", "maxConnectionsPerIp", "maxBufferedFrameBytes", "frameTimeoutSeconds",
                     "connectionWriteTimeoutSeconds", "maxPendingWriteBytes", "maxReadAheadBytes",
-                    "maxUnreadResponseBytes", "kafkaMaxFrameBytes", "kafkaSaslMaxReceiveBytes"):
+                    "maxUnreadResponseBytes", "kafkaMaxFrameBytes", "kafkaSaslMaxReceiveBytes",
+                    "sendThreadPoolQueueCapacity", "osPageCacheBusyTimeOutMills", "waitTimeMillsInSendQueue"):
             if getattr(self, camel_to_snake(key)) < 0:
                 raise ValueError(f"{key} must be >= 0")
         if self.metrics_exporter_type.upper() not in ("DISABLE", "PROM"):

@@ -22,6 +22,10 @@ they make durable for those records is durable first.
   FLUSH_DISK_TIMEOUT, as RocketMQ does.  The background checkpoint still
   runs every second.
 
+``busy_s()`` says how long the fsync in progress has run: the broker's
+store-busy signal (``osPageCacheBusyTimeOutMills``, see the RocketMQ
+gateway's ``handlers/flow.py``).
+
 An fsync error is logged and counted; waiters keep waiting (and time out),
 so the client sees FLUSH_DISK_TIMEOUT rather than a false success.
 """
@@ -29,6 +33,7 @@ so the client sees FLUSH_DISK_TIMEOUT rather than a false success.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from functools import partial
 
@@ -58,6 +63,12 @@ class FlushService:
         self._waiters = 0
         self._flushes = 0
         self._errors = 0
+        self._flush_began: float | None = None     # time.monotonic() when the fsync in progress began
+
+    def busy_s(self) -> float:
+        """Seconds the CommitLog write-back in progress has run (0.0 when none runs)."""
+        began = self._flush_began
+        return 0.0 if began is None else time.monotonic() - began
 
     def statistics(self) -> FlushStatistics:
         return FlushStatistics(self._flushes, self._errors, self._waiters, self.store.flushed_offset)
@@ -96,12 +107,15 @@ class FlushService:
         store = self.store
         target = store.commitlog_max_offset     # read here, on the appending thread (see DiskStore.flush)
         if target > store.flushed_offset:
+            self._flush_began = time.monotonic()
             try:
                 await trio.to_thread.run_sync(partial(store.flush, target))
                 self._flushes += 1
             except OSError as exc:
                 self._errors += 1
                 log.error("commitlog fsync failed", error=str(exc))
+            finally:
+                self._flush_began = None
         changed, self._durable_changed = self._durable_changed, trio.Event()
         changed.set()
 

@@ -19,6 +19,10 @@ OPEN -> ERROR when the peer breaks the protocol.  ``receive_data`` in ERROR
 raises again; in CLOSED it returns ``[]``.  Callers must close the socket
 after a ``RemoteProtocolError``.
 
+Every decoded command is stamped with ``received_at`` (``time.monotonic()``
+of the read that completed it): the broker measures a send's time in its
+queue from there (``handlers/flow.py``).
+
 Rules: requests are answered with ``encode_response`` (forces the request's
 opaque, flag bit 0 and serialize type, and returns ``b""`` for oneway
 requests, which must never be answered).
@@ -27,6 +31,7 @@ requests, which must never be answered).
 from __future__ import annotations
 
 import enum
+import time
 
 from rokka.gateway.rocketmq.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE
 from rokka.gateway.rocketmq.codec.errors import LocalProtocolError, RemoteProtocolError
@@ -82,6 +87,7 @@ class RemotingConnection:
             return []
         self._decoder.feed(data)
         out: list[RemotingCommand] = []
+        now = time.monotonic()      # when these frames were read: a send's time in the queue starts here
         while True:
             try:
                 payload = self._decoder.next_payload()
@@ -91,6 +97,7 @@ class RemotingConnection:
             except RemoteProtocolError as exc:
                 return self._fail(exc)
             self.frames_in += 1
+            cmd.received_at = now
             if cmd.is_response:
                 if cmd.opaque not in self._pending:
                     self.stray_responses += 1

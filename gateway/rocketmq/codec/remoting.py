@@ -76,6 +76,8 @@ class RemotingCommand:
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     serialize_type: int = SERIALIZE_JSON
+    #: ``time.monotonic()`` when the frame was read (``RemotingConnection``; 0.0 = not read from a peer)
+    received_at: float = field(default=0.0, compare=False, repr=False)
 
     @property
     def is_response(self) -> bool:

@@ -23,6 +23,7 @@ import trio
 from rokka.core.broker import Broker
 from rokka.gateway.rocketmq.codec.codes import RequestCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.handlers.flow import SendGate
 
 log = structlog.get_logger(__name__)
 
@@ -41,6 +42,10 @@ class BrokerContext:
     nursery: trio.Nursery | None = None  # for fire-and-forget wire actions
     topic_changed: Callable[[], None] = lambda: None  # re-register with name servers
     extra: dict[str, Any] = field(default_factory=dict)
+    send_gate: SendGate = field(init=False)     # the send queue's bound and busy signals (handlers/flow.py)
+
+    def __post_init__(self) -> None:
+        self.send_gate = SendGate(self.broker)
 
     @property
     def cfg(self):  # noqa: ANN201

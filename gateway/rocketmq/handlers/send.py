@@ -15,6 +15,9 @@ The response always carries ``msgId`` (offsetMsgId; comma-joined for
 batches), ``queueId``, ``queueOffset``, ``MSG_REGION`` and ``TRACE_ON``;
 the C++ client dereferences them unconditionally.
 
+Back-pressure (``handlers/flow.py``): before anything else a send may be refused with SYSTEM_BUSY
+and Java's remarks (queue full, waited too long in the queue, store busy); nothing is written then.
+
 Send-back: a consumer returns a message it failed to consume; it is rewritten
 to ``%RETRY%<group>`` with an escalating delay level (3 + reconsumeTimes),
 or to ``%DLQ%<group>`` once it has been retried ``retryMaxTimes`` times.
@@ -158,6 +161,17 @@ def _dlq_redirect(ctx: BrokerContext, topic: str, reconsume_times: int, max_time
 
 
 async def handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    gate = ctx.send_gate
+    if (busy := gate.refusal(req, getattr(channel, "peer", None))) is not None:
+        return _base_response(req, ctx, ResponseCode.SYSTEM_BUSY, busy)
+    gate.inflight += 1
+    try:
+        return await _handle_send(ctx, channel, req)
+    finally:
+        gate.inflight -= 1
+
+
+async def _handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = Header(normalize_send_header(req.ext_fields))
     topic = h.str("topic")
     h.str("producerGroup")
