@@ -4,7 +4,8 @@ What it shows, with real processes on 127.0.0.1 (SYNC_FLUSH, so an acknowledged 
 
 1. The ready line lists the name server and the three brokers' RocketMQ and Kafka listeners, in
    broker order, on the derived ports (broker-port + 4*i, kafka-port + i); each broker is a child
-   process with its own store (data/broker-<i>).
+   process with its own store (data/broker-<i>); InitProducerId on each broker gives a different
+   producer id (one id space for idempotent producers).
 2. Kafka CreateTopics (confluent-kafka's admin) and Metadata auto-creation spread the partitions
    over the three brokers (2 leaders each for 6 partitions); confluent-kafka produces to every
    partition and reads everything back; DeleteTopics removes the topic from every broker (it can
@@ -106,6 +107,9 @@ def test_ready_line_spread_and_round_trips(cluster3: harness.ServerProcess, work
     assert srv.data_dir is not None
     assert {p.name for p in srv.data_dir.iterdir()} >= {f"broker-{i}" for i in range(BROKERS)}
 
+    pids = [init_producer_id(addr) for addr in kafkas]     # idempotent producers: one id space
+    assert len(set(pids)) == BROKERS, pids
+
     topic = create(srv, 6)
     nodes, lead = leaders(srv, topic)
     assert len(nodes) == BROKERS and sorted(Counter(lead.values()).values()) == [2, 2, 2], lead
@@ -146,6 +150,32 @@ def test_ready_line_spread_and_round_trips(cluster3: harness.ServerProcess, work
         wait_bodies([consumer], more, 60, "C++ push consumer over three brokers")
     finally:
         consumer.close()
+
+
+def init_producer_id(addr: str) -> int:
+    """InitProducerId (v1, no transactional id) straight to one broker's Kafka port."""
+    from rokka.gateway.kafka.codec import APIS
+    from rokka.gateway.kafka.codec.framing import decode_response_frame, encode_request_frame
+
+    api = APIS[22]
+    host, port = addr.rsplit(":", 1)
+
+    async def ask() -> int:
+        with trio.fail_after(30):
+            stream = await trio.open_tcp_stream(host, int(port))
+            async with stream:
+                body = api.request.make(transactional_id=None, transaction_timeout_ms=60000)
+                await stream.send_all(encode_request_frame(api, 1, 7, body))
+                buf = b""
+                while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
+                    data = await stream.receive_some(65536)
+                    assert data, "connection closed"
+                    buf += data
+        _, resp = decode_response_frame(api, 1, buf[4:])
+        assert resp.error_code == 0, resp
+        return int(resp.producer_id)
+
+    return trio.run(ask)
 
 
 def route_brokers(srv: harness.ServerProcess, topic: str) -> set[str]:

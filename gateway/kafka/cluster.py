@@ -26,7 +26,8 @@ Metadata for all of them.  What each broker needs to know comes from the name se
   partition numbers never shift under running clients; a live broker that no longer serves the
   topic is dropped.
 * **Refresh.**  ``run()`` refreshes the broker list every ``ttl_s`` (3 s); topic routes are
-  fetched on demand by ``ensure(topics)`` when older than ``ttl_s`` - but only when the cluster
+  fetched on demand by ``ensure(topics)`` when older than ``ttl_s`` or when the route's entry for
+  this broker disagrees with its own topic table - but only when the cluster
   has another broker: a single node never asks the name server for routes, and a topic this view
   has never seen is laid out as local-only.  So a lone broker behaves exactly as before (base 0).
   Name server failures keep the last known state.
@@ -286,13 +287,16 @@ class ClusterView:
         self._endpoints, self._live = endpoints, live
 
     async def ensure(self, topics: Iterable[str], force: bool = False) -> None:
-        """Fetch the routes of ``topics`` older than ``ttl_s`` (only when clustered)."""
+        """Fetch the routes of ``topics`` older than ``ttl_s``, or whose entry for this broker
+        disagrees with its own topic table (the topic was deleted and created again, or changed
+        here), or all of them with ``force`` (only when clustered)."""
         if self.namesrv is None or not self.clustered:
             return
         now = self._clock()
         for topic in set(topics):
             cached = self._routes.get(topic)
-            if force or cached is None or now - cached[0] >= self.ttl_s:
+            if (force or cached is None or now - cached[0] >= self.ttl_s
+                    or cached[1].get(self.broker_name) != self._local_queues(topic)):
                 await self._refresh_topic(topic)
 
     async def _refresh_topic(self, topic: str) -> None:
