@@ -180,8 +180,11 @@ class Broker:
         return result
 
     def store_busy_s(self) -> float:
-        """Seconds the CommitLog write-back in progress has run (0.0 when none runs or no flush service)."""
-        return 0.0 if self._flush_service is None else self._flush_service.busy_s()
+        """Seconds the CommitLog write-back in progress has run, when sends wait for it (SYNC_FLUSH);
+        0.0 otherwise (none runs, no flush service, or ASYNC_FLUSH: a slow fsync delays no send)."""
+        if not self.sync_flush or self._flush_service is None:
+            return 0.0
+        return self._flush_service.busy_s()
 
     @property
     def flush_running(self) -> bool:

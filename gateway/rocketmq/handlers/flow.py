@@ -24,9 +24,10 @@ rokka's equivalents (one event loop, no send thread pool):
   waiting for its group commit included: its body is held until then); ``SendGate.inflight``;
 * the time a send waited in the queue is from the moment its frame was read
   (``RemotingCommand.received_at``) to the moment its handler starts: the event loop was busy;
-* the store is busy when the CommitLog write-back in progress (the flush service's fsync, either
-  flush policy) has run longer than ``osPageCacheBusyTimeOutMills``: the page cache is not being
-  written back, which is what Java's check detects.  A send that arrives then is refused with
+* the store is busy when the CommitLog write-back in progress (the flush service's fsync) has run
+  longer than ``osPageCacheBusyTimeOutMills`` under SYNC_FLUSH, where sends wait for it: their
+  writes are not getting through, which is what Java's check detects (under ASYNC_FLUSH a slow
+  fsync delays no send, and no send is refused for it).  A send that arrives then is refused with
   REJECTREQUEST; one that was queued across it (its wait began before the stall passed the limit) is
   refused with PCBUSY_CLEAN_QUEUE.
 
