@@ -39,7 +39,7 @@ from rokka.core import names
 from rokka.core.filter import EXPR_SQL92, ExpressionFilter, Subscription, SubscriptionParseError, build_subscription
 from rokka.core.groups import MESSAGE_MODEL_BROADCASTING
 from rokka.core.storage.api import GetResult, GetStatus
-from rokka.core.txn import visible_result, without_control
+from rokka.core.txn import without_control
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
@@ -107,27 +107,38 @@ def status_to_code(result: GetResult, offset: int) -> int:
 
 
 class _Found(NamedTuple):
-    """What a PULL of the subscription "*" found, read as runs (``MessageStore.get_runs``)."""
+    """What a PULL found: the records (raw CommitLog bytes, back to back) and the offsets."""
 
-    body: bytes
+    body: bytes | memoryview
     next_begin_offset: int
     min_offset: int
     max_offset: int
 
 
+def _found(body: bytes | memoryview, next_offset: int, lo: int, hi: int) -> tuple[int, _Found]:
+    """SUCCESS with ``body`` less its Kafka control entries (transaction markers are never shown to
+    RocketMQ), or PULL_RETRY_IMMEDIATELY past them when nothing else is left."""
+    body, _ = without_control(body)
+    return (ResponseCode.SUCCESS if body else ResponseCode.PULL_RETRY_IMMEDIATELY,
+            _Found(body, next_offset, lo, hi))
+
+
 def _read(ctx: BrokerContext, topic: str, queue_id: int, offset: int, max_msgs: int,
           msg_filter: ExpressionFilter) -> tuple[int, GetResult | _Found]:
     """(response code, result).  Without filtering, records are copied out run by run (one slice
-    per run of adjacent records); every other case, and every miss, goes through ``get_messages``."""
+    per run of adjacent records); with a tag or SQL92 filter, the store's read filters natively
+    (``reader.get_messages``: candidates only, nothing dropped is copied); every miss is answered
+    from ``get_messages``' status."""
     store = ctx.broker.store
     if msg_filter.matches_all:
         runs, next_offset = store.get_runs(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES)
         if runs:
             body = runs[0].data if len(runs) == 1 else b"".join(r.data for r in runs)
-            body, _ = without_control(body)     # Kafka transaction markers: never shown to RocketMQ
-            return (ResponseCode.SUCCESS if body else ResponseCode.PULL_RETRY_IMMEDIATELY,
-                    _Found(body, next_offset, store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)))
-    result = visible_result(store.get_messages(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES, msg_filter))
+            return _found(body, next_offset, store.min_offset(topic, queue_id), store.max_offset(topic, queue_id))
+    result = store.get_messages(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES,
+                                None if msg_filter.matches_all else msg_filter)
+    if result.records:
+        return _found(result.body, result.next_begin_offset, result.min_offset, result.max_offset)
     return status_to_code(result, offset), result
 
 
