@@ -36,20 +36,25 @@ so everything scanned is committed.  After a restart the maps are rebuilt by
 scanning from the log start again (holes are skipped).
 
 Crash safety: the holes of one ConsumeQueue file are applied by writing a
-patched copy of the whole file (``<name>.compacting``), fsyncing it and
-renaming it over the original (then the directory is fsynced), and the queue's
-map is reopened on the new file.  A crash leaves either the old file (the
-next pass compacts again) or the new one, never a torn unit; a left-over
+patched copy of the file's written units (``<name>.compacting``), fsyncing it
+and renaming it over the original (then the directory is fsynced), and the
+queue's map is reopened on the new file.  A crash leaves either the old file
+(the next pass compacts again) or the new one, never a torn unit; a left-over
 ``.compacting`` file is removed by the next pass.  Recovery re-dispatches only
 units past a queue's end, so holes survive restarts; a unit is made a hole
-only when its record is flushed.  Passes run on the event loop thread, as
-appends do, so no unit is written between the copy and the rename.
+only when its record is flushed.  The copy is written and fsynced by a worker
+thread (a 6 MB file's fsync would stall the event loop for a few hundred ms);
+the next pass, on the event loop thread where appends happen too, copies the
+units appended to the original since (and fdatasyncs them), then renames.
+Only written units change hands, so no append is lost; the queue is not
+scanned again until its swap is finished.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +72,7 @@ log = structlog.get_logger(__name__)
 #: raw stored record -> (key, is a tombstone), or None when the record is never compacted away.
 KeyReader = Callable[[bytes], "tuple[bytes, bool] | None"]
 #: Units a pass scans per queue at most.
-SCAN_BUDGET = 50_000
+SCAN_BUDGET = 10_000
 TMP_SUFFIX = ".compacting"
 _CHUNK = 1024
 _DIGEST_FROM = 32
@@ -107,13 +112,24 @@ def _key_id(key: bytes) -> bytes:
 class Compactor:
     """The per-queue maps of the compacted topics and the passes over them."""
 
-    def __init__(self) -> None:
+    def __init__(self, background: bool = True) -> None:
+        self.background = background
         self._state: dict[tuple[str, int], _QueueState] = {}
+        self._swaps: dict[tuple[str, int], _Swaps] = {}
+
+    def settle(self) -> None:
+        """Wait for the copies being written and finish their swaps (tests; a clean stop)."""
+        for key, swaps in list(self._swaps.items()):
+            swaps.join()
+            swaps.finish()
+            del self._swaps[key]
 
     def forget(self, keep: Callable[[str], bool]) -> None:
         """Drop the maps of topics ``keep`` refuses (deleted, or no longer compacted)."""
         for key in [k for k in self._state if not keep(k[0])]:
             del self._state[key]
+        for key in [k for k in self._swaps if not keep(k[0])]:
+            self._swaps.pop(key).discard()      # its topic is gone or no longer compacted
 
     def run(self, store: Any, topic: str, qid: int, policy: Policy, now_ms: int) -> int:
         """One pass over a queue of a compacted topic; returns how many records became holes."""
@@ -121,6 +137,12 @@ class Compactor:
         reader = _reader
         if q is None or reader is None:
             return 0
+        pending = self._swaps.get((topic, qid))
+        if pending is not None:
+            if not pending.done():
+                return 0        # the last pass's copies are still being written
+            pending.finish()
+            del self._swaps[(topic, qid)]
         lo, hi = store.min_offset(topic, qid), store.max_offset(topic, qid)
         st = self._state.get((topic, qid))
         if st is None:
@@ -139,7 +161,9 @@ class Compactor:
                     del st.latest[kid]
         drops = sorted(o for o in set(drops) if lo <= o < hi - 1)
         if drops:
-            write_holes(q, drops)
+            swaps = write_holes(q, drops, self.background)
+            if self.background:
+                self._swaps[(topic, qid)] = swaps
             log.info("compaction.pass", topic=topic, queue=qid, holes=len(drops), scanned_to=st.scanned_to,
                      keys=len(st.latest))
         return len(drops)
@@ -189,43 +213,119 @@ class Compactor:
         return drops
 
 
-def write_holes(q: ConsumeQueue, offsets: list[int]) -> None:
-    """Make the units at ``offsets`` (sorted, written, not holes) holes, one atomic file swap per
-    ConsumeQueue file (module doc)."""
+def write_holes(q: ConsumeQueue, offsets: list[int], background: bool = False) -> _Swaps:
+    """Make the units at ``offsets`` (sorted) holes, one atomic file swap per ConsumeQueue file
+    (module doc).  With ``background`` the copies are written and fsynced by a worker thread: call
+    ``finish`` on the returned swaps (on this thread) once ``done``; else they are finished at once."""
     by_base: dict[int, list[int]] = {}
     for o in offsets:
         by_base.setdefault(o * UNIT_SIZE - (o * UNIT_SIZE) % q.file_size, []).append(o)
+    copies: list[tuple[Segment, bytes]] = []
     for base, offs in by_base.items():
         seg = q.files.find(base)
         if seg is None:
             continue
-        data = bytearray(seg.mm[:])
+        written = min(seg.size, max(0, q.max_offset * UNIT_SIZE - seg.base))
+        data = bytearray(seg.mm[:written])
         for o in offs:
             pos = o * UNIT_SIZE - base
+            if pos + UNIT_SIZE > written:
+                continue
             coff, size, code = UNIT.unpack_from(data, pos)
             if coff >= 0 and size > 0:
                 UNIT.pack_into(data, pos, hole_of(coff), size, code)
-        _swap(q, seg, bytes(data))
+        copies.append((seg, bytes(data)))
+    swaps = _Swaps(q, copies)
+    if background:
+        swaps.start()
+    else:
+        swaps.write()
+        swaps.finish()
+    return swaps
 
 
-def _swap(q: ConsumeQueue, seg: Segment, data: bytes) -> None:
-    tmp = seg.path.with_name(seg.path.name + TMP_SUFFIX)
+class _Swaps:
+    """Patched copies of some files of one ConsumeQueue: written and fsynced (``write``, maybe on a
+    worker thread), then renamed over the originals on the event loop thread (``finish``), after
+    copying the units appended to the originals meanwhile."""
+
+    def __init__(self, q: ConsumeQueue, copies: list[tuple[Segment, bytes]]) -> None:
+        self.q = q
+        self.copies = copies
+        self.error: OSError | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.write, name="compaction-copy", daemon=True)
+        self._thread.start()
+
+    def done(self) -> bool:
+        return self._thread is None or not self._thread.is_alive()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def discard(self) -> None:
+        self.join()
+        for seg, _ in self.copies:
+            _tmp_path(seg).unlink(missing_ok=True)
+        self.copies = []
+
+    def write(self) -> None:
+        try:
+            for seg, data in self.copies:
+                _write_copy(_tmp_path(seg), data, seg.size)
+        except OSError as exc:
+            self.error = exc
+
+    def finish(self) -> None:
+        q = self.q
+        for seg, data in self.copies:
+            tmp = _tmp_path(seg)
+            if self.error is not None or seg not in q.files.segments:     # failed, or the file went meanwhile
+                tmp.unlink(missing_ok=True)
+                if self.error is not None:
+                    log.error("compaction.copy_failed", topic=q.topic, queue=q.queue_id, error=str(self.error))
+                continue
+            end = min(seg.size, max(0, q.max_offset * UNIT_SIZE - seg.base))
+            if end > len(data):     # units appended to the original since the copy was taken
+                fd = os.open(tmp, os.O_WRONLY)
+                try:
+                    _pwrite_all(fd, seg.mm[len(data):end], len(data))
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+            os.replace(tmp, seg.path)
+            _fsync_dir(seg.path.parent)
+            with q.files.lock:
+                i = q.files.segments.index(seg)
+                q.files.segments[i] = Segment(seg.path, seg.base, seg.size, existing=True,
+                                              random_access=q.files.random_access)
+                seg.close()
+            q._set_tail()   # the tail map may have been the swapped file's
+        self.copies = []
+
+
+def _tmp_path(seg: Segment) -> Path:
+    return seg.path.with_name(seg.path.name + TMP_SUFFIX)
+
+
+def _pwrite_all(fd: int, data: bytes | memoryview, pos: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, pos)
+        view, pos = view[n:], pos + n
+
+
+def _write_copy(tmp: Path, data: bytes, size: int) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        _pwrite_all(fd, data, 0)
+        os.ftruncate(fd, size)
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, seg.path)
-    _fsync_dir(seg.path.parent)
-    with q.files.lock:
-        i = q.files.segments.index(seg)
-        q.files.segments[i] = Segment(seg.path, seg.base, seg.size, existing=True,
-                                      random_access=q.files.random_access)
-        seg.close()
-    q._set_tail()   # the tail map may have been the swapped file's
 
 
 def _fsync_dir(path: Path) -> None:

@@ -55,6 +55,7 @@ def _visible(store: DiskStore, topic: str = "T") -> list[tuple[int, str]]:
 
 def _compacted(tmp_path: Path, topic: str = "T", **configs: str) -> TopicRetention:
     r = TopicRetention(tmp_path / "config")
+    r.compactor.background = False      # the copies are written at once (one pass = one result)
     r.set_config(topic, "cleanup.policy", "compact")
     for name, value in configs.items():
         r.set_config(topic, name.replace("_", "."), value)
@@ -138,6 +139,7 @@ def test_compact_only_topics_skip_retention_and_compact_delete_does_both(disk: D
     _put(disk, ["a", "b", "a"], topic="C")
     _put(disk, ["a", "b", "a"], topic="CD")
     r = TopicRetention(tmp_path / "config")
+    r.compactor.background = False
     r.set_config("C", "cleanup.policy", "compact")
     r.set_config("CD", "cleanup.policy", "compact,delete")
     for t in ("C", "CD"):
@@ -152,3 +154,33 @@ def test_without_a_key_reader_nothing_is_compacted(disk: DiskStore, tmp_path: Pa
     _put(disk, ["a", "a"])
     _compacted(tmp_path).apply(disk, int(time.time() * 1000), {"T"})
     assert [o for o, _ in _visible(disk)] == [0, 1]
+
+
+def test_background_copy_keeps_what_is_appended_meanwhile(tmp_path: Path) -> None:
+    """The copy is written by a worker thread; units appended before the swap finishes are carried
+    over; the queue is not scanned again until then; after a restart everything is there."""
+    cfg = small_config(tmp_path / "store")
+    s = DiskStore(cfg).open()
+    try:
+        _put(s, ["a", "a", "b"])
+        r = TopicRetention(tmp_path / "config")
+        r.set_config("T", "cleanup.policy", "compact")
+        r.apply(s, int(time.time() * 1000), {"T"})     # copy started (or done): no swap yet
+        _put(s, ["c", "b", "d"])                         # appended to the original meanwhile
+        swaps = r.compactor._swaps[("T", 0)]
+        swaps.join()
+        assert [o for o, _ in _visible(s)] == [0, 1, 2, 3, 4, 5]
+        r.apply(s, int(time.time() * 1000) - 60_000, {"T"})    # finishes the swap (3..5 carried over)
+        assert _visible(s) == [(1, "a"), (2, "b"), (3, "c"), (4, "b"), (5, "d")]
+        r.apply(s, int(time.time() * 1000) + 1000, {"T"})      # scans 3..5: b at 2 is superseded
+        r.compactor.settle()
+        assert _visible(s) == [(1, "a"), (3, "c"), (4, "b"), (5, "d")]
+        _put(s, ["e"])
+    finally:
+        s.close()
+    s = DiskStore(cfg).open()
+    try:
+        assert _visible(s) == [(1, "a"), (3, "c"), (4, "b"), (5, "d"), (6, "e")]
+        assert not list((tmp_path / "store").rglob("*" + compaction.TMP_SUFFIX))
+    finally:
+        s.close()
