@@ -32,7 +32,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
@@ -40,6 +40,11 @@ from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
 from rokka.gateway import allocator
 from rokka.gateway.budget import Budget, Limits, raise_fd_limit
+
+if TYPE_CHECKING:
+    from rokka.gateway.kafka.cluster import KafkaNode
+    from rokka.gateway.kafka.role import KafkaRole
+    from rokka.gateway.kafka.server import KafkaServer
 
 log = structlog.get_logger("rokka")
 
@@ -186,8 +191,9 @@ class BrokerRole:
         self._cancel = trio.CancelScope()
         self._kafka_services = trio.CancelScope()
         self._kafka_services_done: trio.Event | None = None
-        self.kafka_node: Any = None
-        self.kafka_server: Any = None
+        self.kafka: KafkaRole | None = None
+        self.kafka_node: KafkaNode | None = None
+        self.kafka_server: KafkaServer | None = None
         self.metrics_addr: tuple[str, int] | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -247,122 +253,20 @@ class BrokerRole:
                 task_status.started()
 
     async def _start_kafka(self, nursery: trio.Nursery, ctx: Any, rc: Any) -> tuple[str, int]:
-        """Kafka listener: data-plane routes + group coordinator + producer ids, one core broker.
+        """Kafka listener over the same core broker (built by ``KafkaRole.build``: cluster view, group
+        coordinator, producer ids, transactions, security, routes from the API registry)."""
+        from rokka.gateway.kafka.role import KafkaRole
 
-        In a cluster the Kafka side sees every broker through a ``ClusterView`` fed by the name
-        servers, and group offsets are stored by the broker owning each queue (``RoutedOffsets``);
-        on a single node both reduce to "this broker, partition = queue".
-        """
-        from rokka.compat.groups import GroupOwnership
-        from rokka.compat.views import ViewRegistry
-        from rokka.core.kafka_txn import KafkaTxnCoordinator
-        from rokka.core.producer_state import ProducerStateManager
-        from rokka.gateway.filewatch import watch_files
-        from rokka.gateway.kafka.acls import AclStore
-        from rokka.gateway.kafka.authz import Authz, authorize_routes
-        from rokka.gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, derive_node_id
-        from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
-        from rokka.gateway.kafka.groups.types import GroupConfig
-        from rokka.gateway.kafka.handlers import KafkaEnv, build_routes
-        from rokka.gateway.kafka.handlers.acl_api import build_acl_routes
-        from rokka.gateway.kafka.handlers.common import resolve
-        from rokka.gateway.kafka.handlers.group_api import build_group_routes
-        from rokka.gateway.kafka.handlers.txn import build_txn_routes
-        from rokka.gateway.kafka.sasl import SaslConfigError, UserStore
-        from rokka.gateway.kafka.sasl import configure as configure_sasl
-        from rokka.gateway.kafka.scram_admin import ScramAdmin, build_scram_routes
-        from rokka.gateway.kafka.server import KafkaServer
-        from rokka.gateway.kafka.tls import TlsConfigError, server_context
-        from rokka.gateway.kafka.tls import settings_from as tls_settings
-        from rokka.gateway.rocketmq.client import NamesrvClient
-
-        cfg, broker = self.cfg, ctx.broker
-        config_dir = Path(cfg.store_path_root_dir) / "config"
-        listeners = await trio.open_tcp_listeners(cfg.kafka_listen_port, host=cfg.listen_host)
-        port = listeners[0].socket.getsockname()[1]
-        cfg.kafka_listen_port = port
-        host = cfg.advertised_host
-        coord_holder: dict[str, GroupCoordinator] = {}
-        node_id = cfg.kafka_node_id or derive_node_id(cfg.broker_name)   # kafkaNodeId=0: derived, stable
-        view = ClusterView(cfg.broker_name, KafkaNode(node_id, host, port), _fmt(self.broker_addr),
-                           lambda t: (tc.read_queue_nums or None) if (tc := broker.topics.get(t)) else None,
-                           NamesrvClient(rc, cfg.namesrv_addrs) if cfg.namesrv_addrs else None)
-        routed = RoutedOffsets(view, broker.offsets, rc)
-
-        def kafka_live(group: str) -> bool:
-            coord = coord_holder.get("c")
-            return bool(coord and any(g.members for g in coord.describe([group])))
-
-        ownership = GroupOwnership(broker.consumers.is_live, kafka_live)
-        ctx.extra["refuse_rocketmq_group"] = ownership.refuse_rocketmq
-        coord = GroupCoordinator(
-            GroupConfig(config_dir=config_dir, initial_rebalance_delay_ms=cfg.kafka_group_initial_rebalance_delay_ms,
-                        node_id=node_id, host=host, port=port),
-            routed, admit_group=ownership.refuse_kafka,
-            partition_exists=lambda t, p: (lay := view.layout(t)) is not None and 0 <= p < lay.total,
-            live_elsewhere=broker.consumers.is_live, on_group_deleted=broker.sub_groups.delete)
-        coord_holder["c"] = coord
-        producers = ProducerStateManager(config_dir, id_base=int(cfg.extra.get("kafkaProducerIdBase", 0)))
-        producers.recover(broker.store.max_offset)
-        broker.store.add_flush_hook(producers.sync_journal)     # the producer journal is durable before acks
-        views = ViewRegistry(config_dir)
-        env = KafkaEnv(broker=broker, node_id=node_id, host=host, port=port, producers=producers,
-                       views=views, cluster=view)
-        txns = KafkaTxnCoordinator(broker, producers, config_dir)   # Kafka transactions on half messages
-        env.transactions = txns
-        coord.pending_txn_offset = txns.pending_offset
-        routes = build_routes(env)
-        routes |= build_group_routes(coord, producers, lambda t: resolve(env, t)[0], routed)
-        routes |= build_txn_routes(env, txns, coord, producers)
-        sasl = configure_sasl(cfg.kafka_sasl_mechanisms, cfg.kafka_sasl_users)
-        holder: dict[str, KafkaServer] = {}
-
-        def use_users(store: Any) -> None:
-            server = holder["server"]
-            assert server.sasl is not None
-            server.sasl = (server.sasl[0], store)
-
-        supers = [u.strip() for u in cfg.kafka_super_users.split(";") if u.strip()]
-        if sasl is not None:        # SCRAM users managed with Kafka's admin APIs (no ACLs: super users or oneself)
-            routes |= build_scram_routes(ScramAdmin(Path(cfg.kafka_sasl_users), lambda: holder["server"].sasl[1],  # type: ignore[index]
-                                                    use_users, None if cfg.kafka_acl_enable else supers))
-        acls = AclStore(config_dir, super_users=supers,
-                        allow_if_no_acl=cfg.kafka_allow_everyone_if_no_acl_found) if cfg.kafka_acl_enable else None
-        if cfg.acl_enable and acls is None:
-            log.warning("security.kafka_port_open", port=port, reason="aclEnable covers the RocketMQ ports only: "
-                        "every Kafka client may read and write every topic; set kafkaAclEnable (and SASL or TLS)")
-        routes |= build_acl_routes(acls)
-        if acls is not None:
-            routes = authorize_routes(routes, Authz(acls, views))
-            log.info("kafka.acl", acls=len(acls.all()), super_users=sorted(acls.super_users),
-                     allow_everyone_if_no_acl_found=acls.allow_if_no_acl)
-        tls = tls_settings(cfg.kafka_ssl_cert_file, cfg.kafka_ssl_key_file, cfg.kafka_ssl_key_password,
-                           cfg.kafka_ssl_ca_file, cfg.kafka_ssl_client_auth)
-        server = holder["server"] = KafkaServer(routes, max_frame_bytes=cfg.kafka_max_frame_bytes, sasl=sasl,
-                                                tls=server_context(tls) if tls is not None else None,
-                                                budget=self.budget,
-                                                max_unauthenticated_frame_bytes=cfg.kafka_sasl_max_receive_bytes)
-        if tls is not None:
-            def use_tls(context: Any) -> None:
-                server.tls = context
-            nursery.start_soon(partial(watch_files, tls.files, partial(server_context, tls), use_tls,
-                                       what="kafka TLS files", errors=(TlsConfigError,)))
-            log.info("kafka.tls", cert=str(tls.cert_file), client_auth=tls.client_auth,
-                     security_protocol="SASL_SSL" if sasl is not None else "SSL")
-        if sasl is not None:
-            users = Path(cfg.kafka_sasl_users)
-            nursery.start_soon(partial(watch_files, [users], partial(UserStore.load, users), use_users,
-                                       what="kafka SASL users", errors=(SaslConfigError,)))
-        await nursery.start(self._run_kafka_services, coord, view, producers, txns)
-        self.kafka_node = view.node
-        nursery.start_soon(trio.serve_listeners, server.handle_stream, listeners)
-        self._servers.append(server)
-        self.kafka_server = server
-        self._closers.append(producers.close)
-        self._closers.append(coord.save)
-        self._closers.append(txns.save)
-        ctx.extra["kafka_addr"] = (host, port)
-        return (host, port)
+        kafka = self.kafka = await KafkaRole.build(self.cfg, ctx.broker, rc, _fmt(self.broker_addr), self.budget)
+        ctx.extra["refuse_rocketmq_group"] = kafka.refuse_rocketmq_group
+        kafka.start_watches(nursery)
+        await nursery.start(self._run_kafka_services, kafka)
+        self.kafka_node, self.kafka_server = kafka.node, kafka.server
+        nursery.start_soon(kafka.server.serve_on, kafka.listeners)
+        self._servers.append(kafka.server)
+        self._closers.append(kafka.close)
+        ctx.extra["kafka_addr"] = kafka.address
+        return kafka.address
 
     async def _start_metrics(self, nursery: trio.Nursery, broker: Broker) -> tuple[str, int]:
         from rokka.gateway.kafka.codec import APIS
@@ -400,7 +304,7 @@ class BrokerRole:
             await trio.sleep(EXPIRY_SCAN_S)
             scan(ctx)
 
-    async def _run_kafka_services(self, coord: Any, view: Any, producers: Any, txns: Any, *,
+    async def _run_kafka_services(self, kafka: KafkaRole, *,
                                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The Kafka coordinators' background loops, in a scope of their own: ``shutdown`` cancels them
         and waits for them before the store closes (a transaction completion or group upkeep must never
@@ -408,12 +312,7 @@ class BrokerRole:
         done = self._kafka_services_done = trio.Event()
         try:
             with self._kafka_services:
-                async with trio.open_nursery() as inner:
-                    await inner.start(coord.run)
-                    inner.start_soon(view.run)
-                    await inner.start(producers.run)
-                    await inner.start(txns.run)
-                    task_status.started()
+                await kafka.run_services(task_status=task_status)
         finally:
             done.set()
 

@@ -2,13 +2,14 @@
 
 Theory of operation
 -------------------
-With ``kafkaAclEnable`` each route is replaced by an adapter (``ADAPTERS``) that asks the ACLs
+With ``kafkaAclEnable`` each route is replaced by its API's adapter (the ``authz`` field of its record in
+``rokka.gateway.kafka.apis``: one of the functions below, the record cannot be declared without one) that asks the ACLs
 (``rokka.gateway.kafka.acls``) what Kafka's KafkaApis asks, and answers as Kafka does: the parts of a
 request that are not allowed get TOPIC_AUTHORIZATION_FAILED / GROUP_AUTHORIZATION_FAILED /
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED in their place of the response,
 the handler sees only the rest (or is not called), and a request whose refusal has a top-level
 error code gets it.  Metadata and the list APIs leave out what the principal may not DESCRIBE.
-An API without an adapter is refused for everyone but the super users (fail closed).
+``super_only`` refuses an API to everyone but the super users; ``anyone`` (ApiVersions, SASL) checks nothing.
 
 Views (``rokka.compat.views``) read and write their source topic, so a check of READ, WRITE,
 DESCRIBE or DELETE (DeleteRecords; DeleteTopics only drops the view) on a view also checks the same
@@ -45,30 +46,28 @@ cluster DESCRIBE).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
-from functools import partial
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import structlog
 from rokka.compat.views import CONFIG_TOPIC
 from rokka.gateway.kafka.acls import AUTH_OPS_NOT_REQUESTED, CLUSTER_NAME, AclStore, Op, Res, authorized_operations
 from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.context import Handler, KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.errors import KafkaError
-from rokka.gateway.kafka.server import KafkaRequestContext, Route
+from rokka.gateway.kafka.sasl import SESSION
 
-__all__ = ["ADAPTERS", "Authz", "authorize_routes", "principal_of"]
+__all__ = ["Authz", "principal_of"]
 
 log = structlog.get_logger(__name__)
 
 TAF, GAF, CAF = E.TOPIC_AUTHORIZATION_FAILED, E.GROUP_AUTHORIZATION_FAILED, E.CLUSTER_AUTHORIZATION_FAILED
 OP_NOT_ATTEMPTED, TXAF = E.OPERATION_NOT_ATTEMPTED, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-Handler = Callable[[KafkaRequestContext, Struct], Awaitable[Any]]
 T = TypeVar("T")
 #: Operations on a view that act on its source topic as well (reading, writing, its offsets and layout,
 #: DeleteRecords); DELETE in DeleteTopics only drops the view.
 VIEW_SOURCE_OPS = frozenset({Op.READ, Op.WRITE, Op.DESCRIBE, Op.DELETE})
-DELETE_TOPICS = 20
 
 
 def _s(out: Any) -> Any:
@@ -97,7 +96,7 @@ def view_source(configs: Iterable[Any] | None) -> str | None:
 
 
 def principal_of(ctx: KafkaRequestContext) -> str:
-    sasl = ctx.conn_state.get("sasl")
+    sasl = ctx.conn_state.get(SESSION)
     if sasl is not None and sasl.principal:
         return str(sasl.principal)                      # "User:<name>"
     if ctx.conn_state.get("tls_principal"):
@@ -116,10 +115,13 @@ class Authz:
         view = self.views.get(name) if self.views is not None else None
         return None if view is None else str(view.topic)
 
-    def ok(self, ctx: KafkaRequestContext, rtype: int, name: str | None, op: int, *, quiet: bool = False) -> bool:
+    def ok(self, ctx: KafkaRequestContext, rtype: int, name: str | None, op: int, *, quiet: bool = False,
+           through_view: bool = True) -> bool:
+        """Whether the principal may ``op`` the resource (refusals logged unless ``quiet``); on a view,
+        the same right on its source topic is needed too unless ``through_view`` is False."""
         principal = principal_of(ctx)
         allowed = name is not None and self.store.allowed(principal, ctx.peer[0], rtype, name, op)
-        through = rtype == Res.TOPIC and op in VIEW_SOURCE_OPS and (op != Op.DELETE or ctx.api_key != DELETE_TOPICS)
+        through = through_view and rtype == Res.TOPIC and op in VIEW_SOURCE_OPS
         source = self.source_of(name) if allowed and through and name else None
         if source is not None:
             allowed = self.store.allowed(principal, ctx.peer[0], Res.TOPIC, source, op)
@@ -133,24 +135,23 @@ class Authz:
         return authorized_operations(rtype, lambda op: self.ok(ctx, rtype, name, op, quiet=True))
 
     def split(self, ctx: KafkaRequestContext, items: Iterable[T], name: Callable[[T], str | None], rtype: int,
-              op: int) -> tuple[list[T], list[T]]:
+              op: int, *, through_view: bool = True) -> tuple[list[T], list[T]]:
         kept: list[T] = []
         denied: list[T] = []
         for it in items or ():
-            (kept if self.ok(ctx, rtype, name(it), op) else denied).append(it)
+            (kept if self.ok(ctx, rtype, name(it), op, through_view=through_view) else denied).append(it)
         return kept, denied
 
     def cluster(self, ctx: KafkaRequestContext, op: int, *, quiet: bool = False) -> bool:
         return self.ok(ctx, Res.CLUSTER, CLUSTER_NAME, op, quiet=quiet)
 
 
-def authorize_routes(routes: dict[int, Route], authz: Authz) -> dict[int, Route]:
-    """The same routes, each behind its API's authorization (unknown APIs: super users only)."""
-    return {key: Route(partial(ADAPTERS.get(key, _super_only), authz, r.handler), r.min_version, r.max_version)
-            for key, r in routes.items()}
+async def anyone(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    """No check (the APIs a client needs before it has a principal: ApiVersions, SASL)."""
+    return await h(ctx, body)
 
 
-async def _super_only(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def super_only(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if principal_of(ctx) not in az.store.super_users:
         log.info("kafka.authz_denied", principal=principal_of(ctx), api=ctx.api_key, reason="super users only")
         raise KafkaError(CAF, "only super users may use this API")
@@ -159,11 +160,12 @@ async def _super_only(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Str
 
 async def _filtered(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct, *, field: str,
                     name: Callable[[Any], str | None], rtype: int, op: int, answer: str,
-                    refused: Callable[[Any], Struct], empty: dict[str, Any] | None = None) -> Any:
+                    refused: Callable[[Any], Struct], empty: dict[str, Any] | None = None,
+                    through_view: bool = True) -> Any:
     """The usual adapter: the items of ``body.<field>`` whose resource does not allow ``op`` are taken
     out; the handler answers for the rest (or is not called when none is left: ``empty`` + an empty
     ``answer`` list), and each refused item gets ``refused(item)`` appended to the ``answer`` list."""
-    kept, denied = az.split(ctx, getattr(body, field), name, rtype, op)
+    kept, denied = az.split(ctx, getattr(body, field), name, rtype, op, through_view=through_view)
     setattr(body, field, kept)
     out = _s(await h(ctx, body)) if kept else Struct(throttle_time_ms=0, **(empty or {}), **{answer: []})
     setattr(out, answer, list(getattr(out, answer)) + [refused(x) for x in denied])
@@ -179,7 +181,7 @@ def _topic_parts(t: Any, code: int, topic_field: str = "name", index: str = "par
 
 # -- data plane ------------------------------------------------------------------------------------
 
-async def _produce(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def produce(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     txn_ok = body.transactional_id is None or az.ok(ctx, Res.TRANSACTIONAL_ID, body.transactional_id, Op.WRITE)
     if txn_ok:
         kept, denied = az.split(ctx, body.topic_data, lambda t: t.name, Res.TOPIC, Op.WRITE)
@@ -196,7 +198,7 @@ async def _produce(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct
     return out
 
 
-async def _fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     return await _filtered(
         az, h, ctx, body, field="topics", name=lambda t: t.topic, rtype=Res.TOPIC, op=Op.READ, answer="responses",
         empty={"error_code": 0, "session_id": 0},
@@ -206,19 +208,19 @@ async def _fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) 
             for p in t.partitions]))
 
 
-async def _list_offsets(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def list_offsets(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.DESCRIBE,
                            answer="topics",
                            refused=lambda t: _topic_parts(t, TAF, timestamp=-1, offset=-1, leader_epoch=-1))
 
 
-async def _offset_for_leader_epoch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def offset_for_leader_epoch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.topic, rtype=Res.TOPIC, op=Op.DESCRIBE,
                            answer="topics", refused=lambda t: _topic_parts(t, TAF, "topic", "partition",
                                                                          leader_epoch=-1, end_offset=-1))
 
 
-async def _metadata(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def metadata(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     denied: list[Any] = []
     if body.topics is not None:
         kept, denied = az.split(ctx, body.topics, lambda t: t.name, Res.TOPIC, Op.DESCRIBE)
@@ -247,7 +249,7 @@ def _cluster_operations(az: Authz, ctx: KafkaRequestContext) -> int:
     return az.operations(ctx, Res.CLUSTER, CLUSTER_NAME) if az.cluster(ctx, Op.DESCRIBE, quiet=True) else 0
 
 
-async def _describe_cluster(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def describe_cluster(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     out = _s(await h(ctx, body))
     if body.include_cluster_authorized_operations:
         out.cluster_authorized_operations = _cluster_operations(az, ctx)
@@ -256,13 +258,13 @@ async def _describe_cluster(az: Authz, h: Handler, ctx: KafkaRequestContext, bod
 
 # -- groups ----------------------------------------------------------------------------------------
 
-async def _group_read(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def group_read(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if not az.ok(ctx, Res.GROUP, body.group_id, Op.READ):
         raise KafkaError(GAF, f"not authorized to use group {body.group_id}")
     return await h(ctx, body)
 
 
-async def _find_coordinator(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def find_coordinator(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     rtype, code = (Res.TRANSACTIONAL_ID, TXAF) if body.key_type == 1 else (Res.GROUP, GAF)
     if ctx.api_version < 4:
         if not az.ok(ctx, rtype, body.key, Op.DESCRIBE):
@@ -273,7 +275,7 @@ async def _find_coordinator(az: Authz, h: Handler, ctx: KafkaRequestContext, bod
                                key=k, node_id=-1, host="", port=-1, error_code=code, error_message="not authorized"))
 
 
-async def _offset_commit(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def offset_commit(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if not az.ok(ctx, Res.GROUP, body.group_id, Op.READ):
         return Struct(throttle_time_ms=0, topics=[_topic_parts(t, GAF) for t in body.topics])
     return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.READ,
@@ -296,7 +298,7 @@ def _fetched(az: Authz, ctx: KafkaRequestContext,
     return kept, complete
 
 
-async def _offset_fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def offset_fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if ctx.api_version < 8:
         if not az.ok(ctx, Res.GROUP, body.group_id, Op.DESCRIBE):
             if ctx.api_version >= 2:
@@ -325,7 +327,7 @@ async def _offset_fetch(az: Authz, h: Handler, ctx: KafkaRequestContext, body: S
     return out
 
 
-async def _describe_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def describe_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     out = await _filtered(az, h, ctx, body, field="groups", name=lambda g: g, rtype=Res.GROUP, op=Op.DESCRIBE,
                           answer="groups", refused=lambda g: Struct(
                               error_code=GAF, group_id=g, group_state="", protocol_type="", protocol_data="",
@@ -337,19 +339,19 @@ async def _describe_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body
     return out
 
 
-async def _list_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def list_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     out = _s(await h(ctx, body))
     if not az.cluster(ctx, Op.DESCRIBE, quiet=True):
         out.groups = [g for g in out.groups if az.ok(ctx, Res.GROUP, _a(g, 'group_id'), Op.DESCRIBE, quiet=True)]
     return out
 
 
-async def _delete_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def delete_groups(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     return await _filtered(az, h, ctx, body, field="groups_names", name=lambda g: g, rtype=Res.GROUP, op=Op.DELETE,
                            answer="results", refused=lambda g: Struct(group_id=g, error_code=GAF))
 
 
-async def _offset_delete(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def offset_delete(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if not az.ok(ctx, Res.GROUP, body.group_id, Op.DELETE):
         raise KafkaError(GAF)
     return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.READ,
@@ -363,7 +365,7 @@ def _create_refused(t: Any, why: str) -> Struct:
                   configs=None)
 
 
-async def _create_topics(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def create_topics(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     """CREATE on the cluster or the topic; a view also needs READ on its source."""
     kept, blind = [], []
     for t in body.topics:
@@ -381,18 +383,19 @@ async def _create_topics(az: Authz, h: Handler, ctx: KafkaRequestContext, body: 
     return out
 
 
-async def _delete_topics(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def delete_topics(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+    # DELETE on a view only drops the view: its source is untouched, so only the view's name is checked
     return await _filtered(az, h, ctx, body, field="topic_names", name=lambda t: t, rtype=Res.TOPIC, op=Op.DELETE,
-                           answer="responses",
+                           answer="responses", through_view=False,
                            refused=lambda t: Struct(name=t, error_code=TAF, error_message="not authorized"))
 
 
-async def _delete_records(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def delete_records(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.DELETE,
                            answer="topics", refused=lambda t: _topic_parts(t, TAF, low_watermark=-1))
 
 
-async def _create_partitions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def create_partitions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.ALTER,
                            answer="results",
                            refused=lambda t: Struct(name=t.name, error_code=TAF, error_message="not authorized"))
@@ -406,7 +409,7 @@ def _config_resource_ok(az: Authz, ctx: KafkaRequestContext, r: Any, op: int) ->
     return az.cluster(ctx, op)                  # BROKER (4) and the rest: the cluster
 
 
-async def _configs(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct, *, op: int, field: str) -> Any:
+async def configs(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct, *, op: int, field: str) -> Any:
     kept, denied = [], []
     for r in body.resources:
         (kept if _config_resource_ok(az, ctx, r, op) else denied).append(r)
@@ -420,7 +423,7 @@ async def _configs(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct
 
 # -- transactions ----------------------------------------------------------------------------------
 
-async def _init_producer_id(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def init_producer_id(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if body.transactional_id is not None:
         if not az.ok(ctx, Res.TRANSACTIONAL_ID, body.transactional_id, Op.WRITE):
             raise KafkaError(TXAF)
@@ -431,7 +434,7 @@ async def _init_producer_id(az: Authz, h: Handler, ctx: KafkaRequestContext, bod
     return await h(ctx, body)
 
 
-async def _txn_write(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def txn_write(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     """EndTxn, AddOffsetsToTxn (+ group READ): a top-level error code."""
     if not az.ok(ctx, Res.TRANSACTIONAL_ID, body.transactional_id, Op.WRITE):
         raise KafkaError(TXAF)
@@ -440,7 +443,7 @@ async def _txn_write(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Stru
     return await h(ctx, body)
 
 
-async def _add_partitions_to_txn(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def add_partitions_to_txn(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     topics = body.v3_and_below_topics
     if not az.ok(ctx, Res.TRANSACTIONAL_ID, body.v3_and_below_transactional_id, Op.WRITE):
         codes = {t.name: TXAF for t in topics}
@@ -453,7 +456,7 @@ async def _add_partitions_to_txn(az: Authz, h: Handler, ctx: KafkaRequestContext
         Struct(partition_index=p, partition_error_code=codes[t.name]) for p in t.partitions]) for t in topics])
 
 
-async def _txn_offset_commit(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def txn_offset_commit(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     if not az.ok(ctx, Res.TRANSACTIONAL_ID, body.transactional_id, Op.WRITE):
         return Struct(throttle_time_ms=0, topics=[_topic_parts(t, TXAF) for t in body.topics])
     if not az.ok(ctx, Res.GROUP, body.group_id, Op.READ):
@@ -462,21 +465,21 @@ async def _txn_offset_commit(az: Authz, h: Handler, ctx: KafkaRequestContext, bo
                            answer="topics", refused=lambda t: _topic_parts(t, TAF))
 
 
-async def _describe_producers(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def describe_producers(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     return await _filtered(az, h, ctx, body, field="topics", name=lambda t: t.name, rtype=Res.TOPIC, op=Op.READ,
                            answer="topics", refused=lambda t: Struct(name=t.name, partitions=[Struct(
                                partition_index=i, error_code=TAF, error_message=None, active_producers=[])
                                for i in t.partition_indexes]))
 
 
-async def _describe_transactions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def describe_transactions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     return await _filtered(az, h, ctx, body, field="transactional_ids", name=lambda t: t, rtype=Res.TRANSACTIONAL_ID,
                            op=Op.DESCRIBE, answer="transaction_states", refused=lambda t: Struct(
                                error_code=TXAF, transactional_id=t, transaction_state="", transaction_timeout_ms=0,
                                transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]))
 
 
-async def _list_transactions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
+async def list_transactions(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct) -> Any:
     out = _s(await h(ctx, body))
     out.transaction_states = [s for s in out.transaction_states
                               if az.ok(ctx, Res.TRANSACTIONAL_ID, _a(s, "transactional_id"), Op.DESCRIBE, quiet=True)]
@@ -485,48 +488,28 @@ async def _list_transactions(az: Authz, h: Handler, ctx: KafkaRequestContext, bo
 
 # -- ACL APIs and the cluster ------------------------------------------------------------------------
 
-async def _cluster_op(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct, *, op: int,
+async def cluster_op(az: Authz, h: Handler, ctx: KafkaRequestContext, body: Struct, *, op: int,
                       refused: Callable[[Struct], Struct]) -> Any:
     if not az.cluster(ctx, op):
         return refused(body)
     return await h(ctx, body)
 
 
-def _describe_acls_refused(body: Struct) -> Struct:
+def describe_acls_refused(body: Struct) -> Struct:
     raise KafkaError(CAF, "not authorized to describe the cluster's security settings")
 
 
-def _create_acls_refused(body: Struct) -> Struct:
+def create_acls_refused(body: Struct) -> Struct:
     return Struct(throttle_time_ms=0, results=[Struct(error_code=CAF, error_message="not authorized to alter ACLs")
                                                for _ in body.creations])
 
 
-def _alter_users_refused(body: Struct) -> Struct:
+def alter_users_refused(body: Struct) -> Struct:
     users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
     return Struct(throttle_time_ms=0, results=[Struct(user=u, error_code=CAF, error_message="not authorized")
                                                for u in users])
 
 
-def _delete_acls_refused(body: Struct) -> Struct:
+def delete_acls_refused(body: Struct) -> Struct:
     return Struct(throttle_time_ms=0, filter_results=[Struct(
         error_code=CAF, error_message="not authorized to alter ACLs", matching_acls=[]) for _ in body.filters])
-
-
-ADAPTERS: dict[int, Callable[..., Awaitable[Any]]] = {
-    0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
-    10: _find_coordinator, 11: _group_read, 12: _group_read, 13: _group_read, 14: _group_read,
-    15: _describe_groups, 16: _list_groups, 19: _create_topics, 20: _delete_topics, 21: _delete_records,
-    22: _init_producer_id, 23: _offset_for_leader_epoch, 24: _add_partitions_to_txn, 25: _txn_write,
-    26: _txn_write, 28: _txn_offset_commit,
-    29: partial(_cluster_op, op=Op.DESCRIBE, refused=_describe_acls_refused),
-    30: partial(_cluster_op, op=Op.ALTER, refused=_create_acls_refused),
-    31: partial(_cluster_op, op=Op.ALTER, refused=_delete_acls_refused),
-    32: partial(_configs, op=Op.DESCRIBE_CONFIGS, field="results"),
-    33: partial(_configs, op=Op.ALTER_CONFIGS, field="responses"),
-    37: _create_partitions, 42: _delete_groups,
-    44: partial(_configs, op=Op.ALTER_CONFIGS, field="responses"),
-    47: _offset_delete, 60: _describe_cluster,
-    50: partial(_cluster_op, op=Op.DESCRIBE, refused=_describe_acls_refused),
-    51: partial(_cluster_op, op=Op.ALTER, refused=_alter_users_refused),
-    61: _describe_producers, 65: _describe_transactions, 66: _list_transactions,
-}

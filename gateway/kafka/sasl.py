@@ -34,6 +34,11 @@ logged and ignored (the last good users stay).  A failed
 authentication is answered with SASL_AUTHENTICATION_FAILED (58) and a
 message that does not tell a wrong user from a wrong password, and the
 connection is then closed.
+
+The protocol side (``handle_sasl_handshake``, ``handle_sasl_authenticate``, ``new_session``, at the
+end) is the connection's SASL layer, beside ``rokka.gateway.kafka.authz``: the registry
+(``rokka.gateway.kafka.apis``) routes the two SASL APIs here, the trio server only keeps the session
+and enforces "nothing else before authentication".
 """
 
 from __future__ import annotations
@@ -47,10 +52,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
+from rokka.gateway.kafka.codec.schema import Struct
+from rokka.gateway.kafka.context import KafkaRequestContext
+from rokka.gateway.kafka.errors import ErrorCode, KafkaProtocolError
+from rokka.gateway.logs import limited
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["MECHANISMS", "SaslAuthenticator", "SaslConfigError", "SaslError", "ScramCredential", "UserStore",
+__all__ = ["MECHANISMS", "SESSION", "SaslAuthenticator", "handle_sasl_authenticate", "handle_sasl_handshake",
+           "new_session", "SaslConfigError", "SaslError", "ScramCredential", "UserStore",
            "parse_stored", "stored_credential",
            "configure", "parse_mechanisms", "scram_credential"]
 
@@ -310,3 +320,57 @@ class SaslAuthenticator:
         self.principal, self._scram = f"User:{user}", None
         server_signature = hmac.digest(cred.server_key, auth_message, hash_name)
         return f"v={base64.b64encode(server_signature).decode()}".encode()
+
+
+# -- the SASL layer of a Kafka connection ------------------------------------------------------------
+# Beside ``authz``: ``apis`` registers SaslHandshake and SaslAuthenticate with the two handlers below
+# (allowed before authentication); the server keeps one ``SaslAuthenticator`` per connection under
+# ``conn_state[SESSION]`` (``new_session``) and closes a connection that sends any other API before
+# ``session.principal`` is set.  No I/O here: a handler answers a body and marks the connection for
+# closing (``conn_state["close"]``) when Kafka would close it.
+
+#: ``conn_state`` key of the connection's ``SaslAuthenticator`` (absent when SASL is off).
+SESSION = "sasl"
+
+
+def new_session(config: tuple[tuple[str, ...], UserStore]) -> SaslAuthenticator:
+    """A fresh exchange for a new connection (``config`` = enabled mechanisms + the current users)."""
+    return SaslAuthenticator(*config)
+
+
+def _session(ctx: KafkaRequestContext) -> SaslAuthenticator:
+    session: SaslAuthenticator | None = ctx.conn_state.get(SESSION)
+    if session is None or session.principal is not None:
+        raise KafkaProtocolError("SASL request on an authenticated connection (re-authentication is not offered)")
+    return session
+
+
+async def handle_sasl_handshake(ctx: KafkaRequestContext, body: Struct) -> Struct:
+    """SaslHandshake: v1 picks the mechanism; v0 (raw tokens afterwards) is refused and the
+    connection closed (it is advertised only because librdkafka needs v0 to see SASL at all)."""
+    session = _session(ctx)
+    if ctx.api_version == 0:
+        limited(log, "warning", "kafka.sasl_failed", ctx.peer[0], peer=ctx.peer,
+                reason="SaslHandshake v0 (raw SASL tokens) is not supported; clients with "
+                "SaslAuthenticate (Kafka >= 1.0) are")
+        ctx.conn_state["close"] = True
+        code = ErrorCode.UNSUPPORTED_VERSION
+    else:
+        code = ErrorCode.NONE if session.handshake(body.mechanism) else ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    return Struct(error_code=code, mechanisms=list(session.mechanisms))
+
+
+async def handle_sasl_authenticate(ctx: KafkaRequestContext, body: Struct) -> Struct:
+    """SaslAuthenticate: one token of the exchange; a failure is answered, then the connection closed."""
+    session = _session(ctx)
+    try:
+        token = session.step(bytes(body.auth_bytes))
+    except SaslError as exc:
+        limited(log, "warning", "kafka.sasl_failed", ctx.peer[0], peer=ctx.peer, mechanism=session.mechanism,
+                reason=str(exc))
+        ctx.conn_state["close"] = True
+        return Struct(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b"",
+                      session_lifetime_ms=0)
+    if session.principal is not None:
+        log.info("kafka.authenticated", peer=ctx.peer, principal=session.principal, mechanism=session.mechanism)
+    return Struct(error_code=ErrorCode.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=0)

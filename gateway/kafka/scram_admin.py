@@ -27,18 +27,17 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Iterable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import structlog
 from rokka.core.storage.metafile import write_json_atomic
 from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
-from rokka.gateway.kafka.sasl import SaslConfigError, UserStore, stored_credential
-from rokka.gateway.kafka.server import KafkaRequestContext, Route
+from rokka.gateway.kafka.sasl import SESSION, SaslConfigError, UserStore, stored_credential
 
-__all__ = ["ScramAdmin", "build_scram_routes"]
+__all__ = ["ScramAdmin"]
 
 log = structlog.get_logger(__name__)
 
@@ -47,7 +46,7 @@ MECHANISM_IDS = {v: k for k, v in MECHANISMS.items()}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
 UNSUPPORTED_SASL_MECHANISM, RESOURCE_NOT_FOUND = E.UNSUPPORTED_SASL_MECHANISM, E.RESOURCE_NOT_FOUND
 DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = E.DUPLICATE_RESOURCE, E.UNACCEPTABLE_CREDENTIAL
-CLUSTER_AUTHORIZATION_FAILED = 31
+CLUSTER_AUTHORIZATION_FAILED = E.CLUSTER_AUTHORIZATION_FAILED
 NOT_YOURS = (CLUSTER_AUTHORIZATION_FAILED, "only kafkaSuperUsers may manage other users' credentials")
 
 
@@ -66,7 +65,7 @@ class ScramAdmin:
         """May the caller describe / alter ``user``'s credentials?"""
         if self.super_users is None:
             return True
-        sasl = ctx.conn_state.get("sasl")
+        sasl = ctx.conn_state.get(SESSION)
         principal = str(sasl.principal) if sasl is not None and sasl.principal else "User:ANONYMOUS"
         if principal in self.super_users or principal == f"User:{user}":
             return True
@@ -163,7 +162,3 @@ class ScramAdmin:
 
 def _b64(b: bytes) -> str:
     return base64.b64encode(b).decode()
-
-
-def build_scram_routes(admin: ScramAdmin) -> dict[int, Route]:
-    return {50: Route(partial(ScramAdmin.describe, admin), 0, 0), 51: Route(partial(ScramAdmin.alter, admin), 0, 0)}

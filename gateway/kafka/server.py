@@ -8,7 +8,7 @@ handler and writes the response *before* touching the next request.  That is
 Kafka's ordering guarantee (kafka-wire.md §1.1): responses leave in request
 order, and a handler that parks (Fetch long-poll, JoinGroup) blocks only its
 own connection.  One exception to "write before the next": responses of quick
-APIs (``QUICK_APIS``: Metadata, ListOffsets, ...) from one read are held and
+APIs (``Route.quick``: Metadata, ListOffsets, ...; ApiVersions) from one read are held and
 leave with the next response in one send (still in order, never behind a
 handler that may park).
 
@@ -18,7 +18,9 @@ buffers leaves by ``sendmsg`` (``send_parts``), never joined into one copy.
 
 Routing is a dict api_key -> ``Route(handler, min_version, max_version)``.
 ApiVersions is answered here and is *derived* from the routes (clipped to
-what the codec can speak), so we never advertise an API nobody implements.
+what the codec can speak), so we never advertise an API nobody implements.  The routes are built
+from the registry (``rokka.gateway.kafka.apis.routes``): which APIs are quick, which may come before
+SASL authentication and who may call them under ACLs is said there, once per API.
 
 Failure policy:
 
@@ -33,12 +35,16 @@ Failure policy:
 Produce with acks=0 never gets a reply; a handler returning ``None`` sends
 nothing either.  throttle_time_ms is left at its default 0 everywhere.
 
-SASL (``sasl`` = enabled mechanisms + users, see ``rokka.gateway.kafka.sasl``):
-SaslHandshake v1 and SaslAuthenticate are answered here and advertised only
-then (a v0 handshake, whose raw-token framing is not offered, gets
-UNSUPPORTED_VERSION); until a connection has authenticated, any other API closes it and its
-frames are limited to ``MAX_UNAUTHENTICATED_FRAME``; a failed authentication
-is answered (SASL_AUTHENTICATION_FAILED) and the connection closed.
+SASL (``sasl`` = enabled mechanisms + users, see ``rokka.gateway.kafka.sasl``): each connection
+gets a session (``sasl.new_session``, in ``conn_state``); the SASL layer's two routes
+(SaslHandshake, SaslAuthenticate: ``Route.pre_auth``) run the exchange; until the session has a
+principal, any API not marked ``pre_auth`` closes the connection and frames are limited to
+``max_unauthenticated_frame_bytes``.
+
+Lifecycle (as ``RemotingServer``): ``serve`` / ``serve_on`` run until cancelled or ``stop``;
+``stop(grace_s)`` stops accepting, ends connections waiting for a request at once and lets the others
+finish the requests they hold (then cancels what is left after ``grace_s``); ``aclose`` also waits
+until serving has ended; ``statistics()`` is a snapshot of the counters.
 
 Budgets (``budget``, see ``rokka.gateway.budget``; shared by every listener of the process when
 the runtime passes one): a connection is admitted (``maxConnections``, ``maxConnectionsPerIp``)
@@ -65,6 +71,7 @@ import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
@@ -75,13 +82,13 @@ from rokka.gateway.kafka.codec.schema import Struct
 from rokka.gateway.kafka.connection import KafkaRequest, KafkaServerConnection
 from rokka.gateway.kafka.context import ON_CLOSE, Handler, KafkaRequestContext, Route
 from rokka.gateway.kafka.errors import KafkaError, KafkaProtocolError
-from rokka.gateway.kafka.sasl import MAX_UNAUTHENTICATED_FRAME, SaslAuthenticator, SaslError, UserStore
+from rokka.gateway.kafka.sasl import MAX_UNAUTHENTICATED_FRAME, SESSION, UserStore, new_session
 from rokka.gateway.kafka.tls import HANDSHAKE_TIMEOUT_S
 from rokka.gateway.kafka.tls import principal as tls_principal
 from rokka.gateway.kafka.tls_stream import TlsStream
 from rokka.gateway.logs import limited
 
-__all__ = ["ON_CLOSE", "Handler", "KafkaRequestContext", "KafkaServer", "Route"]
+__all__ = ["ON_CLOSE", "Handler", "KafkaRequestContext", "KafkaServer", "KafkaServerStatistics", "Route"]
 
 log = structlog.get_logger(__name__)
 
@@ -102,6 +109,18 @@ class _Stats:
     requests: int = 0
     protocol_errors: int = 0
     handler_errors: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaServerStatistics:
+    """A snapshot of a Kafka listener (``KafkaServer.statistics()``)."""
+
+    address: tuple[str, int] | None
+    open_connections: int
+    connections_total: int
+    requests_total: int
+    protocol_errors: int
+    handler_errors: int
 
 
 class KafkaServer:
@@ -130,6 +149,11 @@ class KafkaServer:
         self.advertised = self._derive_advertised()
         self.stats = _Stats()
         self.bound: tuple[str, int] | None = None
+        self._open = 0
+        self._stop = trio.Event()
+        self._stopped = trio.Event()
+        self._grace_s = 5.0
+        self._waiting: set[trio.CancelScope] = set()     # connections waiting for their next request
 
     def _derive_advertised(self) -> dict[int, tuple[int, int]]:
         out: dict[int, tuple[int, int]] = {}
@@ -143,12 +167,9 @@ class KafkaServer:
             out[key] = (lo, hi)
         api_versions = APIS[API_VERSIONS_KEY]
         out[API_VERSIONS_KEY] = (api_versions.min_version, api_versions.max_version)
-        if self.sasl is not None:
-            # v0 is advertised because librdkafka requires it to see SASL support at all; a v0
-            # handshake (raw-token framing afterwards) is answered UNSUPPORTED_VERSION.
-            out[SASL_HANDSHAKE_KEY] = (0, 1)
-            out[SASL_AUTHENTICATE_KEY] = (APIS[SASL_AUTHENTICATE_KEY].min_version,
-                                          APIS[SASL_AUTHENTICATE_KEY].max_version)
+        if self.sasl is not None and not any(r.pre_auth for r in self.routes.values()):
+            raise ValueError("SASL is on but no route may be used before authentication "
+                             "(build the routes with apis.routes(KafkaServices(..., sasl=True)))")
         return out
 
     async def serve(
@@ -160,11 +181,55 @@ class KafkaServer:
     ) -> None:
         """Listen on (host, port) until cancelled; report the bound (host, port) via task_status."""
         listeners = await trio.open_tcp_listeners(port, host=host)
+        await self.serve_on(listeners, task_status=task_status)
+
+    async def serve_on(
+        self,
+        listeners: list[trio.SocketListener],
+        *,
+        task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve connections accepted on ``listeners`` (already bound) until cancelled or ``stop``."""
         sockname = listeners[0].socket.getsockname()
         self.bound = (sockname[0], sockname[1])
         log.info("kafka.listening", host=self.bound[0], port=self.bound[1])
-        task_status.started(self.bound)
-        await trio.serve_listeners(self.handle_stream, listeners)
+        try:
+            async with trio.open_nursery() as connections:
+                async with trio.open_nursery() as accepting:
+                    accepting.start_soon(partial(trio.serve_listeners, self.handle_stream, listeners,
+                                                 handler_nursery=connections))
+                    task_status.started(self.bound)
+                    await self._stop.wait()
+                    accepting.cancel_scope.cancel()
+                for scope in list(self._waiting):
+                    scope.cancel()
+                with trio.move_on_after(self._grace_s):
+                    while self._open:       # noqa: ASYNC110 - connections end on their own
+                        await trio.sleep(0.01)
+                connections.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                for listener in listeners:
+                    await trio.aclose_forcefully(listener)
+            self._stopped.set()
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Begin a graceful stop (non-blocking): no new connections; a connection waiting for a
+        request ends at once, one handling requests ends once they are answered (``grace_s`` at most)."""
+        self._grace_s = grace_s
+        self._stop.set()
+
+    async def aclose(self, grace_s: float = 5.0) -> None:
+        """Graceful stop, waiting until serving has ended (when it was serving at all)."""
+        self.stop(grace_s)
+        if self.bound is not None:
+            await self._stopped.wait()
+
+    def statistics(self) -> KafkaServerStatistics:
+        s = self.stats
+        return KafkaServerStatistics(address=self.bound, open_connections=self._open,
+                                     connections_total=s.connections, requests_total=s.requests,
+                                     protocol_errors=s.protocol_errors, handler_errors=s.handler_errors)
 
     async def handle_stream(self, stream: trio.SocketStream) -> None:
         """Serve one connection until EOF, idle timeout, or a protocol/handler failure."""
@@ -179,11 +244,13 @@ class KafkaServer:
             await trio.aclose_forcefully(stream)
             return
         self.stats.connections += 1
+        self._open += 1
         conn = KafkaServerConnection(max_frame_bytes=self.max_frame_bytes, advertised=self.advertised)
         state: dict[str, Any] = {"lease": lease, ON_CLOSE: []}
         try:
             await self._handle_admitted(stream, conn, peer_addr, state)
         finally:
+            self._open -= 1
             lease.note(conn.buffered)
             conn.release()
             for hook in state.pop(ON_CLOSE, []):
@@ -194,7 +261,7 @@ class KafkaServer:
     async def _handle_admitted(self, stream: trio.SocketStream, conn: KafkaServerConnection,
                                peer_addr: tuple[str, int], state: dict[str, Any]) -> None:
         if self.sasl is not None:
-            state["sasl"] = SaslAuthenticator(*self.sasl)
+            state[SESSION] = new_session(self.sasl)
             conn.max_frame_bytes = min(self.max_frame_bytes, self.max_unauthenticated_frame_bytes)
         if self.tls is not None:
             secure = await _tls_handshake(stream, self.tls, peer_addr)
@@ -246,7 +313,7 @@ class KafkaServer:
                 if state.get("close"):
                     break
                 self.stats.requests += 1
-                if req.api_key not in QUICK_APIS:
+                if not self._quick(req.api_key):
                     if held:
                         await self._send(stream, held, peer, lease)
                         held = []
@@ -263,8 +330,12 @@ class KafkaServer:
             if held:
                 await self._send(stream, held, peer, lease)
             _run_hooks(hooks)
-            if state.get("close"):
+            if state.get("close") or self._stop.is_set():
                 return
+
+    def _quick(self, api_key: int) -> bool:
+        route = self.routes.get(api_key)
+        return route.quick if route is not None else api_key == API_VERSIONS_KEY
 
     async def _read_requests(self, stream: trio.abc.Stream, conn: KafkaServerConnection, clock: FrameClock,
                              lease: Lease, peer: tuple[str, int]) -> list[KafkaRequest] | None:
@@ -273,8 +344,17 @@ class KafkaServer:
         pending = conn.buffered > 0
         started = trio.current_time()
         with trio.move_on_after(clock.timeout(self.idle_timeout_s, pending)) as idle:
-            # a large frame (a produce batch) is read in as few calls as the socket allows
-            data = await stream.receive_some(min(max(RECEIVE_SIZE, conn.bytes_wanted()), RECEIVE_MAX))
+            if not pending:         # ``stop`` ends a connection that waits for its next request
+                if self._stop.is_set():
+                    return None
+                self._waiting.add(idle)
+            try:
+                # a large frame (a produce batch) is read in as few calls as the socket allows
+                data = await stream.receive_some(min(max(RECEIVE_SIZE, conn.bytes_wanted()), RECEIVE_MAX))
+            finally:
+                self._waiting.discard(idle)
+        if self._stop.is_set() and not pending and idle.cancelled_caught:
+            return None
         if idle.cancelled_caught:
             if pending:
                 limited(log, "warning", "kafka.frame_timeout", peer[0], peer=peer, buffered=conn.buffered,
@@ -334,50 +414,23 @@ class KafkaServer:
                 return [conn.encode_unsupported_api_versions(req)]
             return conn.encode_response_parts(req, conn.api_versions_body())
         assert req.body is not None
-        sasl: SaslAuthenticator | None = ctx.conn_state.get("sasl")
-        if sasl is not None and sasl.principal is None:
-            if req.api_key == SASL_HANDSHAKE_KEY:
-                if req.api_version == 0:
-                    limited(log, "warning", "kafka.sasl_failed", ctx.peer[0], peer=ctx.peer,
-                            reason="SaslHandshake v0 (raw SASL tokens) is not supported; clients with "
-                            "SaslAuthenticate (Kafka >= 1.0) are")
-                    ctx.conn_state["close"] = True
-                    code = UNSUPPORTED_VERSION
-                else:
-                    code = 0 if sasl.handshake(req.body.mechanism) else UNSUPPORTED_SASL_MECHANISM
-                return conn.encode_response_parts(req, Struct(error_code=code, mechanisms=list(sasl.mechanisms)))
-            if req.api_key == SASL_AUTHENTICATE_KEY:
-                return conn.encode_response_parts(req, self._authenticate(sasl, conn, ctx, req.body))
+        route = self.routes[req.api_key]
+        session = ctx.conn_state.get(SESSION)
+        if session is not None and session.principal is None and not route.pre_auth:
             raise KafkaProtocolError(f"{APIS[req.api_key].name} request before SASL authentication")
-        if req.api_key in (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY) and req.api_key not in self.routes:
-            raise KafkaProtocolError("SASL request on an authenticated connection (re-authentication "
-                                     "is not offered)")
         observe = self.observe
         started = time.perf_counter() if observe is not None else 0.0
         try:
-            body = await self.routes[req.api_key].handler(ctx, req.body)
+            body = await route.handler(ctx, req.body)
         except KafkaError as e:
             body = self._error_body(req, e, ctx.peer)
+        if route.pre_auth and session is not None and session.principal is not None:
+            conn.max_frame_bytes = self.max_frame_bytes     # authenticated: the listener's own limit
         if observe is not None:
             observe(req.api_key, time.perf_counter() - started)
         if body is None or not req.expects_response:
             return []
         return conn.encode_response_parts(req, body)
-
-    def _authenticate(self, sasl: SaslAuthenticator, conn: KafkaServerConnection, ctx: KafkaRequestContext,
-                      body: Struct) -> Struct:
-        try:
-            token = sasl.step(bytes(body.auth_bytes))
-        except SaslError as exc:
-            limited(log, "warning", "kafka.sasl_failed", ctx.peer[0], peer=ctx.peer, mechanism=sasl.mechanism,
-                    reason=str(exc))
-            ctx.conn_state["close"] = True
-            return Struct(error_code=SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b"",
-                          session_lifetime_ms=0)
-        if sasl.principal is not None:
-            conn.max_frame_bytes = self.max_frame_bytes
-            log.info("kafka.authenticated", peer=ctx.peer, principal=sasl.principal, mechanism=sasl.mechanism)
-        return Struct(error_code=0, error_message=None, auth_bytes=token, session_lifetime_ms=0)
 
     def _error_body(self, req: KafkaRequest, err: KafkaError, peer: tuple[str, int]) -> Struct:
         api = APIS[req.api_key]
@@ -392,31 +445,8 @@ class KafkaServer:
         return Struct(error_code=err.error_code)
 
 
-SASL_HANDSHAKE_KEY = 17
-SASL_AUTHENTICATE_KEY = 36
-UNSUPPORTED_SASL_MECHANISM = 33
-UNSUPPORTED_VERSION = 35
-SASL_AUTHENTICATION_FAILED = 58
-
 #: Buffers per sendmsg call (below every platform's IOV_MAX).
 SENDMSG_MAX_BUFFERS = 512
-
-#: APIs whose handlers answer at once (no long poll, no flush wait, no group barrier).  When one read
-#: brings several requests, the responses of these are held and leave together with the next
-#: response, in one send: librdkafka sends its first Metadata requests back to back and retires
-#: the bootstrap connection as soon as it has handled the first answer, so an answer that arrives
-#: apart is lost and its request asked again ~50 ms later (sparse connections).  Order is unchanged.
-QUICK_APIS = frozenset({
-    18,     # ApiVersions
-    3,      # Metadata
-    2,      # ListOffsets
-    23,     # OffsetForLeaderEpoch
-    10,     # FindCoordinator
-    9,      # OffsetFetch
-    32,     # DescribeConfigs
-    60,     # DescribeCluster
-})
-
 
 def _run_hooks(hooks: list[Callable[[], None]]) -> None:
     """Run and clear ``hooks`` (``KafkaRequestContext.after_response``); failures are logged."""

@@ -112,7 +112,7 @@ async def kafka_answering(budget: Budget, size: int) -> AsyncIterator[tuple[Any,
     async def big(ctx: KafkaRequestContext, body: Struct) -> Struct:
         return Struct(cluster_id="c" * size, controller_id=1, brokers=[])
 
-    kafka = KafkaServer({60: Route(big, 0, 1)}, budget=budget)
+    kafka = KafkaServer({60: Route(big, 0, 1, quick=True)}, budget=budget)
     with structlog.testing.capture_logs() as captured:
         async with trio.open_nursery() as nursery:
             addr = await nursery.start(kafka.serve, "127.0.0.1", 0)
@@ -154,7 +154,7 @@ async def rocketmq_unread_answers(budget: Budget, requests: int, event: str) -> 
 async def test_per_address_cap_counts_every_listener_and_refuses_at_once() -> None:
     budget = Budget(Limits(max_connections_per_ip=3))
     rmq = RemotingServer({10: echo}, name="broker", budget=budget)
-    kafka = KafkaServer({60: Route(_describe, 0, 1)}, budget=budget)
+    kafka = KafkaServer({60: Route(_describe, 0, 1, quick=True)}, budget=budget)
     with trio.fail_after(20), structlog.testing.capture_logs() as captured:
         async with trio.open_nursery() as nursery:
             rmq_addr = (await nursery.start(rmq.serve, "127.0.0.1", [0]))[0]
@@ -208,7 +208,7 @@ async def test_unfinished_frames_share_one_budget_and_the_connection_crossing_it
     limit = 1 << 20
     budget = Budget(Limits(max_buffered_frame_bytes=limit))
     namesrv = NamesrvServer(budget=budget)
-    kafka = KafkaServer({60: Route(_describe, 0, 1)}, budget=budget)
+    kafka = KafkaServer({60: Route(_describe, 0, 1, quick=True)}, budget=budget)
     chunk = b"x" * (600 << 10)
     # the length of a 16 MiB frame, then 600 KiB of it: one fits the budget, the second does not
     head = struct.pack(">i", 16 << 20) if listener == "namesrv" else struct.pack(">ihhi", 16 << 20, 60, 0, 1)
@@ -263,7 +263,7 @@ def test_small_frames_are_always_granted() -> None:
 async def test_a_frame_must_be_finished_in_time_while_an_idle_connection_stays(listener: str) -> None:
     budget = Budget(Limits(frame_timeout_s=0.3))
     rmq = RemotingServer({10: echo}, name="broker", budget=budget, idle_timeout_s=600)
-    kafka = KafkaServer({60: Route(_describe, 0, 1)}, budget=budget)
+    kafka = KafkaServer({60: Route(_describe, 0, 1, quick=True)}, budget=budget)
     with trio.fail_after(20), structlog.testing.capture_logs() as captured:
         async with trio.open_nursery() as nursery:
             if listener == "broker":
@@ -403,7 +403,7 @@ async def test_hostile_bodies_are_answered_not_crashed() -> None:
 async def test_malformed_kafka_frames_are_rate_limited_per_peer(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [0.0]
     monkeypatch.setattr(logs, "PEER_LOG", logs.LogLimiter(per_window=3, window_s=60, clock=lambda: now[0]))
-    kafka = KafkaServer({60: Route(_describe, 0, 1)})
+    kafka = KafkaServer({60: Route(_describe, 0, 1, quick=True)})
     garbage = [struct.pack(">ihhi", 8, 999, 0, 1),          # unknown api key
                struct.pack(">ihhi", 10, 60, 0, 1) + b"\xff\xff",   # bad client id length
                struct.pack(">ihhi", 8, 60, 77, 1)]         # version not advertised
@@ -474,9 +474,11 @@ async def test_rocketmq_responses_queued_for_non_readers_share_the_process_budge
 
 
 async def test_frames_before_sasl_authentication_are_capped_then_the_full_limit_applies() -> None:
+    from rokka.gateway.kafka.apis import sasl_routes
     from rokka.gateway.kafka.sasl import UserStore
 
-    kafka = KafkaServer({60: Route(_describe, 0, 1)}, sasl=(("PLAIN",), UserStore({"alice": "pw"})),
+    kafka = KafkaServer({60: Route(_describe, 0, 1, quick=True), **sasl_routes()},
+                        sasl=(("PLAIN",), UserStore({"alice": "pw"})),
                         max_unauthenticated_frame_bytes=4096)
     big_client_id = "x" * 5000      # a 5 KiB DescribeCluster frame
 

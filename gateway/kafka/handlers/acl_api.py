@@ -8,16 +8,15 @@ every change is logged.
 
 from __future__ import annotations
 
-from functools import partial
 from itertools import groupby
 
 import structlog
 from rokka.gateway.kafka.acls import Acl, AclFilter, AclStore, invalid_binding
 from rokka.gateway.kafka.codec import Struct
+from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
-from rokka.gateway.kafka.server import KafkaRequestContext, Route
 
-__all__ = ["build_acl_routes"]
+__all__ = ["create_acls", "delete_acls", "describe_acls"]
 
 log = structlog.get_logger(__name__)
 
@@ -88,9 +87,3 @@ async def delete_acls(store: AclStore | None, ctx: KafkaRequestContext, req: Str
             pattern_type=a.pattern, principal=a.principal, host=a.host, operation=a.operation,
             permission_type=a.permission) for a in gone]))
     return Struct(throttle_time_ms=0, filter_results=out)
-
-
-def build_acl_routes(store: AclStore | None) -> dict[int, Route]:
-    """The ACL APIs; ``store`` None = authorization off (SECURITY_DISABLED answers)."""
-    return {29: Route(partial(describe_acls, store), 1, 3), 30: Route(partial(create_acls, store), 1, 3),
-            31: Route(partial(delete_acls, store), 1, 3)}

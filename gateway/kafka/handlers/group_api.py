@@ -30,15 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from rokka.core.producer_state import InitOutcome, ProducerStateManager
 from rokka.gateway.kafka.acls import AUTH_OPS_NOT_REQUESTED, Res, authorized_operations
+from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
 from rokka.gateway.kafka.groups.types import CommitOffset, JoinRequest, LeavingMember, PartitionError, SyncRequest
-from rokka.gateway.kafka.server import KafkaRequestContext, Route
 
 if TYPE_CHECKING:
     from rokka.gateway.kafka.cluster import RoutedOffsets
@@ -232,21 +231,3 @@ async def init_producer_id(producers: ProducerStateManager, ctx: KafkaRequestCon
         code = E.INVALID_PRODUCER_EPOCH  # before PRODUCER_FENCED existed
     return {"error_code": code, "producer_id": result.producer_id if code == 0 else -1,
             "producer_epoch": result.epoch if code == 0 else -1}
-
-
-def build_group_routes(coord: GroupCoordinator, producers: ProducerStateManager,
-                       resolve_topic: Callable[[str], str] = lambda t: t,
-                       routed: RoutedOffsets | None = None) -> dict[int, Route]:
-    """Routes of the group APIs; ``routed`` (the coordinator's offset store in a cluster) adds
-    FindCoordinator spreading and offset forwarding."""
-    table = {11: (join_group, 0, 7), 14: (sync_group, 0, 5),
-             12: (heartbeat, 0, 4), 13: (leave_group, 0, 5),
-             15: (describe_groups, 0, 5), 16: (list_groups, 0, 4)}
-    routes = {key: Route(partial(fn, coord), lo, hi) for key, (fn, lo, hi) in table.items()}
-    routes[10] = Route(partial(find_coordinator, coord, routed), 0, 4)
-    routes[8] = Route(partial(offset_commit, coord, resolve_topic, routed), 2, 8)
-    routes[9] = Route(partial(offset_fetch, coord, resolve_topic, routed), 1, 8)
-    routes[22] = Route(partial(init_producer_id, producers), 0, 4)
-    routes[42] = Route(partial(delete_groups, coord, routed), 0, 2)
-    routes[47] = Route(partial(offset_delete, coord, resolve_topic, routed), 0, 0)
-    return routes

@@ -44,6 +44,7 @@ import structlog
 from rokka.core.kafka_txn import KafkaTxnCoordinator, TxnOutcome, TxnState
 from rokka.core.producer_state import MAX_TXN_TIMEOUT_MS, NO_PRODUCER_ID, ProducerStateManager
 from rokka.core.topics import is_system_topic
+from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
 from rokka.gateway.kafka.handlers import group_api
@@ -55,7 +56,6 @@ from rokka.gateway.kafka.handlers.common import (
     partition_error,
     resolve,
 )
-from rokka.gateway.kafka.server import KafkaRequestContext, Route
 
 log = structlog.get_logger(__name__)
 
@@ -266,19 +266,7 @@ def _marker_queue(env: KafkaEnv, topic: str, partition: int) -> tuple[str, int] 
     return None if queue is None else (resolve(env, topic)[0], queue)
 
 
-def build_txn_routes(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: GroupCoordinator,
-                     producers: ProducerStateManager) -> dict[int, Route]:
-    """Routes for InitProducerId (replacing ``group_api``'s), the four transaction APIs and the
-    admin views of them (DescribeProducers, DescribeTransactions, ListTransactions).  The
-    coordinator's markers go to this broker's queue of each partition (``local_queue``)."""
+def attach(env: KafkaEnv, txns: KafkaTxnCoordinator) -> None:
+    """Send the transaction coordinator's markers to this broker's queue of each partition
+    (``local_queue``; a view's markers go to its source topic)."""
     txns.queue_of = partial(_marker_queue, env)
-    return {
-        22: Route(partial(init_producer_id, txns, producers), 0, 4),
-        24: Route(partial(add_partitions_to_txn, env, txns), 0, 3),
-        25: Route(partial(add_offsets_to_txn, txns), 0, 3),
-        26: Route(partial(end_txn, txns), 0, 3),
-        28: Route(partial(txn_offset_commit, env, txns, coord), 0, 3),
-        61: Route(partial(describe_producers, env), 0, 0),
-        65: Route(partial(describe_transactions, txns), 0, 0),
-        66: Route(partial(list_transactions, txns), 0, 1),
-    }

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from rokka.gateway.kafka import KafkaError, KafkaRequestContext, KafkaServer, Route
 from rokka.gateway.kafka.acls import CLUSTER_NAME, Acl, AclFilter, AclStore, Op, Pattern, Perm, Res, invalid_binding
-from rokka.gateway.kafka.authz import Authz, authorize_routes
+from rokka.gateway.kafka.apis import authorize_routes
+from rokka.gateway.kafka.authz import Authz
 from rokka.gateway.kafka.codec import Struct
 
 ANY = 1

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from rokka.gateway.kafka import KafkaError, KafkaRequestContext, KafkaServer
 from rokka.gateway.kafka.acls import Acl, AclStore, Op, Pattern, Perm, Res
-from rokka.gateway.kafka.authz import ADAPTERS, Authz
+from rokka.gateway.kafka.apis import ADAPTERS
+from rokka.gateway.kafka.authz import Authz
 from rokka.gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_response_frame
 
 TAF, GAF, CAF, TXAF = 29, 30, 31, 53

@@ -11,7 +11,8 @@ import pytest
 from rokka.compat.views import KafkaView, ViewRegistry
 from rokka.gateway.kafka import KafkaRequestContext, KafkaServer
 from rokka.gateway.kafka.acls import Acl, AclStore, Op, Pattern, Perm, Res
-from rokka.gateway.kafka.authz import ADAPTERS, Authz
+from rokka.gateway.kafka.apis import ADAPTERS
+from rokka.gateway.kafka.authz import Authz
 from rokka.gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_response_frame
 
 TAF, GAF = 29, 30
@@ -48,12 +49,29 @@ async def _never(c: KafkaRequestContext, body: Struct) -> Struct:
     raise AssertionError("the handler must not run")
 
 
+async def test_delete_topics_of_a_view_needs_delete_on_the_view_only() -> None:
+    seen: list[list[str]] = []
+
+    async def deleted(c: KafkaRequestContext, body: Struct) -> Struct:
+        seen.append(list(body.topic_names))
+        return Struct(throttle_time_ms=0, responses=[Struct(name=n, error_code=0) for n in body.topic_names])
+
+    body = APIS[20].request.make(topic_names=["alice-view"], timeout_ms=1000)
+    out = _round_trip(20, 5, await ADAPTERS[20](_authz(), deleted, ctx(20, 5), body))
+    assert seen == [["alice-view"]] and [r.error_code for r in out.responses] == [0]
+    trim = [Struct(name="alice-view", partitions=[Struct(partition_index=0, offset=1)])]
+    records = APIS[21].request.make(topics=trim, timeout_ms=1000)
+    out = _round_trip(21, 2, await ADAPTERS[21](_authz(), _never, ctx(21, 2), records))
+    assert [p.error_code for t in out.topics for p in t.partitions] == [29]   # DeleteRecords trims the source
+
+
 def test_a_view_checks_its_source_too() -> None:
     az, c = _authz(), ctx(1, 12)
     for op in (Op.READ, Op.WRITE, Op.DESCRIBE):
         assert not az.ok(c, Res.TOPIC, "alice-view", op)            # rights on the view's name only
         assert az.ok(c, Res.TOPIC, "alice-mine", op)                # a view of her own topic
-    assert az.ok(ctx(20, 6), Res.TOPIC, "alice-view", Op.DELETE)    # DeleteTopics drops the view, no data
+    # DeleteTopics drops the view, no data: its check does not go through to the source
+    assert az.ok(ctx(20, 6), Res.TOPIC, "alice-view", Op.DELETE, through_view=False)
     assert not az.ok(ctx(21, 2), Res.TOPIC, "alice-view", Op.DELETE)  # DeleteRecords would trim the source
     assert az.ok(ctx(1, 12, "admin"), Res.TOPIC, "alice-view", Op.READ)
 

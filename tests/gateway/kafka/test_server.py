@@ -82,7 +82,7 @@ async def _describe(ctx: KafkaRequestContext, body: Struct) -> Struct:
 
 
 async def test_garbage_connection_closed_while_other_keeps_working() -> None:
-    server = KafkaServer({60: Route(_describe, 0, 1)}, max_frame_bytes=1 << 16)
+    server = KafkaServer({60: Route(_describe, 0, 1, quick=True)}, max_frame_bytes=1 << 16)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             host, port = await start(nursery, server)
@@ -104,7 +104,7 @@ async def test_garbage_connection_closed_while_other_keeps_working() -> None:
 
 
 async def test_api_versions_derived_and_unsupported_version_answer() -> None:
-    server = KafkaServer({60: Route(_describe, 0, 5), 20: Route(_describe, 2, 3)}, max_frame_bytes=1 << 16)
+    server = KafkaServer({60: Route(_describe, 0, 5, quick=True), 20: Route(_describe, 2, 3)}, max_frame_bytes=1 << 16)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             host, port = await start(nursery, server)
@@ -141,7 +141,8 @@ async def test_order_acks0_kafka_error_and_crash() -> None:
             raise RuntimeError("handler bug")
         raise KafkaError(31, "denied")
 
-    server = KafkaServer({60: Route(slow, 0, 1), 0: Route(produce, 3, 9)}, max_frame_bytes=1 << 16)
+    server = KafkaServer({60: Route(slow, 0, 1, quick=True), 0: Route(produce, 3, 9)},
+                         max_frame_bytes=1 << 16)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             host, port = await start(nursery, server)
@@ -157,7 +158,7 @@ async def test_order_acks0_kafka_error_and_crash() -> None:
             assert decode_response_frame(DESCRIBE_CLUSTER, 1, await read_frame(s))[0] == 3  # none for acks=0
             assert seen == [1, 2, 3]
 
-            server.routes[60] = Route(failing, 0, 1)
+            server.routes[60] = Route(failing, 0, 1, quick=True)
             await s.send_all(encode_request_frame(DESCRIBE_CLUSTER, 1, 4, {}))
             corr, body = decode_response_frame(DESCRIBE_CLUSTER, 1, await read_frame(s))
             assert (corr, body.error_code) == (4, 31)
@@ -177,7 +178,8 @@ async def test_quick_answers_of_one_read_leave_together_and_never_wait_for_a_par
         await release.wait()
         return Struct(responses=[])
 
-    server = KafkaServer({60: Route(_describe, 0, 1), 0: Route(parked_produce, 3, 9)}, max_frame_bytes=1 << 16)
+    server = KafkaServer({60: Route(_describe, 0, 1, quick=True), 0: Route(parked_produce, 3, 9)},
+                         max_frame_bytes=1 << 16)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             host, port = await start(nursery, server)
@@ -216,7 +218,7 @@ async def test_after_response_hooks_run_once_the_answer_is_out_and_a_failing_one
         ran.append(f"handler {ctx.correlation_id}")
         return Struct(cluster_id=str(ctx.correlation_id), controller_id=1, brokers=[])
 
-    server = KafkaServer({60: Route(hooked, 0, 1)}, max_frame_bytes=1 << 16)
+    server = KafkaServer({60: Route(hooked, 0, 1, quick=True)}, max_frame_bytes=1 << 16)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             host, port = await start(nursery, server)
@@ -231,3 +233,41 @@ async def test_after_response_hooks_run_once_the_answer_is_out_and_a_failing_one
     # quick answers of one read leave together, then their hooks run; the failing hook closed nothing
     assert ran == ["handler 1", "handler 2", "hook 1", "hook 2", "handler 3", "hook 3"]
     assert server.stats.handler_errors == 0
+
+
+async def test_stop_ends_idle_connections_lets_a_parked_request_answer_and_aclose_waits() -> None:
+    """``stop``/``aclose`` as RemotingServer: no new connections; a connection waiting for its next
+    request ends at once; one whose handler is parked gets its answer first; ``statistics()`` counts."""
+    release = trio.Event()
+
+    async def parked(ctx: KafkaRequestContext, body: Struct) -> Struct:
+        await release.wait()
+        return Struct(cluster_id="late", controller_id=1, brokers=[])
+
+    server = KafkaServer({60: Route(parked, 0, 1)}, max_frame_bytes=1 << 16)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            host, port = await start(nursery, server)
+            idle = await trio.open_tcp_stream(host, port)
+            busy = await trio.open_tcp_stream(host, port)
+            await busy.send_all(encode_request_frame(DESCRIBE_CLUSTER, 1, 7, {}))
+            await trio.testing.wait_all_tasks_blocked()
+            stats = server.statistics()
+            assert (stats.address, stats.open_connections, stats.requests_total) == ((host, port), 2, 1)
+            closed = trio.Event()
+
+            async def close_server() -> None:
+                await server.aclose(grace_s=15)
+                closed.set()
+
+            nursery.start_soon(close_server)
+            assert await read_eof(idle)                       # waiting for a request: ended at once
+            await trio.testing.wait_all_tasks_blocked()
+            assert not closed.is_set()                        # the parked request is still being served
+            with pytest.raises(OSError):
+                await trio.open_tcp_stream(host, port)        # no longer accepting
+            release.set()
+            assert decode_response_frame(DESCRIBE_CLUSTER, 1, await read_frame(busy))[1].cluster_id == "late"
+            assert await read_eof(busy)
+            await closed.wait()
+    assert server.statistics().open_connections == 0

@@ -14,7 +14,8 @@ from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
 from rokka.core.storage.memory import MemoryStore
 from rokka.gateway.kafka import KafkaServer
-from rokka.gateway.kafka.handlers import KafkaEnv, build_routes
+from rokka.gateway.kafka.apis import KafkaServices, routes
+from rokka.gateway.kafka.handlers import KafkaEnv
 
 
 def _client_session(host: str, port: int) -> dict[str, Any]:
@@ -62,7 +63,7 @@ async def test_kafka_python_admin_produce_consume(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
             env = KafkaEnv(broker, node_id=0, host="127.0.0.1", port=0)
-            server = KafkaServer(build_routes(env), max_frame_bytes=1 << 20)
+            server = KafkaServer(routes(KafkaServices(env)), max_frame_bytes=1 << 20)
             host, port = await nursery.start(server.serve, "127.0.0.1", 0)
             env.port = port
             out = await trio.to_thread.run_sync(_client_session, host, port)

@@ -18,6 +18,7 @@ from rokka.core.kafka_txn import KafkaTxnCoordinator, TxnState
 from rokka.core.producer_state import ProducerStateManager
 from rokka.core.storage.memory import MemoryStore
 from rokka.gateway.kafka import KafkaServer
+from rokka.gateway.kafka.apis import KafkaServices, routes
 from rokka.gateway.kafka.codec import APIS, Struct
 from rokka.gateway.kafka.codec import records as R
 from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
@@ -40,7 +41,8 @@ class Env:
                               transactions=self.txns)
         self.coord = GroupCoordinator(GroupConfig(), broker.offsets)
         self.coord.pending_txn_offset = self.txns.pending_offset
-        self.routes = X.build_txn_routes(self.kafka, self.txns, self.coord, self.producers)
+        X.attach(self.kafka, self.txns)
+        self.routes = routes(KafkaServices(self.kafka, groups=self.coord))
 
     async def call(self, key: int, version: int, **kw: Any) -> Any:
         body = APIS[key].request.make(**kw)
