@@ -106,6 +106,13 @@ class ExpressionFilter:
                            else array("i", in_range).tobytes())
         names = getattr(self._sql, "property_names", None)
         self._names = None if names is None else tuple(sorted(n.encode("utf-8") for n in names))
+        self._answers: dict[bytes, bool] = {}
+
+    @property
+    def answers(self) -> dict[bytes, bool]:
+        """The store's native read keeps ``match_properties``' answers here, by the values of
+        ``property_names`` (the selector reads nothing else): this filter's own memo."""
+        return self._answers
 
     @property
     def property_names(self) -> tuple[bytes, ...] | None:

@@ -17,7 +17,9 @@
  *
  * SQL92 reads use the same walk with a ``match`` callable (the compiled selector): each candidate's
  * properties are parsed in place into a dict holding only the names the selector reads, and only a
- * record that matches is copied.
+ * record that matches is copied.  The selector reads nothing but those names, so its answers are kept
+ * by their values (a dict the filter owns, at most 4096 entries): records that agree on them (the same
+ * TAGS, say) are answered without calling it again.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -126,21 +128,96 @@ static PyObject *props_dict(const unsigned char *p, long long plen, PyObject *na
     return d;
 }
 
-/* 1: ``match(properties)`` is true for the record, 0: it is not, -1: error; -2: the record is malformed. */
-static int props_match(PyObject *match, PyObject *names, const unsigned char *rec, long long size) {
-    long long plen = 0;
-    const unsigned char *blob = props_blob(rec, size, &plen);
-    if (blob == NULL)
-        return -2;
-    PyObject *d = props_dict(blob, plen, names);
-    if (d == NULL)
-        return -1;
+static int call_match(PyObject *match, PyObject *d) {
     PyObject *r = PyObject_CallOneArg(match, d);
-    Py_DECREF(d);
     if (r == NULL)
         return -1;
     int ok = PyObject_IsTrue(r);
     Py_DECREF(r);
+    return ok;
+}
+
+#define MAX_NAMES 16
+#define MAX_CACHED 4096
+
+/* With the names known (at most MAX_NAMES) and a ``cache`` dict: the values of those names (a later
+ * item wins; items with an empty name or value dropped, as props_dict) make the cache key, bytes of
+ * (int32 length or -1 for absent, value) per name; the selector reads nothing else, so its answer
+ * for a key is its answer for every record with that key.  A miss builds the dict and calls it. */
+static int cached_match(PyObject *match, PyObject *names, PyObject *cache, const unsigned char *p, long long plen) {
+    const unsigned char *vals[MAX_NAMES] = {0}, *end = p + plen;
+    Py_ssize_t vlens[MAX_NAMES] = {0}, nnames = PyTuple_GET_SIZE(names), klen = 4 * nnames;
+    while (p < end) {
+        const unsigned char *stop = memchr(p, 0x02, (size_t)(end - p));
+        if (stop == NULL)
+            stop = end;
+        const unsigned char *sep = memchr(p, 0x01, (size_t)(stop - p));
+        for (Py_ssize_t j = 0; sep != NULL && sep > p && stop > sep + 1 && j < nnames; j++) {
+            PyObject *name = PyTuple_GET_ITEM(names, j);
+            if (PyBytes_GET_SIZE(name) == sep - p && memcmp(PyBytes_AS_STRING(name), p, (size_t)(sep - p)) == 0) {
+                vals[j] = sep + 1;
+                vlens[j] = stop - sep - 1;
+                break;
+            }
+        }
+        p = stop + 1;
+    }
+    for (Py_ssize_t j = 0; j < nnames; j++)
+        klen += vlens[j];
+    PyObject *key = PyBytes_FromStringAndSize(NULL, klen), *d = NULL;
+    if (key == NULL)
+        return -1;
+    unsigned char *k = (unsigned char *)PyBytes_AS_STRING(key);
+    for (Py_ssize_t j = 0; j < nnames; j++) {
+        uint32_t n = vals[j] ? (uint32_t)vlens[j] : 0xFFFFFFFFu;
+        k[0] = (unsigned char)(n >> 24); k[1] = (unsigned char)(n >> 16); k[2] = (unsigned char)(n >> 8);
+        k[3] = (unsigned char)n;
+        memcpy(k + 4, vals[j] ? vals[j] : k, (size_t)vlens[j]);
+        k += 4 + vlens[j];
+    }
+    int ok = -1;
+    PyObject *hit = PyDict_GetItemWithError(cache, key);
+    if (hit != NULL) {
+        ok = hit == Py_True;
+        goto done;
+    }
+    if (PyErr_Occurred() || (d = PyDict_New()) == NULL)
+        goto done;
+    for (Py_ssize_t j = 0; j < nnames; j++) {
+        if (vals[j] == NULL)
+            continue;
+        PyObject *name = PyTuple_GET_ITEM(names, j);
+        PyObject *kk = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name), "replace");
+        PyObject *v = kk ? PyUnicode_DecodeUTF8((const char *)vals[j], vlens[j], "replace") : NULL;
+        int rc = v == NULL ? -1 : PyDict_SetItem(d, kk, v);
+        Py_XDECREF(kk);
+        Py_XDECREF(v);
+        if (rc < 0)
+            goto done;
+    }
+    ok = call_match(match, d);
+    if (ok >= 0 && PyDict_GET_SIZE(cache) < MAX_CACHED && PyDict_SetItem(cache, key, ok ? Py_True : Py_False) < 0)
+        ok = -1;
+done:
+    Py_XDECREF(d);
+    Py_DECREF(key);
+    return ok;
+}
+
+/* 1: ``match(properties)`` is true for the record, 0: it is not, -1: error; -2: the record is malformed. */
+static int props_match(PyObject *match, PyObject *names, PyObject *cache, const unsigned char *rec,
+                       long long size) {
+    long long plen = 0;
+    const unsigned char *blob = props_blob(rec, size, &plen);
+    if (blob == NULL)
+        return -2;
+    if (cache != Py_None && names != Py_None && PyTuple_GET_SIZE(names) <= MAX_NAMES)
+        return cached_match(match, names, cache, blob, plen);
+    PyObject *d = props_dict(blob, plen, names);
+    if (d == NULL)
+        return -1;
+    int ok = call_match(match, d);
+    Py_DECREF(d);
     return ok;
 }
 
@@ -153,15 +230,20 @@ static int props_match(PyObject *match, PyObject *names, const unsigned char *re
  * is skipped (``removed`` is set if nothing was taken yet).  ``need`` is -1, or the CommitLog offset
  * of the matching unit at ``used`` whose record lies outside the span.  With ``match`` (a callable;
  * ``names``: the property names it reads, bytes, or None for all) a record is taken only if
- * ``match(properties)`` is true; a record whose lengths do not add up is skipped as unreadable. */
+ * ``match(properties)`` is true; a record whose lengths do not add up is skipped as unreadable.
+ * ``cache`` (a dict, or None) keeps match's answers by the values of ``names`` (cached_match). */
 static PyObject *tag_filter(PyObject *self, PyObject *args) {
     Py_buffer units, codes = {0}, span = {0};
     PyObject *codes_obj, *span_obj, *result = NULL, *records = NULL, *qoffs = NULL, *match = Py_None;
-    PyObject *names = Py_None;
+    PyObject *names = Py_None, *cache = Py_None;
     long long qoff0, clog_min, max_msgs, max_bytes, taken, total, span_start;
-    if (!PyArg_ParseTuple(args, "y*LOLLLLLOL|OO", &units, &qoff0, &codes_obj, &clog_min, &max_msgs, &max_bytes,
-                          &taken, &total, &span_obj, &span_start, &match, &names))
+    if (!PyArg_ParseTuple(args, "y*LOLLLLLOL|OOO", &units, &qoff0, &codes_obj, &clog_min, &max_msgs, &max_bytes,
+                          &taken, &total, &span_obj, &span_start, &match, &names, &cache))
         return NULL;
+    if (cache != Py_None && !PyDict_CheckExact(cache)) {
+        PyErr_SetString(PyExc_TypeError, "cache must be a dict or None");
+        goto done;
+    }
     if (names != Py_None && !PyTuple_Check(names)) {
         PyErr_SetString(PyExc_TypeError, "names must be a tuple of bytes or None");
         goto done;
@@ -212,7 +294,7 @@ static PyObject *tag_filter(PyObject *self, PyObject *args) {
             continue;
         }
         if (match != Py_None) {
-            int ok = props_match(match, names, rec, size);
+            int ok = props_match(match, names, cache, rec, size);
             if (ok == -1)
                 goto done;
             removed |= ok == -2 && taken == 0;
@@ -239,7 +321,7 @@ done:
 static PyMethodDef methods[] = {
     {"tag_filter", tag_filter, METH_VARARGS,
      "tag_filter(units, queue_offset, codes, clog_min, max_msgs, max_bytes, taken, total, span, span_start, "
-     "match=None, names=None) -> (records, queue_offsets, used, taken, total, removed, need)"},
+     "match=None, names=None, cache=None) -> (records, queue_offsets, used, taken, total, removed, need)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -267,11 +267,12 @@ class ConsumeQueue:
     def scan_tags(self, queue_offset: int, count: int, codes: bytes | None, clog_min: int, max_msgs: int,
                   max_bytes: int, taken: int, total: int, span: memoryview | None, span_start: int,
                   match: Callable[[dict[str, str]], bool] | None = None, names: tuple[bytes, ...] | None = None,
+                  answers: dict[bytes, bool] | None = None,
                   ) -> tuple[list[bytes], list[int], int, int, int, bool, int] | None:
         """``_cqscan.tag_filter`` over up to ``count`` units from ``queue_offset`` (stopping at a file end
         or max_offset), read in place from the map; None when there is no unit there (or no native
         module).  ``reader.get_messages`` drives it, lending the CommitLog ``span`` (and, for SQL92,
-        the properties predicate ``match`` and the names it reads)."""
+        the properties predicate ``match``, the names it reads and its memo of answers)."""
         if _cqscan is None or not (self.min_offset <= queue_offset < self.max_offset) or count <= 0:
             return None
         byte = queue_offset * UNIT_SIZE
@@ -284,7 +285,7 @@ class ConsumeQueue:
         try:
             with whole[pos:pos + n * UNIT_SIZE] as view:
                 return _cqscan.tag_filter(view, queue_offset, codes, clog_min, max_msgs,  # type: ignore[no-any-return]
-                                          max_bytes, taken, total, span, span_start, match, names)
+                                          max_bytes, taken, total, span, span_start, match, names, answers)
         finally:
             whole.release()     # no export may outlive this call: the map is closed at a file drop
 

@@ -176,19 +176,22 @@ def _properties(rec: bytes | memoryview) -> dict[str, str] | None:
 _NO = object()
 
 
-def _native_plan(message_filter: Any) -> tuple[bytes | None, Callable[..., Any] | None, Any] | None:
+def _native_plan(message_filter: Any) -> tuple[bytes | None, Callable[..., Any] | None, Any, Any] | None:
     """What ``_cqscan.tag_filter`` takes for this filter: (the tags codes a unit must have, None for
-    every unit; the properties predicate, None for none; the property names it reads, None for all),
-    or None when the filter does not say (the Python loop runs)."""
+    every unit; the properties predicate, None for none; the property names it reads, None for all;
+    a dict for its answers by those names' values, or None), or None when the filter does not say
+    (the Python loop runs)."""
     if message_filter is None or getattr(message_filter, "matches_all", False):
-        return None, None, None
+        return None, None, None, None
     codes = getattr(message_filter, "tag_codes", _NO)
     if codes is _NO:
         return None
     if not getattr(message_filter, "needs_properties", True):
-        return codes, None, None
+        return codes, None, None, None
     names = getattr(message_filter, "property_names", _NO)
-    return None if names is _NO else (codes, message_filter.match_properties, names)
+    if names is _NO:
+        return None
+    return codes, message_filter.match_properties, names, getattr(message_filter, "answers", None)
 
 
 def _scan_native(q: Any, clog: Any, offset: int, want: int, max_msgs: int, max_bytes: int,
@@ -201,7 +204,7 @@ def _scan_native(q: Any, clog: Any, offset: int, want: int, max_msgs: int, max_b
     scan = getattr(q, "scan_tags", None)
     if plan is None or scan is None or getattr(clog, "files", None) is None:
         return None
-    codes, match, names = plan
+    codes, match, names, answers = plan
     upf = q.units_per_file
     end = min(offset + want, q.max_offset, (offset // upf + 1) * upf)    # one ConsumeQueue file, as q.units
     records: list[bytes] = []
@@ -212,7 +215,7 @@ def _scan_native(q: Any, clog: Any, offset: int, want: int, max_msgs: int, max_b
     try:
         while at < end:
             got = scan(at, end - at, codes, clog.min_offset, max_msgs, max_bytes, taken, total, span, span_start,
-                       match, names)
+                       match, names, answers)
             if got is None:
                 if at == offset:
                     return None

@@ -118,16 +118,18 @@ _RECORD = st.tuples(st.integers(0, 2), st.one_of(st.none(), st.sampled_from(TAGS
 
 @settings(max_examples=60, deadline=None)
 @given(records=st.lists(_RECORD, min_size=1, max_size=120), tags=st.lists(st.sampled_from(TAGS[:6]), max_size=3),
-       max_msgs=st.integers(1, 40), max_bytes=st.integers(1, 6000))
+       max_msgs=st.integers(1, 40), max_bytes=st.integers(1, 6000), sql=st.one_of(st.none(), st.sampled_from(SQL)))
 def test_random_queues_read_alike(tmp_path_factory: pytest.TempPathFactory, records: list[tuple[int, str | None, int]],
-                                  tags: list[str], max_msgs: int, max_bytes: int) -> None:
-    """Random stores (queues interleaved, tags or none, bodies of any size, small files): reading a
-    queue to its end with a tag filter gives the same answers, call by call, natively and in Python."""
+                                  tags: list[str], max_msgs: int, max_bytes: int, sql: str | None) -> None:
+    """Random stores (queues interleaved, tags or none, a property ``n`` of a few values, bodies of any
+    size, small files): reading a queue to its end with one tag or SQL92 filter (its memo of answers
+    kept from call to call) gives the same answers, call by call, natively and in Python."""
     store = DiskStore(small_config(tmp_path_factory.mktemp("rq"), consumequeue_file_size=20 * 7)).open()
     try:
         for qid, tag, size in records:
-            store.put_messages([Message("T", qid, bytes(size), properties={"TAGS": tag} if tag else {})])
-        flt = ExpressionFilter(build_subscription("T", _expr(tags)))
+            props = {"TAGS": tag, "n": str(size % 7 * 100)} if tag else {"n": str(size % 5 * 100)}
+            store.put_messages([Message("T", qid, bytes(size), properties=props)])
+        flt = ExpressionFilter(build_subscription("T", sql, "SQL92") if sql else build_subscription("T", _expr(tags)))
         for qid in range(3):
             q = store.cqs.get(("T", qid))
             offset = 0
