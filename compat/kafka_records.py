@@ -297,8 +297,8 @@ def plain_span_run(topic: str, partition: int, payload: bytes | memoryview, span
 #: names (never copied from headers) and the properties budget (the envelope starts past it).
 MAPPING_SYSTEM_NAMES = tuple(sorted(n.encode("ascii") for n in SYSTEM_PROPERTIES))
 MAPPING_BUDGET = ENVELOPE_BUDGET
-#: What the native Fetch mapper (``_cfetch.plain_records``, ``kafka_pieces``) needs of the read rules
-#: (``_kafka_props``): the header prefix, the system names that get it, the internal names never
+#: What the Kafka codec's Fetch walker (``stored_records.walk``, via ``kafka_pieces``) needs of the
+#: read rules (``_kafka_props``): the header prefix, the system names that get it, the internal names never
 #: exposed, and the names it reads (key, headers, null value, timestamp type, envelope, control, KEYS).
 FETCH_TABLE = (HEADER_PREFIX.encode("ascii"), MAPPING_SYSTEM_NAMES, tuple(sorted(n.encode("ascii") for n in _INTERNAL)),
                tuple(n.encode("ascii") for n in (PROP_KAFKA_KEY, PROP_KAFKA_HEADERS, PROP_KAFKA_NULL_VALUE,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rokka.compat.kafka_records import kafka_rows, message_from_record, record_from_message
+from rokka.compat.kafka_records import FETCH_TABLE, kafka_rows, message_from_record, record_from_message
 from rokka.core.model import COMPRESSED_FLAG, Message
 from rokka.core.storage.layout import decode_record, encode_record
 from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.codec import stored_records as S
 
 opt_bytes = st.one_of(st.none(), st.binary(max_size=40))
 headers_st = st.lists(st.tuples(st.text(max_size=8), opt_bytes), max_size=4)
@@ -131,16 +132,15 @@ def test_kafka_pieces_match_kafka_rows(kinds: list[str], body: bytes) -> None:
     expect = kafka_rows(recs)
     saved = K._PLAIN_PROPS
     try:
-        for native in (True, False):
+        for walker in (S.walk_native, S.walk_py, None):
             K._PLAIN_PROPS = ()         # each walker learns the plain blobs itself
-            assert _rows_of(K.kafka_pieces(run, native=native)) == expect
+            assert _rows_of(K.kafka_pieces(run, walker=walker)) == expect
     finally:
         K._PLAIN_PROPS = saved
 
 
 def test_native_fetch_walker_is_built() -> None:
-    import rokka.compat.kafka_pieces as K
-    assert K.NATIVE
+    assert S.NATIVE and S.walk is S.walk_native
 
 
 @settings(max_examples=200, deadline=None)
@@ -149,5 +149,8 @@ def test_walkers_agree_on_garbage(data: bytes, start: int, count: int) -> None:
     import rokka.compat.kafka_pieces as K
     start = min(start, len(data))
     accepted = (b"", b"KAFKA_HEADERS\x01[]")
-    native = K._cfetch.plain_records(data, start, count, accepted, K._FETCH_LAYOUT)
-    assert native == K._plain_records_py(data, start, count, accepted)
+    assert S.walk_native is not None
+    native = S.walk_native(data, start, count, accepted, K._FETCH_LAYOUT, FETCH_TABLE)
+    assert native == S.walk_py(data, start, count, accepted, K._FETCH_LAYOUT, FETCH_TABLE)
+    assert S._cstored.stored_records(data, start, count, accepted, K._FETCH_LAYOUT) == S.walk_py(
+        data, start, count, accepted, K._FETCH_LAYOUT)

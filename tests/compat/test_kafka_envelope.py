@@ -17,6 +17,7 @@ from rokka.core.model import Message
 from rokka.core.storage.api import RecordRun
 from rokka.core.storage.layout import MAX_PROPERTIES_BYTES, decode_record, encode_properties, encode_record
 from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.codec import stored_records as S
 
 
 def _raw(msg: Message, offset: int = 0) -> bytes:
@@ -32,8 +33,8 @@ def _all_paths(msgs: list[Message]) -> list[tuple[bytes | None, bytes | None, tu
     got = [(r.key, r.value, r.headers) for r in one]
     assert [(k, v, h) for _, _, _, k, v, h in kafka_rows(raws)] == got
     run = RecordRun(0, b"".join(raws), [len(r) for r in raws])
-    for native in (True, False):     # every record, whichever piece maps it (the walker or kafka_rows)
-        rows = _piece_rows(kafka_pieces(run, native=native))
+    for walker in (S.walk_native, S.walk_py, None):   # every record, whichever maps it (walker or kafka_rows)
+        rows = _piece_rows(kafka_pieces(run, walker=walker))
         assert [(k, v, h) for _, _, _, k, v, h in rows] == got
     return got
 

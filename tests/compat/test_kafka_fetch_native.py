@@ -1,5 +1,6 @@
-"""The native Fetch mapper (``_cfetch.plain_records`` with ``FETCH_TABLE``), its Python twin and the
-per-record reference (``kafka_rows``) read every stored record shape back identically: Kafka records
+"""The Kafka codec's native walker (``stored_records.walk_native`` with compat's ``FETCH_TABLE``),
+its Python twin and the per-record reference (``kafka_rows``) read every stored record shape back
+identically: Kafka records
 (any key bytes incl. empty and null, any headers incl. duplicates, binary and null values, big ones in
 the envelope), RocketMQ producers' messages (any properties) and arbitrary properties blobs."""
 
@@ -16,8 +17,9 @@ from rokka.core.model import Message
 from rokka.core.storage.api import RecordRun
 from rokka.core.storage.layout import encode_properties, encode_record
 from rokka.gateway.kafka.codec import records as R
+from rokka.gateway.kafka.codec import stored_records as S
 
-if not KP.NATIVE:
+if not S.NATIVE:
     pytest.skip("the native Fetch walker is not built (make test builds it)", allow_module_level=True)
 
 opt_bytes = st.one_of(st.none(), st.binary(max_size=24))
@@ -74,9 +76,9 @@ def _both(run: RecordRun) -> list[Any]:
     pieces, byte for byte; returns them."""
     saved = KP._PLAIN_PROPS
     try:
-        native = KP.kafka_pieces(run, native=True)
+        native = KP.kafka_pieces(run, walker=S.walk_native)
         KP._PLAIN_PROPS = saved
-        assert KP.kafka_pieces(run, native=False) == native
+        assert KP.kafka_pieces(run, walker=S.walk_py) == native
     finally:
         KP._PLAIN_PROPS = saved
     return native
@@ -145,8 +147,9 @@ def test_any_properties_blob_walks_alike(blobs: list[bytes], body: bytes) -> Non
     the per-record reference does."""
     for blob in blobs:
         data, start = _run([Message("T", 0, body, {}, born_timestamp=7)], [blob])[0].data, 0
-        native = KP._cfetch.plain_records(data, start, 1, (), KP._FETCH_LAYOUT, KP.FETCH_TABLE)
-        assert native == KP._plain_records_py(data, start, 1, (), KP.FETCH_TABLE)
+        assert S.walk_native is not None
+        native = S.walk_native(data, start, 1, (), KP._FETCH_LAYOUT, KP.FETCH_TABLE)
+        assert native == S.walk_py(data, start, 1, (), KP._FETCH_LAYOUT, KP.FETCH_TABLE)
         if native[1]:
             run = RecordRun(10, data, (len(data),))
             try:

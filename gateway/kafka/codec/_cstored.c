@@ -1,27 +1,26 @@
-/* Native helper for the Fetch hot path (optional: compat/kafka_pieces.py has the same in Python).
+/* CommitLog records -> Kafka v2 records (the Fetch hot path); twin: stored_records.py (walk_py).
  *
  * Theory of operation
  * -------------------
- * ``plain_records(data, start, count, accepted, layout[, table])`` walks CommitLog records lying
+ * ``stored_records(data, start, count, accepted, layout[, table])`` walks CommitLog records lying
  * back to back in ``data`` from byte ``start`` and encodes the leading ones it can map as Kafka v2
  * records: offset delta = i, timestamp delta = BORNTIMESTAMP - the first record's.
  *
  * * A record whose PROPERTIES blob is one of ``accepted`` (blobs the caller has found to mean "no
- *   key, no headers, a value, CreateTime") is encoded by a byte comparison: null key, the body as
- *   value, no headers.
- * * With ``table`` (what compat/kafka_records.py's mapping says, see below), any other record is
- *   mapped by the same rules as ``kafka_records.kafka_rows``: key from KAFKA_KEY (base64) or KEYS,
- *   headers from KAFKA_HEADERS (JSON ``[[name, base64-or-null], ...]``), or, without it (a RocketMQ
- *   producer's record), every property as a header (system names prefixed), a null value from
- *   KAFKA_NULL_VALUE, and the KAFKA_ENVELOPE form (key and headers in the body).  Only the
- *   canonical forms are mapped here -- a blob that is valid UTF-8 with non-empty names and values
- *   (duplicate names only on Kafka-origin records), compact JSON, strict base64, an envelope
- *   "<-1|digits>,<digits>" -- so there is one meaning, the Python one; anything else stops the walk
- *   and the per-record Python mapping takes the record (as it does for compressed bodies, Kafka
- *   control entries and LogAppendTime records).
+ *   key, no headers") is encoded by a byte comparison: null key, the body as value, no headers.
+ * * With ``table`` (the caller's mapping: rokka.compat.kafka_records.FETCH_TABLE), any other record
+ *   is mapped by that mapping's rules: key from the key property (base64 after one character) or
+ *   KEYS, headers from the headers property (JSON ``[[name, base64-or-null], ...]``), or, without
+ *   it (a RocketMQ producer's record), every non-internal property as a header (the listed names
+ *   with the prefix), a null value when the null-value property is "1", and the envelope (key and
+ *   headers JSON at the start of the body).  Only the canonical forms are mapped here -- a blob
+ *   that is valid UTF-8 with non-empty names and values (duplicate names only beside a headers
+ *   property), compact JSON, strict base64, an envelope "<-1|digits>,<digits>" -- so there is one
+ *   meaning, the caller's; anything else (and compressed bodies, control entries, LogAppendTime
+ *   records, a KEYS key beside <prefix>KEYS headers) stops the walk: the caller maps it itself.
  *
- * ``table`` = (header prefix, system property names, internal property names, (KAFKA_KEY,
- * KAFKA_HEADERS, KAFKA_NULL_VALUE, KAFKA_TS_TYPE, KAFKA_ENVELOPE, KAFKA_CTRL, KEYS)), all bytes.
+ * ``table`` = (header prefix, prefixed property names, internal property names, (key, headers,
+ * null value, timestamp type, envelope, control, KEYS property names)), all bytes.
  * ``layout`` = (magic, offset of SYSFLAG, offset of BORNTIMESTAMP, header sizes of the four host
  * variants (sysflag bits 0x10/0x20), compressed flag): the record layout stays defined once, in
  * core/storage/layout.py.
@@ -624,7 +623,7 @@ static int out_reserve(PyObject **out, unsigned char **o, unsigned char **o0, Py
     return 0;
 }
 
-static PyObject *plain_records(PyObject *self, PyObject *args) {
+static PyObject *stored_records(PyObject *self, PyObject *args) {
     Py_buffer data;
     Py_ssize_t start, count;
     PyObject *accepted, *table_obj = Py_None;
@@ -753,15 +752,15 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"plain_records", plain_records, METH_VARARGS,
-     "plain_records(data, start, count, accepted, layout[, table]) -> (payload, records, bytes_read, first_ts, max_ts)"},
+    {"stored_records", stored_records, METH_VARARGS,
+     "stored_records(data, start, count, accepted, layout[, table]) -> (payload, records, bytes_read, first_ts, max_ts)"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cfetch", "CommitLog -> Kafka records hot path (native).",
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cstored", "CommitLog records -> Kafka records (native).",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit__cfetch(void) {
+PyMODINIT_FUNC PyInit__cstored(void) {
     b64_init();
     return PyModule_Create(&module);
 }
