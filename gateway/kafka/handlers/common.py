@@ -44,6 +44,7 @@ from rokka.core.storage.api import RecordRun, release_runs
 from rokka.core.topics import TopicConfig, is_system_topic
 from rokka.gateway.kafka.codec import records as R
 from rokka.gateway.kafka.codec.primitives import Pieces
+from rokka.gateway.kafka.codec.stored_records import walk as stored_walk
 from rokka.gateway.kafka.errors import ErrorCode as E
 
 if TYPE_CHECKING:
@@ -224,7 +225,8 @@ def _batches_of(runs: list[RecordRun], inflate_limit: int, max_bytes: int) -> tu
         if count and nbytes >= max_bytes:
             break
         before = count
-        for piece in kafka_pieces(run, inflate_limit=inflate_limit, max_bytes=max_bytes - nbytes):
+        for piece in kafka_pieces(run, walker=stored_walk, inflate_limit=inflate_limit,
+                                  max_bytes=max_bytes - nbytes):
             if isinstance(piece, PlainPiece):
                 out.append(R.batch_header(piece.payload, base_offset=piece.offset, last_offset_delta=piece.count - 1,
                                           count=piece.count, base_timestamp=piece.first_timestamp,
