@@ -29,7 +29,6 @@ from __future__ import annotations
 import gc
 import signal
 import sys
-import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -231,7 +230,6 @@ class BrokerRole:
                     acl.topic_at = record_topics(broker.store)
                 await nursery.start(broker.run)
                 ctx = BrokerContext(broker, _fmt(self.broker_addr), nursery=nursery)
-                ctx.extra["boot_ms"] = int(time.time() * 1000)
                 holder["ctx"] = ctx
                 self.ctx = ctx
                 ctx.extra["acl"] = acl     # the ACL request codes edit its file (handlers/admin_acl.py)
@@ -258,14 +256,14 @@ class BrokerRole:
         from rokka.gateway.kafka.role import KafkaRole
 
         kafka = self.kafka = await KafkaRole.build(self.cfg, ctx.broker, rc, _fmt(self.broker_addr), self.budget)
-        ctx.extra["refuse_rocketmq_group"] = kafka.refuse_rocketmq_group
+        ctx.shared.refuse_rocketmq_group = kafka.refuse_rocketmq_group
         kafka.start_watches(nursery)
         await nursery.start(self._run_kafka_services, kafka)
         self.kafka_node, self.kafka_server = kafka.node, kafka.server
         nursery.start_soon(kafka.server.serve_on, kafka.listeners)
         self._servers.append(kafka.server)
         self._closers.append(kafka.close)
-        ctx.extra["kafka_addr"] = kafka.address
+        ctx.shared.kafka_addr = kafka.address
         return kafka.address
 
     async def _start_metrics(self, nursery: trio.Nursery, broker: Broker) -> tuple[str, int]:

@@ -165,9 +165,9 @@ async def handle_runtime_info(ctx: BrokerContext, channel: Any, req: RemotingCom
     table = {"brokerVersionDesc": "V4_9_7", "brokerVersion": "407", "rokka": "true",
              "commitLogMinOffset": str(store.commitlog_min_offset),
              "commitLogMaxOffset": str(store.commitlog_max_offset),
-             "bootTimestamp": str(ctx.extra.get("boot_ms", 0)),
-             "msgPutTotalTodayNow": str(ctx.extra.get("put_total", 0)),
-             "runtime": str(int(time.time() * 1000) - int(ctx.extra.get("boot_ms", 0))),
+             "bootTimestamp": str(ctx.shared.boot_ms),
+             "msgPutTotalTodayNow": str(ctx.shared.put_total),
+             "runtime": str(int(time.time() * 1000) - ctx.shared.boot_ms),
              # keys mqadmin clusterList splits or prints (4.9's NPEs on a missing putTps); rokka
              # keeps no per-second rates or thread-pool queues: zeros
              "putTps": "0.0 0.0 0.0", "getTransferedTps": "0.0 0.0 0.0", "getTransferredTps": "0.0 0.0 0.0",

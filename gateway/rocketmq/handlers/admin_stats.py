@@ -169,7 +169,7 @@ def _topic_put_stats(ctx: BrokerContext, topic: str, queues: int) -> dict[str, A
 def _stat_total(ctx: BrokerContext, name: str, key: str) -> int | None:
     broker = ctx.broker
     if name == "BROKER_PUT_NUMS" and key == ctx.cfg.broker_cluster_name:
-        return int(ctx.extra.get("put_total", 0))
+        return ctx.shared.put_total
     if name == "GROUP_GET_NUMS" and "@" in key:
         topic, group = key.split("@", 1)
         offsets = broker.offsets.offsets(group, topic)

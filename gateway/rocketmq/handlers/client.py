@@ -93,7 +93,7 @@ async def handle_heartbeat(ctx: BrokerContext, channel: Any, req: RemotingComman
         if (bad := names.consumer_group_problem(group)) is not None:
             names.refused("rocketmq", "group", group, bad, op="heartbeat", peer=str(getattr(channel, "peer", "")))
             return req.make_response(ResponseCode.SYSTEM_ERROR, bad)
-        refusal = ctx.extra.get("refuse_rocketmq_group")
+        refusal = ctx.shared.refuse_rocketmq_group
         if refusal is not None and (reason := refusal(group)):
             return req.make_response(ResponseCode.SYSTEM_ERROR, reason)
         sub_cfg = broker.sub_groups.get(group)

@@ -14,6 +14,7 @@ context by ``rokka.gateway.rocketmq.handlers.build_handlers``.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,12 +37,24 @@ def physical_memory_bytes() -> int:
 
 
 @dataclass
+class SharedState:
+    """What the two protocols share at run time, typed (set by ``rokka.gateway.runtime``)."""
+
+    boot_ms: int = field(default_factory=lambda: int(time.time() * 1000))   # BrokerStats' bootTimestamp
+    put_total: int = 0          # messages stored by RocketMQ sends (msgPutTotalTodayNow)
+    #: why a RocketMQ consumer may not join a group (Kafka members are live in it), else None
+    refuse_rocketmq_group: Callable[[str], str | None] | None = None
+    kafka_addr: tuple[str, int] | None = None   # the Kafka listener's advertised (host, port)
+
+
+@dataclass
 class BrokerContext:
     broker: Broker
     broker_addr: str                    # advertised "ip:port" of the main listener
     nursery: trio.Nursery | None = None  # for fire-and-forget wire actions
     topic_changed: Callable[[], None] = lambda: None  # re-register with name servers
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)     # RocketMQ handlers' own scratch state
+    shared: SharedState = field(default_factory=SharedState)  # what the Kafka side and runtime share
     send_gate: SendGate = field(init=False)     # the send queue's bound and busy signals (handlers/flow.py)
 
     def __post_init__(self) -> None:

@@ -213,7 +213,7 @@ async def _handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -
         if raw is not None:     # stored straight from the wire form (native encoder)
             result = await ctx.broker.wait_durable(raw)
             if result.ok:
-                ctx.extra["put_total"] = ctx.extra.get("put_total", 0) + len(result.appended)
+                ctx.shared.put_total += len(result.appended)
             return send_response(ctx, req, result, queue_id)
         try:
             elements = decode_batch(body)
@@ -232,7 +232,7 @@ async def _handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -
         msgs = [Message(topic, queue_id, req.body, batch_props, flag, sysflag, born_ts, born_host, reconsume)]
     result = await ctx.broker.put(msgs)
     if result.ok:
-        ctx.extra["put_total"] = ctx.extra.get("put_total", 0) + len(result.appended)
+        ctx.shared.put_total += len(result.appended)
     return send_response(ctx, req, result, queue_id)
 
 
