@@ -13,7 +13,10 @@ CHECK_TRANSACTION_STATE) and client->broker requests share one code path.
 * a response (flag bit 0, whatever bit 1 says: C++ answers with flag 3) wakes
   the ``send_request`` waiter holding that opaque;
 * a request is dispatched by code, each in its own task inside the channel's
-  nursery (so a long-polling pull never blocks the connection).  At most
+  nursery (so a long-polling pull never blocks the connection), except when
+  its handler says it will complete without waiting (``handler.inline(cmd)``
+  true: a RocketMQ send under ASYNC_FLUSH): then the reader runs it itself
+  and the responses of one read leave together in one write.  At most
   ``max_inflight`` requests run at once; above that the reader answers
   SYSTEM_BUSY itself to a two-way request, and stops reading (backpressure)
   for a oneway one, which could not be told and must not be dropped.
@@ -163,6 +166,7 @@ class Channel:
         self._out = _OutBatch()         # frames waiting for the write in progress (see _send_coalesced)
         self._writing = False
         self._nursery: trio.Nursery | None = None
+        self._answered: list[bytes] = []    # inline handlers' responses, written after the read
         self._waiters: dict[int, _Waiter] = {}
         self._inflight = 0
         self._inflight_bytes = 0
@@ -301,6 +305,12 @@ class Channel:
                 return
             for cmd in commands:
                 await self._dispatch(cmd, nursery)
+            if self._answered:      # the inline handlers' responses of this read: one write
+                answered, self._answered = self._answered, []
+                try:
+                    await self._write(answered[0] if len(answered) == 1 else b"".join(answered))
+                except ChannelClosedError:
+                    return
             if not data:
                 return
 
@@ -332,7 +342,23 @@ class Channel:
         self._inflight_bytes += len(cmd.body)
         if self._lease is not None:
             self._lease.note(self._inflight_bytes)
-        nursery.start_soon(self._run_handler, cmd)
+        inline = getattr(self._handlers.get(cmd.code), "inline", None)
+        if inline is not None and inline(cmd):
+            await self._run_inline(cmd)
+        else:
+            nursery.start_soon(self._run_handler, cmd)
+
+    async def _run_inline(self, cmd: RemotingCommand) -> None:
+        """Run a handler that says it completes without waiting (``handler.inline(cmd)``) in the reader
+        itself: no task, and its response leaves with the others of the same read in one write."""
+        try:
+            response = await self._call_handler(cmd)
+        finally:
+            self._inflight -= 1
+            self._inflight_bytes -= len(cmd.body)
+            self._slot_freed.set()
+        if response is not None and not cmd.is_oneway:
+            self._answered.append(self._encode_reply(cmd, response))
 
     async def _run_handler(self, cmd: RemotingCommand) -> None:
         try:
@@ -364,15 +390,16 @@ class Channel:
         if request.is_oneway or self.closed:
             return
         try:
-            data = self._conn.encode_response(request, response)
-        except LocalProtocolError as exc:
-            self._log.error("cannot encode response", code=request.code, error=str(exc))
-            data = self._conn.encode_response(
-                request, request.make_response(ResponseCode.SYSTEM_ERROR, str(exc)))
-        try:
-            await self._write(data)
+            await self._write(self._encode_reply(request, response))
         except ChannelClosedError:
             pass
+
+    def _encode_reply(self, request: RemotingCommand, response: RemotingCommand) -> bytes:
+        try:
+            return self._conn.encode_response(request, response)
+        except LocalProtocolError as exc:
+            self._log.error("cannot encode response", code=request.code, error=str(exc))
+            return self._conn.encode_response(request, request.make_response(ResponseCode.SYSTEM_ERROR, str(exc)))
 
     # -- writing -------------------------------------------------------------------
     def _start(self, cmd: RemotingCommand, *, oneway: bool) -> bytes:
