@@ -101,5 +101,19 @@ def register(code: int, fn: Callable[..., Awaitable[RemotingCommand | None]]) ->
     _TABLE[int(code)] = fn
 
 
+#: Handlers that complete without waiting when ``inline(ctx, request)`` says so: the channel runs them in its
+#: reader (no task per request) and writes the responses of one read together.  A send waits only for a
+#: SYNC_FLUSH group commit.
+_INLINE: dict[Callable[..., Awaitable[RemotingCommand | None]], Callable[[BrokerContext, RemotingCommand], bool]] = {
+    send.handle_send: lambda ctx, req: not ctx.broker.sync_flush,
+}
+
+
 def build_handlers(ctx: BrokerContext) -> dict[int, Handler]:
-    return {int(code): functools.partial(fn, ctx) for code, fn in _TABLE.items()}
+    out: dict[int, Handler] = {}
+    for code, fn in _TABLE.items():
+        handler = functools.partial(fn, ctx)
+        if (inline := _INLINE.get(fn)) is not None:
+            handler.inline = functools.partial(inline, ctx)  # type: ignore[attr-defined]
+        out[int(code)] = handler
+    return out

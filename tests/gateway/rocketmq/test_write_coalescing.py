@@ -1,4 +1,5 @@
-"""Responses that become ready together leave in one write (issue 20: many small requests).
+"""Responses that become ready together leave in one write; sends that complete without waiting are served
+by the reader itself (issue 20: many small requests).
 
 A server ``Channel`` on a real socket pair; its stream counts ``send_all`` calls (instrumentation of
 the server's own socket, not a stand-in for the peer).  The peer is a plain ``RemotingConnection``
@@ -7,11 +8,18 @@ over the other socket.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import trio
 import trio.testing
+from rokka.core.broker import Broker
+from rokka.core.config import BrokerConfig
 from rokka.gateway.rocketmq.channel import Channel
+from rokka.gateway.rocketmq.codec.codes import RequestCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.connection import RemotingConnection
+from rokka.gateway.rocketmq.handlers import build_handlers
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 
 class CountingStream(trio.abc.HalfCloseableStream):
@@ -77,3 +85,54 @@ async def test_parked_responses_leave_in_few_writes() -> None:
             assert server_stream.writes <= 5, server_stream.writes
             channel.close()
             await peer.aclose()
+
+
+async def _broker_channel_sends(tmp_path: Path, flush: str, n: int) -> tuple[list[RemotingCommand], int, bool]:
+    """``n`` pipelined sends in one write to a broker channel: (responses, server writes, send inline?)."""
+    cfg = BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(tmp_path / "store"),
+                       flush_disk_type=flush)
+    broker = Broker(cfg)
+    broker.topics.ensure("T", 1)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.run)
+            handlers = build_handlers(BrokerContext(broker, "127.0.0.1:0", nursery=nursery))
+            a, b = trio.socket.socketpair()
+            server_stream = CountingStream(trio.SocketStream(a))
+            peer = trio.SocketStream(b)
+            conn = RemotingConnection()
+            channel = Channel(server_stream, handlers=handlers, name="t")
+            nursery.start_soon(channel.run)
+            ext = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0",
+                   "i": "TAGS\x01x\x02", "j": "0", "k": "false"}
+            await peer.send_all(b"".join(conn.start_request(RemotingCommand(RequestCode.SEND_MESSAGE_V2,
+                                                                            ext_fields=ext, body=b"b%d" % i))
+                                         for i in range(n)))
+            got = await _responses(peer, conn, n)
+            inline = bool(getattr(handlers[RequestCode.SEND_MESSAGE_V2], "inline", lambda c: False)(got[0]))
+            channel.close()
+            await peer.aclose()
+            await broker.stop_background()
+            nursery.cancel_scope.cancel()
+    finally:
+        broker.close()
+    return got, server_stream.writes, inline
+
+
+async def test_pipelined_sends_are_answered_inline_in_one_write_per_read(tmp_path: Path) -> None:
+    """ASYNC_FLUSH: a send completes without waiting, so the reader serves it itself and the responses
+    of one read leave in one write, each with its own queue offset."""
+    with trio.fail_after(30):
+        got, writes, inline = await _broker_channel_sends(tmp_path, "ASYNC_FLUSH", 40)
+    assert inline
+    assert all(r.code == 0 for r in got), [(r.code, r.remark) for r in got]
+    assert sorted(int(r.ext_fields["queueOffset"]) for r in got) == list(range(40))
+    assert writes <= 3, writes
+
+
+async def test_sync_flush_sends_are_not_inline(tmp_path: Path) -> None:
+    """SYNC_FLUSH: a send waits for its group commit, so it runs in a task of its own (sends wait together)."""
+    with trio.fail_after(30):
+        got, _, inline = await _broker_channel_sends(tmp_path, "SYNC_FLUSH", 20)
+    assert not inline
+    assert sorted(int(r.ext_fields["queueOffset"]) for r in got) == list(range(20))
