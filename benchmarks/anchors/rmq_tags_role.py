@@ -6,6 +6,8 @@ Protocol as ``benchmarks/lib/rmq_cpp_role.py``: one JSON line of parameters on s
   sharing one producer, tags alternating over ``tags`` (``["A", "B"]``: every second message is ``A``).
   Single sends, not batches: Apache RocketMQ 4.9 stores a C++ client batch as ONE message (the client does
   not set the header's batch flag), so a batch-filled topic would not hold the same messages on both brokers.
+  The topic's first message goes alone (auto-creation); a send that fails ("No route info": seen on rokka
+  right after auto-creation, while the client refreshes the new topic's route) is retried every 200 ms.
   ``result {messages, errors}``.
 * ``pull``: drains every queue of ``topic`` from offset 0 with ``PullConsumer.pull(topic, expression)``
   (``expression`` a tag expression such as ``A``; the broker filters on the tag hash, the client on the
@@ -49,6 +51,7 @@ def run_fill(p: dict[str, Any]) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+    deadline = time.monotonic() + float(p.get("max_s", 120))
 
     def worker(t: int) -> None:
         msgs = []
@@ -57,12 +60,17 @@ def run_fill(p: dict[str, Any]) -> None:
             m.set_body(body)
             m.set_tags(tag)
             msgs.append(m)
-        try:
-            for i in range(1 + t, count, threads):  # message i carries tags[i % len(tags)]
-                producer.send_sync(msgs[i % len(tags)])
-                sent[t] += 1
-        except Exception as exc:  # noqa: BLE001 - reported
-            errors.append(repr(exc))
+        for i in range(1 + t, count, threads):  # message i carries tags[i % len(tags)]
+            for attempt in range(100):  # a route the client refreshes right after auto-creation may lag
+                try:
+                    producer.send_sync(msgs[i % len(tags)])
+                    sent[t] += 1
+                    break
+                except Exception as exc:  # noqa: BLE001 - retried, then reported
+                    if attempt == 99 or time.monotonic() > deadline:
+                        errors.append(repr(exc))
+                        return
+                    time.sleep(0.2)
 
     ts = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
     for th in ts:
