@@ -6,8 +6,8 @@ Protocol as ``benchmarks/lib/rmq_cpp_role.py``: one JSON line of parameters on s
   sharing one producer, tags alternating over ``tags`` (``["A", "B"]``: every second message is ``A``).
   Single sends, not batches: Apache RocketMQ 4.9 stores a C++ client batch as ONE message (the client does
   not set the header's batch flag), so a batch-filled topic would not hold the same messages on both brokers.
-  The topic's first message goes alone (auto-creation); a send that fails ("No route info": seen on rokka
-  right after auto-creation, while the client refreshes the new topic's route) is retried every 200 ms.
+  The topic's first message goes alone (auto-creation); a send that fails ("No route info": the C++ client
+  drops a route whose 30 s refresh timed out under load, see ``bench_rocketmq``) is retried every 200 ms.
   ``result {messages, errors}``.
 * ``pull``: drains every queue of ``topic`` from offset 0 with ``PullConsumer.pull(topic, expression)``
   (``expression`` a tag expression such as ``A``; the broker filters on the tag hash, the client on the
@@ -61,7 +61,7 @@ def run_fill(p: dict[str, Any]) -> None:
             m.set_tags(tag)
             msgs.append(m)
         for i in range(1 + t, count, threads):  # message i carries tags[i % len(tags)]
-            for attempt in range(100):  # a route the client refreshes right after auto-creation may lag
+            for attempt in range(100):  # the client may drop a route under load
                 try:
                     producer.send_sync(msgs[i % len(tags)])
                     sent[t] += 1
