@@ -184,3 +184,20 @@ def test_background_copy_keeps_what_is_appended_meanwhile(tmp_path: Path) -> Non
         assert not list((tmp_path / "store").rglob("*" + compaction.TMP_SUFFIX))
     finally:
         s.close()
+
+
+def test_python_run_walk_closes_a_run_at_a_hole(disk: DiskStore, tmp_path: Path) -> None:
+    """``reader.get_runs`` without the native walker (its Python loop) gives the C walker's runs."""
+    from rokka.core.storage import reader
+
+    _put(disk, ["a", "b", "a", "c", "b", "a", "d", "a"])
+    _compacted(tmp_path).apply(disk, int(time.time() * 1000), {"T"})
+    q = disk.cqs[("T", 0)]
+
+    class PlainQueue:           # no walk_runs: the Python loop
+        max_offset, units_per_file, units = q.max_offset, q.units_per_file, q.units
+
+    runs, nxt = reader.get_runs(PlainQueue(), 0, disk.clog, 0, 100, 1 << 20)
+    assert [(run.queue_offset, len(run.sizes)) for run in runs] == [(3, 2), (6, 2)] and nxt == 8
+    native, _ = disk.get_runs("T", 0, 0, 100, 1 << 20)
+    assert [bytes(run.data) for run in runs] == [bytes(run.data) for run in native]
