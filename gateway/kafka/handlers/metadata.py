@@ -179,7 +179,7 @@ async def _create_topic(env: KafkaEnv, name: str, n: int, spread: bool = True) -
     """Create ``name`` with ``n`` partitions: here alone, or spread over the live brokers of a cluster
     (module docstring).  This broker's TopicConfig (None when it got no partition)."""
     view = env.cluster
-    if view is not None and spread:
+    if view is not None and spread and view.clustered:
         await view.refresh_brokers()        # the live brokers now, not as of the last 3 s refresh
     if view is None or not spread or len(view.nodes()) < 2:
         return env.broker.topics.ensure(name, n)
