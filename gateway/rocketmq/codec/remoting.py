@@ -159,8 +159,12 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     obj: dict[str, object] = {"code": cmd.code}
-    if cmd.ext_fields:
-        obj["extFields"] = {k: str(v) for k, v in cmd.ext_fields.items() if v is not None}
+    if ext := cmd.ext_fields:
+        for v in ext.values():
+            if type(v) is not str:      # values are strings on the hot path; anything else is made one
+                ext = {k: str(v) for k, v in ext.items() if v is not None}
+                break
+        obj["extFields"] = ext
     obj["flag"] = cmd.flag
     obj["language"] = cmd.language
     obj["opaque"] = cmd.opaque

@@ -73,6 +73,11 @@ PUT_STATUS_CODE = {
 }
 
 
+@functools.lru_cache(maxsize=16)
+def _msg_id_prefix(store_host: tuple[str, int]) -> str:
+    return msg_id_prefix(store_host)
+
+
 def ipv4_host(peer: tuple[str, int] | Any) -> tuple[str, int]:
     """Born host as the C++ client can decode it: IPv4 (IPv6 loopback/mapped folded to IPv4)."""
     try:
@@ -240,13 +245,17 @@ def send_response(ctx: BrokerContext, req: RemotingCommand, result: PutResult, q
     code = PUT_STATUS_CODE.get(result.status, ResponseCode.SYSTEM_ERROR)
     remark = None if code == ResponseCode.SUCCESS else (result.remark or result.status.value)
     resp = _base_response(req, ctx, code, remark)
-    if result.appended:
-        host = ctx.broker.store_config.store_host
-        prefix = msg_id_prefix(host)      # offsetMsgId = prefix + 16 hex digits of the offset
-        resp.ext_fields["msgId"] = ",".join([f"{prefix}{a[0] & 0xFFFFFFFFFFFFFFFF:016X}"
-                                             for a in result.appended])
-        resp.ext_fields["queueId"] = str(queue_id)
-        resp.ext_fields["queueOffset"] = str(result.appended[0].queue_offset)
+    if appended := result.appended:
+        prefix = _msg_id_prefix(ctx.broker.store_config.store_host)   # offsetMsgId = prefix + 16 hex digits
+        ext = resp.ext_fields
+        if len(appended) == 1:
+            first = appended[0]
+            ext["msgId"] = f"{prefix}{first[0] & 0xFFFFFFFFFFFFFFFF:016X}"
+        else:
+            first = appended[0]
+            ext["msgId"] = ",".join([f"{prefix}{a[0] & 0xFFFFFFFFFFFFFFFF:016X}" for a in appended])
+        ext["queueId"] = str(queue_id)
+        ext["queueOffset"] = str(first.queue_offset)
     else:
         resp.ext_fields.update(msgId="", queueId=str(queue_id), queueOffset="0")
     if code != ResponseCode.SUCCESS:
