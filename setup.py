@@ -38,8 +38,9 @@ setup(packages=PACKAGES, package_dir=PACKAGE_DIR, ext_modules=[
               **_crc32_backend()),
     Extension("rokka.core.storage._cwarm", ["core/storage/_cwarm.c"], optional=True, extra_compile_args=["-O2"]),
     Extension("rokka.core.storage._cqscan", ["core/storage/_cqscan.c"], optional=True, extra_compile_args=["-O2"]),
-    Extension("rokka.gateway.kafka.codec._cstored", ["gateway/kafka/codec/_cstored.c"], optional=True,
-              extra_compile_args=["-O2"]),
+    Extension("rokka.gateway.kafka.codec._cstored",
+              ["gateway/kafka/codec/_cstored.c", "gateway/kafka/codec/_cstored_text.c"], optional=True,
+              depends=["gateway/kafka/codec/_cstored_text.h"], extra_compile_args=["-O2"]),
     Extension("rokka.gateway.kafka.codec._crecords", ["gateway/kafka/codec/_crecords.c"], optional=True,
               extra_compile_args=["-O2"]),
 ])

@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_cstored_text.h"
+
 #define MAX_ITEMS 64        /* properties per record mapped here; more: the Python path */
 
 enum { S_KAFKA_KEY, S_HEADERS, S_NULL, S_TS_TYPE, S_ENVELOPE, S_CTRL, S_KEYS, N_SPECIAL };
@@ -43,18 +45,6 @@ static inline uint32_t be32(const unsigned char *p) {
 }
 
 static inline uint64_t be64(const unsigned char *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
-
-/* Zig-zag varint (64-bit) of v at out; returns the bytes written (at most 10). */
-static inline int put_varlong(unsigned char *out, int64_t v) {
-    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    int n = 0;
-    while (z >= 0x80) {
-        out[n++] = (unsigned char)(z | 0x80);
-        z >>= 7;
-    }
-    out[n++] = (unsigned char)z;
-    return n;
-}
 
 static int is_accepted(PyObject *accepted, const unsigned char *p, Py_ssize_t n) {
     for (Py_ssize_t a = 0; a < PyTuple_GET_SIZE(accepted); a++) {
@@ -67,33 +57,7 @@ static int is_accepted(PyObject *accepted, const unsigned char *p, Py_ssize_t n)
 
 /* -- a growable byte buffer (the per-record key and headers) ------------------------------------ */
 
-typedef struct {
-    unsigned char *p;
-    Py_ssize_t len, cap;
-} buf_t;
-
-static int buf_reserve(buf_t *b, Py_ssize_t more) {
-    if (b->len + more <= b->cap)
-        return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + more)
-        cap *= 2;
-    unsigned char *p = realloc(b->p, (size_t)cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
 /* -- the mapping table and one record's properties ------------------------------------------------- */
-
-typedef struct {
-    const unsigned char *p;
-    Py_ssize_t n;
-} span_t;
 
 typedef struct {
     span_t prefix;
@@ -103,10 +67,6 @@ typedef struct {
     unsigned char keys_header_buf[64];
 } table_t;
 
-static int span_eq(span_t a, const unsigned char *p, Py_ssize_t n) {
-    return a.n == n && memcmp(a.p, p, (size_t)n) == 0;
-}
-
 static int in_names(PyObject *names, const unsigned char *p, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
         PyObject *b = PyTuple_GET_ITEM(names, i);
@@ -114,51 +74,6 @@ static int in_names(PyObject *names, const unsigned char *p, Py_ssize_t n) {
             return 1;
     }
     return 0;
-}
-
-/* Strict UTF-8 (what Python's decoder accepts): 1 if valid. */
-static int valid_utf8(const unsigned char *s, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    while (i < n) {
-        if (n - i >= 8) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if (!(w & 0x8080808080808080ULL)) {
-                i += 8;
-                continue;
-            }
-        }
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        int len;
-        uint32_t cp;
-        if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-            cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
-            return 0;
-        }
-        if (n - i < len)
-            return 0;
-        for (int k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return 0;
-        i += len;
-    }
-    return 1;
 }
 
 typedef struct {
@@ -174,7 +89,7 @@ static int split_props(const table_t *t, const unsigned char *s, Py_ssize_t n, p
         pr->special[k] = -1;
     if (n == 0)
         return 0;
-    if (!valid_utf8(s, n))
+    if (!cs_valid_utf8(s, n))
         return -1;
     if (s[n - 1] == 0x02)
         n--;
@@ -198,210 +113,6 @@ static int split_props(const table_t *t, const unsigned char *s, Py_ssize_t n, p
         if (end == NULL)
             return 0;
         i = e + 1;
-    }
-}
-
-/* -- base64 and the KAFKA_HEADERS JSON ---------------------------------------------------------- */
-
-/* Base64 alphabet -> 6-bit value; 0x40 for '=' and 0x80 for anything else (filled by the module). */
-static unsigned char B64[256];
-
-static void b64_init(void) {
-    memset(B64, 0x80, sizeof(B64));
-    const char *abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (int i = 0; i < 64; i++)
-        B64[(unsigned char)abc[i]] = (unsigned char)i;
-    B64['='] = 0x40;
-}
-
-/* Decoded length of base64 of canonical shape (length a multiple of 4, '=' only as its last one
- * or two), or -1; the characters themselves are checked by b64_decode. */
-static Py_ssize_t b64_len(const unsigned char *s, Py_ssize_t n) {
-    if (n % 4)
-        return -1;
-    Py_ssize_t pad = 0;
-    if (n && s[n - 1] == '=')
-        pad = s[n - 2] == '=' ? 2 : 1;
-    return n / 4 * 3 - pad;
-}
-
-/* Decode base64 of b64_len's shape into out: 0, or -1 if a character is not base64. */
-static int b64_decode(const unsigned char *s, Py_ssize_t n, unsigned char *out) {
-    unsigned bad = 0;
-    Py_ssize_t i = 0, full = n >= 4 && s[n - 1] == '=' ? n - 4 : n;
-    for (; i < full; i += 4) {
-        unsigned a = B64[s[i]], b = B64[s[i + 1]], c = B64[s[i + 2]], d = B64[s[i + 3]];
-        bad |= a | b | c | d;
-        uint32_t v = (a << 18) | (b << 12) | (c << 6) | d;
-        out[0] = (unsigned char)(v >> 16);
-        out[1] = (unsigned char)(v >> 8);
-        out[2] = (unsigned char)v;
-        out += 3;
-    }
-    if (i < n) {                /* the padded quantum: "xy==" or "xyz=" */
-        unsigned a = B64[s[i]], b = B64[s[i + 1]], c = s[i + 2] == '=' ? 0 : B64[s[i + 2]];
-        bad |= a | b | c;
-        uint32_t v = (a << 18) | (b << 12) | (c << 6);
-        out[0] = (unsigned char)(v >> 16);
-        if (s[i + 2] != '=')
-            out[1] = (unsigned char)(v >> 8);
-    }
-    return bad & 0xC0 ? -1 : 0;
-}
-
-static int hex4(const unsigned char *s, uint32_t *out) {
-    uint32_t v = 0;
-    for (int k = 0; k < 4; k++) {
-        unsigned char c = s[k];
-        int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
-        if (d < 0)
-            return -1;
-        v = (v << 4) | (uint32_t)d;
-    }
-    *out = v;
-    return 0;
-}
-
-static int put_utf8(unsigned char *o, uint32_t cp) {
-    if (cp < 0x80) {
-        o[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (unsigned char)(0xC0 | (cp >> 6));
-        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | (cp >> 12));
-        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | (cp >> 18));
-    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* A JSON string at s[*i] (after its opening quote) as a header name: its UTF-8 bytes (the name
- * ``str.encode("utf-8", "surrogateescape")`` gives) appended to b, *i past the closing quote.
- * 0 ok, -1 not mapped here, -2 no memory. */
-static int json_name(const unsigned char *s, Py_ssize_t n, Py_ssize_t *i, int ascii_only, buf_t *b) {
-    Py_ssize_t p = *i;
-    if (buf_reserve(b, n - p) < 0)      /* a name never decodes to more bytes than its JSON text */
-        return -2;
-    unsigned char hi = ascii_only ? 0x80 : 0;
-    for (;;) {
-        Py_ssize_t run = p;
-        while (run < n && s[run] != '"' && s[run] != '\\' && s[run] >= 0x20 && !(s[run] & hi))
-            run++;
-        memcpy(b->p + b->len, s + p, (size_t)(run - p));
-        b->len += run - p;
-        p = run;
-        if (p >= n)
-            return -1;
-        unsigned char c = s[p];
-        if (c == '"')
-            break;
-        if (c != '\\')
-            return -1;                  /* a control character, or not ASCII in an envelope */
-        if (p + 1 >= n)
-            return -1;
-        unsigned char e = s[p + 1];
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e && simple != NULL) {
-            static const unsigned char to[] = {'"', '\\', '/', '\b', '\f', '\n', '\r', '\t'};
-            b->p[b->len++] = to[simple - "\"\\/bfnrt"];
-            p += 2;
-            continue;
-        }
-        uint32_t cp, lo;
-        if (e != 'u' || p + 6 > n || hex4(s + p + 2, &cp) < 0)
-            return -1;
-        p += 6;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {          /* a pair, or not mapped here */
-            if (p + 6 > n || s[p] != '\\' || s[p + 1] != 'u' || hex4(s + p + 2, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
-                return -1;
-            p += 6;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {   /* lone low surrogate: surrogateescape's byte */
-            if (cp < 0xDC80 || cp > 0xDCFF)
-                return -1;
-            b->p[b->len++] = (unsigned char)(cp - 0xDC00);
-            continue;
-        }
-        b->len += put_utf8(b->p + b->len, cp);
-    }
-    *i = p + 1;
-    return 0;
-}
-
-/* Compact KAFKA_HEADERS JSON -> Kafka header entries appended to b, *count of them; *keys_header
- * set if a header is named ``keys_name`` (rocketmq.KEYS).  0 ok, -1 not mapped here, -2 no memory. */
-static int json_headers(const unsigned char *s, Py_ssize_t n, int ascii_only, buf_t *b, int64_t *count,
-                        span_t keys_name, int *keys_header) {
-    Py_ssize_t i = 1;
-    *count = 0;
-    if (n < 2 || s[0] != '[')
-        return -1;
-    if (s[1] == ']')
-        return n == 2 ? 0 : -1;
-    for (;;) {
-        if (i + 2 > n || s[i] != '[' || s[i + 1] != '"')
-            return -1;
-        i += 2;
-        if (buf_reserve(b, 5) < 0)
-            return -2;
-        Py_ssize_t at = b->len;
-        b->len += 5;                                    /* room for the name's length */
-        int rc = json_name(s, n, &i, ascii_only, b);
-        if (rc < 0)
-            return rc;
-        Py_ssize_t nlen = b->len - at - 5;
-        if (span_eq(keys_name, b->p + at + 5, nlen))
-            *keys_header = 1;
-        unsigned char vl[10];
-        int k = put_varlong(vl, (int64_t)nlen);
-        memcpy(b->p + at, vl, (size_t)k);
-        memmove(b->p + at + k, b->p + at + 5, (size_t)nlen);
-        b->len -= 5 - k;
-        if (i >= n || s[i] != ',')
-            return -1;
-        i++;
-        if (n - i >= 4 && memcmp(s + i, "null", 4) == 0) {
-            if (buf_reserve(b, 1) < 0)
-                return -2;
-            b->p[b->len++] = 1;                         /* -1: a null value */
-            i += 4;
-        } else {
-            if (i >= n || s[i] != '"')
-                return -1;
-            const unsigned char *q = memchr(s + i + 1, '"', (size_t)(n - i - 1));
-            if (q == NULL)
-                return -1;
-            Py_ssize_t vn = q - (s + i + 1), dl = b64_len(s + i + 1, vn);
-            if (dl < 0)
-                return -1;
-            if (buf_reserve(b, 10 + dl) < 0)
-                return -2;
-            b->len += put_varlong(b->p + b->len, (int64_t)dl);
-            if (b64_decode(s + i + 1, vn, b->p + b->len) < 0)
-                return -1;
-            b->len += dl;
-            i += vn + 2;
-        }
-        if (i >= n || s[i] != ']')
-            return -1;
-        i++;
-        (*count)++;
-        if (i < n && s[i] == ',') {
-            i++;
-            continue;
-        }
-        return (i + 1 == n && s[i] == ']') ? 0 : -1;
     }
 }
 
@@ -452,7 +163,7 @@ static int property_headers(const table_t *t, const props_t *pr, buf_t *b, int64
         if (in_names(t->internal, nm.p, nm.n))
             continue;
         Py_ssize_t pre = in_names(t->system, nm.p, nm.n) ? t->prefix.n : 0;
-        if (buf_reserve(b, 20 + pre + nm.n + v.n) < 0)
+        if (cs_buf_reserve(b, 20 + pre + nm.n + v.n) < 0)
             return -2;
         b->len += put_varlong(b->p + b->len, (int64_t)(pre + nm.n));
         memcpy(b->p + b->len, t->prefix.p, (size_t)pre);
@@ -473,12 +184,12 @@ static int map_key(const props_t *pr, buf_t *b, mapped_t *m) {
         Py_ssize_t skip = 1;
         while (skip < v.n && (v.p[skip] & 0xC0) == 0x80)
             skip++;                                     /* the first character, however long */
-        Py_ssize_t dl = b64_len(v.p + skip, v.n - skip);
+        Py_ssize_t dl = cs_b64_len(v.p + skip, v.n - skip);
         if (dl < 0)
             return -1;
-        if (buf_reserve(b, dl) < 0)
+        if (cs_buf_reserve(b, dl) < 0)
             return -2;
-        if (b64_decode(v.p + skip, v.n - skip, b->p) < 0)
+        if (cs_b64_decode(v.p + skip, v.n - skip, b->p) < 0)
             return -1;
         b->len = dl;
         m->klen = dl;
@@ -502,12 +213,12 @@ typedef struct {
 static int cached_headers(const table_t *t, span_t h, hcache_t *c, buf_t *b, int64_t *count, int *keys_header) {
     if (c->json_len != h.n || memcmp(c->buf.p, h.p, (size_t)h.n) != 0) {
         Py_ssize_t at = b->len;
-        int rc = json_headers(h.p, h.n, 0, b, count, t->keys_header, keys_header);
+        int rc = cs_json_headers(h.p, h.n, 0, b, count, t->keys_header, keys_header);
         if (rc < 0)
             return rc;
         c->buf.len = 0;
         c->json_len = -1;
-        if (buf_reserve(&c->buf, h.n + (b->len - at)) < 0)
+        if (cs_buf_reserve(&c->buf, h.n + (b->len - at)) < 0)
             return -2;
         memcpy(c->buf.p, h.p, (size_t)h.n);
         memcpy(c->buf.p + h.n, b->p + at, (size_t)(b->len - at));
@@ -518,7 +229,7 @@ static int cached_headers(const table_t *t, span_t h, hcache_t *c, buf_t *b, int
         return 0;
     }
     Py_ssize_t n = c->buf.len - c->json_len;
-    if (buf_reserve(b, n) < 0)
+    if (cs_buf_reserve(b, n) < 0)
         return -2;
     memcpy(b->p + b->len, c->buf.p + c->json_len, (size_t)n);
     b->len += n;
@@ -548,7 +259,7 @@ static int map_record(const table_t *t, const unsigned char *props, Py_ssize_t p
         if (start + hlen > blen)            /* not the lengths it announces: the body as value */
             return 0;
         if (hlen) {
-            int rc = json_headers(body + start, hlen, 1, b, &m->headers, t->keys_header, &keys_header);
+            int rc = cs_json_headers(body + start, hlen, 1, b, &m->headers, t->keys_header, &keys_header);
             if (rc < 0)
                 return rc;
         }
@@ -761,6 +472,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cstored", "CommitLo
                                     -1, methods};
 
 PyMODINIT_FUNC PyInit__cstored(void) {
-    b64_init();
+    cs_b64_init();
     return PyModule_Create(&module);
 }
