@@ -1,6 +1,7 @@
 """Tag-filtered and SQL92 pulls against the unfiltered pull of the same number of records (issue 20).
 
-Run: ``python -m benchmarks.bench_rocketmq_filter [--matching N] [--rounds R] [--clients trio,cpp] [--profile]``
+Run: ``python -m benchmarks.bench_rocketmq_filter [--matching N] [--rounds R] [--clients trio,cpp,cpp-push]
+[--profile]``
 
 Theory of operation
 -------------------
@@ -8,7 +9,8 @@ One fresh ``rokka serve`` (port 0, temp data dir).  Our trio client fills two to
 sends of 100 B bodies: ``Filter_mixed`` holds ``10 x N`` records, tags ``Tag0`` .. ``Tag9`` in turn,
 and ``Filter_plain`` holds ``N`` records, all ``Tag3``.  Then, per client -- our trio client
 (``PullConsumer.pull``, every queue drained from offset 0 by its own task, 32 per pull) and the
-RocketMQ C++ client (the ``rocketmq`` wheel's ``PullConsumer.pull``, queue after queue) -- it runs:
+RocketMQ C++ client (the ``rocketmq`` wheel's ``PullConsumer.pull``, queue after queue; and its
+``PushConsumer``, 2 threads, until it got N matching messages) -- it runs:
 
 * the baseline: an unfiltered pull ("*") of ``Filter_plain`` (N records delivered);
 * the tag-filtered pull ("Tag3", 1 tag of 10) of ``Filter_mixed`` (the same N records delivered,
@@ -43,6 +45,7 @@ from benchmarks.lib import procs
 from benchmarks.lib.procs import fmt, harness
 
 TICKS = 100     # USER_HZ
+ROLES = {"trio": "trio-pull", "cpp": "cpp-pull", "cpp-push": "cpp-push"}
 TAG = "Tag3"
 SQL = f"TAGS = '{TAG}'"
 
@@ -76,20 +79,21 @@ def run(rokka: harness.ServerProcess, matching: int, clients: list[str], rounds:
     role({"role": "fill", "namesrv": ns, "topic": "Filter_plain", "count": matching, "tags": 0}, wd, 300)
     rows: list[list[str]] = []
     for client in clients:
-        cases = [("unfiltered '*'", "Filter_plain", {"expression": "*"}),
-                 ("tag 1 of 10", "Filter_mixed", {"expression": TAG, "tag": TAG})]
+        cases = [("unfiltered '*'", "Filter_plain", {"expression": "*", "expect": matching}),
+                 ("tag 1 of 10", "Filter_mixed", {"expression": TAG, "tag": TAG, "expect": matching})]
         if client == "trio":
             cases.append(("SQL92 1 of 10", "Filter_mixed", {"expression": SQL, "sql": True, "tag": TAG}))
         got: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in cases}
         for _ in range(rounds):     # interleaved, so a burst of load elsewhere hits every case alike
             for label, topic, extra in cases:
-                got[label].append(measured(rokka, {"role": f"{client}-pull", "namesrv": ns, "topic": topic,
+                got[label].append(measured(rokka, {"role": ROLES[client], "namesrv": ns, "topic": topic,
                                                    "group": f"CG_{uuid.uuid4().hex[:8]}", **extra}, wd))
         base = _median(got[cases[0][0]])
         for label, topic, _ in cases:
             stored = matching * (10 if topic == "Filter_mixed" else 1)
             goal = 0.5 if label.startswith("tag") else None
-            rows.append(_row(f"{label} ({stored:,} stored)", client, _median(got[label]), base, goal))
+            rows.append(_row(f"{label} ({stored:,} stored)", client.replace("-", " "), _median(got[label]), base,
+                             goal))
             print("  " + " | ".join(rows[-1]), flush=True)
     return rows
 
@@ -117,7 +121,7 @@ HEADERS = ["pull (100 B, 32 per pull)", "client", "delivered", "msg/s", "server 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_rocketmq_filter")
     ap.add_argument("--matching", type=int, default=20_000, help="records each pull delivers")
-    ap.add_argument("--clients", default="trio,cpp")
+    ap.add_argument("--clients", default="trio,cpp,cpp-push")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each pull (interleaved); medians reported")
     ap.add_argument("--profile", action="store_true", help="run rokka under cProfile, print the top functions")
     ap.add_argument("--role", action="store_true", help=argparse.SUPPRESS)
@@ -126,9 +130,9 @@ def main(argv: list[str] | None = None) -> None:
         _role_main()
         return
     clients = args.clients.split(",")
-    if "cpp" in clients and (reason := harness.cpp_available()):
-        print(f"cpp client skipped: {reason}")
-        clients.remove("cpp")
+    if reason := harness.cpp_available():
+        print(f"cpp clients skipped: {reason}")
+        clients = [c for c in clients if not c.startswith("cpp")]
     wd = Path(tempfile.mkdtemp(prefix="rokka-bench-filter-"))
     conf = wd / "broker.conf"
     conf.write_text("enablePropertyFilter=true\n")
@@ -160,6 +164,8 @@ def _role_main() -> None:
     try:
         if p["role"] == "cpp-pull":
             _cpp_pull(p)
+        elif p["role"] == "cpp-push":
+            _cpp_push(p)
         else:
             import trio
             trio.run(_trio_role, p)
@@ -243,6 +249,43 @@ async def _pull_once(consumer: Any, mq: Any, offset: int, p: dict[str, Any]) -> 
     e = resp.ext_fields
     return PullResult(resp.code, int(e.get("nextBeginOffset", offset)), 0, 0, 0,
                       decode_messages(resp.body) if resp.code == 0 else ())
+
+
+def _cpp_push(p: dict[str, Any]) -> None:
+    """A C++ push consumer (a new group starts at offset 0 here: the queues' first records are
+    still stored) until ``expect`` matching messages came, or 240 s; timed first to last message."""
+    import threading
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop" / "rocketmq_cpp"))
+    from _common import set_log
+    from rocketmq.client import PushConsumer
+    consumer = PushConsumer(p["group"])
+    set_log("push", consumer._handle)
+    consumer.set_namesrv_addr(p["namesrv"])
+    consumer.set_thread_count(2)
+    tag, expect = (p.get("tag") or "").encode(), int(p["expect"])
+    lock, done = threading.Lock(), threading.Event()
+    seen = {"n": 0, "wrong": 0, "first": 0.0, "last": 0.0}
+
+    def on_message(msg: Any) -> None:     # returning normally acknowledges (CONSUME_SUCCESS)
+        now = time.perf_counter()
+        with lock:
+            if not seen["n"]:
+                seen["first"] = now
+            if not tag or msg.tags == tag:
+                seen["n"] += 1
+            else:
+                seen["wrong"] += 1
+            seen["last"] = now
+            if seen["n"] >= expect:
+                done.set()
+
+    consumer.subscribe(p["topic"], on_message, p["expression"])
+    consumer.start()
+    done.wait(timeout=240)
+    with lock:
+        result = {"messages": seen["n"], "wrong": seen["wrong"], "seconds": seen["last"] - seen["first"]}
+    emit("result", **result)
+    consumer.shutdown()
 
 
 def _cpp_pull(p: dict[str, Any]) -> None:
