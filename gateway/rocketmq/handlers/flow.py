@@ -31,6 +31,11 @@ rokka's equivalents (one event loop, no send thread pool):
   REJECTREQUEST; one that was queued across it (its wait began before the stall passed the limit) is
   refused with PCBUSY_CLEAN_QUEUE.
 
+Gated: SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and CONSUMER_SEND_MSG_BACK (Java's send pool
+runs them all).  Java's fourth remark, ``[PC_SYNCHRONIZED]broker busy, ...`` (SYSTEM_ERROR), comes from
+the put itself when the store turned busy between the admission check and the put; in rokka the check
+and the put run without a yield in between, so it does not occur.
+
 A refused send writes nothing.  Refusals log one rate-limited ``rocketmq.send_busy`` line per client
 address.  ``refusal`` is checked before anything else in the send handler, ``enter`` / ``leave``
 bracket the rest.

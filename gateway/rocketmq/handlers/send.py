@@ -166,12 +166,22 @@ def _dlq_redirect(ctx: BrokerContext, topic: str, reconsume_times: int, max_time
 
 
 async def handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    return await _gated(_handle_send, ctx, channel, req)
+
+
+async def handle_send_back(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    return await _gated(_handle_send_back, ctx, channel, req)
+
+
+async def _gated(handler: Any, ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    """``handler`` behind the send queue (``handlers/flow.py``), as Java's send pool runs both sends and
+    send-backs."""
     gate = ctx.send_gate
     if (busy := gate.refusal(req, getattr(channel, "peer", None))) is not None:
         return _base_response(req, ctx, ResponseCode.SYSTEM_BUSY, busy)
     gate.inflight += 1
     try:
-        return await _handle_send(ctx, channel, req)
+        return await handler(ctx, channel, req)
     finally:
         gate.inflight -= 1
 
@@ -263,7 +273,7 @@ def send_response(ctx: BrokerContext, req: RemotingCommand, result: PutResult, q
     return resp
 
 
-async def handle_send_back(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def _handle_send_back(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = Header(req)
     offset = h.long("offset")
     group = h.str("group")

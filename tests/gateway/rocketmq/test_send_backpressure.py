@@ -32,6 +32,7 @@ from rokka.gateway.rocketmq.handlers.context import BrokerContext
 from rokka.gateway.rocketmq.server import RemotingServer
 
 TOPIC = "BusyTopic"
+REMARK_OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
 
 
 @dataclass
@@ -112,11 +113,16 @@ async def test_full_send_queue_answers_overload_then_recovers(tmp_path: Path) ->
                 with trio.fail_after(10):
                     await eight.wait()      # the 8 beyond the queue are answered at once
                 assert st.broker.store_busy_s() > 0         # the write-back is still held
+                # a consumer's send-back goes through the same queue (Java's send pool runs both)
+                back_cmd = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK,
+                                           ext_fields={"offset": "0", "group": "CG", "delayLevel": "0"})
+                back = await rc.invoke(st.addr, back_cmd, 20)
+                assert (back.code, back.remark) == (ResponseCode.SYSTEM_BUSY, REMARK_OVERLOAD)
                 st.stall.set()
             busy = {i: r for i, r in answers.items() if r.code == ResponseCode.SYSTEM_BUSY}
             ok = {i: r for i, r in answers.items() if r.code == ResponseCode.SUCCESS}
             assert len(busy) == 8 and len(ok) == 4, {i: (r.code, r.remark) for i, r in answers.items()}
-            assert {r.remark for r in busy.values()} == {"[OVERLOAD]system busy, start flow control for a while"}
+            assert {r.remark for r in busy.values()} == {REMARK_OVERLOAD}
             # recovery: the queue is empty again, a send goes through
             again = await rc.invoke(st.addr, send_cmd(b"after"), 20)
             assert again.code == ResponseCode.SUCCESS, again.remark
