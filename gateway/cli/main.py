@@ -172,7 +172,7 @@ def broker(namesrv_addr: str | None, log_format: str, log_level: str, conf: Path
     cfg = build_config(conf, namesrv=namesrv_addr, **flags)
     if not cfg.namesrv_addrs:
         raise click.UsageError("a broker needs name servers: -n H:P[;H:P] or namesrvAddr in broker.conf")
-    from rokka.gateway.kafka.cluster import PRODUCER_ID_BASE_KEY, producer_id_base
+    from rokka.gateway.kafka.cluster_topics import PRODUCER_ID_BASE_KEY, producer_id_base
 
     # A cluster member hands out Kafka producer ids from its own range (rokka serve: from 0).
     cfg.extra.setdefault(PRODUCER_ID_BASE_KEY, str(producer_id_base(cfg.broker_name)))

@@ -32,23 +32,17 @@ Metadata for all of them.  What each broker needs to know comes from the name se
   has never seen is laid out as local-only.  So a lone broker behaves exactly as before (base 0).
   Name server failures keep the last known state.
 
-**New topics.**  Kafka CreateTopics and Metadata auto-creation spread a topic over the live
-brokers (``spread_counts``): Kafka's round-robin leader assignment, partition p led by broker
-``(start + p) mod B`` of the brokers sorted by name, ``start = crc32(topic) mod B`` (Kafka picks a
-random start; a hash makes two brokers auto-creating the same topic at once agree).  rokka numbers
-a broker's queues contiguously (above), so each broker gets the same *number* of leaders as in
-Kafka, as one block of partitions.  ``create_spread`` creates the other brokers' queues with
-UPDATE_AND_CREATE_TOPIC (a broker that fails keeps no share: its partitions go to this broker),
-and ``await_route`` waits (bounded) until the name servers route the topic to every owner, so
-the other brokers read the whole layout on their next refresh; ``delete_everywhere`` removes a
-topic from every other broker and the name servers (DeleteTopics).
+New Kafka topics are spread over the brokers, and producer ids kept apart, by
+``rokka.gateway.kafka.cluster_topics``.
 
 ``RoutedOffsets`` is the group coordinator's offset store in a cluster: an offset for a Kafka
 partition lives in the offset table of the broker that owns the queue, under the local queue id,
 so RocketMQ consumers of the same group see it.  Local partitions go to the local table;
 commits for remote partitions are collected (``take_outbox``) and forwarded with
 UPDATE_CONSUMER_OFFSET (``push``); fetches of remote partitions are read beforehand with
-QUERY_CONSUMER_OFFSET (``prefetch``) and answered from that per-request snapshot.  Kafka commit
+QUERY_CONSUMER_OFFSET (``prefetch``) and answered from that per-request snapshot (a fetch of
+every offset of a group first asks the other brokers which topics it has offsets for there,
+GET_CONSUME_STATS without a topic).  Kafka commit
 metadata and leader epochs travel with them as two extra header fields, ``kafkaMetadata`` and
 ``kafkaLeaderEpoch`` (on the commit request and the query response); a RocketMQ broker ignores
 fields it does not know, so an owner that is not rokka keeps the offset and drops the extras.
@@ -57,7 +51,6 @@ fields it does not know, so an owner that is not rokka keeps the offset and drop
 from __future__ import annotations
 
 import json
-import re
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -70,7 +63,8 @@ from rokka.core.namesrv.routes import RegisterResult
 from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
 from rokka.gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient
 from rokka.gateway.rocketmq.client.remoting import ClientError, RemotingClient
-from rokka.gateway.rocketmq.client.types import PERM_READ, TopicRoute
+from rokka.gateway.rocketmq.client.types import PERM_READ, MessageQueue, TopicRoute
+from rokka.gateway.rocketmq.codec.bodies import loads_body
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
@@ -80,25 +74,7 @@ log = structlog.get_logger(__name__)
 KV_NAMESPACE = "ROKKA_KAFKA"
 TTL_S = 3.0
 REMOTE_TIMEOUT_S = 5.0
-ROUTE_WAIT_S = 5.0
 _ERRORS = (ClientError, RequestTimeoutError, ChannelClosedError, OSError, ValueError)
-
-
-PRODUCER_ID_BASE_KEY = "kafkaProducerIdBase"     # BrokerConfig.extra, set by `rokka broker`
-_SLOT_BITS, _RANGE_BITS = 21, 31
-
-
-def producer_id_base(broker_name: str) -> int:
-    """The first Kafka producer id of a cluster member's own range (``2**31`` ids each, all below
-    ``2**53`` so JavaScript clients keep them exact): ``broker-<i>`` (``serve --brokers``) gets slot
-    i + 1, any other name a slot in the upper half from its crc32."""
-    m = re.fullmatch(r"broker-(\d{1,6})", broker_name)
-    if m is not None and int(m.group(1)) + 1 < 1 << (_SLOT_BITS - 1):
-        slot = int(m.group(1)) + 1
-    else:
-        half = 1 << (_SLOT_BITS - 1)
-        slot = half + zlib.crc32(broker_name.encode("utf-8")) % half
-    return slot << _RANGE_BITS
 
 
 def derive_node_id(broker_name: str) -> int:
@@ -342,93 +318,6 @@ class ClusterView:
             return []
 
 
-def spread_counts(topic: str, partitions: int, brokers: Iterable[str]) -> dict[str, int]:
-    """Queues per broker of a new topic: Kafka's round robin from ``crc32(topic) mod B`` (see the
-    module docstring); brokers with no partition are left out."""
-    names = sorted(brokers)
-    if not names or partitions < 1:
-        return {}
-    start = zlib.crc32(topic.encode("utf-8")) % len(names)
-    out: dict[str, int] = {}
-    for p in range(partitions):
-        name = names[(start + p) % len(names)]
-        out[name] = out.get(name, 0) + 1
-    return out
-
-
-async def create_spread(view: ClusterView, topic: str, counts: dict[str, int]) -> dict[str, int]:
-    """UPDATE_AND_CREATE_TOPIC on each other broker of ``counts``; the brokers (and queue counts)
-    that created it.  Failures are logged (``kafka.create_topic_spread_failed``) and left out."""
-    made: dict[str, int] = {}
-    client = view.namesrv.client if view.namesrv is not None else None
-    for broker, n in sorted(counts.items()):
-        if broker == view.broker_name:
-            continue
-        addr = view.master_addr(broker)
-        if addr is None or client is None:
-            log.warning("kafka.create_topic_spread_failed", topic=topic, broker=broker, reason="no master address")
-            continue
-        cmd = RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=to_ext(
-            topic=topic, defaultTopic="TBW102", readQueueNums=n, writeQueueNums=n, perm=6,
-            topicFilterType="SINGLE_TAG", topicSysFlag=0, order=False))
-        try:
-            resp = await client.invoke(addr, cmd, REMOTE_TIMEOUT_S)
-        except _ERRORS as exc:
-            log.warning("kafka.create_topic_spread_failed", topic=topic, broker=broker, error=str(exc))
-            continue
-        if resp.code != ResponseCode.SUCCESS:
-            log.warning("kafka.create_topic_spread_failed", topic=topic, broker=broker, code=resp.code,
-                        remark=resp.remark)
-            continue
-        made[broker] = n
-    return made
-
-
-async def await_route(view: ClusterView, topic: str, owners: dict[str, int], timeout_s: float = ROUTE_WAIT_S) -> bool:
-    """Wait until the name servers route ``topic`` to every broker of ``owners`` (False on timeout),
-    then remember that layout (fresher than any route read before)."""
-    ok = False
-    if view.namesrv is not None:
-        with trio.move_on_after(timeout_s):
-            while True:
-                try:
-                    route = await view.namesrv.get_route(topic)
-                except _ERRORS:
-                    route = None
-                have = {qd.broker_name for qd in route.queue_datas} if route is not None else set()
-                if have >= set(owners):
-                    ok = True
-                    break
-                await trio.sleep(0.05)
-    if not ok:
-        log.warning("kafka.create_topic_route_slow", topic=topic, owners=sorted(owners), waited_s=timeout_s)
-    view.remember_route(topic, owners)
-    return ok
-
-
-async def delete_everywhere(view: ClusterView, topic: str) -> None:
-    """DELETE_TOPIC_IN_BROKER on every other broker owning ``topic``, then DELETE_TOPIC_IN_NAMESRV
-    (``mqadmin deleteTopic``); failures logged.  The local store is the caller's."""
-    await view.ensure([topic], force=True)
-    lay = view.layout(topic)
-    client = view.namesrv.client if view.namesrv is not None else None
-    for o in lay.owners if lay is not None and client is not None else ():
-        addr = view.master_addr(o.broker)
-        if o.broker == view.broker_name or addr is None or client is None:
-            continue
-        try:
-            await client.invoke(addr, RemotingCommand(RequestCode.DELETE_TOPIC_IN_BROKER,
-                                                      ext_fields=to_ext(topic=topic)), REMOTE_TIMEOUT_S)
-        except _ERRORS as exc:
-            log.warning("kafka.delete_topic_remote_failed", topic=topic, broker=o.broker, error=str(exc))
-    if view.namesrv is not None:
-        try:
-            await view.namesrv.delete_topic(topic)
-        except _ERRORS as exc:
-            log.warning("kafka.delete_topic_remote_failed", topic=topic, broker="namesrv", error=str(exc))
-    view.forget_route(topic)
-
-
 META_FIELD = "kafkaMetadata"
 EPOCH_FIELD = "kafkaLeaderEpoch"
 
@@ -564,7 +453,7 @@ class RoutedOffsets:
         if not self.view.clustered:
             return
         if wanted is None:
-            topics = sorted(self.local.topics_of_group(group))
+            topics = sorted(self.local.topics_of_group(group) | await self._remote_topics_of(group))
             await self.view.ensure(topics)
             wanted = [(t, p) for t in topics if (lay := self.view.layout(t)) is not None
                       for p in range(lay.total)]
@@ -584,6 +473,21 @@ class RoutedOffsets:
                 meta[(group, topic, partition)] = (resp.ext_fields.get(META_FIELD, ""),
                                                    int(epoch) if epoch.lstrip("-").isdigit() else -1)
         self._remote, self._remote_meta = fetched, meta
+
+    async def _remote_topics_of(self, group: str) -> set[str]:
+        """The topics ``group`` has offsets for on the other live brokers (GET_CONSUME_STATS without
+        a topic, as ``mqadmin consumerProgress``): a group's partitions may all live elsewhere."""
+        out: set[str] = set()
+        for broker in self.view.nodes():
+            if broker == self.view.broker_name:
+                continue
+            resp = await self._call(broker, RequestCode.GET_CONSUME_STATS, to_ext(consumerGroup=group))
+            try:
+                table = loads_body(resp.body).get("offsetTable") or {} if resp is not None and resp.body else {}
+                out.update(MessageQueue.from_json(k).topic for k in table)
+            except (ValueError, KeyError, TypeError, AttributeError, AssertionError) as exc:
+                log.warning("offset owner answer unreadable", broker=broker, error=str(exc))
+        return out
 
     def forget(self) -> None:
         self._remote, self._remote_meta = {}, {}

@@ -50,7 +50,7 @@ import structlog
 from rokka.compat.views import view_from_configs
 from rokka.core.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic
 from rokka.gateway.kafka.acls import Res, authorized_operations
-from rokka.gateway.kafka.cluster import await_route, create_spread, delete_everywhere, spread_counts
+from rokka.gateway.kafka.cluster_topics import await_route, create_spread, delete_everywhere, spread_counts
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E

@@ -3,7 +3,7 @@ round robin from a start that depends on the topic name only, so every broker co
 
 from __future__ import annotations
 
-from rokka.gateway.kafka.cluster import spread_counts
+from rokka.gateway.kafka.cluster_topics import spread_counts
 
 
 def test_round_robin_counts_and_stable_start() -> None:
@@ -21,7 +21,7 @@ def test_round_robin_counts_and_stable_start() -> None:
 
 async def test_producer_id_ranges_are_disjoint_and_js_safe() -> None:
     from rokka.core.producer_state import ProducerStateManager
-    from rokka.gateway.kafka.cluster import producer_id_base
+    from rokka.gateway.kafka.cluster_topics import producer_id_base
 
     names = [f"broker-{i}" for i in range(64)] + ["broker-a", "broker-b", "east-1"]
     bases = [producer_id_base(n) for n in names]
