@@ -36,8 +36,10 @@ so everything scanned is committed.  After a restart the maps are rebuilt by
 scanning from the log start again (holes are skipped).
 
 Crash safety: the holes of one ConsumeQueue file are applied by writing a
-patched copy of the file's written units (``<name>.compacting``), fsyncing it
-and renaming it over the original (then the directory is fsynced), and the
+patched copy of the file's written units (``<store>/compaction/<topic
+hash>-<queue>-<name>.compacting``: same filesystem, outside the queue's
+directory, which a topic deletion removes whole), fsyncing it and renaming
+it over the original (then the directory is fsynced), and the
 queue's map is reopened on the new file.  A crash leaves either the old file
 (the next pass compacts again) or the new one, never a torn unit; a left-over
 ``.compacting`` file is removed by the next pass.  Recovery re-dispatches only
@@ -64,7 +66,7 @@ import structlog
 from rokka.core.storage.consumequeue import UNIT, UNIT_SIZE, ConsumeQueue, hole_of
 from rokka.core.storage.segment import Segment
 
-__all__ = ["Compactor", "KeyReader", "Policy", "SCAN_BUDGET", "TMP_SUFFIX", "key_reader", "remove_leftovers",
+__all__ = ["Compactor", "KeyReader", "Policy", "SCAN_BUDGET", "TMP_DIR", "TMP_SUFFIX", "key_reader", "remove_leftovers",
            "set_key_reader", "write_holes"]
 
 log = structlog.get_logger(__name__)
@@ -74,6 +76,7 @@ KeyReader = Callable[[bytes], "tuple[bytes, bool] | None"]
 #: Units a pass scans per queue at most.
 SCAN_BUDGET = 10_000
 TMP_SUFFIX = ".compacting"
+TMP_DIR = "compaction"
 _CHUNK = 1024
 _DIGEST_FROM = 32
 
@@ -269,20 +272,20 @@ class _Swaps:
     def discard(self) -> None:
         self.join()
         for seg, _ in self.copies:
-            _tmp_path(seg).unlink(missing_ok=True)
+            _tmp_path(self.q, seg).unlink(missing_ok=True)
         self.copies = []
 
     def write(self) -> None:
         try:
             for seg, data in self.copies:
-                _write_copy(_tmp_path(seg), data, seg.size)
+                _write_copy(_tmp_path(self.q, seg), data, seg.size)
         except OSError as exc:
             self.error = exc
 
     def finish(self) -> None:
         q = self.q
         for seg, data in self.copies:
-            tmp = _tmp_path(seg)
+            tmp = _tmp_path(q, seg)
             if self.error is not None or seg not in q.files.segments:     # failed, or the file went meanwhile
                 tmp.unlink(missing_ok=True)
                 if self.error is not None:
@@ -307,8 +310,18 @@ class _Swaps:
         self.copies = []
 
 
-def _tmp_path(seg: Segment) -> Path:
-    return seg.path.with_name(seg.path.name + TMP_SUFFIX)
+def _tmp_prefix(q: ConsumeQueue) -> str:
+    return f"{hashlib.blake2b(q.topic.encode(), digest_size=8).hexdigest()}-{q.queue_id}-"
+
+
+def _tmp_dir(q: ConsumeQueue) -> Path:
+    """``<store>/compaction``: beside the ConsumeQueue tree, on its filesystem (the rename is atomic),
+    outside the queue's own directory (a topic deleted meanwhile is removed whole)."""
+    return q.files.directory.parent.parent.parent / TMP_DIR
+
+
+def _tmp_path(q: ConsumeQueue, seg: Segment) -> Path:
+    return _tmp_dir(q) / (_tmp_prefix(q) + seg.path.name + TMP_SUFFIX)
 
 
 def _pwrite_all(fd: int, data: bytes | memoryview, pos: int) -> None:
@@ -319,6 +332,7 @@ def _pwrite_all(fd: int, data: bytes | memoryview, pos: int) -> None:
 
 
 def _write_copy(tmp: Path, data: bytes, size: int) -> None:
+    tmp.parent.mkdir(exist_ok=True)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         _pwrite_all(fd, data, 0)
@@ -338,6 +352,6 @@ def _fsync_dir(path: Path) -> None:
 
 def remove_leftovers(q: ConsumeQueue) -> None:
     """Delete a ``.compacting`` copy a crash left behind (the original file is intact)."""
-    for p in q.files.directory.glob("*" + TMP_SUFFIX):
+    for p in _tmp_dir(q).glob(_tmp_prefix(q) + "*" + TMP_SUFFIX):
         p.unlink(missing_ok=True)
         log.warning("compaction.leftover_removed", path=str(p))

@@ -99,15 +99,17 @@ def test_a_crash_before_the_swap_leaves_the_original_file(tmp_path: Path) -> Non
     cfg = small_config(tmp_path / "store")
     s = DiskStore(cfg).open()
     _put(s, ["a", "a", "b"])
-    cq = next(iter(s.cqs.values())).files.segments[0].path
-    cq.with_name(cq.name + compaction.TMP_SUFFIX).write_bytes(b"torn copy")   # what a crash mid-write leaves
+    q = next(iter(s.cqs.values()))
+    leftover = compaction._tmp_path(q, q.files.segments[0])
+    leftover.parent.mkdir()
+    leftover.write_bytes(b"torn copy")      # what a crash mid-write leaves
     s.close()
     s = DiskStore(cfg).open()
     try:
         assert [o for o, _ in _visible(s)] == [0, 1, 2]
         _compacted(tmp_path).apply(s, int(time.time() * 1000), {"T"})
         assert _visible(s) == [(1, "a"), (2, "b")]
-        assert not list(cq.parent.glob("*" + compaction.TMP_SUFFIX))
+        assert not leftover.exists()
     finally:
         s.close()
 
@@ -201,3 +203,18 @@ def test_python_run_walk_closes_a_run_at_a_hole(disk: DiskStore, tmp_path: Path)
     assert [(run.queue_offset, len(run.sizes)) for run in runs] == [(3, 2), (6, 2)] and nxt == 8
     native, _ = disk.get_runs("T", 0, 0, 100, 1 << 20)
     assert [bytes(run.data) for run in runs] == [bytes(run.data) for run in native]
+
+
+def test_a_topic_deleted_while_its_copy_is_written(tmp_path: Path) -> None:
+    s = DiskStore(small_config(tmp_path / "store")).open()
+    try:
+        _put(s, ["a", "a", "b"])
+        r = TopicRetention(tmp_path / "config")
+        r.set_config("T", "cleanup.policy", "compact")
+        r.apply(s, int(time.time() * 1000), {"T"})      # a copy is being written by a worker thread
+        s.delete_topic("T")
+        r.apply(s, int(time.time() * 1000), set())       # forgets the topic, drops its copy
+        assert ("T", 0) not in s.cqs and not r.compactor._swaps
+        assert not list((tmp_path / "store").rglob("*" + compaction.TMP_SUFFIX))
+    finally:
+        s.close()
