@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 _REQUIRED = object()
+_builtin_int = int
 
 V2_SEND_ALIASES: dict[str, str] = {
     "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
@@ -104,6 +105,9 @@ class Header:
 
     def int(self, name: str, default: object = _REQUIRED):  # noqa: ANN201
         """Java ``Integer``: int32 range."""
+        raw = self.fields.get(name)
+        if raw is not None and len(raw) < 10 and raw.isdecimal():    # the common case: up to 9 digits
+            return _builtin_int(raw)
         raw = self._raw(name, default)
         if raw is None:
             return default
@@ -111,6 +115,9 @@ class Header:
 
     def long(self, name: str, default: object = _REQUIRED):  # noqa: ANN201
         """Java ``Long``: int64 range."""
+        raw = self.fields.get(name)
+        if raw is not None and len(raw) < 19 and raw.isdecimal():    # the common case: up to 18 digits
+            return _builtin_int(raw)
         raw = self._raw(name, default)
         if raw is None:
             return default
