@@ -103,6 +103,7 @@ class Policy:
 
 @dataclass
 class _QueueState:
+    queue: ConsumeQueue | None = None       # the maps are of this queue (a topic deleted and made again: another)
     scanned_to: int = 0
     latest: dict[bytes, int] = field(default_factory=dict)          # key id -> offset of its latest record
     tombstones: dict[int, tuple[int, bytes]] = field(default_factory=dict)   # offset -> (store ms, key id)
@@ -148,9 +149,9 @@ class Compactor:
             del self._swaps[(topic, qid)]
         lo, hi = store.min_offset(topic, qid), store.max_offset(topic, qid)
         st = self._state.get((topic, qid))
-        if st is None:
+        if st is None or st.queue is not q:
             remove_leftovers(q)
-            st = self._state[(topic, qid)] = _QueueState(scanned_to=lo)
+            st = self._state[(topic, qid)] = _QueueState(queue=q, scanned_to=lo)
         if st.scanned_to < lo or st.scanned_to > hi:     # the log start moved past the scan, or a truncation
             st.scanned_to, st.latest, st.tombstones = lo, {}, {}
         end = self._cleanable_end(store, topic, qid, st.scanned_to, hi, now_ms - policy.min_compaction_lag_ms)

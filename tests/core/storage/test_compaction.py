@@ -218,3 +218,14 @@ def test_a_topic_deleted_while_its_copy_is_written(tmp_path: Path) -> None:
         assert not list((tmp_path / "store").rglob("*" + compaction.TMP_SUFFIX))
     finally:
         s.close()
+
+
+def test_a_topic_made_again_is_scanned_afresh(disk: DiskStore, tmp_path: Path) -> None:
+    """The maps of a deleted topic never apply to a new topic of the same name."""
+    _put(disk, ["x", "a", "y"])
+    r = _compacted(tmp_path)
+    r.apply(disk, int(time.time() * 1000), {"T"})       # the map: a -> 1
+    disk.delete_topic("T")
+    _put(disk, ["b", "c", "d", "a", "e"])               # a new T, before the next pass
+    r.apply(disk, int(time.time() * 1000), {"T"})
+    assert [o for o, _ in _visible(disk)] == [0, 1, 2, 3, 4]
