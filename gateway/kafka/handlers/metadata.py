@@ -374,7 +374,8 @@ def _configs(env: KafkaEnv, resource_type: int, name: str = "") -> dict[str, str
         return {"cleanup.policy": "delete", "retention.ms": str(cfg.file_reserved_time * 3600 * 1000),
                 "retention.bytes": "-1", "max.message.bytes": str(cfg.max_message_size),
                 "message.timestamp.type": "CreateTime", "min.insync.replicas": "1",
-                "segment.bytes": str(cfg.mapped_file_size_commit_log), "segment.ms": str(7 * 24 * 3600 * 1000)}
+                "segment.bytes": str(cfg.mapped_file_size_commit_log), "segment.ms": str(7 * 24 * 3600 * 1000),
+                "delete.retention.ms": "86400000", "min.compaction.lag.ms": "0"}
     return {"num.partitions": str(cfg.kafka_num_partitions),
             "auto.create.topics.enable": str(cfg.kafka_auto_create_topics_enable).lower(),
             "message.max.bytes": str(cfg.max_message_size)}

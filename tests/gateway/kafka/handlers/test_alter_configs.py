@@ -62,6 +62,7 @@ async def test_alter_configs_replaces_the_whole_set(env: KafkaEnv) -> None:
     assert env.broker.retention.get("t") == 60000
     assert (await described(env))["retention.ms"] == ("60000", False, False, 1)
     assert (await described(env))["cleanup.policy"] == ("delete", True, False, 5)   # kept per topic: alterable
+    assert (await described(env))["delete.retention.ms"] == ("86400000", True, False, 5)
     assert (await alter(env, {"cleanup.policy": "delete"})).error_code == 0    # resets retention
     assert env.broker.retention.get("t") is None
     default = (await described(env))["retention.ms"]
