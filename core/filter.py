@@ -9,11 +9,13 @@ C++ client sends wrong ``codeSet`` values).
 
 ``ExpressionFilter`` implements the store's two-stage ``MessageFilter``:
 ``match_tags_code`` on ConsumeQueue units (TAG: code in the set; SQL92: pass)
-and ``match_properties`` on the record's properties (TAG: pass, since
-clients compare exact tags; SQL92: evaluate the compiled expression).
-``tag_codes`` hands the TAG stage to the store's native walk (``_cqscan``):
-the broker filters by hash only and the client re-checks the tag string, as
-RocketMQ's PullAPIWrapper does.
+and ``match_properties`` on the record's properties (TAG: its TAGS string is
+one of the set; SQL92: evaluate the compiled expression).  The Java broker
+stops at the hash and leaves the string to the client (PullAPIWrapper);
+we check it too, so hash collisions ("Aa" and "BB" share one) never reach
+a client that does not re-check (ours, the Spark source), and Java clients
+see the same messages either way.  ``tag_codes``, ``property_names`` and
+``answers`` hand both stages to the store's native walk (``_cqscan``).
 SQL92 compilation is pluggable (``rokka.core.sql92`` registers itself) so this
 module stays small.
 """
@@ -24,7 +26,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rokka.core.model import tags_code
+from rokka.core.model import PROP_TAGS, tags_code
 
 SUB_ALL = "*"
 EXPR_TAG = "TAG"
@@ -104,7 +106,8 @@ class ExpressionFilter:
         in_range = sorted(c for c in self._codes if _INT32_MIN <= c <= _INT32_MAX)   # others never match
         self._tag_codes = (None if self._match_all or self._sql is not None
                            else array("i", in_range).tobytes())
-        names = getattr(self._sql, "property_names", None)
+        self._tags = None if self._match_all or self._sql is not None else frozenset(sub.tags_set)
+        names = getattr(self._sql, "property_names", None) if self._tags is None else {PROP_TAGS}
         self._names = None if names is None else tuple(sorted(n.encode("utf-8") for n in names))
         self._answers: dict[bytes, bool] = {}
 
@@ -116,7 +119,8 @@ class ExpressionFilter:
 
     @property
     def property_names(self) -> tuple[bytes, ...] | None:
-        """The property names (UTF-8) ``match_properties`` reads (SQL92), None when not known (all)."""
+        """The property names (UTF-8) ``match_properties`` reads (TAG: TAGS; SQL92: the selector's
+        identifiers), None when not known (all)."""
         return self._names
 
     @property
@@ -127,7 +131,7 @@ class ExpressionFilter:
 
     @property
     def needs_properties(self) -> bool:
-        return self._sql is not None
+        return self._sql is not None or self._tags is not None
 
     @property
     def matches_all(self) -> bool:
@@ -142,6 +146,8 @@ class ExpressionFilter:
         return code32 in self._codes
 
     def match_properties(self, properties: dict[str, str]) -> bool:
+        if self._tags is not None:
+            return properties.get(PROP_TAGS) in self._tags
         if self._sql is None:
             return True
         try:
