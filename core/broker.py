@@ -218,6 +218,7 @@ class Broker:
                 await nursery.start(self._flush_service.run)
                 nursery.start_soon(self._persist_loop)
                 nursery.start_soon(self._retention_loop)
+                nursery.start_soon(self.retention.compaction_loop, self.store, self.topics)   # compacted topics
                 await nursery.start(self.schedule.run)
                 task_status.started()
         finally:
