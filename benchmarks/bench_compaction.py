@@ -3,7 +3,7 @@
 ``python -m benchmarks.bench_compaction [--records 200000] [--keys 1000]`` stores Kafka-mapped
 records (``compat.kafka_records.message_from_record``: 100-byte values, ``--keys`` distinct keys)
 in one partition of a DiskStore (default ConsumeQueue file size: 300 000 units), then runs
-``TopicRetention.apply`` passes (as the broker's retention loop does) until the partition is caught
+``TopicRetention.compact`` passes without a time budget until the partition is caught
 up, and prints the passes' CPU per record (the event loop thread's part: scanning, and finishing the
 file swaps whose copies a worker thread wrote), the longest pass (CPU and wall), and how many records
 a reader still gets.  A second round appends
@@ -44,7 +44,7 @@ def _compact(store: DiskStore, r: TopicRetention) -> tuple[float, float, float, 
     before = _live(store)
     while True:
         t0, w0 = time.thread_time(), time.perf_counter()
-        r.apply(store, int(time.time() * 1000), {"C"})
+        r.compact(store, int(time.time() * 1000), {"C"})
         dt = time.thread_time() - t0
         longest_wall = max(longest_wall, time.perf_counter() - w0)
         passes += 1

@@ -32,11 +32,13 @@ Besides the two retentions the table keeps the other per-topic configs a
 Kafka client set (``max.message.bytes``, ``message.timestamp.type``, ...) as
 strings, validated by the Kafka gateway, which applies them (``configs``).
 
-A topic whose ``cleanup.policy`` holds ``compact`` is compacted on every pass
+A topic whose ``cleanup.policy`` holds ``compact`` is compacted by ``compact``
 (``rokka.core.storage.compaction``: the latest record per key kept, tombstones
-removed after ``delete.retention.ms``, nothing sooner than ``min.compaction.lag.ms``);
-with ``compact`` alone its retention.ms / retention.bytes are not applied (as
-Kafka), with ``compact,delete`` both are.
+removed after ``delete.retention.ms``, nothing sooner than ``min.compaction.lag.ms``),
+which the broker runs every ``COMPACT_INTERVAL_S`` for at most ``COMPACT_SLICE_S``
+of event-loop time (``compaction_loop``: a pass stops at its time and the next
+goes on, queue after queue); with ``compact`` alone a topic's retention.ms /
+retention.bytes are not applied (as Kafka), with ``compact,delete`` both are.
 
 The table is rokka's own state: ``config/topicRetention.msgpack``
 (``{"version": 2, "topics": {topic: ms}, "configs": {topic: {name: value}}}``;
@@ -46,10 +48,12 @@ Entries of topics that no longer exist are dropped by ``apply``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Container
 from pathlib import Path
 
 import structlog
+import trio
 from rokka.core.storage.api import MessageStore
 from rokka.core.storage.compaction import Compactor, Policy
 from rokka.core.storage.packfile import read_msgpack, write_msgpack_atomic
@@ -66,6 +70,10 @@ CLEANUP_POLICY = "cleanup.policy"
 DELETE_RETENTION_MS = "delete.retention.ms"
 MIN_COMPACTION_LAG_MS = "min.compaction.lag.ms"
 _SCAN = 4096        # ConsumeQueue units read at a time by the retention.bytes walk
+#: Seconds between two compaction passes (``compaction_loop``).
+COMPACT_INTERVAL_S = 0.25
+#: Event-loop seconds one compaction pass may take (then it stops; the next one goes on).
+COMPACT_SLICE_S = 0.01
 
 
 class TopicRetention:
@@ -75,6 +83,7 @@ class TopicRetention:
         self._configs: dict[str, dict[str, str]] = {}
         self._windows: dict[tuple[str, int], tuple[int, int, int, int]] = {}    # retention.bytes: see _within_bytes
         self.compactor = Compactor()
+        self._next_queue = 0        # compact: where a pass that ran out of time goes on
         if self._path is not None:
             data = read_msgpack(self._path) or {}
             self._ms = {str(t): int(ms) for t, ms in (data.get("topics") or {}).items()}
@@ -136,18 +145,13 @@ class TopicRetention:
             del self._windows[key]
         if gone:
             self._save()
-        compacted = {t: p for t, c in self._configs.items() if (p := compaction_policy(c)) is not None}
-        self.compactor.forget(compacted.__contains__)
         sized = {t: int(c[RETENTION_BYTES]) for t, c in self._configs.items()
                  if c.get(RETENTION_BYTES, "").lstrip("-").isdigit()      # a hand-edited file cannot stop the pass
                  and not _compact_only(c)}
         timed = {t: ms for t, ms in self._ms.items() if not _compact_only(self._configs.get(t))}
-        if not timed and not sized and not compacted:
+        if not timed and not sized:
             return 0
         queues = store.queues()
-        for topic, policy in compacted.items():
-            for qid in queues.get(topic, ()):
-                self.compactor.run(store, topic, qid, policy, now_ms)
         cut = self._apply_bytes(store, queues, sized)
         for topic, ms in timed.items():
             for qid in queues.get(topic, ()):
@@ -159,6 +163,35 @@ class TopicRetention:
                     cut += new - lo
                     log.info("topic retention cut", topic=topic, queue=qid, min_offset=new, records=new - lo)
         return cut
+
+    def compact(self, store: MessageStore, now_ms: int, exists: Container[str],
+                budget_s: float | None = None) -> int:
+        """One compaction pass over the queues of the compacted topics (``rokka.core.storage.compaction``);
+        with ``budget_s`` it stops once that much time went (the next call goes on with the queue after
+        the last one served).  Returns how many records became holes."""
+        compacted = {t: p for t, c in self._configs.items()
+                     if t in exists and (p := compaction_policy(c)) is not None}
+        self.compactor.forget(compacted.__contains__)
+        if not compacted:
+            return 0
+        queues = store.queues()
+        work = [(t, q, p) for t, p in sorted(compacted.items()) for q in queues.get(t, ())]
+        start = self._next_queue % len(work) if work else 0
+        deadline = time.perf_counter() + budget_s if budget_s is not None else None
+        holes = 0
+        for i in range(len(work)):
+            topic, qid, policy = work[(start + i) % len(work)]
+            holes += self.compactor.run(store, topic, qid, policy, now_ms, deadline)
+            if deadline is not None and time.perf_counter() >= deadline:
+                self._next_queue = start + i + 1
+                break
+        return holes
+
+    async def compaction_loop(self, store: MessageStore, exists: Container[str]) -> None:
+        """``compact`` every ``COMPACT_INTERVAL_S`` for at most ``COMPACT_SLICE_S`` (the broker runs it)."""
+        while True:
+            await trio.sleep(COMPACT_INTERVAL_S)
+            self.compact(store, int(time.time() * 1000), exists, COMPACT_SLICE_S)
 
     def _apply_bytes(self, store: MessageStore, queues: dict[str, list[int]], sized: dict[str, int]) -> int:
         cut = 0

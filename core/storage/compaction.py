@@ -19,14 +19,16 @@ compacted topics as to every other: a Limit).
 
 Per queue a ``Compactor`` keeps, in memory, the offset of the latest record of
 every key seen (keys longer than 32 bytes by a 16-byte BLAKE2 digest) and the
-latest tombstones with their store times.  A pass (``run``, from the topic
-retention loop) scans the units from where the last pass stopped up to the
-*cleanable end*: the first record stored less than ``min.compaction.lag.ms``
-ago; at most ``SCAN_BUDGET`` units per pass, so a big topic is caught up over
-several passes without holding the event loop.  Every record a later record
-of its key supersedes, and every tombstone older than ``delete.retention.ms``
-(by store time), becomes a hole -- never the queue's last record, so the end
-offset always has a record behind it.  Which records have a key and which are
+latest tombstones with their store times. A pass (``run``, from
+``TopicRetention.compact``: a few ms of the event loop every 250 ms) scans the
+units from where the last pass stopped up to the *cleanable end*: the first
+record stored less than ``min.compaction.lag.ms`` ago; at most ``SCAN_BUDGET``
+units per pass and no longer than its deadline, so a big topic is caught up
+over several passes without holding the event loop. Every record a later
+record of its key supersedes, and every tombstone older than
+``delete.retention.ms`` (by store time), becomes a hole -- never the queue's
+last record, so the end offset always has a record behind it.
+Which records have a key and which are
 tombstones is decided by a ``KeyReader`` (raw stored record -> (key, is
 tombstone) or None: never dropped), which the Kafka gateway registers
 (``set_key_reader``): core does not know Kafka's record mapping.  Kafka
@@ -57,6 +59,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +80,7 @@ KeyReader = Callable[[bytes], "tuple[bytes, bool] | None"]
 SCAN_BUDGET = 10_000
 TMP_SUFFIX = ".compacting"
 TMP_DIR = "compaction"
-_CHUNK = 1024
+_CHUNK = 256
 _DIGEST_FROM = 32
 
 _reader: KeyReader | None = None
@@ -135,8 +138,10 @@ class Compactor:
         for key in [k for k in self._swaps if not keep(k[0])]:
             self._swaps.pop(key).discard()      # its topic is gone or no longer compacted
 
-    def run(self, store: Any, topic: str, qid: int, policy: Policy, now_ms: int) -> int:
-        """One pass over a queue of a compacted topic; returns how many records became holes."""
+    def run(self, store: Any, topic: str, qid: int, policy: Policy, now_ms: int,
+            deadline: float | None = None) -> int:
+        """One pass over a queue of a compacted topic (its scan stops at ``deadline``, a
+        ``time.perf_counter`` value); returns how many records became holes."""
         q: ConsumeQueue | None = getattr(store, "cqs", {}).get((topic, qid))
         reader = _reader
         if q is None or reader is None:
@@ -155,7 +160,7 @@ class Compactor:
         if st.scanned_to < lo or st.scanned_to > hi:     # the log start moved past the scan, or a truncation
             st.scanned_to, st.latest, st.tombstones = lo, {}, {}
         end = self._cleanable_end(store, topic, qid, st.scanned_to, hi, now_ms - policy.min_compaction_lag_ms)
-        drops = self._scan(store, q, reader, st, end, store.flushed_offset)
+        drops = self._scan(store, q, reader, st, end, store.flushed_offset, deadline)
         cutoff = now_ms - policy.delete_retention_ms
         for off, (ts, kid) in list(st.tombstones.items()):
             if ts <= cutoff and off < hi - 1:
@@ -186,10 +191,11 @@ class Compactor:
         return a
 
     @staticmethod
-    def _scan(store: Any, q: ConsumeQueue, reader: KeyReader, st: _QueueState, end: int, flushed: int) -> list[int]:
+    def _scan(store: Any, q: ConsumeQueue, reader: KeyReader, st: _QueueState, end: int, flushed: int,
+              deadline: float | None) -> list[int]:
         drops: list[int] = []
         o = st.scanned_to
-        while o < end:
+        while o < end and (deadline is None or time.perf_counter() < deadline):
             units = q.units(o, min(_CHUNK, end - o))
             if not units:
                 break

@@ -53,6 +53,12 @@ def _visible(store: DiskStore, topic: str = "T") -> list[tuple[int, str]]:
     return out
 
 
+def _pass(r: TopicRetention, store: DiskStore, now_ms: int, exists: set[str]) -> int:
+    """A retention pass and a compaction pass, as the broker's loops run them."""
+    r.apply(store, now_ms, exists)
+    return r.compact(store, now_ms, exists)
+
+
 def _compacted(tmp_path: Path, topic: str = "T", **configs: str) -> TopicRetention:
     r = TopicRetention(tmp_path / "config")
     r.compactor.background = False      # the copies are written at once (one pass = one result)
@@ -66,7 +72,7 @@ def test_latest_record_per_key_kept_offsets_unchanged(disk: DiskStore, tmp_path:
     _put(disk, ["a", "b", "a", "c", "b", "a", "d", "a"])
     _put(disk, ["x", "x", "x"], topic="Plain")
     r = _compacted(tmp_path)
-    r.apply(disk, int(time.time() * 1000), {"T", "Plain"})
+    _pass(r, disk, int(time.time() * 1000), {"T", "Plain"})
     assert _visible(disk) == [(3, "c"), (4, "b"), (6, "d"), (7, "a")]
     assert (disk.min_offset("T", 0), disk.max_offset("T", 0)) == (0, 8)      # offsets are never renumbered
     assert [o for o, _ in _visible(disk, "Plain")] == [0, 1, 2]                # other topics untouched
@@ -74,7 +80,7 @@ def test_latest_record_per_key_kept_offsets_unchanged(disk: DiskStore, tmp_path:
     runs, nxt = disk.get_runs("T", 0, 0, 100, 1 << 20)
     assert [(run.queue_offset, len(run.sizes)) for run in runs] == [(3, 2), (6, 2)] and nxt == 8
     _put(disk, ["c"])                                                          # a later value supersedes
-    r.apply(disk, int(time.time() * 1000), {"T", "Plain"})
+    _pass(r, disk, int(time.time() * 1000), {"T", "Plain"})
     assert _visible(disk) == [(4, "b"), (6, "d"), (7, "a"), (8, "c")]
 
 
@@ -83,7 +89,7 @@ def test_holes_survive_a_restart_and_the_min_offset_stays(tmp_path: Path) -> Non
     s = DiskStore(cfg).open()
     keys = [f"k{i % 7}" for i in range(2600)]           # three ConsumeQueue files (1000 units each)
     _put(s, keys)
-    _compacted(tmp_path).apply(s, int(time.time() * 1000), {"T"})
+    _pass(_compacted(tmp_path), s, int(time.time() * 1000), {"T"})
     want = [(o, keys[o]) for o in range(2600 - 7, 2600)]
     assert _visible(s) == want
     s.close()
@@ -107,7 +113,7 @@ def test_a_crash_before_the_swap_leaves_the_original_file(tmp_path: Path) -> Non
     s = DiskStore(cfg).open()
     try:
         assert [o for o, _ in _visible(s)] == [0, 1, 2]
-        _compacted(tmp_path).apply(s, int(time.time() * 1000), {"T"})
+        _pass(_compacted(tmp_path), s, int(time.time() * 1000), {"T"})
         assert _visible(s) == [(1, "a"), (2, "b")]
         assert not leftover.exists()
     finally:
@@ -118,12 +124,12 @@ def test_tombstones_go_after_delete_retention(disk: DiskStore, tmp_path: Path) -
     _put(disk, ["a", "b", "a", "c"], deleted=frozenset({"a"}))      # both values of a are tombstones
     r = _compacted(tmp_path, delete_retention_ms="60000")
     now = int(time.time() * 1000)
-    r.apply(disk, now, {"T"})
+    _pass(r, disk, now, {"T"})
     assert _visible(disk) == [(1, "b"), (2, "a"), (3, "c")]          # the latest tombstone stays a while
-    r.apply(disk, now + 61_000, {"T"})
+    _pass(r, disk, now + 61_000, {"T"})
     assert _visible(disk) == [(1, "b"), (3, "c")]
     _put(disk, ["c"], deleted=frozenset({"c"}))                     # the last record is never removed
-    r.apply(disk, now + 200_000, {"T"})
+    _pass(r, disk, now + 200_000, {"T"})
     assert _visible(disk) == [(1, "b"), (4, "c")]
 
 
@@ -131,9 +137,9 @@ def test_min_compaction_lag_keeps_recent_records(disk: DiskStore, tmp_path: Path
     _put(disk, ["a", "a", "a"])
     r = _compacted(tmp_path, min_compaction_lag_ms="60000")
     now = int(time.time() * 1000)
-    r.apply(disk, now, {"T"})
+    _pass(r, disk, now, {"T"})
     assert [o for o, _ in _visible(disk)] == [0, 1, 2]
-    r.apply(disk, now + 61_000, {"T"})
+    _pass(r, disk, now + 61_000, {"T"})
     assert _visible(disk) == [(2, "a")]
 
 
@@ -146,7 +152,7 @@ def test_compact_only_topics_skip_retention_and_compact_delete_does_both(disk: D
     r.set_config("CD", "cleanup.policy", "compact,delete")
     for t in ("C", "CD"):
         r.set(t, 0)
-    r.apply(disk, int(time.time() * 1000) + 10, {"C", "CD"})
+    _pass(r, disk, int(time.time() * 1000) + 10, {"C", "CD"})
     assert _visible(disk, "C") == [(1, "b"), (2, "a")]
     assert disk.min_offset("CD", 0) == disk.max_offset("CD", 0) == 3
 
@@ -154,7 +160,7 @@ def test_compact_only_topics_skip_retention_and_compact_delete_does_both(disk: D
 def test_without_a_key_reader_nothing_is_compacted(disk: DiskStore, tmp_path: Path) -> None:
     compaction.set_key_reader(None)
     _put(disk, ["a", "a"])
-    _compacted(tmp_path).apply(disk, int(time.time() * 1000), {"T"})
+    _pass(_compacted(tmp_path), disk, int(time.time() * 1000), {"T"})
     assert [o for o, _ in _visible(disk)] == [0, 1]
 
 
@@ -167,14 +173,14 @@ def test_background_copy_keeps_what_is_appended_meanwhile(tmp_path: Path) -> Non
         _put(s, ["a", "a", "b"])
         r = TopicRetention(tmp_path / "config")
         r.set_config("T", "cleanup.policy", "compact")
-        r.apply(s, int(time.time() * 1000), {"T"})     # copy started (or done): no swap yet
+        _pass(r, s, int(time.time() * 1000), {"T"})     # copy started (or done): no swap yet
         _put(s, ["c", "b", "d"])                         # appended to the original meanwhile
         swaps = r.compactor._swaps[("T", 0)]
         swaps.join()
         assert [o for o, _ in _visible(s)] == [0, 1, 2, 3, 4, 5]
-        r.apply(s, int(time.time() * 1000) - 60_000, {"T"})    # finishes the swap (3..5 carried over)
+        _pass(r, s, int(time.time() * 1000) - 60_000, {"T"})    # finishes the swap (3..5 carried over)
         assert _visible(s) == [(1, "a"), (2, "b"), (3, "c"), (4, "b"), (5, "d")]
-        r.apply(s, int(time.time() * 1000) + 1000, {"T"})      # scans 3..5: b at 2 is superseded
+        _pass(r, s, int(time.time() * 1000) + 1000, {"T"})      # scans 3..5: b at 2 is superseded
         r.compactor.settle()
         assert _visible(s) == [(1, "a"), (3, "c"), (4, "b"), (5, "d")]
         _put(s, ["e"])
@@ -193,7 +199,7 @@ def test_python_run_walk_closes_a_run_at_a_hole(disk: DiskStore, tmp_path: Path)
     from rokka.core.storage import reader
 
     _put(disk, ["a", "b", "a", "c", "b", "a", "d", "a"])
-    _compacted(tmp_path).apply(disk, int(time.time() * 1000), {"T"})
+    _pass(_compacted(tmp_path), disk, int(time.time() * 1000), {"T"})
     q = disk.cqs[("T", 0)]
 
     class PlainQueue:           # no walk_runs: the Python loop
@@ -211,9 +217,9 @@ def test_a_topic_deleted_while_its_copy_is_written(tmp_path: Path) -> None:
         _put(s, ["a", "a", "b"])
         r = TopicRetention(tmp_path / "config")
         r.set_config("T", "cleanup.policy", "compact")
-        r.apply(s, int(time.time() * 1000), {"T"})      # a copy is being written by a worker thread
+        _pass(r, s, int(time.time() * 1000), {"T"})      # a copy is being written by a worker thread
         s.delete_topic("T")
-        r.apply(s, int(time.time() * 1000), set())       # forgets the topic, drops its copy
+        _pass(r, s, int(time.time() * 1000), set())       # forgets the topic, drops its copy
         assert ("T", 0) not in s.cqs and not r.compactor._swaps
         assert not list((tmp_path / "store").rglob("*" + compaction.TMP_SUFFIX))
     finally:
@@ -224,8 +230,8 @@ def test_a_topic_made_again_is_scanned_afresh(disk: DiskStore, tmp_path: Path) -
     """The maps of a deleted topic never apply to a new topic of the same name."""
     _put(disk, ["x", "a", "y"])
     r = _compacted(tmp_path)
-    r.apply(disk, int(time.time() * 1000), {"T"})       # the map: a -> 1
+    _pass(r, disk, int(time.time() * 1000), {"T"})       # the map: a -> 1
     disk.delete_topic("T")
     _put(disk, ["b", "c", "d", "a", "e"])               # a new T, before the next pass
-    r.apply(disk, int(time.time() * 1000), {"T"})
+    _pass(r, disk, int(time.time() * 1000), {"T"})
     assert [o for o, _ in _visible(disk)] == [0, 1, 2, 3, 4]

@@ -46,7 +46,7 @@ async def produce(env: KafkaEnv, keyed: list[tuple[bytes, bytes]]) -> None:
 
 
 def compact(env: KafkaEnv) -> None:
-    env.broker.retention.apply(env.broker.store, int(time.time() * 1000) + 1000, {"c"})
+    env.broker.retention.compact(env.broker.store, int(time.time() * 1000) + 1000, {"c"})
 
 
 async def consume(env: KafkaEnv, limit: int, max_fetches: int) -> tuple[list[tuple[int, bytes | None]], int]:
