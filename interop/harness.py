@@ -167,7 +167,12 @@ class ServerProcess:
 
     @property
     def broker(self) -> str:
-        return self.addrs["broker"]
+        """The RocketMQ broker address (of ``serve --brokers N``: the first broker's; all: ``brokers``)."""
+        return self.addrs["broker"].split(",", 1)[0]
+
+    @property
+    def brokers(self) -> list[str]:
+        return self.addrs["broker"].split(",")
 
     @property
     def kafka(self) -> str:

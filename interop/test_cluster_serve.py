@@ -98,7 +98,7 @@ def read_all(srv: harness.ServerProcess, topic: str, partitions: int, want: int)
 
 def test_ready_line_spread_and_round_trips(cluster3: harness.ServerProcess, workdir: Path) -> None:
     srv = cluster3
-    brokers, kafkas = srv.broker.split(","), srv.kafka.split(",")
+    brokers, kafkas = srv.brokers, srv.kafka.split(",")
     assert len(brokers) == len(kafkas) == BROKERS, srv.addrs
     base_b, base_k = harness.port_of(brokers[0]), harness.port_of(kafkas[0])
     assert [harness.port_of(a) for a in brokers] == [base_b + 4 * i for i in range(BROKERS)]
