@@ -369,6 +369,7 @@ static PyObject *stored_records(PyObject *self, PyObject *args) {
     if (out == NULL)
         goto done;
     unsigned char *o0 = (unsigned char *)PyBytes_AS_STRING(out), *o = o0;
+    Py_ssize_t o_cap = cap;
     Py_ssize_t p = start, i = 0;
     int64_t first_ts = 0, max_ts = 0;
     for (; i < count; i++) {
@@ -428,8 +429,11 @@ static PyObject *stored_records(PyObject *self, PyObject *args) {
         int hcn = put_varlong(hc, m.headers);
         Py_ssize_t hb = scratch.len - (m.key_in_scratch ? m.klen : 0);
         int64_t rec_len = (int64_t)hn + m.klen + tn + vn + hcn + hb;
-        if (out_reserve(&out, &o, &o0, 10 + (Py_ssize_t)rec_len) < 0)
-            goto done;
+        if ((o - o0) + 10 + (Py_ssize_t)rec_len > o_cap) {
+            if (out_reserve(&out, &o, &o0, 10 + (Py_ssize_t)rec_len) < 0)
+                goto done;
+            o_cap = PyBytes_GET_SIZE(out);
+        }
         o += put_varlong(o, rec_len);
         memcpy(o, head, (size_t)hn);
         o += hn;
@@ -443,8 +447,12 @@ static PyObject *stored_records(PyObject *self, PyObject *args) {
             memcpy(o, m.value, (size_t)vn);
             o += vn;
         }
-        memcpy(o, hc, (size_t)hcn);
-        o += hcn;
+        if (hcn == 1) {
+            *o++ = hc[0];
+        } else {
+            memcpy(o, hc, (size_t)hcn);
+            o += hcn;
+        }
         if (hb) {
             memcpy(o, scratch.p + (scratch.len - hb), (size_t)hb);
             o += hb;
