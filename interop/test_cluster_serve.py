@@ -129,8 +129,14 @@ def test_ready_line_spread_and_round_trips(cluster3: harness.ServerProcess, work
     again = admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)],
                                 operation_timeout=20, request_timeout=30)
     again[topic].result(timeout=30)
-    _, lead = leaders(srv, topic)
-    assert len(lead) == 3 and len(set(lead.values())) == BROKERS, lead
+    lead: dict[int, int] = {}
+
+    def recreated() -> bool:       # every broker's view of the new layout (eventually consistent)
+        lead.clear()
+        lead.update(leaders(srv, topic)[1])
+        return len(lead) == 3
+    wait_until(recreated, 30, f"{topic} with 3 partitions")
+    assert len(set(lead.values())) == BROKERS, lead
 
     auto = topic_name("auto")      # Metadata auto-creation: kafkaNumPartitions (4) over the brokers
     p.produce(auto, value=b"first")

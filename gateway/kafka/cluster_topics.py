@@ -98,8 +98,8 @@ async def create_spread(view: ClusterView, topic: str, counts: dict[str, int]) -
 
 
 async def await_route(view: ClusterView, topic: str, owners: dict[str, int], timeout_s: float = ROUTE_WAIT_S) -> bool:
-    """Wait until the name servers route ``topic`` to every broker of ``owners`` (False on timeout),
-    then remember that layout (fresher than any route read before)."""
+    """Wait until the name servers route ``topic`` to every broker of ``owners`` with its queue count
+    (False on timeout), then remember that layout (fresher than any route read before)."""
     ok = False
     if view.namesrv is not None:
         with trio.move_on_after(timeout_s):
@@ -108,8 +108,8 @@ async def await_route(view: ClusterView, topic: str, owners: dict[str, int], tim
                     route = await view.namesrv.get_route(topic)
                 except _ERRORS:
                     route = None
-                have = {qd.broker_name for qd in route.queue_datas} if route is not None else set()
-                if have >= set(owners):
+                have = {qd.broker_name: qd.read_queue_nums for qd in route.queue_datas} if route else {}
+                if all(have.get(b) == n for b, n in owners.items()):
                     ok = True
                     break
                 await trio.sleep(0.05)
