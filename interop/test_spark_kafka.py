@@ -13,12 +13,16 @@ checked by an independent client:
   from its checkpoint and drains the topic; the sink holds every record exactly once, at its offset.
 * sink: ``df.write.format("kafka")`` (batch, with headers) and a streaming copy (readStream kafka ->
   writeStream kafka) are read back exactly by kafka-python and by Spark's batch Kafka reader.
+* data loss and bounds: records deleted (DeleteRecords) below a checkpoint fail the query with
+  ``failOnDataLoss=true`` and are skipped exactly with ``false``; batch reads bounded by timestamps
+  (ListOffsets by time) and by per-partition offsets.
 
 Skips (with the reason) only when pyspark or the pre-fetched connector is missing.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +34,7 @@ import pytest
 
 pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[pipeline]'")
 kafka = pytest.importorskip("kafka", reason="kafka-python is not installed (interop/install.sh installs it)")
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 
 DRIVER = Path(__file__).resolve().parent / "spark_kafka" / "driver.py"
 VERSION_FILE = DRIVER.parent / ".ivy" / "VERSION"
@@ -83,10 +87,15 @@ def create_topic(srv: harness.ServerProcess, prefix: str, partitions: int = 3) -
     return name
 
 
-def produce(srv: harness.ServerProcess, topic: str, start: int, n: int) -> None:
+def produce(srv: harness.ServerProcess, topic: str, start: int, n: int, partitions: int | None = None,
+            ts0: int | None = None) -> None:
+    """Records k<i>/v<i> for i in [start, start + n); with ``partitions``, i goes to partition i % partitions;
+    with ``ts0``, record i has timestamp ts0 + i seconds."""
     p = KafkaProducer(bootstrap_servers=srv.kafka, request_timeout_ms=TIMEOUT_MS, max_block_ms=TIMEOUT_MS)
     try:
-        futs = [p.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode()) for i in range(start, start + n)]
+        futs = [p.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode(),
+                       partition=None if partitions is None else i % partitions,
+                       timestamp_ms=None if ts0 is None else ts0 + i * 1000) for i in range(start, start + n)]
         p.flush(timeout=60)
         for f in futs:
             f.get(timeout=60)
@@ -149,3 +158,35 @@ def test_sink_batch_and_streaming_read_back_exactly(spark: Spark, rokka: harness
     rows = spark.call("batch_read", bootstrap=rokka.kafka, topic=copy_topic)["rows"]
     assert sorted((r[2], r[3], tuple(tuple(h) for h in r[4])) for r in rows) == sorted(
         (f"k{i}", f"w{i}", (("h", str(i)),)) for i in range(250))
+
+
+def test_source_data_loss_and_time_bounds(spark: Spark, rokka: harness.ServerProcess, tmp_path: Path) -> None:
+    """Records deleted (DeleteRecords) below a query's checkpoint: failOnDataLoss=true stops the query
+    with Spark's data-loss error, false skips exactly the deleted ones; batch reads bounded by time
+    (ListOffsets by timestamp) and by offsets."""
+    topic, ts0 = create_topic(rokka, "spark-loss", partitions=2), 1_700_000_000_000
+    produce(rokka, topic, 0, 40, partitions=2, ts0=ts0)
+    ckpt, out = tmp_path / "checkpoint", tmp_path / "out"
+    assert spark.call("stream_start", bootstrap=rokka.kafka, topic=topic, out=str(out), checkpoint=str(ckpt),
+                      once=True)["input_rows"] == 40
+    produce(rokka, topic, 40, 40, partitions=2, ts0=ts0)
+    admin = KafkaAdminClient(bootstrap_servers=rokka.kafka, request_timeout_ms=TIMEOUT_MS)
+    try:
+        admin.delete_records({TopicPartition(topic, 0): 30, TopicPartition(topic, 1): 30})
+    finally:
+        admin.close()
+    with pytest.raises(harness.HarnessError, match="Some data may have been lost"):
+        spark.call("stream_start", bootstrap=rokka.kafka, topic=topic, out=str(out), checkpoint=str(ckpt), once=True)
+    # the same checkpoint again, now tolerating the loss: the failed batch is planned again and skips it
+    spark.call("stream_start", bootstrap=rokka.kafka, topic=topic, out=str(out), checkpoint=str(ckpt), once=True,
+               options={"failOnDataLoss": "false"})
+    values = sorted(int(r[3][1:]) for r in spark.call("read_files", out=str(out))["rows"])
+    assert values == list(range(40)) + list(range(60, 80))     # offsets 20..29 of each partition are gone
+
+    def read(**options: str) -> list[int]:
+        rows = spark.call("batch_read", bootstrap=rokka.kafka, topic=topic, options=options)["rows"]
+        return sorted(int(r[3][1:]) for r in rows)
+    assert read(startingTimestamp=str(ts0 + 65_000)) == list(range(65, 80))
+    bounds = {"startingOffsets": json.dumps({topic: {"0": 32, "1": -2}}),
+              "endingOffsets": json.dumps({topic: {"0": -1, "1": 31}})}
+    assert read(**bounds) == [61, 64, 66, 68, 70, 72, 74, 76, 78]    # p0: offsets 32.., p1: 30 (its start)

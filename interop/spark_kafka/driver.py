@@ -13,8 +13,8 @@ Commands (``op``):
 
 * ``stream_start``: ``readStream.format("kafka")`` of ``topic`` from the earliest offsets into a
   parquet file sink at ``out`` with checkpoint ``checkpoint`` (``maxOffsetsPerTrigger`` rows per
-  micro-batch; trigger ``once`` = availableNow, else every 500 ms).  With ``once`` the answer comes
-  after the query ended; otherwise at once.
+  micro-batch; trigger ``once`` = availableNow, else every 500 ms; more source ``options`` when given).
+  With ``once`` the answer comes after the query ended (an ``error`` if it failed); otherwise at once.
 * ``stream_wait``: until the running query has taken at least ``rows`` input rows (its progress).
 * ``stream_stop``: stops the running query (whatever batch it is in).
 * ``read_files``: the rows of the file sink ``out`` (Spark honours the sink's ``_spark_metadata`` log,
@@ -23,8 +23,8 @@ Commands (``op``):
   ``df.write.format("kafka")`` into ``topic``.
 * ``stream_copy``: ``readStream.format("kafka")`` of ``src`` -> ``writeStream.format("kafka")`` into
   ``dst`` with checkpoint ``checkpoint``, trigger availableNow (headers carried).
-* ``batch_read``: ``spark.read.format("kafka")`` of ``topic`` with headers, as
-  ``[partition, offset, key, value, headers]``.
+* ``batch_read``: ``spark.read.format("kafka")`` of ``topic`` with headers (plus the source ``options``
+  given), as ``[partition, offset, key, value, headers]``.
 
 Keys, values and header values are UTF-8 text in the JSON lines (the tests use text).
 """
@@ -77,16 +77,19 @@ class Driver:
         self.spark = spark
         self.query: Any = None
 
-    def _source(self, bootstrap: str, topic: str, per_trigger: int | None = None) -> Any:
+    def _source(self, bootstrap: str, topic: str, per_trigger: int | None = None,
+                options: dict[str, str] | None = None) -> Any:
         reader = (self.spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
                   .option("subscribe", topic).option("startingOffsets", "earliest").option("includeHeaders", "true"))
         if per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(per_trigger))
+        for k, v in (options or {}).items():
+            reader = reader.option(k, v)
         return reader.load()
 
     def stream_start(self, bootstrap: str, topic: str, out: str, checkpoint: str, once: bool = False,
-                     max_per_trigger: int | None = None) -> dict[str, Any]:
-        df = self._source(bootstrap, topic, max_per_trigger).selectExpr(
+                     max_per_trigger: int | None = None, options: dict[str, str] | None = None) -> dict[str, Any]:
+        df = self._source(bootstrap, topic, max_per_trigger, options).selectExpr(
             "partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
         writer = df.writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
         writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime="500 milliseconds")
@@ -138,9 +141,12 @@ class Driver:
         self.query.awaitTermination()
         return self._ended()
 
-    def batch_read(self, bootstrap: str, topic: str) -> dict[str, Any]:
-        rows = (self.spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", topic).option("includeHeaders", "true").load().collect())
+    def batch_read(self, bootstrap: str, topic: str, options: dict[str, str] | None = None) -> dict[str, Any]:
+        reader = (self.spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("includeHeaders", "true"))
+        for k, v in (options or {}).items():
+            reader = reader.option(k, v)
+        rows = reader.load().collect()
         return {"rows": [[r.partition, r.offset, _text(r.key), _text(r.value),
                           [[h.key, _text(h.value)] for h in (r.headers or [])]] for r in rows]}
 
