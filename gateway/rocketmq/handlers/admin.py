@@ -169,9 +169,10 @@ async def handle_runtime_info(ctx: BrokerContext, channel: Any, req: RemotingCom
              "msgPutTotalTodayNow": str(ctx.shared.put_total),
              "runtime": str(int(time.time() * 1000) - ctx.shared.boot_ms),
              # keys mqadmin clusterList splits or prints (4.9's NPEs on a missing putTps); rokka
-             # keeps no per-second rates or thread-pool queues: zeros
+             # keeps no per-second rates: zeros; its send queue is the sends in flight
              "putTps": "0.0 0.0 0.0", "getTransferedTps": "0.0 0.0 0.0", "getTransferredTps": "0.0 0.0 0.0",
-             "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueCapacity": "10000",
+             "sendThreadPoolQueueSize": str(ctx.send_gate.inflight),      # handlers/flow.py
+             "sendThreadPoolQueueCapacity": str(ctx.cfg.send_thread_pool_queue_capacity),
              "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
              "pageCacheLockTimeMills": "0", "earliestMessageTimeStamp": str(_earliest_ms(ctx)),
              "commitLogDiskRatio": f"{_disk_ratio(ctx):.4f}", "dispatchBehindBytes": "0"}
