@@ -8,6 +8,7 @@ test lets it go, as a slow disk would.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -118,6 +119,10 @@ async def test_full_send_queue_answers_overload_then_recovers(tmp_path: Path) ->
                                            ext_fields={"offset": "0", "group": "CG", "delayLevel": "0"})
                 back = await rc.invoke(st.addr, back_cmd, 20)
                 assert (back.code, back.remark) == (ResponseCode.SYSTEM_BUSY, REMARK_OVERLOAD)
+                # mqadmin brokerStatus shows the queue
+                info = await rc.invoke(st.addr, RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO), 20)
+                table = json.loads(info.body)["table"]
+                assert (table["sendThreadPoolQueueSize"], table["sendThreadPoolQueueCapacity"]) == ("4", "4")
                 st.stall.set()
             busy = {i: r for i, r in answers.items() if r.code == ResponseCode.SYSTEM_BUSY}
             ok = {i: r for i, r in answers.items() if r.code == ResponseCode.SUCCESS}
