@@ -51,7 +51,9 @@ thread (a 6 MB file's fsync would stall the event loop for a few hundred ms);
 the next pass, on the event loop thread where appends happen too, copies the
 units appended to the original since (and fdatasyncs them), then renames.
 Only written units change hands, so no append is lost; the queue is not
-scanned again until its swap is finished.
+scanned again until its swap is finished.  A queue's files are swapped at most
+once every ``HOLES_EVERY_S`` (the holes found meanwhile wait for the next
+swap), so a busy topic does not rewrite its ConsumeQueue file on every pass.
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ import structlog
 from rokka.core.storage.consumequeue import UNIT, UNIT_SIZE, ConsumeQueue, hole_of
 from rokka.core.storage.segment import Segment
 
-__all__ = ["Compactor", "KeyReader", "Policy", "SCAN_BUDGET", "TMP_DIR", "TMP_SUFFIX", "key_reader", "remove_leftovers",
-           "set_key_reader", "write_holes"]
+__all__ = ["Compactor", "KeyReader", "Policy", "HOLES_EVERY_S", "SCAN_BUDGET", "TMP_DIR", "TMP_SUFFIX",
+           "key_reader", "remove_leftovers", "set_key_reader", "write_holes"]
 
 log = structlog.get_logger(__name__)
 
@@ -80,6 +82,8 @@ KeyReader = Callable[[bytes], "tuple[bytes, bool] | None"]
 SCAN_BUDGET = 10_000
 TMP_SUFFIX = ".compacting"
 TMP_DIR = "compaction"
+#: Seconds between two file swaps of one queue at most (holes found meanwhile wait for the next).
+HOLES_EVERY_S = 5.0
 _CHUNK = 256
 _DIGEST_FROM = 32
 
@@ -110,6 +114,8 @@ class _QueueState:
     scanned_to: int = 0
     latest: dict[bytes, int] = field(default_factory=dict)          # key id -> offset of its latest record
     tombstones: dict[int, tuple[int, bytes]] = field(default_factory=dict)   # offset -> (store ms, key id)
+    pending: list[int] = field(default_factory=list)    # offsets to make holes at the next swap
+    last_swap: float = float("-inf")                    # time.monotonic() of the last one
 
 
 def _key_id(key: bytes) -> bytes:
@@ -158,24 +164,29 @@ class Compactor:
             remove_leftovers(q)
             st = self._state[(topic, qid)] = _QueueState(queue=q, scanned_to=lo)
         if st.scanned_to < lo or st.scanned_to > hi:     # the log start moved past the scan, or a truncation
-            st.scanned_to, st.latest, st.tombstones = lo, {}, {}
+            st.scanned_to, st.latest, st.tombstones, st.pending = lo, {}, {}, []
         end = self._cleanable_end(store, topic, qid, st.scanned_to, hi, now_ms - policy.min_compaction_lag_ms)
         drops = self._scan(store, q, reader, st, end, store.flushed_offset, deadline)
         cutoff = now_ms - policy.delete_retention_ms
-        for off, (ts, kid) in list(st.tombstones.items()):
-            if ts <= cutoff and off < hi - 1:
-                drops.append(off)
-                del st.tombstones[off]
-                if st.latest.get(kid) == off:
-                    del st.latest[kid]
-        drops = sorted(o for o in set(drops) if lo <= o < hi - 1)
-        if drops:
-            swaps = write_holes(q, drops, self.background)
+        for off, (ts, kid) in list(st.tombstones.items()):     # in offset order, so in store time order
+            if ts > cutoff or off >= hi - 1:
+                break
+            drops.append(off)
+            del st.tombstones[off]
+            if st.latest.get(kid) == off:
+                del st.latest[kid]
+        st.pending += drops
+        if not st.pending or (self.background and time.monotonic() - st.last_swap < HOLES_EVERY_S):
+            return 0
+        holes = sorted(o for o in set(st.pending) if lo <= o < hi - 1)
+        st.pending, st.last_swap = [], time.monotonic()
+        if holes:
+            swaps = write_holes(q, holes, self.background)
             if self.background:
                 self._swaps[(topic, qid)] = swaps
-            log.info("compaction.pass", topic=topic, queue=qid, holes=len(drops), scanned_to=st.scanned_to,
+            log.info("compaction.pass", topic=topic, queue=qid, holes=len(holes), scanned_to=st.scanned_to,
                      keys=len(st.latest))
-        return len(drops)
+        return len(holes)
 
     @staticmethod
     def _cleanable_end(store: Any, topic: str, qid: int, start: int, hi: int, since_ms: int) -> int:

@@ -164,9 +164,10 @@ def test_without_a_key_reader_nothing_is_compacted(disk: DiskStore, tmp_path: Pa
     assert [o for o, _ in _visible(disk)] == [0, 1]
 
 
-def test_background_copy_keeps_what_is_appended_meanwhile(tmp_path: Path) -> None:
+def test_background_copy_keeps_what_is_appended_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The copy is written by a worker thread; units appended before the swap finishes are carried
     over; the queue is not scanned again until then; after a restart everything is there."""
+    monkeypatch.setattr(compaction, "HOLES_EVERY_S", 0.0)      # every pass may swap
     cfg = small_config(tmp_path / "store")
     s = DiskStore(cfg).open()
     try:
@@ -211,7 +212,8 @@ def test_python_run_walk_closes_a_run_at_a_hole(disk: DiskStore, tmp_path: Path)
     assert [bytes(run.data) for run in runs] == [bytes(run.data) for run in native]
 
 
-def test_a_topic_deleted_while_its_copy_is_written(tmp_path: Path) -> None:
+def test_a_topic_deleted_while_its_copy_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compaction, "HOLES_EVERY_S", 0.0)
     s = DiskStore(small_config(tmp_path / "store")).open()
     try:
         _put(s, ["a", "a", "b"])
@@ -235,3 +237,24 @@ def test_a_topic_made_again_is_scanned_afresh(disk: DiskStore, tmp_path: Path) -
     _put(disk, ["b", "c", "d", "a", "e"])               # a new T, before the next pass
     _pass(r, disk, int(time.time() * 1000), {"T"})
     assert [o for o, _ in _visible(disk)] == [0, 1, 2, 3, 4]
+
+
+def test_holes_wait_for_the_next_swap_in_the_background(tmp_path: Path) -> None:
+    """In the background a queue's files are swapped at most once every HOLES_EVERY_S: holes found
+    meanwhile wait (none is lost), so a busy topic does not rewrite its file on every pass."""
+    s = DiskStore(small_config(tmp_path / "store")).open()
+    try:
+        _put(s, ["a", "a", "b"])
+        r = TopicRetention(tmp_path / "config")
+        r.set_config("T", "cleanup.policy", "compact")
+        now = int(time.time() * 1000) + 1000
+        assert r.compact(s, now, {"T"}) == 1                               # the first swap goes at once
+        r.compactor.settle()
+        _put(s, ["b", "c", "c"])
+        assert r.compact(s, now + 1000, {"T"}) == 0 and not r.compactor._swaps      # found, waiting
+        r.compactor._state[("T", 0)].last_swap -= compaction.HOLES_EVERY_S
+        assert r.compact(s, now + 1000, {"T"}) == 2                        # both waiting holes in one swap
+        r.compactor.settle()
+        assert _visible(s) == [(1, "a"), (3, "b"), (5, "c")]
+    finally:
+        s.close()
