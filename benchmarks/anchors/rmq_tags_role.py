@@ -78,7 +78,8 @@ def run_fill(p: dict[str, Any]) -> None:
     for th in ts:
         th.join()
     emit("result", messages=1 + sum(sent), errors=errors[:5])
-    producer.shutdown()
+    # no shutdown: the wheel's shutdown sometimes aborts the process ("terminate called after throwing an
+    # instance of 'boost::thread_interrupted'") after the result is out; main() ends with os._exit instead
 
 
 def run_pull(p: dict[str, Any]) -> None:
@@ -102,8 +103,7 @@ def run_pull(p: dict[str, Any]) -> None:
         t_last = time.perf_counter()
         if time.monotonic() > deadline:
             break
-    emit("result", messages=n, foreign=foreign, seconds=t_last - t_first)
-    consumer.shutdown()
+    emit("result", messages=n, foreign=foreign, seconds=t_last - t_first)  # no shutdown: see run_fill
 
 
 def main() -> None:
