@@ -90,10 +90,18 @@ def java_role(args: list[str], wd: Path, timeout: float) -> dict[str, Any]:
     return next(e for e in events if e["event"] == "result")
 
 
+FAILED: dict[str, Any] = {"messages": 0, "seconds": 0.0, "p99_us": NAN, "foreign": 0, "errors": ["role failed"]}
+
+
 def measured(pids: list[int], run: Any) -> tuple[dict[str, Any], float]:
-    """(the role's result, the server CPU seconds it cost)."""
+    """(the role's result, the server CPU seconds it cost); a client role that fails (a client crash) gives
+    an empty result (the row shows no rate) and its error is printed, so one row does not end the run."""
     c0 = apache.cpu_seconds(pids)
-    res = run()
+    try:
+        res = run()
+    except harness.HarnessError as exc:
+        print(f"  a client role failed: {str(exc)[:300]}", flush=True)
+        res = FAILED
     return res, apache.cpu_seconds(pids) - c0
 
 
@@ -130,7 +138,7 @@ def client_rows(client: str, name: str, namesrv: str, pids: list[int], plan: Pla
             print(f"  {name} {client} sync x{conc}: errors {r['errors']}", flush=True)
     r, cpu = measured(pids, lambda: send(client, namesrv, f"Anchor_batch_{tag}", "batch", 4, plan.batches, plan, wd))
     # messages as the client sent them (Apache RocketMQ 4.9 stores each C++ batch as one message: see TAGS_ROLE)
-    res["batch send x100, 4 senders"] = (r["messages"] / r["seconds"], r["p99_us"] / 1000,
+    res["batch send x100, 4 senders"] = (r["messages"] / r["seconds"] if r["seconds"] else NAN, r["p99_us"] / 1000,
                                          cpu / (r["messages"] + WARMUP) * 1e6)
     for row, expr, want in (("pull (all)", "*", filled), ("tag-filtered pull (1 of 2 tags)", "A", (filled + 1) // 2)):
         r, cpu = measured(pids, lambda e=expr: pull(client, namesrv, tagged, e, wd))
