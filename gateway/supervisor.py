@@ -398,9 +398,12 @@ def resolve_brokers(value: str) -> int:
             return max(1, len(os.sched_getaffinity(0)))
         except AttributeError:  # pragma: no cover - not Linux
             return max(1, os.cpu_count() or 1)
-    n = int(value)
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a number of brokers (a positive integer, or auto)") from None
     if n < 1:
-        raise ValueError("--brokers must be at least 1 (or auto)")
+        raise ValueError(f"{n} brokers: at least 1 (or auto)")
     return n
 
 
