@@ -161,3 +161,28 @@ def test_a_tag_hash_collision_never_reaches_the_client(tmp_path_factory: pytest.
             assert len(res.records) == 1 and res.queue_offsets == (2,)
         finally:
             store.close()
+
+
+_UNIT = st.tuples(st.integers(-5, 400), st.integers(-3, 300), st.integers(-(1 << 40), 1 << 40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(units=st.lists(_UNIT, max_size=40), span=st.binary(max_size=400), span_start=st.integers(0, 50),
+       sql=st.booleans(), names=st.sampled_from([None, (b"a",), (b"TAGS", b"a")]), memo=st.booleans())
+def test_the_native_walk_survives_any_bytes(units: list[tuple[int, int, int]], span: bytes, span_start: int,
+                                            sql: bool, names: tuple[bytes, ...] | None, memo: bool) -> None:
+    """Units and CommitLog bytes of any kind (negative or huge sizes, lengths that do not add up): the
+    walk never reads outside what it was lent, and every record it takes lies whole within the span."""
+    assert consumequeue._cqscan is not None
+    raw = b"".join(consumequeue.UNIT.pack(*u) for u in units)
+    seen: list[dict[str, str]] = []
+    match = (lambda props: seen.append(props) or True) if sql else None
+    recs, offs, used, taken, total, _, need = consumequeue._cqscan.tag_filter(
+        raw, 7, None, 0, 1000, 1 << 20, 0, 0, span, span_start, match, names if sql else None,
+        {} if memo else None)
+    assert 0 <= used <= len(units) and taken == len(recs) == len(offs) and total == sum(map(len, recs))
+    for rec, qoff in zip(recs, offs, strict=True):
+        off, size, _ = units[qoff - 7]
+        assert rec == span[off - span_start:off - span_start + size] and len(rec) == size
+    assert need == -1 or need == units[used][0]
+    assert all(set(d) <= {n.decode() for n in names} for d in seen) if names else True
