@@ -19,23 +19,34 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_rocketmq import role
 from benchmarks.lib import procs
 from benchmarks.lib.procs import fmt, harness
 
 TICKS = 100  # USER_HZ
+CPP_ROLE = procs.ROOT / "benchmarks" / "lib" / "rmq_cpp_role.py"
+TRIO_ROLE = [sys.executable, "-m", "benchmarks.lib.rmq_trio_role"]
 CONCURRENCY = (1, 16, 64)
 
 
 def server_cpu(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def role(client: str, params: dict[str, Any], workdir: Path, timeout: float) -> dict[str, Any]:
+    """Run one client role (``benchmarks/lib/rmq_*_role.py``) to completion; its ``result`` event."""
+    argv = [sys.executable, str(CPP_ROLE)] if client == "cpp" else TRIO_ROLE
+    name = f"{client}-{params['role']}-{uuid.uuid4().hex[:6]}"
+    events = harness.run_json(argv, name=name, workdir=workdir / name, params=params, timeout=timeout,
+                              cwd=procs.ROOT)
+    return next(e for e in events if e["event"] == "result")
 
 
 def one_row(client: str, conc: int, rokka: harness.ServerProcess, count: int, wd: Path) -> dict[str, Any]:
@@ -50,6 +61,26 @@ def one_row(client: str, conc: int, rokka: harness.ServerProcess, count: int, wd
     res["rate"] = res["messages"] / res["seconds"] if res["seconds"] else float("nan")
     res["cpu_us"] = cpu / max(1, res["messages"] + params["warmup"]) * 1e6
     return res
+
+
+HEADERS = ["client", "senders", "msg/s", "vs 1 sender", "p50 / p99 ms", "server CPU us/send", "errors"]
+
+
+def sender_rows(rokka: harness.ServerProcess, clients: list[str], count: int, wd: Path) -> list[list[str]]:
+    """One row per client and concurrency (``CONCURRENCY``) against a running ``rokka``."""
+    rows: list[list[str]] = []
+    for client in clients:
+        rates: dict[int, float] = {}
+        for conc in CONCURRENCY:
+            r = one_row(client, conc, rokka, count, wd)
+            rates[conc] = r["rate"]
+            gain = r["rate"] / rates[1] if rates.get(1) else float("nan")
+            rows.append([client, str(conc), fmt(r["rate"]), f"{gain:.2f}x",
+                         f"{fmt(r['p50_us'] / 1000, 2)} / {fmt(r['p99_us'] / 1000, 2)}",
+                         fmt(r["cpu_us"], 0), str(r.get("errors") or "")[:60]])
+            print(f"  {client} x{conc}: {r['rate']:,.0f} msg/s ({gain:.2f}x), server CPU "
+                  f"{r['cpu_us']:.0f} us/send", flush=True)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,25 +99,13 @@ def main(argv: list[str] | None = None) -> None:
     conf.write_text(f"flushDiskType={args.flush}\n")
     prof = wd / "rokka.prof" if args.profile else None
     rokka = procs.start_rokka(wd / "rokka", prof, config=conf)
-    rows: list[list[str]] = []
     t0 = time.monotonic()
     try:
-        for client in clients:
-            rates: dict[int, float] = {}
-            for conc in CONCURRENCY:
-                r = one_row(client, conc, rokka, args.count, wd)
-                rates[conc] = r["rate"]
-                gain = r["rate"] / rates[1] if rates.get(1) else float("nan")
-                rows.append([client, str(conc), fmt(r["rate"]), f"{gain:.2f}x",
-                             f"{fmt(r['p50_us'] / 1000, 2)} / {fmt(r['p99_us'] / 1000, 2)}",
-                             fmt(r["cpu_us"], 0), str(r.get("errors") or "")[:60]])
-                print(f"  {client} x{conc}: {r['rate']:,.0f} msg/s ({gain:.2f}x), server CPU "
-                      f"{r['cpu_us']:.0f} us/send", flush=True)
+        rows = sender_rows(rokka, clients, args.count, wd)
     finally:
         rokka.stop()
     print()
-    print(procs.table(["client", "senders", "msg/s", "vs 1 sender", "p50 / p99 ms", "server CPU us/send",
-                       "errors"], rows))
+    print(procs.table(HEADERS, rows))
     print(f"\n({time.monotonic() - t0:.0f} s; {args.flush}; 100 B bodies, {args.count} sends per row)")
     if prof is not None:
         print(procs.profile_summary(prof))

@@ -22,6 +22,9 @@ end-to-end latency at a paced 1,000 msg/s: our trio producer sends ``ts:<time_ns
 C++ push consumer, then (a second run) our long-polling pull loop (suspend 15 s) consumes and
 computes ``receive time - send time``; the pull loop also reports send -> stored (store timestamp).
 
+Then issue 20's rows (``bench_rmq_senders``): single-message sync sends from 1, 16 and 64 concurrent
+senders with each client, with server CPU per send read from ``/proc``.
+
 Goals (issue 3): sync send >= 50 % of the echo floor (same client, same concurrency); batch send
 >= 100,000 msg/s; e2e p99 < 10 ms at 1,000 msg/s.  ``--profile`` runs rokka under cProfile and
 prints the top functions by own time after the run.  Every wait is bounded.
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks import bench_rmq_senders
 from benchmarks.lib import procs
 from benchmarks.lib.procs import fmt, harness
 
@@ -232,11 +236,15 @@ def main(argv: list[str] | None = None) -> None:
         rows = run_sends(echo, rokka, plan, wd)
         rows += run_pulls(echo, rokka, plan, wd)
         rows += run_e2e(rokka, plan, wd)
+        print("single-message sync senders (issue 20): 1, 16, 64 at once", flush=True)
+        senders = bench_rmq_senders.sender_rows(rokka, ["cpp", "trio"], plan.sync // 10, wd)
     finally:
         echo_srv.stop()
         rokka.stop()
     print()
     print(procs.table(HEADERS, rows))
+    print("\nSingle-message sync sends, 100 B, ASYNC_FLUSH; server CPU from /proc (goal: 64 senders >= 3x 1 sender)\n")
+    print(procs.table(bench_rmq_senders.HEADERS, senders))
     print(f"\n({time.monotonic() - t0:.0f} s; {'--quick' if args.quick else 'full'} run)")
     if prof is not None:
         print("\nrokka cProfile, top functions by own time:\n")
