@@ -128,6 +128,15 @@ class BrokerConfig:
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""    # default: the listen host
     metrics_prom_exporter_port: int = 5557
+    # master/slave replication (RocketMQ 4.9 HA keys; gateway/ha)
+    broker_role: str = "ASYNC_MASTER"          # ASYNC_MASTER | SYNC_MASTER | SLAVE
+    ha_listen_port: int = 0                    # 0 = listenPort + 1 (RocketMQ's default)
+    ha_master_address: str = ""                # "host:port" of the master's HA port (slave; else from the name server)
+    ha_send_heartbeat_interval: int = 5000     # ms: master heartbeat / slave report interval
+    ha_housekeeping_interval: int = 20000      # ms without traffic before an HA connection is closed
+    ha_transfer_batch_size: int = 32768        # most CommitLog bytes in one HA frame
+    ha_slave_fallbehind_max: int = 256 << 20   # SYNC_MASTER: a slave further behind is SLAVE_NOT_AVAILABLE
+    slave_read_enable: bool = False
     # operator switches (command line only)
     store_repair: bool = False      # truncate a damaged CommitLog at the damage instead of refusing to start
     # extras kept from the file that we do not interpret
@@ -137,6 +146,14 @@ class BrokerConfig:
     @property
     def vip_port(self) -> int:
         return self.listen_port - 2 if self.listen_port else 0
+
+    @property
+    def ha_port(self) -> int:
+        return self.ha_listen_port or (self.listen_port + 1 if self.listen_port else 0)
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role.upper() == "SLAVE"
 
     @property
     def advertised_host(self) -> str:
@@ -197,6 +214,15 @@ class BrokerConfig:
                     "sendThreadPoolQueueCapacity", "osPageCacheBusyTimeOutMills", "waitTimeMillsInSendQueue"):
             if getattr(self, camel_to_snake(key)) < 0:
                 raise ValueError(f"{key} must be >= 0")
+        if self.broker_role.upper() not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+            raise ValueError(f"brokerRole={self.broker_role}: expected ASYNC_MASTER, SYNC_MASTER or SLAVE")
+        if self.is_slave and self.broker_id == 0:
+            raise ValueError("brokerRole=SLAVE needs brokerId > 0 (brokerId 0 is the master)")
+        for key in ("haListenPort", "haSendHeartbeatInterval", "haHousekeepingInterval", "haSlaveFallbehindMax"):
+            if getattr(self, camel_to_snake(key)) < 0:
+                raise ValueError(f"{key} must be >= 0")
+        if not 1 <= self.ha_transfer_batch_size <= 4 * 1024 * 1024 - 12:
+            raise ValueError("haTransferBatchSize must be within 1..4194292 (the slave's 4 MiB read buffer)")
         if self.metrics_exporter_type.upper() not in ("DISABLE", "PROM"):
             raise ValueError(f"metricsExporterType={self.metrics_exporter_type}: rokka offers DISABLE or PROM "
                              "(Prometheus text on metricsPromExporterPort)")
