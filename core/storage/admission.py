@@ -40,6 +40,8 @@ def not_accepting(store: DiskStore) -> PutResult | None:
     """Why no put can be taken now (closed, failed write, full disk), or None."""
     if not store._writable:
         return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="store is not writable")
+    if store.replica_only:      # a SLAVE's store takes only the master's bytes (RocketMQ: putMessage on a slave)
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=DISK_FULL_REMARK.format(disk_util(store)))
     refusing = store.disk_full or store.write_error is not None
     if store.space_low or store.clog.write_offset - store._space_checked_at >= retention.SPACE_CHECK_BYTES or (
             refusing and time.monotonic() >= store._recheck_at):

@@ -119,6 +119,7 @@ class DiskStore(reader.TimeQueries):
         self._checkpoint_lock = threading.Lock()
         self._flush_hooks: list[Callable[[], None]] = []
         self._host = config.store_host
+        self.replica_only = False       # a SLAVE's store: puts refused, bytes come from replica.py
 
     # -- lifecycle ----------------------------------------------------------------
     def open(self) -> DiskStore:
