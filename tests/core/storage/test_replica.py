@@ -101,3 +101,19 @@ def test_bad_bytes_are_refused_and_nothing_is_kept(tmp_path: Path) -> None:
     finally:
         master.close()
         slave.close()
+
+
+def test_a_slave_store_refuses_puts_and_still_takes_replicated_bytes(tmp_path: Path) -> None:
+    master = DiskStore(small_config(tmp_path / "m")).open()
+    slave = DiskStore(small_config(tmp_path / "s")).open()
+    try:
+        slave.replica_only = True
+        r = slave.put_messages([msg(1)])
+        assert r.status.name == "SERVICE_NOT_AVAILABLE" and "put to the slave" in r.remark
+        assert slave.clog.write_offset == 0
+        _fill(master, 5)
+        _copy(master, ReplicaAppender(slave), 100)
+        assert slave.max_offset("T", 0) == 3 and slave.clog.write_offset == master.clog.write_offset
+    finally:
+        master.close()
+        slave.close()
