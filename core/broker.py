@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import structlog
@@ -94,6 +94,7 @@ class Broker:
         self.store.add_arrival_listener(self.arrivals.notify)
         self.sync_flush = self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._flush_service = None
+        self.replica_wait: Callable[[int], Awaitable[PutStatus | None]] | None = None   # set by the HA service
         self._background: trio.CancelScope | None = None
         self._background_done = trio.Event()
         self._closed = False
@@ -177,6 +178,9 @@ class Broker:
         if result.ok and self.sync_flush and self._flush_service is not None:
             if not await self._flush_service.wait_durable(result.end_offset):
                 return dataclasses.replace(result, status=PutStatus.FLUSH_DISK_TIMEOUT)
+        if result.ok and self.replica_wait is not None:     # SYNC_MASTER (gateway/ha/service.py)
+            if (status := await self.replica_wait(result.end_offset)) is not None:
+                return dataclasses.replace(result, status=status)
         return result
 
     def store_busy_s(self) -> float:

@@ -80,6 +80,8 @@ class StoreConfig:
 class PutStatus(enum.Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"     # SYNC_MASTER: stored, no slave acked in syncFlushTimeout
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"     # SYNC_MASTER: stored, no slave connected / too far behind
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
