@@ -194,6 +194,7 @@ class BrokerRole:
         self.kafka_node: KafkaNode | None = None
         self.kafka_server: KafkaServer | None = None
         self.metrics_addr: tuple[str, int] | None = None
+        self.ha: Any = None             # gateway.ha: HAMaster / HASlave
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         from rokka.gateway.filewatch import watch_files
@@ -245,6 +246,8 @@ class BrokerRole:
                 self.kafka_addr = await self._start_kafka(nursery, ctx, rc)
                 if cfg.metrics_exporter_type.upper() == "PROM":
                     self.metrics_addr = await self._start_metrics(nursery, broker)
+                from rokka.gateway.ha.service import start_ha  # master/slave replication (brokerRole)
+                self.ha = await start_ha(nursery, cfg, broker, lambda: self._registrar)
                 self._registrar = await self._start_registration(nursery, ctx, rc)
                 nursery.start_soon(self._expiry_loop, ctx, scan_expired_clients)
                 await nursery.start(run_transaction_checks, ctx)
@@ -288,7 +291,7 @@ class BrokerRole:
         registrar = PublishingRegistrar(
             rc, cfg.namesrv_addrs, cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
             broker_addr=ctx.broker_addr, topic_configs=ctx.broker.topics.serialize, broker_id=cfg.broker_id,
-            ha_addr=f"{cfg.advertised_host}:{cfg.listen_port + 1}",
+            ha_addr=f"{cfg.advertised_host}:{cfg.ha_port}",
             interval_s=cfg.register_name_server_period / 1000, kafka_node=self.kafka_node)
         ctx.topic_changed = registrar.trigger
         # Every topic change, whichever protocol made it (Kafka CreateTopics, auto-create, retry/DLQ

@@ -1,0 +1,83 @@
+"""Start the HA role of a broker from broker.conf (called by gateway/runtime.py).
+
+Theory of operation
+-------------------
+``brokerRole`` decides:
+
+* ASYNC_MASTER / SYNC_MASTER: an ``HAMaster`` listens on ``haListenPort``
+  (default listenPort + 1, advertised to the name server as haServerAddr).
+  SYNC_MASTER also sets ``Broker.replica_wait``: every send is answered only
+  when a slave acked its bytes (``syncFlushTimeout`` -> FLUSH_SLAVE_TIMEOUT,
+  no slave or one further behind than ``haSlaveFallbehindMax`` ->
+  SLAVE_NOT_AVAILABLE; the records are stored either way, as in RocketMQ).
+* SLAVE: the store refuses puts (``DiskStore.replica_only``: SEND_MESSAGE
+  answers SERVICE_NOT_AVAILABLE as RocketMQ's slave does) and an ``HASlave``
+  replicates from ``haMasterAddress``, or else from the haServerAddr the name
+  server answered the last REGISTER_BROKER with.
+
+A store other than ``DiskStore`` (the in-memory one) has no CommitLog
+bytes to replicate: HA is then off with a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+import trio
+from rokka.core.config import BrokerConfig
+from rokka.core.storage.api import PutStatus
+from rokka.gateway.ha.master import HAMaster, HAParams
+from rokka.gateway.ha.slave import HASlave
+
+log = structlog.get_logger(__name__)
+
+_RESULT = {"no_slave": PutStatus.SLAVE_NOT_AVAILABLE, "timeout": PutStatus.FLUSH_SLAVE_TIMEOUT}
+
+
+def params_from(cfg: BrokerConfig) -> HAParams:
+    return HAParams(heartbeat_s=cfg.ha_send_heartbeat_interval / 1000,
+                    housekeeping_s=cfg.ha_housekeeping_interval / 1000,
+                    batch_bytes=cfg.ha_transfer_batch_size, fallbehind_max=cfg.ha_slave_fallbehind_max)
+
+
+def master_from_registration(registrar: Callable[[], Any]) -> Callable[[], str | None]:
+    """The master's HA address from the name servers' last REGISTER_BROKER answers (None if unknown)."""
+    def lookup() -> str | None:
+        reg = registrar()
+        for result in (getattr(reg, "last_results", None) or {}).values():
+            ha_addr = getattr(result, "ha_addr", None)
+            if ha_addr:
+                return str(ha_addr)
+        return None
+    return lookup
+
+
+async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
+                   registrar: Callable[[], Any]) -> HAMaster | HASlave | None:
+    """Start the HA master or slave for ``broker`` (see the module docstring)."""
+    from rokka.core.storage.engine import DiskStore
+
+    store = broker.store
+    role = cfg.broker_role.upper()
+    if not isinstance(store, DiskStore):
+        log.warning("ha.disabled", reason="the store is not a DiskStore", role=role)
+        return None
+    params = params_from(cfg)
+    if role == "SLAVE":
+        store.replica_only = True
+        source = (lambda: cfg.ha_master_address) if cfg.ha_master_address else master_from_registration(registrar)
+        slave = HASlave(store, params, source)
+        await nursery.start(slave.run)
+        log.info("ha.slave_started", master=cfg.ha_master_address or "from the name server")
+        return slave
+    master = HAMaster(store, params)
+    await nursery.start(master.serve, cfg.listen_host, cfg.ha_port)
+    if role == "SYNC_MASTER":
+        timeout_s = cfg.sync_flush_timeout / 1000
+
+        async def replica_wait(offset: int) -> PutStatus | None:
+            return _RESULT.get(await master.wait_for_ack(offset, timeout_s))
+        broker.replica_wait = replica_wait
+    return master
