@@ -33,7 +33,24 @@ _ALIASES = {
     "brokerIP1": "broker_ip1",
     "brokerIP2": "broker_ip2",
     "transactionTimeOut": "transaction_timeout",
+    # TLS on the RocketMQ ports: RocketMQ's TlsSystemConfig system-property names
+    "tls.server.mode": "tls_server_mode",
+    "tls.test.mode.enable": "tls_test_mode_enable",
+    "tls.server.certPath": "tls_server_cert_path",
+    "tls.server.keyPath": "tls_server_key_path",
+    "tls.server.keyPassword": "tls_server_key_password",
+    "tls.server.need.client.auth": "tls_server_need_client_auth",
+    "tls.server.authClient": "tls_server_auth_client",
+    "tls.server.trustCertPath": "tls_server_trust_cert_path",
+    "tls.config.file": "tls_config_file",
+    "tls.enable": "tls_enable",
+    "tls.client.authServer": "tls_client_auth_server",
+    "tls.client.trustCertPath": "tls_client_trust_cert_path",
+    "tls.client.certPath": "tls_client_cert_path",
+    "tls.client.keyPath": "tls_client_key_path",
 }
+#: The TLS keys of the RocketMQ ports (rokka.gateway.rocketmq.tls reads them by these names).
+TLS_KEYS = tuple(k for k in _ALIASES if k.startswith("tls."))
 
 
 @dataclass
@@ -124,6 +141,21 @@ class BrokerConfig:
     kafka_acl_enable: bool = False     # Kafka ACL authorization (principals from SASL / TLS)
     kafka_super_users: str = ""        # "User:admin;User:ops" (Kafka's super.users)
     kafka_allow_everyone_if_no_acl_found: bool = False
+    # TLS on the RocketMQ ports (RocketMQ's tls.* keys and defaults; gateway/rocketmq/tls.py)
+    tls_server_mode: str = "permissive"        # disabled | permissive (TLS or plaintext) | enforcing (TLS only)
+    tls_test_mode_enable: bool = True          # self-signed certificate, the tls.server.* files ignored (as Java)
+    tls_server_cert_path: str = ""             # PEM certificate chain
+    tls_server_key_path: str = ""              # PEM private key (default: in the certificate file)
+    tls_server_key_password: str = ""
+    tls_server_need_client_auth: str = "none"  # none | optional | require (needs tls.server.trustCertPath)
+    tls_server_auth_client: bool = False
+    tls_server_trust_cert_path: str = ""       # PEM CA certificates for client certificates
+    tls_config_file: str = ""                  # a properties file with the tls.server.* / tls.client.* keys
+    tls_enable: bool = False                   # the broker's own connections (name servers, brokers) use TLS
+    tls_client_auth_server: bool = False       # ... and check the server's certificate against:
+    tls_client_trust_cert_path: str = ""
+    tls_client_cert_path: str = ""             # ... presenting this certificate (PEM) and key
+    tls_client_key_path: str = ""
     # metrics (RocketMQ 5's keys): PROM serves Prometheus text on metricsPromExporterPort
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""    # default: the listen host
@@ -166,6 +198,14 @@ class BrokerConfig:
     @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def tls_properties(self) -> dict[str, str]:
+        """The ``tls.*`` keys with their values as the file spells them."""
+        out = {}
+        for key in TLS_KEYS:
+            value = getattr(self, _ALIASES[key])
+            out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return out
 
     @property
     def delay_levels_ms(self) -> list[int]:
@@ -223,6 +263,8 @@ class BrokerConfig:
                 raise ValueError(f"{key} must be >= 0")
         if not 1 <= self.ha_transfer_batch_size <= 4 * 1024 * 1024 - 12:
             raise ValueError("haTransferBatchSize must be within 1..4194292 (the slave's 4 MiB read buffer)")
+        if self.tls_server_mode.lower() not in ("disabled", "permissive", "enforcing"):
+            raise ValueError(f"tls.server.mode={self.tls_server_mode}: expected disabled, permissive or enforcing")
         if self.metrics_exporter_type.upper() not in ("DISABLE", "PROM"):
             raise ValueError(f"metricsExporterType={self.metrics_exporter_type}: rokka offers DISABLE or PROM "
                              "(Prometheus text on metricsPromExporterPort)")

@@ -60,6 +60,8 @@ class NamesrvConfig:
     order_message_enable: bool = False
     listen_port: int = 9876
     server_channel_max_idle_time_seconds: int = 120
+    #: The ``tls.*`` keys of the file (``rokka.gateway.rocketmq.tls``; read at start only, not in to_properties).
+    tls_settings: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def under(cls, directory: Path) -> NamesrvConfig:
@@ -71,6 +73,8 @@ class NamesrvConfig:
         """Every key in RocketMQ spelling, values as Java prints them."""
         out = {}
         for f in dataclasses.fields(self):
+            if f.name == "tls_settings":
+                continue
             value = getattr(self, f.name)
             head, *rest = f.name.split("_")
             key = head + "".join(p[:1].upper() + p[1:] for p in rest)
@@ -84,7 +88,7 @@ class NamesrvConfig:
         staged = {}
         for key, raw in props.items():
             f = fields.get(camel_to_snake(key))
-            if f is None:
+            if f is None or f.name == "tls_settings":
                 raise ValueError(f"unknown name server config key: {key}")
             staged[f.name] = _convert(raw, f.type, key)
         for name, value in staged.items():
@@ -103,7 +107,9 @@ def load_namesrv_conf(path: Path, cfg: NamesrvConfig | None = None) -> NamesrvCo
     with open(path, "rb") as f:
         props.load(f, "utf-8")
     cfg = cfg or NamesrvConfig()
-    cfg.apply({str(k): str(v.data) for k, v in props.items()})
+    settings = {str(k): str(v.data) for k, v in props.items()}
+    cfg.tls_settings.update({k: v.strip() for k, v in settings.items() if k.startswith("tls.")})
+    cfg.apply({k: v for k, v in settings.items() if not k.startswith("tls.")})
     cfg.config_store_path = str(Path(path).resolve())
     return cfg
 

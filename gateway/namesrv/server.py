@@ -31,6 +31,7 @@ from rokka.gateway.namesrv.handlers import NamesrvHandlers
 from rokka.gateway.rocketmq.channel import Channel, HostPort
 from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
 from rokka.gateway.rocketmq.server import RemotingServer
+from rokka.gateway.rocketmq.tls import RemotingTls
 
 log = structlog.get_logger(__name__)
 
@@ -47,12 +48,13 @@ class NamesrvServer:
         config: name server configuration; with one, KV config and config updates are persisted
             (a damaged ``kvConfig.json`` raises ValueError here) and its
             ``serverChannelMaxIdleTimeSeconds`` replaces ``idle_timeout_s`` (0 = never).
+        tls: ``tls.server.mode`` and certificates (``rokka.gateway.rocketmq.tls``; None: plaintext only).
     """
 
     def __init__(self, *, clock: Callable[[], int] | None = None, scan_interval_s: float = 10.0,
                  broker_expired_ms: int = BROKER_EXPIRED_MS, idle_timeout_s: float | None = 120.0,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, budget: Budget | None = None,
-                 config: NamesrvConfig | None = None) -> None:
+                 config: NamesrvConfig | None = None, tls: RemotingTls | None = None) -> None:
         self.routes = (RouteInfoManager(clock, broker_expired_ms) if clock is not None
                        else RouteInfoManager(broker_expired_ms=broker_expired_ms))
         self.config = config if config is not None else NamesrvConfig()
@@ -65,7 +67,8 @@ class NamesrvServer:
         self.scan_interval_s = scan_interval_s
         self.remoting = RemotingServer(
             self.handlers.table(), name="namesrv", idle_timeout_s=idle_timeout_s,
-            max_frame_bytes=max_frame_bytes, on_channel_closed=self._channel_closed, budget=budget)
+            max_frame_bytes=max_frame_bytes, on_channel_closed=self._channel_closed, budget=budget,
+            tls=tls)
 
     def _channel_closed(self, channel: Channel) -> None:
         gone = self.routes.on_channel_closed(channel.id)

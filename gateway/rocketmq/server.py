@@ -37,6 +37,7 @@ import trio
 from rokka.gateway.budget import Budget
 from rokka.gateway.rocketmq.channel import Channel, ClosedCallback, Handler, HostPort
 from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
+from rokka.gateway.rocketmq.tls import RemotingTls
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +65,7 @@ class RemotingServer:
         max_inflight: concurrent requests per connection before SYSTEM_BUSY.
         on_channel_closed: called with the ``Channel`` when a connection ends.
         budget: connection and memory budget (default: a private one with default limits).
+        tls: ``tls.server.mode`` and certificates (``rokka.gateway.rocketmq.tls``; None: plaintext only).
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class RemotingServer:
         write_timeout_s: float = 30.0,
         on_channel_closed: ClosedCallback | None = None,
         budget: Budget | None = None,
+        tls: RemotingTls | None = None,
     ) -> None:
         self.handlers: dict[int, Handler] = dict(handlers)
         self.name = name
@@ -86,6 +89,8 @@ class RemotingServer:
         self._write_timeout_s = write_timeout_s
         self._on_channel_closed = on_channel_closed
         self.budget = budget if budget is not None else Budget()
+        self.tls = tls
+        self._classifying: set[trio.CancelScope] = set()
         self._channels: dict[str, Channel] = {}
         self._addresses: tuple[HostPort, ...] = ()
         self._accepted = 0
@@ -154,6 +159,8 @@ class RemotingServer:
         with trio.move_on_after(self._grace_s):
             while any(c.inflight for c in self._channels.values()):  # noqa: ASYNC110 - counts live in many channels
                 await trio.sleep(0.01)
+        for scope in list(self._classifying):
+            scope.cancel()
         for channel in list(self._channels.values()):
             channel.close()
 
@@ -182,9 +189,21 @@ class RemotingServer:
             await trio.aclose_forcefully(stream)
             return
         limits = self.budget.limits
+        served: trio.abc.Stream = stream
+        if self.tls is not None:    # tls.server.mode: TLS / plaintext by the first byte
+            accepted = None
+            with trio.CancelScope() as scope:   # a stop cancels connections not yet serving
+                self._classifying.add(scope)
+                accepted = await self.tls.accept(stream, f"{peer[0]}:{peer[1]}", self._idle_timeout_s)
+            self._classifying.discard(scope)
+            if accepted is None:
+                lease.release()
+                await trio.aclose_forcefully(stream)
+                return
+            served = accepted
         try:
             channel = Channel(
-                stream, handlers=self.handlers, name=self.name, max_frame_bytes=self._max_frame_bytes,
+                served, handlers=self.handlers, name=self.name, max_frame_bytes=self._max_frame_bytes,
                 max_inflight=self._max_inflight, idle_timeout_s=self._idle_timeout_s,
                 write_timeout_s=self._write_timeout_s, on_closed=self._channel_closed, lease=lease,
                 frame_timeout_s=limits.frame_timeout_s, max_pending_write_bytes=limits.max_pending_write_bytes)

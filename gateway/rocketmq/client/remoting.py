@@ -19,6 +19,7 @@ subclasses or re-exported here.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from types import TracebackType
 
@@ -81,6 +82,9 @@ class RemotingClient:
         language / version: what our request headers claim (Java 4.9.7 by default).
         credentials: (accessKey, secretKey): every request is signed as RocketMQ's
             ``AclClientRPCHook`` does (brokers with ``aclEnable``).
+        tls: an ``ssl.SSLContext`` (``rokka.gateway.rocketmq.tls.client_context``): every
+            connection speaks TLS, as Java's ``tls.enable=true``; the handshake is bounded by
+            ``connect_timeout_s`` and a failed one raises ``ConnectError``.
 
     Use as ``async with RemotingClient() as client: ...``.
     """
@@ -88,7 +92,8 @@ class RemotingClient:
     def __init__(self, *, handlers: Mapping[int, Handler] | None = None, connect_timeout_s: float = 3.0,
                  timeout_s: float = 3.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
                  language: str = "JAVA", version: int = DEFAULT_VERSION,
-                 credentials: tuple[str, str] | None = None) -> None:
+                 credentials: tuple[str, str] | None = None, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
         self.handlers: dict[int, Handler] = dict(handlers or {})
         self.credentials = credentials
         self.connect_timeout_s = connect_timeout_s
@@ -143,14 +148,29 @@ class RemotingClient:
             host, port = split_addr(addr)
             try:
                 with trio.fail_after(self.connect_timeout_s):
-                    stream = await trio.open_tcp_stream(host, port)
-            except (OSError, trio.TooSlowError) as exc:
+                    stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+                    if self.tls is not None:
+                        stream = await self._tls_handshake(stream, host)
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                 raise ConnectError(f"cannot connect to {addr}: {exc!r}") from None
             channel = Channel(stream, handlers=self.handlers, name="client",
                               max_frame_bytes=self._max_frame_bytes, idle_timeout_s=None)
             await self._nursery.start(channel.run)
             self._channels[addr] = channel
             return channel
+
+    async def _tls_handshake(self, stream: trio.abc.Stream, host: str) -> trio.abc.Stream:
+        from rokka.gateway.rocketmq.tls import TlsSocketStream
+
+        assert isinstance(stream, trio.SocketStream) and self.tls is not None
+        tls = TlsSocketStream(stream, self.tls, server_side=False,
+                              server_hostname=host if self.tls.check_hostname else None)
+        try:
+            await tls.do_handshake()
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+        return tls
 
     def _stamp(self, cmd: RemotingCommand) -> RemotingCommand:
         cmd.language = self.language
