@@ -130,10 +130,13 @@ async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool, n
         if namesrv_port is not None:
             from rokka.core.namesrv.config import NamesrvConfig
             from rokka.gateway.namesrv.server import NamesrvServer
+            from rokka.gateway.rocketmq.tls import RemotingTls, settings_from
 
             # kvConfig.json: where `rokka namesrv [-c]` says, else beside the store of `rokka serve`
             ns_cfg = namesrv_config or NamesrvConfig.under(Path(cfg.store_path_root_dir) / "namesrv")
-            namesrv = NamesrvServer(max_frame_bytes=cfg.max_frame_bytes, budget=budget, config=ns_cfg)
+            ns_tls = settings_from(ns_cfg.tls_settings if namesrv_config is not None else cfg.tls_properties())
+            namesrv = NamesrvServer(max_frame_bytes=cfg.max_frame_bytes, budget=budget, config=ns_cfg,
+                                    tls=RemotingTls(ns_tls))
             if cfg.acl_enable:      # WIPE_WRITE_PERM_OF_BROKER: admin signature or globalWhiteRemoteAddresses only
                 from rokka.gateway.rocketmq.acl import guard_namesrv
                 guard_namesrv(_load_acl(cfg), namesrv.remoting.handlers)
@@ -205,6 +208,7 @@ class BrokerRole:
         from rokka.gateway.rocketmq.handlers.context import BrokerContext
         from rokka.gateway.rocketmq.handlers.txn import run_transaction_checks
         from rokka.gateway.rocketmq.server import RemotingServer
+        from rokka.gateway.rocketmq.tls import RemotingTls, client_context_from, settings_from
 
         cfg = self.cfg
         acl = _load_acl(cfg)
@@ -213,11 +217,12 @@ class BrokerRole:
             log.warning("aclEnable: plain_acl.yml has no admin account, so this broker's requests to other "
                         "brokers (Kafka group offsets) go unsigned; list the brokers in globalWhiteRemoteAddresses")
         with self._cancel:
-            async with RemotingClient(credentials=signer) as rc, trio.open_nursery() as nursery:
+            client_tls = client_context_from(cfg.tls_properties())     # tls.enable: to name servers too
+            async with RemotingClient(credentials=signer, tls=client_tls) as rc, trio.open_nursery() as nursery:
                 holder: dict[str, BrokerContext] = {}
                 rmq = RemotingServer({}, name="broker", max_frame_bytes=cfg.max_frame_bytes,
                                      idle_timeout_s=cfg.server_channel_max_idle_time_seconds,
-                                     budget=self.budget,
+                                     budget=self.budget, tls=RemotingTls(settings_from(cfg.tls_properties())),
                                      write_timeout_s=float(cfg.connection_write_timeout_seconds or 1e9),
                                      on_channel_closed=lambda ch: on_channel_closed(holder["ctx"], ch)
                                      if "ctx" in holder else None)
