@@ -50,6 +50,7 @@ from rokka.gateway.kafka.sasl import SaslConfigError, UserStore
 from rokka.gateway.kafka.sasl import configure as configure_sasl
 from rokka.gateway.kafka.scram_admin import ScramAdmin
 from rokka.gateway.kafka.server import KafkaServer
+from rokka.gateway.kafka.shared_acls import acl_store
 from rokka.gateway.kafka.tls import TlsConfigError, TlsSettings, server_context
 from rokka.gateway.kafka.tls import settings_from as tls_settings
 from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient
@@ -195,8 +196,7 @@ def _security(cfg: BrokerConfig, config_dir: Path,
     if sasl is not None:
         scram = ScramAdmin(Path(cfg.kafka_sasl_users), lambda: sasl.users, sasl.replace,
                            None if cfg.kafka_acl_enable else supers)
-    acls = AclStore(config_dir, super_users=supers,
-                    allow_if_no_acl=cfg.kafka_allow_everyone_if_no_acl_found) if cfg.kafka_acl_enable else None
+    acls = acl_store(cfg, config_dir, supers) if cfg.kafka_acl_enable else None   # serve --brokers: one file
     if cfg.acl_enable and acls is None:
         log.warning("security.kafka_port_open", port=port, reason="aclEnable covers the RocketMQ ports only: "
                     "every Kafka client may read and write every topic; set kafkaAclEnable (and SASL or TLS)")
