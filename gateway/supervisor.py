@@ -8,7 +8,8 @@ big machine into one cluster: it runs no listener itself, it starts
 * one name server (``rokka namesrv``), its ``kvConfig.json`` in ``<data>/namesrv`` (as
   ``rokka serve`` keeps it), and
 * N brokers (``rokka broker -n <namesrv>``) named ``broker-0`` .. ``broker-<N-1>``, each with
-  its own store in ``<data>/broker-<i>``, all in the broker.conf's cluster.
+  its own store in ``<data>/broker-<i>``, all in the broker.conf's cluster, sharing
+  ``<data>/cluster`` (Kafka ACLs: ``rokka.gateway.kafka.shared_acls``).
 
 Ports are derived from the given ones: broker i listens on ``broker-port + 4*i`` (its VIP port
 is that minus 2, its advertised HA port that plus 1, so a stride of 4 never overlaps) and on
@@ -17,9 +18,9 @@ supervisor pick, at start, a base whose derived ports are all free; the ports ar
 the supervisor's life, so a restarted child comes back where its clients knew it.
 
 When every child printed its own ready line, and every broker's Kafka Metadata lists all N
-brokers (each broker learns the others from the name server every 3 s; ``_cluster_formed``,
-bounded by ``FORM_S``, skipped for a listener that needs SASL or TLS), the supervisor prints one
-line, in broker order:
+brokers (each broker learns the others from the name server every 3 s; ``_formed``, bounded by
+``FORM_S``; a listener that needs SASL or TLS is not asked: the name server must know every broker
+and the brokers get one refresh period), the supervisor prints one line, in broker order:
 
     rokka ready namesrv=H:P broker=H:P,H:P,... kafka=H:P,H:P,...
 
@@ -276,8 +277,8 @@ class Supervisor:
                     await self._wait(b)
             if self.failed is None and not self.stopping:
                 with trio.move_on_after(FORM_S) as formed:
-                    for b in self.brokers:
-                        await _cluster_formed(b.parts.get("kafka", ""), len(self.brokers))
+                    await _formed(self.namesrv.parts.get("namesrv", ""),
+                                  [b.parts.get("kafka", "") for b in self.brokers])
                 if formed.cancelled_caught:
                     log.warning("supervisor.cluster_incomplete", waited_s=FORM_S,
                                 reason="a broker's Kafka Metadata does not list every broker yet")
@@ -343,13 +344,47 @@ async def _kafka_broker_count(addr: str) -> int | None:
         return None
 
 
-async def _cluster_formed(addr: str, n: int) -> None:
-    """Wait until the broker at ``addr`` lists ``n`` brokers (or cannot be asked plainly)."""
+async def _cluster_formed(addr: str, n: int) -> bool:
+    """Wait until the broker at ``addr`` lists ``n`` brokers; False when it cannot be asked plainly."""
     while True:
         count = await _kafka_broker_count(addr)
-        if count is None or count >= n:
-            return
+        if count is None:
+            return False
+        if count >= n:
+            return True
         await trio.sleep(0.2)
+
+
+async def _registered(namesrv: str, n: int) -> None:
+    """Wait until the name server knows ``n`` brokers with a published Kafka endpoint."""
+    from rokka.gateway.kafka.cluster import KV_NAMESPACE
+    from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+    from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient
+    from rokka.gateway.rocketmq.client.remoting import ClientError
+
+    async with RemotingClient() as rc:
+        ns = NamesrvClient(rc, [namesrv])
+        while True:
+            try:
+                kv = await ns.kv_list(KV_NAMESPACE)
+                live = (await ns.cluster_info()).get("brokerAddrTable") or {}
+                if len(kv) >= n and len(live) >= n:
+                    return
+            except (ClientError, RequestTimeoutError, ChannelClosedError, OSError, ValueError) as exc:
+                log.debug("supervisor.namesrv_probe_failed", error=str(exc))
+            await trio.sleep(0.2)
+
+
+async def _formed(namesrv: str, kafkas: list[str]) -> None:
+    """Every broker's Kafka Metadata lists all brokers; where a listener needs SASL or TLS, the name
+    server knows them all and every broker had time for one refresh of its view (``TTL_S``)."""
+    from rokka.gateway.kafka.cluster import TTL_S
+
+    for addr in kafkas:
+        if not await _cluster_formed(addr, len(kafkas)):
+            await _registered(namesrv, len(kafkas))
+            await trio.sleep(TTL_S + 0.5)
+            return
 
 
 @dataclass
@@ -387,6 +422,7 @@ def build_children(spec: ClusterSpec) -> tuple[Child, list[Child]]:
         brokers.append(Child(name, [*_rokka(), "broker", "-n", ns_addr, "--broker-name", name,
                                     "--data-dir", str(spec.data_dir / name), "--host", spec.host,
                                     "--broker-port", str(bp), "--kafka-port", str(kp),
+                                    "--shared-config-dir", str(spec.data_dir / "cluster"),
                                     *spec.broker_args, *spec.log_args]))
     return namesrv, brokers
 

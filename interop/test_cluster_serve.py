@@ -15,12 +15,16 @@ What it shows, with real processes on 127.0.0.1 (SYNC_FLUSH, so an acknowledged 
    ports, the producer recovers, every acknowledged record is read back, and the C++ client sends
    and receives through the cluster afterwards.
 4. SIGTERM: every child stops and the supervisor exits 0 (the fixture's teardown insists on 0).
+5. Kafka ACLs are stored once for the cluster: an ACL created through broker-0 lets a SASL user
+   write to the partitions of every broker (through broker-2), and deleting it through broker-1
+   takes the right away everywhere (each broker re-reads the shared file within about a second).
 
 No timing assertions; every wait is bounded.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -39,14 +43,20 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 BROKERS = 3
+USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+ACL_CONF = ("kafkaSaslMechanisms=PLAIN\nkafkaSaslUsers={dir}/users.json\nkafkaAclEnable=true\n"
+            "kafkaSuperUsers=User:admin\n")
 
 
 @pytest.fixture
-def cluster3(tmp_path: Path) -> Iterator[harness.ServerProcess]:
+def cluster3(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[harness.ServerProcess]:
     server_dir = tmp_path / "server"
     server_dir.mkdir()
     conf = server_dir / "broker.conf"
-    conf.write_text("flushDiskType=SYNC_FLUSH\n")
+    extra = getattr(request, "param", "")
+    if extra:
+        (server_dir / "users.json").write_text(json.dumps({"users": USERS}))
+    conf.write_text("flushDiskType=SYNC_FLUSH\n" + extra.format(dir=server_dir))
     srv = harness.start_serve(server_dir, conf=conf, brokers=BROKERS)
     try:
         yield srv
@@ -266,3 +276,62 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def sasl(user: str, bootstrap: str) -> dict[str, str]:
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": user, "sasl.password": USERS[user]}
+
+
+def deliveries(conf: dict[str, str], topic: str, partitions: int) -> dict[int, str | None]:
+    """One record to each partition: partition -> None (delivered) or the error's name."""
+    p = Producer({**conf, "message.timeout.ms": 15000})
+    out: dict[int, str | None] = {}
+    for i in range(partitions):
+        p.produce(topic, value=f"x{i}".encode(), partition=i,
+                  on_delivery=lambda err, m: out.__setitem__(m.partition(), None if err is None else err.name()))
+    p.flush(30)
+    return out
+
+
+@pytest.mark.parametrize("cluster3", [ACL_CONF], indirect=True, ids=["acls"])
+def test_kafka_acls_are_stored_once_for_the_cluster(cluster3: harness.ServerProcess) -> None:
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    kafkas = cluster3.kafka.split(",")
+    topic = topic_name("acl")
+    admin0 = AdminClient(sasl("admin", kafkas[0]))
+    admin0.create_topics([NewTopic(topic, num_partitions=6, replication_factor=1)],
+                         operation_timeout=20, request_timeout=30)[topic].result(timeout=30)
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.WRITE, AclPermissionType.ALLOW)
+    lead = admin0.list_topics(topic, timeout=20).topics[topic].partitions
+    assert len({pm.leader for pm in lead.values()}) == BROKERS, lead      # spread over the three brokers
+    for fut in admin0.create_acls([binding], request_timeout=30).values():
+        fut.result(timeout=30)
+    alice = sasl("alice", kafkas[2])
+    got: dict[int, str | None] = {}
+
+    def all_delivered() -> bool:
+        got.update(deliveries(alice, topic, 6))
+        return len(got) == 6 and all(v is None for v in got.values())
+    wait_until(all_delivered, 60, f"alice writing every partition of {topic} through broker-2: {got}")
+
+    admin1 = AdminClient(sasl("admin", kafkas[1]))
+    f = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.ANY, AclPermissionType.ANY)
+    for fut in admin1.delete_acls([f], request_timeout=30).values():
+        assert len(fut.result(timeout=30)) == 1
+
+    def all_refused() -> bool:
+        got.clear()
+        got.update(deliveries(alice, topic, 6))
+        return len(got) == 6 and all(v == "TOPIC_AUTHORIZATION_FAILED" for v in got.values())
+    wait_until(all_refused, 60, f"alice refused on every partition of {topic}: {got}")

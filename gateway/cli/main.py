@@ -164,12 +164,19 @@ def namesrv(host: str, port: int | None, conf: Path | None, log_format: str, log
 
 @main.command()
 @click.option("-n", "--namesrv", "namesrv_addr", default=None, help="Name servers, H:P[;H:P]")
+@click.option("--shared-config-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory of state shared by brokers on this machine (Kafka ACLs); set by serve --brokers.")
 @_with(_BROKER_OPTS)
 @_with(_LOG_OPTS)
-def broker(namesrv_addr: str | None, log_format: str, log_level: str, conf: Path | None, **flags: Any) -> None:
+def broker(namesrv_addr: str | None, shared_config_dir: Path | None, log_format: str, log_level: str,
+           conf: Path | None, **flags: Any) -> None:
     """Run only a broker that registers with the given name servers."""
     configure_logging(log_format, log_level)
     cfg = build_config(conf, namesrv=namesrv_addr, **flags)
+    if shared_config_dir is not None:
+        from rokka.gateway.kafka.shared_acls import SHARED_DIR_KEY
+
+        cfg.extra[SHARED_DIR_KEY] = str(shared_config_dir.resolve())
     if not cfg.namesrv_addrs:
         raise click.UsageError("a broker needs name servers: -n H:P[;H:P] or namesrvAddr in broker.conf")
     from rokka.gateway.kafka.cluster_topics import PRODUCER_ID_BASE_KEY, producer_id_base
