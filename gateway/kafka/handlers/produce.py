@@ -13,6 +13,9 @@ first bad record (Produce v8+) and the reason in ``error_message``.
 Per-topic configs (``topic_configs``, kept by ``rokka.core.topic_retention``) are
 checked before anything is stored: acks=all on a topic whose
 ``min.insync.replicas`` exceeds its one replica gets 19 NOT_ENOUGH_REPLICAS; a
+compacted topic (``cleanup.policy`` with ``compact``) refuses a batch holding records
+without a key with 87 INVALID_RECORD (one record error per keyless record, as Kafka's
+LogValidator; nothing of the batch stored); a
 batch larger than the topic's ``max.message.bytes`` gets 10 MESSAGE_TOO_LARGE
 (RecordTooLargeException); ``message.timestamp.type=LogAppendTime`` stamps the
 records with the append time (``log_append_time_ms`` in the reply, LogAppendTime
@@ -59,6 +62,8 @@ carries base_offset -1 (unknown), which Kafka clients accept.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import structlog
 from rokka.compat.kafka_records import (
     MAPPING_BUDGET,
@@ -76,6 +81,7 @@ from rokka.core.broker import now_ms
 from rokka.core.kafka_txn import TxnOutcome
 from rokka.core.model import Message, UniformBatch
 from rokka.core.producer_state import SequenceOutcome, last_sequence
+from rokka.core.topic_retention import compaction_policy
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.codec import records as R
 from rokka.gateway.kafka.codec.legacy import decode_legacy_message_set
@@ -112,16 +118,36 @@ def _txn_error(env: KafkaEnv, topic: str, partition: int, header: R.BatchHeader)
     return _TXN_CODES.get(outcome, E.INVALID_TXN_STATE)
 
 
-Parsed = tuple[int, "list[Message] | UniformBatch", "R.BatchHeader | None", "tuple[int | None, str] | None"]
+# A refusal's (record_errors as (batch index, message) pairs, error_message).
+Refusal = tuple[tuple[tuple[int, str], ...], str]
+Parsed = tuple[int, "list[Message] | UniformBatch", "R.BatchHeader | None", "Refusal | None"]
 
 
 def _too_large(topic: str, partition: int, exc: R.InflateLimitError) -> Parsed:
     """RECORD_TOO_LARGE for compressed records that inflate past maxMessageSize (a decompression bomb)."""
     log.warning("kafka.produce_inflate_limit", topic=topic, partition=partition, codec=exc.codec, limit=exc.limit)
-    return E.MESSAGE_TOO_LARGE, [], None, (None, f"the records inflate past maxMessageSize ({exc.limit} bytes)")
+    return E.MESSAGE_TOO_LARGE, [], None, ((), f"the records inflate past maxMessageSize ({exc.limit} bytes)")
 
 
-def _legacy_messages(topic: str, partition: int, data: bytes, append_time: bool, limit: int) -> Parsed:
+def _keyless(compacted: str | None, keys: Iterable[bytes | None]) -> Parsed | None:
+    """INVALID_RECORD for a compacted topic's batch holding records without a key (LogValidator's
+    validateKey: one record error per keyless record, nothing of the batch stored); ``compacted``:
+    the "topic-partition" label of a compacted topic's partition, None for any other topic."""
+    if compacted is None:
+        return None
+    why = f"Compacted topic cannot accept message without key in topic partition {compacted}."
+    errors = tuple((i, why) for i, key in enumerate(keys) if key is None)
+    if not errors:
+        return None
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    log.info("kafka.produce_keyless_compacted", partition=compacted, records=len(errors))
+    return E.INVALID_RECORD, [], None, (errors, f"One or more records have been rejected due to {len(errors)} "
+                                                f"record errors in total, and only showing the first three "
+                                                f"errors at most: [{shown}]")
+
+
+def _legacy_messages(topic: str, partition: int, data: bytes, append_time: bool, limit: int,
+                     compacted: str | None) -> Parsed:
     """Produce v0-v2 (and old clients): a magic 0/1 message set, decompressed and flattened."""
     try:
         legacy = decode_legacy_message_set(data, limit=limit)
@@ -130,7 +156,9 @@ def _legacy_messages(topic: str, partition: int, data: bytes, append_time: bool,
     except DecodeError:
         return E.CORRUPT_MESSAGE, [], None, None
     if not legacy:
-        return E.INVALID_RECORD, [], None, (None, "empty message set")
+        return E.INVALID_RECORD, [], None, ((), "empty message set")
+    if (refused := _keyless(compacted, (m.key for m in legacy))) is not None:
+        return refused
     now = now_ms()
     msgs = [message_from_record(topic, partition, key=m.key, value=m.value, headers=(),
                                 timestamp=now if append_time or m.attributes & 0x08 else m.timestamp,
@@ -156,9 +184,9 @@ def _zigzag(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _bad_record(payload: bytes, count: int, exc: DecodeError) -> tuple[int | None, str]:
-    """(index of the first record of the batch that does not parse, or None when the records parse one by
-    one and the batch around them is wrong; the reason): INVALID_RECORD's record_errors."""
+def _bad_record(payload: bytes, count: int, exc: DecodeError) -> Refusal:
+    """INVALID_RECORD's record_errors: the first record of the batch that does not parse (none when the
+    records parse one by one and the batch around them is wrong), and the reason."""
     pos = 0
     for i in range(count):
         try:
@@ -167,24 +195,26 @@ def _bad_record(payload: bytes, count: int, exc: DecodeError) -> tuple[int | Non
                 raise DecodeError(f"record length {length} invalid")
             R.read_record_fields(payload[pos:start + length], 1)
         except DecodeError as bad:
-            return i, f"record {i}: {bad}"
+            return ((i, f"record {i}: {bad}"),), f"record {i}: {bad}"
         pos = start + length
-    return None, str(exc)
+    return (), str(exc)
 
 
-def _messages(topic: str, partition: int, data: bytes | None, append_time: bool, limit: int) -> Parsed:
+def _messages(topic: str, partition: int, data: bytes | None, append_time: bool, limit: int,
+              compacted: str | None = None) -> Parsed:
     """The batch's messages (or a run), its header; ``append_time``: the topic's LogAppendTime;
-    ``limit``: the most bytes compressed records may inflate to (maxMessageSize)."""
+    ``limit``: the most bytes compressed records may inflate to (maxMessageSize); ``compacted``:
+    the "topic-partition" label when the topic is compacted (its records must all have keys)."""
     if not data:
-        return E.INVALID_RECORD, [], None, (None, "no records")
+        return E.INVALID_RECORD, [], None, ((), "no records")
     if len(data) > 16 and data[16] in (0, 1):  # the magic byte sits at offset 16 in both formats
-        return _legacy_messages(topic, partition, data, append_time, limit)
+        return _legacy_messages(topic, partition, data, append_time, limit, compacted)
     try:
         batches, trailing = R.split_batches(data)
     except DecodeError:
         return E.CORRUPT_MESSAGE, [], None, None
     if len(batches) != 1 or trailing:
-        return E.INVALID_RECORD, [], None, (None, "a produce request holds exactly one record batch per partition")
+        return E.INVALID_RECORD, [], None, ((), "a produce request holds exactly one record batch per partition")
     batch = batches[0]
     if not batch.crc_ok():
         return E.CORRUPT_MESSAGE, [], None, None
@@ -198,7 +228,7 @@ def _messages(topic: str, partition: int, data: bytes | None, append_time: bool,
     append_time = append_time or h.log_append_time
     payload: bytes | memoryview = view
     try:
-        uniform = not append_time and not h.is_transactional
+        uniform = not append_time and not h.is_transactional and compacted is None
         spans = None
         if uniform:
             # Stored as one run (Broker.append_uniform), the values left in the payload, when the native
@@ -219,8 +249,11 @@ def _messages(topic: str, partition: int, data: bytes | None, append_time: bool,
         rows = batch.record_fields(payload)
     except DecodeError as exc:
         why = _bad_record(bytes(payload), h.record_count, exc)
-        log.info("kafka.produce_invalid_record", topic=topic, partition=partition, record=why[0], reason=why[1])
+        log.info("kafka.produce_invalid_record", topic=topic, partition=partition,
+                 record=why[0][0][0] if why[0] else None, reason=why[1])
         return E.INVALID_RECORD, [], None, why
+    if (refused := _keyless(compacted, (row[3] for row in rows))) is not None:
+        return refused
     msgs = messages_from_batch(topic, partition, rows, base_timestamp=h.base_timestamp,
                                log_append_time=append_time, now=now_ms())
     return 0, msgs, h, None
@@ -262,27 +295,28 @@ def _store_error(result_status: str) -> int:
     return E.KAFKA_STORAGE_ERROR
 
 
-async def _produce_partition(env: KafkaEnv, topic: str, p: Struct, acks: int) -> Struct:
+async def _produce_partition(env: KafkaEnv, name: str, p: Struct, acks: int) -> Struct:
     out = Struct(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
                  record_errors=[], error_message=None)
-    queue = local_queue(env, topic, p.index)  # this broker's queue (partition - its base in a cluster)
+    queue = local_queue(env, name, p.index)  # this broker's queue (partition - its base in a cluster)
     if queue is None:
-        out.error_code = partition_error(env, topic, p.index)
+        out.error_code = partition_error(env, name, p.index)
         return out
-    topic = resolve(env, topic)[0]  # producing to a view writes its source topic
+    topic = resolve(env, name)[0]  # producing to a view writes its source topic
     own = env.broker.retention.configs(topic)
     if own is not None and (refusal := _topic_refusal(topic, queue, own, acks, len(p.records or b""))):
         out.error_code, out.error_message = refusal
         log.info("kafka.produce_refused", topic=topic, partition=queue, error=int(refusal[0]), reason=refusal[1])
         return out
     append_time = own is not None and own.get(TIMESTAMP_TYPE) == "LogAppendTime"
-    err, msgs, header, why = _messages(topic, queue, p.records, append_time, env.broker.cfg.max_message_size)
+    compacted = f"{name}-{p.index}" if compaction_policy(own) is not None else None
+    err, msgs, header, why = _messages(topic, queue, p.records, append_time, env.broker.cfg.max_message_size,
+                                       compacted)
     if err or header is None:
         out.error_code = err
         if why is not None:
             out.error_message = why[1]
-            if why[0] is not None:
-                out.record_errors = [Struct(batch_index=why[0], batch_index_error_message=why[1])]
+            out.record_errors = [Struct(batch_index=i, batch_index_error_message=m) for i, m in why[0]]
         return out
     return await _store(env, topic, queue, msgs, header, out, append_time)
 
