@@ -16,7 +16,7 @@ import org.apache.rocketmq.common.MQVersion;
  * Command line of rokka's Java RocketMQ interop driver.
  *
  * <pre>
- *   java -jar rmq-java.jar SCENARIO[,SCENARIO...] --namesrv H:P [--prefix P] [--ak K --sk S] [--timeout-s N]
+ *   java -jar rmq-java.jar SCENARIO[,SCENARIO...] --namesrv H:P [--prefix P] [--ak K --sk S] [--timeout-s N] [--tls true]
  *   java -jar rmq-java.jar matrix-producer|matrix-consumer      (JSON-lines roles of interop/matrix)
  * </pre>
  *
@@ -53,6 +53,9 @@ public final class Main {
         if (!opts.containsKey("namesrv")) {
             System.err.println("--namesrv H:P is required");
             System.exit(2);
+        }
+        if ("true".equals(opts.get("tls"))) {      // --tls true: as -Dtls.enable=true, before any client class loads
+            System.setProperty("tls.enable", "true");
         }
         Ctx ctx = new Ctx(opts);
         Map<String, Object> hello = new LinkedHashMap<>();
