@@ -321,6 +321,24 @@ static int parse_table(PyObject *obj, table_t *t) {
     return 0;
 }
 
+/* The last table parsed, kept (with a reference) while callers pass the same object: the caller's
+ * table is a module constant, so each call after the first skips the parse. */
+static PyObject *last_table_obj = NULL;
+static table_t last_table;
+
+static const table_t *table_of(PyObject *obj) {
+    if (obj == last_table_obj)
+        return &last_table;
+    table_t t;
+    if (parse_table(obj, &t) < 0)
+        return NULL;
+    Py_INCREF(obj);
+    Py_XSETREF(last_table_obj, obj);
+    last_table = t;
+    last_table.keys_header.p = last_table.keys_header_buf;     /* into the kept copy, not t */
+    return &last_table;
+}
+
 static int out_reserve(PyObject **out, unsigned char **o, unsigned char **o0, Py_ssize_t need) {
     Py_ssize_t used = *o - *o0, cap = PyBytes_GET_SIZE(*out);
     if (used + need <= cap)
@@ -341,7 +359,6 @@ static PyObject *stored_records(PyObject *self, PyObject *args) {
     unsigned long magic;
     Py_ssize_t off_sysflag, off_born, hs[4];
     long compressed_flag;
-    table_t table;
     if (!PyArg_ParseTuple(args, "y*nnO!(knn(nnnn)l)|O", &data, &start, &count, &PyTuple_Type, &accepted, &magic,
                           &off_sysflag, &off_born, &hs[0], &hs[1], &hs[2], &hs[3], &compressed_flag, &table_obj))
         return NULL;
@@ -356,7 +373,8 @@ static PyObject *stored_records(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    if (table_obj != Py_None && parse_table(table_obj, &table) < 0)
+    const table_t *table = NULL;
+    if (table_obj != Py_None && (table = table_of(table_obj)) == NULL)
         goto done;
     if (start < 0 || start > len || count < 0) {
         PyErr_SetString(PyExc_ValueError, "start or count out of range");
@@ -402,7 +420,7 @@ static PyObject *stored_records(PyObject *self, PyObject *args) {
         if (!is_accepted(accepted, r + q, plen)) {
             if (table_obj == Py_None)
                 break;
-            int rc = map_record(&table, r + q, plen, r + h, (Py_ssize_t)body_len, &scratch, &cache, &m);
+            int rc = map_record(table, r + q, plen, r + h, (Py_ssize_t)body_len, &scratch, &cache, &m);
             if (rc == -2)
                 goto done;
             if (rc < 0)
