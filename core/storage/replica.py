@@ -33,6 +33,7 @@ reconnect the master sends them again).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -78,6 +79,7 @@ class _ReplicaDispatch:
         self.store = store
         self.queues = store.cqs
         self.index_from = 0
+        self.on_new_queue: list[Callable[[str, int], None]] = []
 
     def dispatch(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int, size: int,
                  sysflag: int, props: dict[str, str], store_ts: int, replay: bool = False) -> None:
@@ -94,6 +96,8 @@ class _ReplicaDispatch:
                      holes=queue_offset - start)
         if new:
             q.min_offset = queue_offset
+            for callback in self.on_new_queue:
+                callback(topic, queue_id)
         self.store.dispatcher.dispatch(topic, queue_id, queue_offset, commitlog_offset, size, sysflag, props,
                                        store_ts)
         self.store._last_store_ts = store_ts
@@ -107,6 +111,11 @@ class ReplicaAppender:
         self._pending = bytearray()
         self._pending_at = store.clog.write_offset
         self._dispatch = _ReplicaDispatch(store)
+
+    @property
+    def on_new_queue(self) -> list[Callable[[str, int], None]]:
+        """Callbacks for a (topic, queue id) the slave sees for the first time (topic config sync)."""
+        return self._dispatch.on_new_queue
 
     @property
     def empty(self) -> bool:

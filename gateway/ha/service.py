@@ -13,7 +13,8 @@ Theory of operation
 * SLAVE: the store refuses puts (``DiskStore.replica_only``: SEND_MESSAGE
   answers SERVICE_NOT_AVAILABLE as RocketMQ's slave does) and an ``HASlave``
   replicates from ``haMasterAddress``, or else from the haServerAddr the name
-  server answered the last REGISTER_BROKER with.
+  server answered the last REGISTER_BROKER with; ``sync.SlaveSync``
+  copies the master's topic configs.
 
 A store other than ``DiskStore`` (the in-memory one) has no CommitLog
 bytes to replicate: HA is then off with a warning.
@@ -30,6 +31,7 @@ from rokka.core.config import BrokerConfig
 from rokka.core.storage.api import PutStatus
 from rokka.gateway.ha.master import HAMaster, HAParams
 from rokka.gateway.ha.slave import HASlave
+from rokka.gateway.ha.sync import SlaveSync
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +72,9 @@ async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
         source = (lambda: cfg.ha_master_address) if cfg.ha_master_address else master_from_registration(registrar)
         slave = HASlave(store, params, source)
         await nursery.start(slave.run)
+        sync = SlaveSync(broker, registrar, cfg.default_topic_queue_nums)
+        slave.appender.on_new_queue.append(sync.new_queue)
+        nursery.start_soon(sync.run)
         log.info("ha.slave_started", master=cfg.ha_master_address or "from the name server")
         return slave
     master = HAMaster(store, params)

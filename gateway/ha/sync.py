@@ -1,0 +1,120 @@
+"""The slave's metadata synchronisation (RocketMQ's ``SlaveSynchronize``), first part: topic configs.
+
+Theory of operation
+-------------------
+Every ``SYNC_INTERVAL_S`` (Java: 10 s; at once after start, then again a
+second later until the first success) a SLAVE asks its master over remoting
+for GET_ALL_TOPIC_CONFIG and stores every topic config that differs, so
+the slave serves PULL for the master's topics (the queues themselves come
+from the replicated CommitLog).  The master's remoting address is the
+``masterAddr`` the name server answered the slave's last REGISTER_BROKER
+with.  Errors are logged and retried; nothing here ever stops the slave.
+
+Not yet synchronised (Java does): subscription groups, consumer offsets,
+delay offsets, and rokka's Kafka state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+import trio
+from rokka.core.topics import TopicConfig
+from rokka.gateway.rocketmq.codec.bodies import loads_body
+from rokka.gateway.rocketmq.codec.codes import RequestCode
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+
+log = structlog.get_logger(__name__)
+
+SYNC_INTERVAL_S = 10.0
+RETRY_S = 1.0
+TIMEOUT_S = 5.0
+
+
+def master_remoting_addr(registrar: Any) -> str | None:
+    for result in (getattr(registrar, "last_results", None) or {}).values():
+        addr = getattr(result, "master_addr", None)
+        if addr:
+            return str(addr)
+    return None
+
+
+def apply_topic_configs(broker: Any, body: bytes) -> int:
+    """Store the master's topic configs that differ here; returns how many changed."""
+    table = (loads_body(body) or {}).get("topicConfigTable") or {}
+    changed = 0
+    for name, raw in table.items():
+        try:
+            tc = TopicConfig.from_json({"topicName": name, **raw})
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("ha.sync_bad_topic_config", topic=name, error=str(exc))
+            continue
+        if broker.topics.get(name) != tc:
+            try:
+                broker.topics.put(tc)
+            except ValueError as exc:       # a name this broker refuses
+                log.warning("ha.sync_topic_refused", topic=name, error=str(exc))
+                continue
+            changed += 1
+    return changed
+
+
+class SlaveSync:
+    """Forever: copy the master's topic configs (see the module docstring).
+
+    ``new_queue(topic, queue_id)`` (the replica's callback for a queue seen for the first time)
+    syncs at once; a topic the master cannot be asked about then (it is down) gets a config
+    of its own here from the queues replicated (readable, at least ``defaultTopicQueueNums`` queues),
+    so the slave serves it."""
+
+    def __init__(self, broker: Any, registrar: Callable[[], Any], default_queue_nums: int) -> None:
+        self.broker = broker
+        self.registrar = registrar
+        self.default_queue_nums = default_queue_nums
+        self.unknown: dict[str, int] = {}       # topic -> highest queue id seen, not yet configured
+        self._wake = trio.Event()
+
+    def new_queue(self, topic: str, queue_id: int) -> None:
+        if self.broker.topics.get(topic) is None:
+            self.unknown[topic] = max(self.unknown.get(topic, 0), queue_id)
+            self._wake.set()
+
+    async def once(self) -> bool:
+        reg = self.registrar()
+        master = master_remoting_addr(reg)
+        if master is None or reg is None:
+            return False
+        try:
+            resp = await reg.client.invoke_ok(master, RemotingCommand(RequestCode.GET_ALL_TOPIC_CONFIG), TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - any failure: log, retry later
+            log.warning("ha.sync_failed", master=master, error=str(exc))
+            return False
+        changed = apply_topic_configs(self.broker, resp.body or b"{}")
+        if changed:
+            log.info("ha.sync_topics", master=master, changed=changed)
+        return True
+
+    def _own_configs(self) -> None:
+        for topic, top_qid in list(self.unknown.items()):
+            if self.broker.topics.get(topic) is None:
+                n = max(self.default_queue_nums, top_qid + 1)
+                try:
+                    self.broker.topics.put(TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n))
+                    log.warning("ha.sync_topic_from_replica", topic=topic, queues=n)
+                except ValueError as exc:
+                    log.warning("ha.sync_topic_refused", topic=topic, error=str(exc))
+        self.unknown.clear()
+
+    async def run(self) -> None:
+        synced = False
+        while True:
+            ok = await self.once()
+            synced = synced or ok
+            if not ok and self.unknown:
+                self._own_configs()
+            self.unknown = {t: q for t, q in self.unknown.items() if self.broker.topics.get(t) is None}
+            with trio.move_on_after(SYNC_INTERVAL_S if synced else RETRY_S):
+                await self._wake.wait()
+            self._wake = trio.Event()
