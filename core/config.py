@@ -141,6 +141,9 @@ class BrokerConfig:
     kafka_acl_enable: bool = False     # Kafka ACL authorization (principals from SASL / TLS)
     kafka_super_users: str = ""        # "User:admin;User:ops" (Kafka's super.users)
     kafka_allow_everyone_if_no_acl_found: bool = False
+    # message trace (RocketMQ's keys): the broker creates the trace topic (1 queue) at start
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     # TLS on the RocketMQ ports (RocketMQ's tls.* keys and defaults; gateway/rocketmq/tls.py)
     tls_server_mode: str = "permissive"        # disabled | permissive (TLS or plaintext) | enforcing (TLS only)
     tls_test_mode_enable: bool = True          # self-signed certificate, the tls.server.* files ignored (as Java)

@@ -382,4 +382,4 @@ def consume_message(topic: str, group: str | None, broker_name: str | None, queu
 
 
 # Operations commands (config, write permission, maintenance) live beside this module.
-from rokka.gateway.cli import admin_acl, admin_config  # noqa: E402,F401 - register their commands on ``admin``
+from rokka.gateway.cli import admin_acl, admin_config, admin_trace  # noqa: E402,F401 - register their commands

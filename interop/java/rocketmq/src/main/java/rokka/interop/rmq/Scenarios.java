@@ -662,7 +662,8 @@ final class Scenarios {
     static void trace(Ctx c, Map<String, Object> out) throws Exception {
         String topic = c.name("Traced");
         c.createTopic(topic, 1);
-        DefaultMQProducer p = new DefaultMQProducer(c.name("PG_trace"), true, null);
+        String traceTopic = c.opts.get("trace-topic");     // --trace-topic T: customizedTraceTopic
+        DefaultMQProducer p = new DefaultMQProducer(c.name("PG_trace"), true, traceTopic);
         p.setNamesrvAddr(c.namesrv);
         p.setInstanceName(c.name("trace-p"));
         p.start();
@@ -672,7 +673,7 @@ final class Scenarios {
             keys.add(key);
             p.send(msg(topic, "tr", key, "traced-" + i));
         }
-        DefaultMQPushConsumer pc = new DefaultMQPushConsumer(c.name("CG_trace"), true, null);
+        DefaultMQPushConsumer pc = new DefaultMQPushConsumer(c.name("CG_trace"), true, traceTopic);
         pc.setNamesrvAddr(c.namesrv);
         pc.setInstanceName(c.name("trace-c"));
         pc.setConsumeFromWhere(org.apache.rocketmq.common.consumer.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
@@ -696,7 +697,7 @@ final class Scenarios {
         List<MessageQueue> mqs = new ArrayList<>();
         Ctx.waitUntil(() -> {
             try {
-                mqs.addAll(lc.fetchMessageQueues("RMQ_SYS_TRACE_TOPIC"));
+                mqs.addAll(lc.fetchMessageQueues(traceTopic != null ? traceTopic : "RMQ_SYS_TRACE_TOPIC"));
                 return true;
             } catch (Exception e) {
                 return false;
