@@ -85,6 +85,8 @@ class Broker:
             auto_create=cfg.auto_create_topic_enable, default_queue_nums=cfg.default_topic_queue_nums,
             delay_levels=len(self.delay_levels_ms), broker_perm=cfg.broker_permission,
             cluster_topic=cfg.cluster_topic_enable, broker_topic=cfg.broker_topic_enable)
+        if cfg.trace_topic_enable:      # traceTopicEnable: the message trace topic, 1 queue (as Java)
+            self.topics.ensure(cfg.msg_trace_topic_name, 1)
         self.sub_groups = SubscriptionGroupManager(config_dir, auto_create=cfg.auto_create_subscription_group)
         self.offsets = ConsumerOffsetManager(config_dir)
         self.retention = TopicRetention(config_dir)             # per-topic retention (core.topic_retention)
