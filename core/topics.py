@@ -42,14 +42,11 @@ from rokka.core.model import (
     TOPIC_TRANS_HALF,
     TOPIC_TRANS_OP_HALF,
 )
+from rokka.core.routing import PERM_INHERIT, PERM_READ, PERM_WRITE
 from rokka.core.storage.metafile import read_json, write_json_atomic
 
 log = structlog.get_logger(__name__)
 
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
 #: Most queues (Kafka partitions) a topic may have, whichever protocol creates or grows it.
 MAX_QUEUE_NUMS = 1024
 TOPIC_MAX_LENGTH = names.TOPIC_MAX_LENGTH

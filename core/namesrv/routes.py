@@ -38,30 +38,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-PERM_READ = 4
-PERM_WRITE = 2
+from rokka.core.routing import PERM_READ, PERM_WRITE, QueueData
+
 BROKER_EXPIRED_MS = 120_000
 MASTER_ID = 0
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
-                "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
 
 
 @dataclass
@@ -271,7 +258,7 @@ class RouteInfoManager:
         for queues in self.topic_queues.values():
             qd = queues.get(broker_name)
             if qd is not None:
-                qd.perm &= ~PERM_WRITE
+                queues[broker_name] = replace(qd, perm=qd.perm & ~PERM_WRITE)
                 count += 1
         return count
 
@@ -281,7 +268,7 @@ class RouteInfoManager:
         for queues in self.topic_queues.values():
             qd = queues.get(broker_name)
             if qd is not None:
-                qd.perm = PERM_READ | PERM_WRITE
+                queues[broker_name] = replace(qd, perm=PERM_READ | PERM_WRITE)
                 count += 1
         return count
 
