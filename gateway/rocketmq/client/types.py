@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rokka.core.model import StoredMessage
+from rokka.core.routing import PERM_READ, PERM_WRITE, QueueData
 
-PERM_READ = 4
-PERM_WRITE = 2
 MASTER_ID = 0
 
 
@@ -34,15 +33,6 @@ class MessageQueue:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-
-@dataclass(frozen=True, slots=True)
 class BrokerData:
     cluster: str
     broker_name: str
@@ -64,10 +54,7 @@ class TopicRoute:
 
     @classmethod
     def from_json(cls, topic: str, obj: dict[str, Any]) -> TopicRoute:
-        qds = tuple(QueueData(str(q["brokerName"]), int(q.get("readQueueNums", 0)),
-                              int(q.get("writeQueueNums", 0)), int(q.get("perm", 0)),
-                              int(q.get("topicSysFlag", q.get("topicSynFlag", 0)) or 0))
-                    for q in obj.get("queueDatas") or [])
+        qds = tuple(QueueData.from_json(q) for q in obj.get("queueDatas") or [])
         bds = tuple(BrokerData(str(b.get("cluster", "")), str(b["brokerName"]),
                                {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()})
                     for b in obj.get("brokerDatas") or [])
