@@ -66,8 +66,9 @@ def take_ticket() -> int:
     return next(_tickets)
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, ticket: int | None = None) -> bool:
-    """Durably replace ``path`` with ``data``; the previous version stays as ``<name>.bak``.
+def write_bytes_atomic(path: Path, data: bytes, *, ticket: int | None = None, backup: bool = True) -> bool:
+    """Durably replace ``path`` with ``data``; the previous version stays as ``<name>.bak`` (unless
+    ``backup`` is False: a file whose old versions must not linger, such as a secrets file).
 
     ``path`` always exists with either the old or the new content: the old file is hard-linked to
     ``.bak`` first, then the fsynced temp file is renamed over it, then the directory is fsynced.
@@ -79,13 +80,13 @@ def write_bytes_atomic(path: Path, data: bytes, *, ticket: int | None = None) ->
     with _lock_for(path):
         if ticket is not None and ticket < _written.get(_key(path), 0):
             return False
-        _replace(path, data)
+        _replace(path, data, backup)
         if ticket is not None:
             _written[_key(path)] = ticket
     return True
 
 
-def _replace(path: Path, data: bytes) -> None:
+def _replace(path: Path, data: bytes, backup: bool = True) -> None:
     fd, tmp_name = tempfile.mkstemp(prefix=path.name + _TEMP_MARK + ".", dir=path.parent)
     tmp = Path(tmp_name)
     try:
@@ -93,7 +94,8 @@ def _replace(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        _keep_backup(path)
+        if backup:
+            _keep_backup(path)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
