@@ -88,7 +88,6 @@ from __future__ import annotations
 import base64
 import hmac
 import json
-import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -97,6 +96,8 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from rokka.core.model import RETRY_PREFIX
+from rokka.core.storage.metafile import write_bytes_atomic
 from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import normalize_send_header
@@ -108,7 +109,6 @@ __all__ = ["AclConfigError", "AclEditError", "PlainAcl", "acl_config", "delete_a
 log = structlog.get_logger(__name__)
 
 DENY, PUB, SUB = 1, 2, 4
-RETRY_PREFIX = "%RETRY%"
 ACCESS_KEY, SIGNATURE = "AccessKey", "Signature"
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 ADMIN_CODES = frozenset({RC.UPDATE_AND_CREATE_TOPIC, RC.UPDATE_BROKER_CONFIG, RC.DELETE_TOPIC_IN_BROKER,
@@ -522,14 +522,4 @@ def _write_document(path: Path, doc: dict[str, Any]) -> None:
     counter, _ = _data_version(doc, 0)
     doc["dataVersion"] = [{"counter": counter + 1, "timestamp": int(time.time() * 1000)}]
     text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-        f.write(text.encode())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_bytes_atomic(path, text.encode(), backup=False)     # a 0600 temp file, fsynced, renamed over it
