@@ -15,8 +15,11 @@ form (name 0x01 value 0x02 ...) lives in ``rokka.core.storage.layout``.
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import mul
 from typing import overload
 
 # Message sysflag bits (RocketMQ MessageSysFlag).
@@ -226,15 +229,48 @@ class StoredMessage:
         return [k for k in raw.split(" ") if k]
 
 
-def java_string_hash(s: str) -> int:
-    """Java ``String.hashCode``: 31*h + c over UTF-16 code units, int32 wrap."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
+# -- Java String.hashCode ---------------------------------------------------
+
+_POWERS: dict[int, tuple[int, ...]] = {}
+_LITTLE = sys.byteorder == "little"
+
+
+def _powers(n: int) -> tuple[int, ...]:
+    p = _POWERS.get(n)
+    if p is None:
+        acc, seq = 1, []
+        for _ in range(n):
+            seq.append(acc)
+            acc = (acc * 31) & 0xFFFFFFFF
+        p = _POWERS[n] = tuple(reversed(seq))
+    return p
+
+
+def java_hash(s: str) -> int:
+    """Java ``String.hashCode``: 31*h + c over UTF-16 code units, signed int32 (a dot product with
+    the powers of 31, cached per length)."""
+    if s.isascii():
+        units: bytes | array[int] = s.encode("ascii")
+    else:
+        units = array("H", s.encode("utf-16-le" if _LITTLE else "utf-16-be"))
+    h = sum(map(mul, units, _powers(len(units)))) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def java_hash_suffix(prefix_hash: int, s: str) -> int:
+    """Java hashCode of ``prefix + s`` given ``java_hash(prefix)`` (saves re-hashing the prefix)."""
+    if s.isascii():
+        units: bytes | array[int] = s.encode("ascii")
+    else:
+        units = array("H", s.encode("utf-16-le" if _LITTLE else "utf-16-be"))
+    n = len(units)
+    h = (prefix_hash * _powers(n + 1)[0] + sum(map(mul, units, _powers(n)))) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+java_string_hash = java_hash    # the older name
 
 
 def tags_code(tags: str | None) -> int:
     """ConsumeQueue tag hash: Java hashCode of the TAGS value, 0 when absent."""
-    return java_string_hash(tags) if tags else 0
+    return java_hash(tags) if tags else 0

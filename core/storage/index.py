@@ -34,7 +34,8 @@ from operator import mul
 from pathlib import Path
 
 import structlog
-from rokka.core.storage.layout import _cstore, java_hash, java_hash_suffix
+from rokka.core.model import java_hash, java_hash_suffix
+from rokka.core.storage.layout import _cstore
 from rokka.core.storage.segment import Segment
 
 log = structlog.get_logger(__name__)

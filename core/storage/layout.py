@@ -38,14 +38,20 @@ import ipaddress
 import mmap
 import socket
 import struct
-import sys
 import zlib
-from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import methodcaller, mul
+from operator import methodcaller
 
-from rokka.core.model import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, HostPort, Message, PackedBodies, StoredMessage
+from rokka.core.model import (
+    BORNHOST_V6_FLAG,
+    STOREHOST_V6_FLAG,
+    HostPort,
+    Message,
+    PackedBodies,
+    StoredMessage,
+    java_hash,
+)
 
 try:    # the append hot path in C (core/storage/_cstore.c); absent when the extension was not built
     from rokka.core.storage import _cstore
@@ -207,44 +213,6 @@ def decode_properties(raw: Buffer) -> dict[str, str]:
         if sep and key and value:
             out[key] = value
     return out
-
-
-# -- Java String.hashCode ---------------------------------------------------
-
-_POWERS: dict[int, tuple[int, ...]] = {}
-_LITTLE = sys.byteorder == "little"
-
-
-def _powers(n: int) -> tuple[int, ...]:
-    p = _POWERS.get(n)
-    if p is None:
-        acc, seq = 1, []
-        for _ in range(n):
-            seq.append(acc)
-            acc = (acc * 31) & 0xFFFFFFFF
-        p = _POWERS[n] = tuple(reversed(seq))
-    return p
-
-
-def java_hash(s: str) -> int:
-    """Java ``String.hashCode`` (signed int32); same as ``rokka.core.model.java_string_hash``, faster."""
-    if s.isascii():
-        units: bytes | array[int] = s.encode("ascii")
-    else:
-        units = array("H", s.encode("utf-16-le" if _LITTLE else "utf-16-be"))
-    h = sum(map(mul, units, _powers(len(units)))) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-def java_hash_suffix(prefix_hash: int, s: str) -> int:
-    """Java hashCode of ``prefix + s`` given ``java_hash(prefix)`` (saves re-hashing the prefix)."""
-    if s.isascii():
-        units: bytes | array[int] = s.encode("ascii")
-    else:
-        units = array("H", s.encode("utf-16-le" if _LITTLE else "utf-16-be"))
-    n = len(units)
-    h = (prefix_hash * _powers(n + 1)[0] + sum(map(mul, units, _powers(n)))) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
 
 
 @functools.lru_cache(maxsize=4096)

@@ -82,9 +82,18 @@ def test_tag_hash_vectors(tag: str, code: int) -> None:
     assert layout.java_hash(tag) == code == layout.tags_hash(tag)
 
 
+def _reference_java_hash(s: str) -> int:
+    """Java String.hashCode written the obvious way: 31*h + c over UTF-16 code units, int32 wrap."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 @given(st.text(max_size=60))
 def test_java_hash_matches_reference_impl(s: str) -> None:
-    assert layout.java_hash(s) == java_string_hash(s)
+    assert layout.java_hash(s) == java_string_hash(s) == _reference_java_hash(s)
 
 
 def test_properties_java_rules() -> None:
