@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from rokka.core.storage.metafile import read_json, write_json_atomic
@@ -45,6 +45,21 @@ Snapshot = tuple[int, dict[str, Any]]
 EXTRAS_KEY = "kafkaOffsetMetadata"
 NO_METADATA: tuple[str, int] = ("", -1)
 Extra = tuple[int, str, int]      # (offset it belongs to, metadata, leader epoch)
+
+
+class OffsetStore(Protocol):
+    """What the Kafka group coordinator and the cluster offset view use of the offset table
+    (``ConsumerOffsetManager`` satisfies it)."""
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int, *,
+               durable: bool = False, metadata: str | None = None, leader_epoch: int = -1) -> None: ...
+    def query(self, group: str, topic: str, queue_id: int) -> int | None: ...
+    def commit_metadata(self, group: str, topic: str, queue_id: int) -> tuple[str, int]: ...
+    def offsets(self, group: str, topic: str) -> dict[int, int]: ...
+    def topics_of_group(self, group: str) -> set[str]: ...
+    def delete_group(self, group: str, topic: str | None = None, *, durable: bool = False) -> None: ...
+    def delete_queues(self, group: str, topic: str, queue_ids: Iterable[int], *,
+                      durable: bool = False) -> None: ...
 
 
 class ConsumerOffsetManager:

@@ -45,10 +45,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Protocol
 
 import structlog
 import trio
+from rokka.core.offsets import OffsetStore
 from rokka.core.storage.packfile import take_ticket, write_packed_atomic
 from rokka.gateway.kafka.errors import ErrorCode
 from rokka.gateway.kafka.groups.group import Group
@@ -74,20 +74,6 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 #: OffsetFetch require_stable while a transaction holds a pending offset
 UNSTABLE_OFFSET_COMMIT = ErrorCode.UNSTABLE_OFFSET_COMMIT
-
-
-class OffsetStore(Protocol):
-    """The part of ``rokka.core.offsets.ConsumerOffsetManager`` the coordinator uses."""
-
-    def commit(self, group: str, topic: str, queue_id: int, offset: int, *,
-               durable: bool = False, metadata: str | None = None, leader_epoch: int = -1) -> None: ...
-    def query(self, group: str, topic: str, queue_id: int) -> int | None: ...
-    def commit_metadata(self, group: str, topic: str, queue_id: int) -> tuple[str, int]: ...
-    def offsets(self, group: str, topic: str) -> dict[int, int]: ...
-    def topics_of_group(self, group: str) -> set[str]: ...
-    def delete_group(self, group: str, topic: str | None = None, *, durable: bool = False) -> None: ...
-    def delete_queues(self, group: str, topic: str, queue_ids: Iterable[int], *,
-                      durable: bool = False) -> None: ...
 
 
 class GroupCoordinator(GroupMembership):
