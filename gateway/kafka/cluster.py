@@ -55,11 +55,12 @@ import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 import trio
 from rokka.core.namesrv.routes import RegisterResult
+from rokka.core.offsets import OffsetStore
 from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
 from rokka.gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient
 from rokka.gateway.rocketmq.client.remoting import ClientError, RemotingClient
@@ -320,18 +321,6 @@ class ClusterView:
 
 META_FIELD = "kafkaMetadata"
 EPOCH_FIELD = "kafkaLeaderEpoch"
-
-
-class OffsetStore(Protocol):
-    def commit(self, group: str, topic: str, queue_id: int, offset: int, *,
-               durable: bool = False, metadata: str | None = None, leader_epoch: int = -1) -> None: ...
-    def query(self, group: str, topic: str, queue_id: int) -> int | None: ...
-    def commit_metadata(self, group: str, topic: str, queue_id: int) -> tuple[str, int]: ...
-    def offsets(self, group: str, topic: str) -> dict[int, int]: ...
-    def topics_of_group(self, group: str) -> set[str]: ...
-    def delete_group(self, group: str, topic: str | None = None, *, durable: bool = False) -> None: ...
-    def delete_queues(self, group: str, topic: str, queue_ids: Iterable[int], *,
-                      durable: bool = False) -> None: ...
 
 
 @dataclass(frozen=True)
