@@ -1,6 +1,7 @@
 """Issue 22's small duplications stay gone: each of these is defined once in core/gateway/compat/pipeline
 (the permission bits, RETRY_PREFIX, QueueData, the OffsetStore protocol, Java's String.hashCode and
-the atomic fsync-then-rename file write), and the users share the one definition."""
+the atomic fsync-then-rename file write and its
+.bak-falling-back read), and the users share the one definition."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ SINGLE = {
     r"^class OffsetStore\b": "core/offsets.py",
     r"^def java_(string_)?hash\(|\(31 \* h \+": "core/model.py",
     r"os\.fsync\(f\.fileno\(\)\)": "core/storage/metafile.py",
+    r"for candidate in \(path, bak\)": "core/storage/metafile.py",     # the read with .bak fallback
 }
 
 

@@ -30,6 +30,7 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,20 +149,26 @@ def write_json_atomic(path: Path, obj: Any, *, ticket: int | None = None) -> boo
                               ticket=ticket)
 
 
-def read_json(path: Path) -> Any | None:
-    """Return the parsed file, its ``.bak`` if the file is damaged, or None if neither exists.
+def read_with_backup(path: Path, decode: Callable[[bytes], Any], what: str) -> Any | None:
+    """``decode`` of the file, of its ``.bak`` if the file is damaged (``decode`` raised ValueError),
+    or None if neither exists; ``what`` names the format in the error.
 
     Raises:
-        MetadataCorrupt: a file exists but neither it nor the backup parses.
+        MetadataCorrupt: a file exists but neither it nor the backup decodes.
     """
     bak = path.with_name(path.name + ".bak")
     for candidate in (path, bak):
         if not candidate.exists():
             continue
         try:
-            return json.loads(candidate.read_text("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            log.error("metadata file unreadable", path=str(candidate), error=str(exc))
+            return decode(candidate.read_bytes())
+        except ValueError as exc:       # UnicodeDecodeError and msgpack's errors are ValueErrors
+            log.error("store.metadata_file_unreadable", path=str(candidate), error=str(exc))
     if path.exists() or bak.exists():
-        raise MetadataCorrupt(f"{path}: neither the file nor its .bak is valid JSON")
+        raise MetadataCorrupt(f"{path}: neither the file nor its .bak is valid {what}")
     return None
+
+
+def read_json(path: Path) -> Any | None:
+    """The parsed JSON file, its ``.bak`` if the file is damaged, or None (``read_with_backup``)."""
+    return read_with_backup(path, lambda raw: json.loads(raw.decode("utf-8")), "JSON")

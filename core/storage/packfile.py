@@ -26,10 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-import structlog
-from rokka.core.storage.metafile import MetadataCorrupt, take_ticket, write_bytes_atomic
-
-log = structlog.get_logger(__name__)
+from rokka.core.storage.metafile import MetadataCorrupt, read_with_backup, take_ticket, write_bytes_atomic
 
 __all__ = ["MetadataCorrupt", "pack", "read_msgpack", "take_ticket", "write_msgpack_atomic", "write_packed_atomic"]
 
@@ -51,20 +48,14 @@ def write_msgpack_atomic(path: Path, obj: Any, *, ticket: int | None = None) -> 
     return write_packed_atomic(path, pack(obj), ticket=ticket)
 
 
-def read_msgpack(path: Path) -> Any | None:
-    """Return the decoded file, its ``.bak`` if the file is damaged, or None if neither exists.
+def _unpack(raw: bytes) -> Any:
+    try:
+        return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except msgpack.UnpackException as exc:      # not every one of them is a ValueError
+        raise ValueError(str(exc)) from exc
 
-    Raises:
-        MetadataCorrupt: a file exists but neither it nor the backup decodes.
-    """
-    bak = path.with_name(path.name + ".bak")
-    for candidate in (path, bak):
-        if not candidate.exists():
-            continue
-        try:
-            return msgpack.unpackb(candidate.read_bytes(), raw=False, strict_map_key=False)
-        except (ValueError, msgpack.UnpackException) as exc:
-            log.error("state file unreadable", path=str(candidate), error=str(exc))
-    if path.exists() or bak.exists():
-        raise MetadataCorrupt(f"{path}: neither the file nor its .bak is valid msgpack")
-    return None
+
+def read_msgpack(path: Path) -> Any | None:
+    """The decoded file, its ``.bak`` if the file is damaged, or None if neither exists
+    (``metafile.read_with_backup``; MetadataCorrupt when a file exists but neither copy decodes)."""
+    return read_with_backup(path, _unpack, "msgpack")
