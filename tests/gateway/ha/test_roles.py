@@ -1,0 +1,66 @@
+"""brokerRole in a whole broker (runtime.BrokerRole + gateway/ha/service.py) on real sockets: SYNC_MASTER answers
+SLAVE_NOT_AVAILABLE without a slave and SEND_OK once one acked; the slave refuses sends as RocketMQ does and
+learns the master's HA address from the name server's REGISTER_BROKER answer."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import trio
+from rokka.core.config import BrokerConfig
+from rokka.gateway import runtime
+from rokka.gateway.namesrv.server import NamesrvServer
+from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.headers import to_ext
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cfg(tmp_path: Path, name: str, ns: str, **kw: object) -> BrokerConfig:
+    return BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(tmp_path / name),
+                        namesrv_addr=ns, broker_name="broker-ha", ha_send_heartbeat_interval=500, **kw)  # type: ignore[arg-type]
+
+
+async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_path: Path) -> None:
+    with trio.fail_after(90):
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(NamesrvServer().serve, "127.0.0.1", 0)
+            ns = f"{host}:{port}"
+            master = runtime.BrokerRole(_cfg(tmp_path, "m", ns, broker_role="SYNC_MASTER",
+                                             ha_listen_port=_free_port(), sync_flush_timeout=3000))
+            await nursery.start(master.run)
+            maddr = f"{master.broker_addr[0]}:{master.broker_addr[1]}"
+            async with RemotingClient() as rc:
+                nsc = NamesrvClient(rc, [ns])
+                await Admin(rc, nsc).create_topic(maddr, "T")
+                while await nsc.get_route("T") is None:  # noqa: ASYNC110 - polls the name server
+                    await trio.sleep(0.05)
+                producer = Producer(rc, nsc, "pg", retries=0)
+                alone = await producer.send("T", b"no slave yet", queue=0)
+                assert alone.status == "SLAVE_NOT_AVAILABLE"        # stored, but no slave has it
+                slave = runtime.BrokerRole(_cfg(tmp_path, "s", ns, broker_role="SLAVE", broker_id=1))
+                await nursery.start(slave.run)
+                while not master.ha.slaves or master.ha.ack_offset < 0:  # noqa: ASYNC110 - HA state
+                    await trio.sleep(0.05)
+                ok = await producer.send("T", b"replicated", queue=0)
+                assert ok.status == "SEND_OK"
+                sstore = slave.broker.store
+                assert sstore.max_offset("T", 0) == 2            # both records, the first one too
+                saddr = f"{slave.broker_addr[0]}:{slave.broker_addr[1]}"
+                ext = to_ext(producerGroup="pg", topic="T", defaultTopic="TBW102", defaultTopicQueueNums=4,
+                             queueId=0, sysFlag=0, bornTimestamp=0, flag=0, properties="", reconsumeTimes=0)
+                resp = await rc.invoke(saddr, RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=ext,
+                                                              body=b"to the slave"))
+                assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
+                assert "put to the slave" in (resp.remark or "")
+                assert sstore.max_offset("T", 0) == 2
+            await slave.shutdown()
+            await master.shutdown()
+            nursery.cancel_scope.cancel()
