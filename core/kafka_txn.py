@@ -92,8 +92,7 @@ from rokka.core.kafka_txn_states import (
     next_state,
 )
 from rokka.core.model import PROP_TRAN_MSG, TOPIC_TRANS_HALF, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, Message
-from rokka.core.storage.metafile import MetadataCorrupt
-from rokka.core.storage.packfile import pack, read_msgpack, take_ticket, write_packed_atomic
+from rokka.core.storage.packfile import load_msgpack, pack, take_ticket, write_packed_atomic
 from rokka.core.txn import (
     CTRL_ABORT,
     CTRL_ABORTED,
@@ -552,19 +551,17 @@ class KafkaTxnCoordinator:
 
     def _load(self) -> None:
         assert self._path is not None
-        data = read_msgpack(self._path)
-        if data is None:
+        if not load_msgpack(self._path, self._decode, "Kafka transaction state"):
             return
-        try:
-            if not isinstance(data, dict) or data.get("version") != VERSION:
-                raise ValueError("unsupported layout")
-            for row in data["txns"]:
-                self._decode_row(row)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MetadataCorrupt(f"{self._path}: malformed Kafka transaction state: {exc}") from exc
-        log.info("kafka transaction state loaded", transactional_ids=len(self._txns),
+        log.info("kafka_txn.state_loaded", transactional_ids=len(self._txns),
                  open=sum(t.state is not S.EMPTY and not t.state.value.startswith("Complete")
                           for t in self._txns.values()))
+
+    def _decode(self, data: Any) -> None:
+        if not isinstance(data, dict) or data.get("version") != VERSION:
+            raise ValueError("unsupported layout")
+        for row in data["txns"]:
+            self._decode_row(row)
 
     def _decode_row(self, row: list[Any]) -> None:
         # Files written before ``updated_ms`` existed have 12 fields: such ids count as updated now.

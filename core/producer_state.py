@@ -79,7 +79,7 @@ import structlog
 import trio
 from rokka.core.producer_journal import ProducerJournal, journal_files, read_entries
 from rokka.core.storage.metafile import MetadataCorrupt
-from rokka.core.storage.packfile import pack, read_msgpack, take_ticket, write_packed_atomic
+from rokka.core.storage.packfile import load_msgpack, pack, take_ticket, write_packed_atomic
 
 log = structlog.get_logger(__name__)
 
@@ -494,14 +494,9 @@ class ProducerStateManager:
 
     def _load(self) -> None:
         assert self._path is not None
-        data = read_msgpack(self._path)
-        if data is None:
+        if not load_msgpack(self._path, self._decode, "producer state"):
             return
-        try:
-            self._decode(data)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MetadataCorrupt(f"{self._path}: malformed producer state: {exc}") from exc
-        log.info("producer state loaded", clean=self.loaded_clean, entries=len(self._entries),
+        log.info("producer_state.loaded", clean=self.loaded_clean, entries=len(self._entries),
                  transactional_ids=len(self._txn), next_producer_id=self._next_id)
 
     def _decode(self, data: Any) -> None:

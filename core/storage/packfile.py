@@ -22,13 +22,15 @@ when each was encoded (``take_ticket``) so the older one never lands last.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgpack
 from rokka.core.storage.metafile import MetadataCorrupt, read_with_backup, take_ticket, write_bytes_atomic
 
-__all__ = ["MetadataCorrupt", "pack", "read_msgpack", "take_ticket", "write_msgpack_atomic", "write_packed_atomic"]
+__all__ = ["MetadataCorrupt", "load_msgpack", "pack", "read_msgpack", "take_ticket", "write_msgpack_atomic",
+           "write_packed_atomic"]
 
 
 def pack(obj: Any) -> bytes:
@@ -53,6 +55,20 @@ def _unpack(raw: bytes) -> Any:
         return msgpack.unpackb(raw, raw=False, strict_map_key=False)
     except msgpack.UnpackException as exc:      # not every one of them is a ValueError
         raise ValueError(str(exc)) from exc
+
+
+def load_msgpack(path: Path, decode: Callable[[Any], None], what: str) -> bool:
+    """Read ``path`` (``read_msgpack``) and hand its content to ``decode``; False when there is no
+    file.  ``decode`` raises KeyError / TypeError / ValueError on a malformed table, which becomes
+    ``MetadataCorrupt`` naming ``what`` (damaged state is never silently replaced by an empty one)."""
+    data = read_msgpack(path)
+    if data is None:
+        return False
+    try:
+        decode(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MetadataCorrupt(f"{path}: malformed {what}: {exc}") from exc
+    return True
 
 
 def read_msgpack(path: Path) -> Any | None:
