@@ -51,6 +51,7 @@ class AdminContext:
     json: bool
     timeout_s: float
     credentials: tuple[str, str] | None = None   # (accessKey, secretKey) for brokers with aclEnable
+    tls: Any = None                              # ssl.SSLContext: TLS to every name server and broker
 
 
 class TimestampType(click.ParamType):
@@ -88,22 +89,28 @@ def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--access-key", envvar="ROKKA_ACCESS_KEY", default=None,
               help="ACL accessKey to sign requests with (env ROKKA_ACCESS_KEY; brokers with aclEnable).")
 @click.option("--secret-key", envvar="ROKKA_SECRET_KEY", default=None, help="ACL secretKey (env ROKKA_SECRET_KEY).")
+@click.option("--tls", is_flag=True, envvar="ROKKA_TLS", help="Connect with TLS (Java's -Dtls.enable=true).")
+@click.option("--tls-trust-cert", envvar="ROKKA_TLS_TRUST_CERT", default=None,
+              help="With --tls: PEM CA the servers' certificates must chain to (default: trust any).")
 @click.pass_context
 def admin(ctx: click.Context, namesrv: str, as_json: bool, timeout: float, log_level: str,
-          access_key: str | None, secret_key: str | None) -> None:
+          access_key: str | None, secret_key: str | None, tls: bool, tls_trust_cert: str | None) -> None:
     """Administer topics, groups and messages (like RocketMQ's mqadmin)."""
     configure_logging("plain", log_level)
     if bool(access_key) != bool(secret_key):
         raise click.UsageError("give both --access-key and --secret-key, or neither")
+    from rokka.gateway.rocketmq.tls import client_context
     ctx.obj = AdminContext(namesrv, as_json, timeout,
-                           (access_key, secret_key) if access_key and secret_key else None)
+                           (access_key, secret_key) if access_key and secret_key else None,
+                           client_context(tls_trust_cert) if tls or tls_trust_cert else None)
 
 
 async def _with_session(namesrv: str, timeout_s: float,
                         op: Callable[..., Awaitable[dict[str, Any]]],
-                        kwargs: dict[str, Any], credentials: tuple[str, str] | None = None) -> dict[str, Any]:
+                        kwargs: dict[str, Any], credentials: tuple[str, str] | None = None,
+                        tls: Any = None) -> dict[str, Any]:
     async with RemotingClient(timeout_s=timeout_s, connect_timeout_s=min(timeout_s, 5.0),
-                              credentials=credentials) as rc:
+                              credentials=credentials, tls=tls) as rc:
         ns = NamesrvClient(rc, namesrv)
         # Every request is bounded by ``timeout_s``; a long scan (printMsg) may take many of them.
         return await op(Session(rc, ns, Admin(rc, ns, timeout_s=timeout_s)), **kwargs)
@@ -129,7 +136,7 @@ def run(op: Callable[..., Awaitable[dict[str, Any]]], renderer: render.Renderer,
     ctx = click.get_current_context()
     obj: AdminContext = ctx.find_object(AdminContext) or AdminContext("127.0.0.1:9876", False, 10.0)
     try:
-        doc = trio.run(_with_session, obj.namesrv, obj.timeout_s, op, kwargs, obj.credentials)
+        doc = trio.run(_with_session, obj.namesrv, obj.timeout_s, op, kwargs, obj.credentials, obj.tls)
     except Exception as exc:  # noqa: BLE001 - every failure becomes one line, never a traceback
         leaf = _leaf(exc)
         prefix = "" if isinstance(leaf, (*_USER_ERRORS, trio.TooSlowError)) else "internal error: "
