@@ -6,6 +6,7 @@ Certificates: trustme, made at test time."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,20 @@ async def test_rokka_client_over_tls_and_plaintext_refused(tls_serve: tuple[harn
                 await plain.invoke(srv.broker, RemotingCommand(code=RequestCode.GET_BROKER_RUNTIME_INFO))
         while srv.stderr_tail(100000).count("rocketmq.tls_plaintext_refused") == before:  # noqa: ASYNC110
             await trio.sleep(0.05)      # the log line is written by the server process
+
+
+def test_rokka_admin_tls(tls_serve: tuple[harness.ServerProcess, str]) -> None:
+    srv, ca = tls_serve
+
+    def admin(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([harness.rokka_executable(), "admin", "-n", srv.namesrv, *args], capture_output=True,
+                              text=True, timeout=60, check=False)
+
+    ok = admin("--tls-trust-cert", ca, "clusterList")
+    assert ok.returncode == 0 and "DefaultCluster" in ok.stdout, ok.stdout + ok.stderr
+    assert admin("--tls", "clusterList").returncode == 0             # trusting any certificate (test mode)
+    plain = admin("--timeout", "5", "clusterList")
+    assert plain.returncode == 1 and plain.stderr.startswith("error:"), plain.stdout + plain.stderr
 
 
 @pytest.mark.parametrize("line", sorted(rmq_java.LINES.values()))
