@@ -290,14 +290,17 @@ class BrokerRole:
 
     async def _start_registration(self, nursery: trio.Nursery, ctx: Any, rc: Any) -> Any:
         from rokka.gateway.kafka.cluster import PublishingRegistrar
+        from rokka.gateway.rocketmq.client.namesrv import BrokerRegistrar
 
         cfg = self.cfg
         # Each round also publishes this broker's Kafka endpoint (KV ROKKA_KAFKA/<brokerName>).
-        registrar = PublishingRegistrar(
+        # A SLAVE does not publish its Kafka endpoint: ROKKA_KAFKA/<brokerName> is the master's.
+        publish: dict[str, Any] = {} if cfg.is_slave else {"kafka_node": self.kafka_node}
+        registrar = (BrokerRegistrar if cfg.is_slave else PublishingRegistrar)(
             rc, cfg.namesrv_addrs, cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
             broker_addr=ctx.broker_addr, topic_configs=ctx.broker.topics.serialize, broker_id=cfg.broker_id,
             ha_addr=f"{cfg.advertised_host}:{cfg.ha_port}",
-            interval_s=cfg.register_name_server_period / 1000, kafka_node=self.kafka_node)
+            interval_s=cfg.register_name_server_period / 1000, **publish)
         ctx.topic_changed = registrar.trigger
         # Every topic change, whichever protocol made it (Kafka CreateTopics, auto-create, retry/DLQ
         # topics), is registered with the name servers at once so RocketMQ clients can route to it.

@@ -61,6 +61,10 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
                 assert "put to the slave" in (resp.remark or "")
                 assert sstore.max_offset("T", 0) == 2
+                # The broker set's Kafka endpoint stays the master's (a slave does not publish its own).
+                kv = await nsc.kv_list("ROKKA_KAFKA")
+                assert str(master.kafka_addr[1]) in kv["broker-ha"]
+                assert str(slave.kafka_addr[1]) not in kv["broker-ha"]
             await slave.shutdown()
             await master.shutdown()
             nursery.cancel_scope.cancel()
