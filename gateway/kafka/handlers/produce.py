@@ -292,6 +292,10 @@ def _store_error(result_status: str) -> int:
         return E.MESSAGE_TOO_LARGE
     if result_status == "PROPERTIES_SIZE_EXCEEDED":
         return E.INVALID_RECORD
+    if result_status == "SLAVE_NOT_AVAILABLE":      # SYNC_MASTER: stored here, no slave has it (gateway/ha)
+        return E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    if result_status == "FLUSH_SLAVE_TIMEOUT":      # SYNC_MASTER: no slave acked within syncFlushTimeout
+        return E.REQUEST_TIMED_OUT
     return E.KAFKA_STORAGE_ERROR
 
 
