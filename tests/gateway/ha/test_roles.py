@@ -23,6 +23,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _kafka_acks_all(host: str, port: int) -> str:
+    """One acks=all record with kafka-python (no retries): the error's class name, or "ok"."""
+    from kafka import KafkaProducer
+
+    prod = KafkaProducer(bootstrap_servers=f"{host}:{port}", acks="all", retries=0, linger_ms=0,
+                         enable_idempotence=False, request_timeout_ms=10000, max_block_ms=10000)
+    try:
+        prod.send("T", b"kafka acks=all", partition=0).get(timeout=20)
+        return "ok"
+    except Exception as exc:  # noqa: BLE001 - the class name is the result
+        return type(exc).__name__
+    finally:
+        prod.close()
+
+
 def _cfg(tmp_path: Path, name: str, ns: str, **kw: object) -> BrokerConfig:
     return BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(tmp_path / name),
                         namesrv_addr=ns, broker_name="broker-ha", ha_send_heartbeat_interval=500, **kw)  # type: ignore[arg-type]
@@ -45,6 +60,8 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 producer = Producer(rc, nsc, "pg", retries=0)
                 alone = await producer.send("T", b"no slave yet", queue=0)
                 assert alone.status == "SLAVE_NOT_AVAILABLE"        # stored, but no slave has it
+                kafka_alone = await trio.to_thread.run_sync(_kafka_acks_all, *master.kafka_addr)
+                assert kafka_alone == "NotEnoughReplicasAfterAppendError"
                 slave = runtime.BrokerRole(_cfg(tmp_path, "s", ns, broker_role="SLAVE", broker_id=1))
                 await nursery.start(slave.run)
                 while not master.ha.slaves or master.ha.ack_offset < 0:  # noqa: ASYNC110 - HA state
@@ -52,7 +69,8 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 ok = await producer.send("T", b"replicated", queue=0)
                 assert ok.status == "SEND_OK"
                 sstore = slave.broker.store
-                assert sstore.max_offset("T", 0) == 2            # both records, the first one too
+                assert sstore.max_offset("T", 0) == 3            # every record, those before it too
+                assert await trio.to_thread.run_sync(_kafka_acks_all, *master.kafka_addr) == "ok"
                 saddr = f"{slave.broker_addr[0]}:{slave.broker_addr[1]}"
                 ext = to_ext(producerGroup="pg", topic="T", defaultTopic="TBW102", defaultTopicQueueNums=4,
                              queueId=0, sysFlag=0, bornTimestamp=0, flag=0, properties="", reconsumeTimes=0)
@@ -60,7 +78,7 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                                                               body=b"to the slave"))
                 assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
                 assert "put to the slave" in (resp.remark or "")
-                assert sstore.max_offset("T", 0) == 2
+                assert sstore.max_offset("T", 0) == 4
                 # The broker set's Kafka endpoint stays the master's (a slave does not publish its own).
                 kv = await nsc.kv_list("ROKKA_KAFKA")
                 assert str(master.kafka_addr[1]) in kv["broker-ha"]
