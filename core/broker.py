@@ -9,7 +9,8 @@ for Kafka) and translate the outcomes back into wire codes.
 
 Writes go through ``put``: each message is first *prepared* (``prepare``),
 the RocketMQ broker's send pipeline that both protocols share: the broker
-drops ``WAIT`` and stamps ``CLUSTER`` (as Java's SendMessageProcessor does;
+drops ``WAIT`` (a parked half or delay copy keeps it, as Java re-serializes
+their properties) and stamps ``CLUSTER`` (as Java's SendMessageProcessor does;
 callers storing Kafka records pass ``stamp_cluster=False``: a Kafka record
 keeps only the properties its mapping gives it); a transactional half message
 (``TRAN_MSG=true``) is parked in RMQ_SYS_TRANS_HALF_TOPIC; a delayed message
@@ -111,13 +112,15 @@ class Broker:
         Message is built only when the destination changes (transaction half, delay).
         """
         props = msg.properties
-        props.pop(PROP_WAIT, None)
+        wait = props.pop(PROP_WAIT, None)   # kept only where Java re-serializes the properties (half, delay)
         if stamp_cluster:
             props[PROP_CLUSTER] = self.cfg.broker_cluster_name
         tran_type = msg.sysflag & TRANSACTION_MASK
         if props.get(PROP_TRAN_MSG) == "true" and tran_type in (TRANSACTION_NOT_TYPE,
                                                                  TRANSACTION_PREPARED_TYPE):
             props[PROP_REAL_TOPIC], props[PROP_REAL_QID] = msg.topic, str(msg.queue_id)
+            if wait is not None:
+                props[PROP_WAIT] = wait
             return dataclasses.replace(msg, topic=TOPIC_TRANS_HALF, queue_id=0,
                                        sysflag=msg.sysflag & ~TRANSACTION_MASK)
         if tran_type in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and PROP_DELAY in props:
@@ -126,6 +129,8 @@ class Broker:
                 level = min(level, len(self.delay_levels_ms))
                 props[PROP_DELAY] = str(level)
                 props[PROP_REAL_TOPIC], props[PROP_REAL_QID] = msg.topic, str(msg.queue_id)
+                if wait is not None:
+                    props[PROP_WAIT] = wait
                 return dataclasses.replace(msg, topic=TOPIC_SCHEDULE, queue_id=level - 1)
         return msg
 
