@@ -201,7 +201,7 @@ async def handle_pull(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
         return _response(req, exc.code, None, exc.remark)
     except SubscriptionParseError as exc:
         return _response(req, ResponseCode.SUBSCRIPTION_PARSE_FAILED, None, str(exc))
-    if sysflag & FLAG_COMMIT_OFFSET:
+    if sysflag & FLAG_COMMIT_OFFSET and not ctx.cfg.is_slave:   # RocketMQ: a slave keeps no offset a PULL carries
         broker.offsets.commit(group, topic, queue_id, commit_offset)
     code, result = _read(ctx, topic, queue_id, offset, max_msgs, msg_filter)
     if (code == ResponseCode.PULL_NOT_FOUND and sysflag & FLAG_SUSPEND and suspend_ms > 0
