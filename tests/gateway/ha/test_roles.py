@@ -79,6 +79,13 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
                 assert "put to the slave" in (resp.remark or "")
                 assert sstore.max_offset("T", 0) == 4
+                # A PULL on the slave reads the replicated records; its commitOffset is not stored there.
+                pull = to_ext(consumerGroup="cg", topic="T", queueId=0, queueOffset=0, maxMsgNums=32,
+                              sysFlag=0x1 | 0x4, commitOffset=1, suspendTimeoutMillis=0, subscription="*",
+                              subVersion=0, expressionType="TAG")
+                resp = await rc.invoke(saddr, RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=pull))
+                assert resp.code == ResponseCode.SUCCESS and resp.body
+                assert slave.broker.offsets.query("cg", "T", 0) is None
                 # The broker set's Kafka endpoint stays the master's (a slave does not publish its own).
                 kv = await nsc.kv_list("ROKKA_KAFKA")
                 assert str(master.kafka_addr[1]) in kv["broker-ha"]
