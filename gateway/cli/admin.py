@@ -390,3 +390,5 @@ def consume_message(topic: str, group: str | None, broker_name: str | None, queu
 
 # Operations commands (config, write permission, maintenance) live beside this module.
 from rokka.gateway.cli import admin_acl, admin_config, admin_trace  # noqa: E402,F401 - register their commands
+
+admin_trace.register(admin, run, _json_option)

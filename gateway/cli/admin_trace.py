@@ -14,11 +14,11 @@ included).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
 from rokka.core import trace
-from rokka.gateway.cli.admin import _json_option, admin, run
 from rokka.gateway.cli.admin_ops import Session, _query, now_ms
 
 _ROW = "{:<10s} {:<20s} {:<20s} {:<20s} {:<10s} {:<10s}"
@@ -61,11 +61,14 @@ def render_trace(d: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-@admin.command("queryMsgTraceById")
-@click.option("-i", "--msg-id", "msg_id", required=True, help="The message id (client msgId).")
-@click.option("-t", "--trace-topic", "trace_topic", default=trace.TRACE_TOPIC, show_default=True,
-              help="The trace topic (a client's customizedTraceTopic).")
-@_json_option
-def query_msg_trace_by_id(msg_id: str, trace_topic: str, as_json: bool) -> None:
-    """The message trace of one message: its Pub and Sub records (QUERY_MESSAGE on the trace topic)."""
-    run(op_query_trace, render_trace, as_json, msg_id=msg_id.strip(), trace_topic=trace_topic.strip())
+def register(admin: click.Group, run: Callable[..., None], json_option: Callable[[Any], Any]) -> None:
+    """Add ``queryMsgTraceById`` to the ``admin`` group (called by ``admin.py``; no import loop)."""
+
+    @admin.command("queryMsgTraceById")
+    @click.option("-i", "--msg-id", "msg_id", required=True, help="The message id (client msgId).")
+    @click.option("-t", "--trace-topic", "trace_topic", default=trace.TRACE_TOPIC, show_default=True,
+                  help="The trace topic (a client's customizedTraceTopic).")
+    @json_option
+    def query_msg_trace_by_id(msg_id: str, trace_topic: str, as_json: bool) -> None:
+        """The message trace of one message: its Pub and Sub records (QUERY_MESSAGE on the trace topic)."""
+        run(op_query_trace, render_trace, as_json, msg_id=msg_id.strip(), trace_topic=trace_topic.strip())
