@@ -17,7 +17,7 @@ What it shows, with real processes on 127.0.0.1 (SYNC_FLUSH, so an acknowledged 
 4. SIGTERM: every child stops and the supervisor exits 0 (the fixture's teardown insists on 0).
 5. Kafka ACLs are stored once for the cluster: an ACL created through broker-0 lets a SASL user
    write to the partitions of every broker (through broker-2), and deleting it through broker-1
-   takes the right away everywhere (each broker re-reads the shared file within about a second).
+   takes the right away everywhere (each broker re-reads the shared file when it changed).
 
 No timing assertions; every wait is bounded.
 """

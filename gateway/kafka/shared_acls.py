@@ -9,9 +9,10 @@ A broker keeps its Kafka ACLs in its own store (``<store>/config/kafkaAcls.msgpa
 ``acl_store`` then builds a ``SharedAclStore`` on it.
 
 * **Reads.**  A decision or a listing first re-reads the file when its (inode, size, mtime)
-  changed, checked at most every ``CHECK_S`` (1 s): an ACL created or deleted through one broker
-  applies on every broker within about a second (the propagation delay; no broker ever decides
-  on a half-written file, as every write replaces the file atomically).
+  changed (one ``stat``, about a microsecond, per decision; ``CHECK_S`` can space the checks):
+  an ACL created or deleted through one broker applies on every broker from the moment
+  CreateAcls / DeleteAcls is answered (the file is replaced before the answer, atomically, so no
+  broker ever decides on a half-written file).
 * **Writes.**  CreateAcls / DeleteAcls on any broker are a read-modify-write under an exclusive
   ``flock`` on ``kafkaAcls.lock`` beside the file, re-reading it first, so two brokers changing
   ACLs at the same moment never lose one another's change.
@@ -37,7 +38,7 @@ from rokka.gateway.kafka.acls import FILE_NAME, Acl, AclFilter, AclStore
 log = structlog.get_logger(__name__)
 
 SHARED_DIR_KEY = "kafkaSharedConfigDir"
-CHECK_S = 1.0
+CHECK_S = 0.0     # seconds between two checks of the file (0: every decision)
 LOCK_NAME = "kafkaAcls.lock"
 
 
