@@ -16,10 +16,13 @@ in queue order and only the head of each queue matters.
 2. for each unit whose delivery time has passed (wall clock, re-checked
    after every sleep, so a message is never delivered early), reads the
    record, rewrites it (``timeup_message``: topic/queue from REAL_TOPIC /
-   REAL_QID, DELAY cleared, everything else kept: body, flag, sysflag, born
-   time/host, reconsumeTimes, other properties; the tags code is recomputed
-   by the dispatcher from TAGS) and stores it with ``Broker.put(...,
-   prepared=True)``, which does not park it again;
+   REAL_QID, everything else kept: body, flag, sysflag, born time/host,
+   reconsumeTimes and *all* properties -- DELAY, WAIT, REAL_TOPIC and
+   REAL_QID included, as RocketMQ 4.9's ``messageTimeup`` stores the parked
+   record's properties string unchanged; the tags code is recomputed by the
+   dispatcher from TAGS) and stores it with ``Broker.put(...,
+   prepared=True)``, which does not park it again (only ``prepare`` reads
+   DELAY, and only the SCHEDULE topic's tags code is a delivery time);
 3. waits until the re-put bytes are durable, then persists the advanced
    offsets to ``config/delayOffset.json`` (``{"offsetTable": {"1": 12}}``;
    fastjson's unquoted-key form ``{1:12}`` written by a Java broker is read
@@ -57,7 +60,6 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 from rokka.core.model import (
-    PROP_DELAY,
     PROP_REAL_QID,
     PROP_REAL_TOPIC,
     PROP_UNIQ_KEY,
@@ -103,8 +105,9 @@ def timeup_message(parked: StoredMessage) -> Message | None:
         return None
     if not real_topic or real_qid < 0:
         return None
+    # Java clears DELAY (and sets WAIT=false) on its in-memory copy only, after the properties string
+    # was built from the parked record: the stored copy keeps every property of the parked one.
     props = dict(parked.properties)
-    props.pop(PROP_DELAY, None)  # REAL_TOPIC / REAL_QID stay, as in the Java broker
     return Message(real_topic, real_qid, parked.body, props, parked.flag, parked.sysflag,
                    parked.born_timestamp, parked.born_host, parked.reconsume_times)
 
@@ -126,7 +129,7 @@ def read_offset_table(path: Path) -> dict[int, int]:
         try:
             out[int(k)] = int(v)
         except (TypeError, ValueError):
-            log.warning("bad delayOffset entry ignored", key=k, value=v)
+            log.warning("delay.bad_offset_entry_ignored", key=k, value=v)
     return out
 
 
@@ -196,7 +199,7 @@ class ScheduleService:
         if off < lo:
             off = lo
         elif off > hi:
-            log.warning("delay offset beyond the schedule queue; clamped", level=level, offset=off, max=hi)
+            log.warning("delay.offset_clamped", level=level, offset=off, max=hi)
             off = hi
         return off
 
@@ -252,19 +255,19 @@ class ScheduleService:
         msg = timeup_message(parked) if parked is not None else None
         if parked is None or msg is None:
             self._skipped += 1
-            log.warning("parked delay message unreadable or not a delay record; skipped",
+            log.warning("delay.parked_message_skipped",
                         level=level, commitlog_offset=commitlog_offset)
             return 0
         if self._suspect[level] > 0:
             self._suspect[level] -= 1
             if self._already_delivered(parked):
                 self._reconciled += 1
-                log.info("delay message already delivered before restart", level=level,
+                log.info("delay.already_delivered", level=level,
                          uniq_key=parked.properties.get(PROP_UNIQ_KEY))
                 return 0
         result = await self.broker.put([msg], prepared=True)
         if not result.ok:
-            log.warning("delayed delivery refused by the store; will retry", level=level,
+            log.warning("delay.delivery_refused_will_retry", level=level,
                         status=result.status.value, remark=result.remark)
             return None
         late = max(0, self.clock() - due)
@@ -284,7 +287,7 @@ class ScheduleService:
             m = store.read_message(off)
             if (m is not None and m.topic == real_topic and m.commitlog_offset > parked.commitlog_offset
                     and m.reconsume_times == parked.reconsume_times
-                    and m.born_timestamp == parked.born_timestamp and PROP_DELAY not in m.properties):
+                    and m.born_timestamp == parked.born_timestamp):
                 return True
         return False
 

@@ -13,10 +13,18 @@ done.
 ``end_transaction`` (END_TRANSACTION): look the half up by CommitLog offset,
 check it is a half of this producer group at that queue offset (Java's
 error remarks), then
-  * COMMIT: store the real message (topic REAL_TOPIC, queue REAL_QID,
-    REAL_*/TRAN_MSG removed, sysflag transaction bits = COMMIT, prepared
-    transaction offset = the half's CommitLog offset, the half's store time
-    kept) through the normal send pipeline (so a DELAY on it still applies),
+  * COMMIT: store the real message (topic REAL_TOPIC, queue REAL_QID, the
+    half's properties kept as they are -- TRAN_MSG=true, REAL_TOPIC,
+    REAL_QID, WAIT included, as RocketMQ 4.9.7's ``endMessageTransaction``
+    stores the half's properties string -- sysflag transaction bits =
+    COMMIT, prepared transaction offset = the half's CommitLog offset, the
+    half's store time kept) through the normal send pipeline (so a DELAY on
+    it still applies).  A committed copy is told from a half by its sysflag
+    (COMMIT), never by TRAN_MSG: ``Broker.prepare`` parks only TRAN_MSG
+    messages whose transaction bits are NOT/PREPARED, the dispatcher indexes
+    COMMIT like a plain message.  A Kafka half's commit (``KAFKA_TXN``) still
+    drops REAL_*/TRAN_MSG/KAFKA_TXN: a Kafka record keeps only its mapping's
+    properties;
     then the op record.  A commit whose UNIQ_KEY is already committed in the
     real topic (a duplicate END_TRANSACTION, or the answer to a check of a
     re-put copy) stores nothing new and only writes the op record;
@@ -82,6 +90,7 @@ from rokka.core.model import (
     PROP_TRAN_MSG,
     PROP_TRANSACTION_CHECK_TIMES,
     PROP_UNIQ_KEY,
+    PROP_WAIT,
     TOPIC_TRANS_HALF,
     TOPIC_TRANS_OP_HALF,
     TRANSACTION_COMMIT_TYPE,
@@ -145,12 +154,14 @@ class TransactionStatistics:
 
 
 def commit_message(half: StoredMessage) -> Message:
-    """The real message a COMMIT stores for ``half``."""
+    """The real message a COMMIT stores for ``half`` (a RocketMQ half keeps all its properties, as in
+    Java; a Kafka half drops the transaction ones)."""
     props = dict(half.properties)
-    topic = props.pop(PROP_REAL_TOPIC)
-    queue_id = int(props.pop(PROP_REAL_QID))
-    props.pop(PROP_TRAN_MSG, None)
-    props.pop(PROP_KAFKA_TXN, None)
+    topic = props[PROP_REAL_TOPIC]
+    queue_id = int(props[PROP_REAL_QID])
+    if PROP_KAFKA_TXN in props:
+        for name in (PROP_REAL_TOPIC, PROP_REAL_QID, PROP_TRAN_MSG, PROP_KAFKA_TXN, PROP_WAIT):
+            props.pop(name, None)
     sysflag = (half.sysflag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
     return Message(topic, queue_id, half.body, props, half.flag, sysflag, half.born_timestamp,
                    half.born_host, half.reconsume_times, half.commitlog_offset, half.store_timestamp)
@@ -258,10 +269,10 @@ class TransactionService:
         """Apply a producer's decision.  See the module docstring for the rules."""
         if commit_or_rollback not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
             if commit_or_rollback == TRANSACTION_NOT_TYPE:
-                log.info("transaction state unknown; waiting for the check", group=producer_group,
+                log.info("txn.state_unknown_awaiting_check", group=producer_group,
                          commitlog_offset=commitlog_offset, from_check=from_check)
             else:
-                log.warning("END_TRANSACTION with invalid commitOrRollback ignored",
+                log.warning("txn.invalid_commit_or_rollback_ignored",
                             value=commit_or_rollback, group=producer_group)
             return EndResult(EndOutcome.IGNORED)
         half = self.broker.store.read_message(commitlog_offset)
@@ -280,7 +291,7 @@ class TransactionService:
             return EndResult(EndOutcome.STORE_FAILED, "write the transaction op record failed")
         committed = commit_or_rollback == TRANSACTION_COMMIT_TYPE
         outcome = EndOutcome.COMMITTED if committed else EndOutcome.ROLLED_BACK
-        log.info("transaction ended", outcome=outcome.value, group=producer_group, from_check=from_check,
+        log.info("txn.ended", outcome=outcome.value, group=producer_group, from_check=from_check,
                  uniq_key=half.properties.get(PROP_UNIQ_KEY), half_offset=half.queue_offset)
         return EndResult(outcome)
 
@@ -302,12 +313,17 @@ class TransactionService:
         msg = commit_message(half)
         if self._already_committed(half, msg.topic):
             self.duplicates += 1
-            log.info("duplicate transaction commit; nothing stored",
+            log.info("txn.duplicate_commit_ignored",
                      uniq_key=half.properties.get(PROP_UNIQ_KEY))
             return None
-        result = await self.broker.put([msg])
+        # the send pipeline (a DELAY still parks it), but WAIT stays: Java stores the half's properties
+        wait = msg.properties.get(PROP_WAIT)
+        msg = self.broker.prepare(msg)
+        if wait is not None:
+            msg.properties[PROP_WAIT] = wait
+        result = await self.broker.put([msg], prepared=True)
         if not result.ok:
-            log.warning("transaction commit refused by the store", status=result.status.value,
+            log.warning("txn.commit_refused_by_store", status=result.status.value,
                         remark=result.remark)
             return EndResult(EndOutcome.STORE_FAILED, result.remark or result.status.value)
         self.committed += 1
@@ -331,7 +347,7 @@ class TransactionService:
         if result.ok:
             self._done.add(half.queue_offset)
         else:
-            log.error("transaction op record not written", status=result.status.value)
+            log.error("txn.op_record_not_written", status=result.status.value)
         return result.ok
 
     # -- check-back ----------------------------------------------------------------
@@ -362,7 +378,7 @@ class TransactionService:
             try:
                 await self.check_round(checker)
             except Exception:  # noqa: BLE001 - one bad round must not stop the service
-                log.exception("transaction check round failed")
+                log.exception("txn.check_round_failed")
 
     async def check_round(self, checker: Checker) -> int:
         """One scan of the half queue; returns the number of checks handed to ``checker``."""
@@ -379,7 +395,7 @@ class TransactionService:
                     sent += 1
                 else:
                     self.unanswerable += 1
-                    log.warning("no live producer to check a transaction", group=group,
+                    log.warning("txn.no_producer_to_check", group=group,
                                 uniq_key=copy.properties.get(PROP_UNIQ_KEY))
             self.checks_sent += sent
             return sent
@@ -399,7 +415,7 @@ class TransactionService:
                     try:
                         half_q = int(m.body.decode("ascii"))
                     except (UnicodeDecodeError, ValueError):
-                        log.warning("malformed transaction op record ignored", op_offset=u.queue_offset)
+                        log.warning("txn.malformed_op_record_ignored", op_offset=u.queue_offset)
                     else:
                         self._done.add(half_q)
                 self._op_half[u.queue_offset] = half_q
@@ -443,7 +459,7 @@ class TransactionService:
 
     async def _discard(self, half: StoredMessage) -> None:
         self.discarded += 1
-        log.warning("transaction half discarded after too many checks",
+        log.warning("txn.half_discarded_after_checks",
                     group=half.properties.get(PROP_PGROUP), uniq_key=half.properties.get(PROP_UNIQ_KEY),
                     checks=self.check_max, real_topic=half.properties.get(PROP_REAL_TOPIC))
         await self._write_op(half)
@@ -456,7 +472,7 @@ class TransactionService:
                        half.born_timestamp, half.born_host, half.reconsume_times)
         result = await self.broker.put([copy], prepared=True)
         if not result.ok:
-            log.warning("could not re-put a transaction half for its check", status=result.status.value)
+            log.warning("txn.half_reput_failed", status=result.status.value)
             return None
         a = result.appended[0]
         return dataclasses.replace(half, properties=props, queue_offset=a.queue_offset,

@@ -82,7 +82,7 @@ async def test_delivered_when_due_never_early(tmp_path: Path, memory: bool) -> N
         for m, parked_at, delay in ((first, r1.appended[0].store_timestamp, 1000),
                                     (second, r2.appended[0].store_timestamp, 2000)):
             assert m.store_timestamp >= parked_at + delay  # never early
-            assert PROP_DELAY not in m.properties
+            assert m.properties[PROP_DELAY] == str(delay // 1000)   # kept, as RocketMQ 4.9 stores it
             assert m.properties[PROP_REAL_TOPIC] == "T" and m.properties[PROP_REAL_QID] == "1"
             assert m.reconsume_times == 2
         assert first.properties["color"] == "red"
@@ -171,8 +171,34 @@ def test_timeup_message_rejects_non_delay_records() -> None:
     assert timeup_message(base) is None
     props = {PROP_REAL_TOPIC: "T", PROP_REAL_QID: "3", PROP_DELAY: "1"}
     ok = timeup_message(StoredMessage(**{**_fields(base), "properties": props}))
-    assert ok is not None and (ok.topic, ok.queue_id) == ("T", 3) and PROP_DELAY not in ok.properties
+    assert ok is not None and (ok.topic, ok.queue_id) == ("T", 3) and ok.properties == props
 
 
 def _fields(m: StoredMessage) -> dict[str, object]:
     return {f: getattr(m, f) for f in StoredMessage.__slots__}  # type: ignore[attr-defined]
+
+
+async def test_delivered_copy_keeps_delay_and_wait_as_java(tmp_path: Path) -> None:
+    """RocketMQ 4.9.7 ScheduleMessageService.messageTimeup stores the parked record's properties string:
+    the delivered copy still has DELAY=<level> and the client's WAIT=true (rokka used to drop both)."""
+    broker = make_broker(tmp_path)
+    try:
+        with trio.fail_after(20):
+            r = await broker.put([delayed("T", 1, b"w", "W1", WAIT="true", color="blue")])
+            assert r.ok
+            parked = broker.store.read_message(r.appended[0].commitlog_offset)
+            assert parked is not None and parked.properties["WAIT"] == "true"
+            async with trio.open_nursery() as nursery:
+                await nursery.start(broker.schedule.run)
+                await wait_for(broker, "T", 1)
+                nursery.cancel_scope.cancel()
+        [m] = read_all(broker, "T")
+        assert m.properties[PROP_DELAY] == "1" and m.properties["WAIT"] == "true"
+        assert (m.properties[PROP_REAL_TOPIC], m.properties[PROP_REAL_QID]) == ("T", "1")
+        assert m.properties["color"] == "blue" and m.topic == "T"
+        # a plain message still loses WAIT (Java's SendMessageProcessor does not store WAIT=true)
+        plain = await broker.put([Message("T", 1, b"p", {"WAIT": "true"})])
+        got = broker.store.read_message(plain.appended[0].commitlog_offset)
+        assert got is not None and "WAIT" not in got.properties
+    finally:
+        broker.close()

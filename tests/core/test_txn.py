@@ -8,6 +8,7 @@ by ``trio.fail_after``.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from rokka.core.model import (
 )
 from rokka.core.storage.api import Appended
 from rokka.core.storage.engine import DiskStore
-from rokka.core.txn import EndOutcome
+from rokka.core.txn import EndOutcome, commit_message
 
 
 def make_broker(root: Path, **cfg_kw: object) -> Broker:
@@ -88,8 +89,9 @@ async def test_commit_rollback_unknown_and_validation(tmp_path: Path) -> None:
         assert m.sysflag & TRANSACTION_MASK == TRANSACTION_COMMIT_TYPE
         assert m.prepared_transaction_offset == a.commitlog_offset
         assert m.store_timestamp == a.store_timestamp
-        for gone in (PROP_REAL_TOPIC, PROP_REAL_QID, PROP_TRAN_MSG):
-            assert gone not in m.properties
+        # kept, as RocketMQ 4.9.7's EndTransactionProcessor stores the half's properties string
+        assert (m.properties[PROP_REAL_TOPIC], m.properties[PROP_REAL_QID]) == ("T", "2")
+        assert m.properties[PROP_TRAN_MSG] == "true"
         assert m.properties["k"] == "v" and m.properties[PROP_UNIQ_KEY] == "A"
         stats = broker.transactions.statistics()
         assert (stats.committed, stats.rolled_back, stats.duplicate_commits) == (1, 1, 1)
@@ -159,5 +161,34 @@ async def test_check_answer_commits_copy_and_progress_survives_restart(tmp_path:
             assert await broker.transactions.check_round(checker) == 0  # Y young, A's copy done
             assert [m.body for m in real_messages(broker)] == [b"body-A"]
             assert young.queue_offset == 1
+    finally:
+        broker.close()
+
+
+async def test_committed_copy_keeps_java_properties_and_is_not_a_half(tmp_path: Path) -> None:
+    """The committed copy carries TRAN_MSG=true, REAL_TOPIC, REAL_QID and WAIT=true as in Apache 4.9.7; it
+    is still told from a half by its sysflag: it is dispatched to its queue, not parked again, and a Kafka
+    half's commit keeps only the Kafka mapping's properties."""
+    broker = make_broker(tmp_path)
+    try:
+        with trio.fail_after(10):
+            msg = half("W")
+            msg.properties["WAIT"] = "true"
+            r = await broker.put([msg])
+            a = r.appended[0]
+            parked = broker.store.read_message(a.commitlog_offset)
+            assert parked is not None and parked.topic == "RMQ_SYS_TRANS_HALF_TOPIC"
+            assert parked.properties["WAIT"] == "true"
+            assert await end(broker, a, TRANSACTION_COMMIT_TYPE) is EndOutcome.COMMITTED
+        [m] = real_messages(broker)
+        assert m.sysflag & TRANSACTION_MASK == TRANSACTION_COMMIT_TYPE
+        assert {k: m.properties.get(k) for k in (PROP_TRAN_MSG, PROP_REAL_TOPIC, PROP_REAL_QID, "WAIT")} == \
+            {PROP_TRAN_MSG: "true", PROP_REAL_TOPIC: "T", PROP_REAL_QID: "2", "WAIT": "true"}
+        # one half only: the committed copy was not parked as a new half
+        halves = broker.store.cq_units("RMQ_SYS_TRANS_HALF_TOPIC", 0, 0, 100)
+        assert len(halves) == 1
+        kafka_half = dataclasses.replace(parked, properties={**parked.properties, "KAFKA_TXN": "7:0"})
+        committed = commit_message(kafka_half).properties
+        assert not {PROP_TRAN_MSG, PROP_REAL_TOPIC, PROP_REAL_QID, "KAFKA_TXN", "WAIT"} & set(committed)
     finally:
         broker.close()
