@@ -26,7 +26,8 @@ CHECK_TRANSACTION_STATE) and client->broker requests share one code path.
 
 Writes are coalesced: frames queued while a write is in progress go out
 together in the next write (one syscall for many small responses), each write
-shielded and bounded by the write timeout.  The channel
+shielded from its caller's cancellation (a half-written frame would break the
+stream for every queued one) and ended only by the write timeout or close().  The channel
 ends on EOF, on a protocol violation (logged, no reply: Netty closes too),
 after ``idle_timeout_s`` without incoming bytes, or on ``close()``.  Ending
 cancels in-flight handlers, fails pending ``send_request`` calls with
@@ -165,6 +166,7 @@ class Channel:
         self._pending_write = 0
         self._out = _OutBatch()         # frames waiting for the write in progress (see _send_coalesced)
         self._writing = False
+        self._write_scope: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
         self._answered: list[bytes] = []    # inline handlers' responses, written after the read
         self._waiters: dict[int, _Waiter] = {}
@@ -201,6 +203,8 @@ class Channel:
         self._close_requested = True
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
+        if self._write_scope is not None:     # a write shielded from its caller still ends on close
+            self._write_scope.cancel()
 
     async def wait_closed(self) -> None:
         await self._closed_event.wait()
@@ -461,8 +465,7 @@ class Channel:
                 self._out = _OutBatch()
                 parts = batch.parts
                 try:
-                    with trio.CancelScope(shield=True), trio.fail_after(self._write_timeout_s):
-                        await self._stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
+                    await self._send_shielded(parts[0] if len(parts) == 1 else b"".join(parts))
                 except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
                     batch.fail(exc)
                     self._out.fail(exc)
@@ -476,6 +479,20 @@ class Channel:
                 self._out.fail(trio.ClosedResourceError("the write in progress failed"))
                 self._out = _OutBatch()
             raise
+
+    async def _send_shielded(self, data: bytes) -> None:
+        """``send_all`` that only the write timeout and ``close()`` interrupt (not the caller's cancellation)."""
+        try:
+            with trio.CancelScope(shield=True) as scope:
+                self._write_scope = scope
+                if self._close_requested:
+                    scope.cancel()
+                with trio.fail_after(self._write_timeout_s):
+                    await self._stream.send_all(data)
+        finally:
+            self._write_scope = None
+        if scope.cancelled_caught:
+            raise trio.ClosedResourceError("the channel closed during the write")
 
     def _hand_over(self) -> bool:
         """Let a fresh task lead the writes still queued (a caller's own frame went out long ago)."""

@@ -136,3 +136,28 @@ async def test_sync_flush_sends_are_not_inline(tmp_path: Path) -> None:
         got, _, inline = await _broker_channel_sends(tmp_path, "SYNC_FLUSH", 20)
     assert not inline
     assert sorted(int(r.ext_fields["queueOffset"]) for r in got) == list(range(20))
+
+
+async def test_close_ends_a_write_the_peer_never_reads() -> None:
+    """A write is shielded from its caller's cancellation, but close() still ends it at once (not only the
+    write timeout)."""
+    started = trio.Event()
+
+    async def big(channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        started.set()
+        return cmd.make_response(0, body=b"z" * (16 << 20))    # far more than the socket buffers hold
+
+    a, b = trio.socket.socketpair()
+    peer = trio.SocketStream(b)
+    conn = RemotingConnection()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            channel = Channel(trio.SocketStream(a), handlers={11: big}, name="t", write_timeout_s=600)
+            nursery.start_soon(channel.run)
+            await peer.send_all(conn.start_request(RemotingCommand(code=11)))
+            await started.wait()
+            await trio.sleep(0.2)       # the response is now stuck in a write nobody reads
+            channel.close()
+            with trio.fail_after(5):
+                await channel.wait_closed()
+            await peer.aclose()
