@@ -265,7 +265,7 @@ class Broker:
             self._manual_delete_passes = max(0, manual - 1)
             removed = await trio.to_thread.run_sync(self.store.run_retention, now_ms(), manual > 0)
             if removed:
-                log.info("retention removed files", count=removed)
+                log.info("broker.retention_removed_files", count=removed)
             self.retention.apply(self.store, now_ms(), self.topics)
 
     def close(self) -> None:
@@ -275,7 +275,7 @@ class Broker:
         self._closed = True
         self.offsets.persist()
         self.store.close()
-        log.info("broker closed", flushed_offset=self.store.flushed_offset)
+        log.info("broker.closed", flushed_offset=self.store.flushed_offset)
 
 
 def _int(value: str | None) -> int:
