@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from rokka.gateway.kafka import authz as az
 from rokka.gateway.kafka.acls import Op
 from rokka.gateway.kafka.context import Handler, Route
-from rokka.gateway.kafka.handlers import acl_api, alter_configs, fetch, group_api, metadata, produce, txn
+from rokka.gateway.kafka.handlers import acl_api, alter_configs, fetch, group_api, log_dirs, metadata, produce, txn
 from rokka.gateway.kafka.handlers.common import KafkaEnv, resolve
 from rokka.gateway.kafka.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from rokka.gateway.kafka.scram_admin import ScramAdmin
@@ -85,6 +85,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -191,6 +192,8 @@ REGISTRY: tuple[ApiSpec, ...] = (
     ApiSpec(K.INCREMENTAL_ALTER_CONFIGS, _env(alter_configs.handle_incremental_alter_configs), (0, 1),
             partial(az.configs, op=Op.ALTER_CONFIGS, field="responses")),
     ApiSpec(K.DESCRIBE_CLUSTER, _env(metadata.handle_describe_cluster), (0, 1), az.describe_cluster, quick=True),
+    ApiSpec(K.DESCRIBE_LOG_DIRS, _env(log_dirs.describe_log_dirs), (1, 5),
+            partial(az.cluster_op, op=Op.DESCRIBE, refused=log_dirs.refused)),
     # consumer groups
     ApiSpec(K.FIND_COORDINATOR, _groups(group_api.find_coordinator, "routed"), (0, 4), az.find_coordinator,
             quick=True),

@@ -424,8 +424,34 @@ INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", 0, 1, 1, request=
     f("validate_only", BOOL),
 ), response=_ALTER_RESPONSE)
 
+DESCRIBE_LOG_DIRS = Api(35, "DescribeLogDirs", 1, 5, 2, request=struct(
+    f("topics", arr(
+        f("topic", STRING),
+        f("partitions", arr(INT32)),
+    ), null="0+"),
+), response=struct(
+    f("throttle_time_ms", INT32),
+    f("error_code", INT16, "3+"),
+    f("results", arr(
+        f("error_code", INT16),
+        f("log_dir", STRING),
+        f("topics", arr(
+            f("name", STRING),
+            f("partitions", arr(
+                f("partition_index", INT32),
+                f("partition_size", INT64),
+                f("offset_lag", INT64),
+                f("is_future_key", BOOL),
+            )),
+        )),
+        f("total_bytes", INT64, "4+", default=-1),
+        f("usable_bytes", INT64, "4+", default=-1),
+        f("is_cordoned", BOOL, "5+", default=False),
+    )),
+))
+
 DATA_APIS = (
     API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, CREATE_TOPICS,
     DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, DESCRIBE_CLUSTER, DELETE_RECORDS,
-    SASL_HANDSHAKE, SASL_AUTHENTICATE, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
+    SASL_HANDSHAKE, SASL_AUTHENTICATE, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_LOG_DIRS,
 )

@@ -85,7 +85,7 @@ def _compare(ours: tuple[Field, ...], refs: list[Any], v: int, commons: dict[str
 NOT_IN_REFERENCE = {29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 33: "AlterConfigs", 42: "DeleteGroups",
                     44: "IncrementalAlterConfigs", 47: "OffsetDelete", 50: "DescribeUserScramCredentials",
                     51: "AlterUserScramCredentials", 61: "DescribeProducers", 65: "DescribeTransactions",
-                    66: "ListTransactions"}
+                    66: "ListTransactions", 35: "DescribeLogDirs"}
 
 
 def _kafka_python_schemas() -> Path | None:
