@@ -27,6 +27,7 @@ behind the master (RocketMQ's SLAVE_NOT_AVAILABLE), and ``"timeout"`` when
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -71,7 +72,8 @@ class HAMaster:
         self.address: tuple[str, int] = ("", 0)
         self._ids = itertools.count(1)
         self._data = trio.Event()
-        self._acked = trio.Event()
+        self._waiters: list[tuple[int, int, trio.Event]] = []   # heap of (offset, seq, event) of sync waits
+        self._seq = itertools.count()
         store.add_arrival_listener(self._on_arrival)
 
     # -- state ------------------------------------------------------------------------
@@ -88,7 +90,10 @@ class HAMaster:
         self._data.set()
 
     async def wait_for_ack(self, offset: int, timeout_s: float) -> str:
-        """SYNC_MASTER: wait until a slave acked ``offset``: ``"ok"``, ``"no_slave"`` or ``"timeout"``."""
+        """SYNC_MASTER: wait until a slave acked ``offset``: ``"ok"``, ``"no_slave"`` or ``"timeout"``.
+
+        Each waiter sleeps on its own event in a heap by offset; an ack wakes only the waiters it
+        satisfies (a lost slave wakes them all to look again)."""
         self.notify_written()
         with trio.move_on_after(timeout_s):
             while True:
@@ -97,8 +102,9 @@ class HAMaster:
                     return "ok"
                 if best < 0 or self.store.clog.write_offset - best > self.params.fallbehind_max:
                     return "no_slave"
-                acked = self._acked
-                await acked.wait()
+                event = trio.Event()
+                heapq.heappush(self._waiters, (offset, next(self._seq), event))
+                await event.wait()
         return "timeout"
 
     # -- serving ----------------------------------------------------------------------
@@ -128,15 +134,17 @@ class HAMaster:
             log.info("ha.slave_connection_lost", peer=peer, error=str(exc))
         finally:
             self.slaves.pop(slave.conn_id, None)
-            self._wake_ack()
+            self._wake_ack(everyone=True)
             with trio.move_on_after(1) as cs:
                 cs.shield = True
                 await stream.aclose()
             log.info("ha.slave_disconnected", peer=peer, ack=slave.reports.ack_offset)
 
-    def _wake_ack(self) -> None:
-        acked, self._acked = self._acked, trio.Event()
-        acked.set()
+    def _wake_ack(self, everyone: bool = False) -> None:
+        best = self.ack_offset
+        waiters = self._waiters
+        while waiters and (everyone or waiters[0][0] <= best):
+            heapq.heappop(waiters)[2].set()
 
     async def _read(self, stream: trio.SocketStream, slave: _Slave, scope: trio.CancelScope) -> None:
         while True:
