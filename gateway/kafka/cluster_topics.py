@@ -13,6 +13,14 @@ and ``await_route`` waits (bounded) until the name servers route the topic to ev
 the other brokers read the whole layout on their next refresh; ``delete_everywhere`` removes a
 topic from every other broker and the name servers (DeleteTopics).
 
+**RocketMQ auto-creation** stays RocketMQ 4.9's: a producer sending to an unknown topic uses the
+TBW102 route, which every broker carries; each broker that receives one of its first messages
+creates the topic with min(the producer's defaultTopicQueueNums, 4 by default, TBW102's write
+queues) queues and registers it at once.  The topic so lives on the brokers those first sends
+reached (until the producer's next route refresh, 30 s in the Java and C++ clients, it keeps
+spreading its sends over TBW102's brokers).  To spread one deliberately: Kafka CreateTopics, or
+``rokka admin updateTopic -c <cluster>``.
+
 **Producer ids.**  Each broker hands out Kafka producer ids from a range of its own
 (``producer_id_base``), so an idempotent producer's id is unique on every partition it writes to,
 whichever broker answered its InitProducerId.  ``rokka serve`` (one process) keeps ids from 0;
