@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
 import trio
 from rokka.core.model import Message
 from rokka.core.storage.engine import DiskStore
-from rokka.gateway.ha.codec import encode_report
+from rokka.gateway.ha.codec import encode_frame, encode_report
 from rokka.gateway.ha.master import HAMaster, HAParams
 from rokka.gateway.ha.slave import HASlave
 
@@ -114,3 +115,36 @@ async def test_master_closes_a_slave_ahead_of_it(master: tuple[DiskStore, HAMast
             while await s.receive_some(65536):
                 pass                        # the master closes: receive_some returns b""
     assert not ha.slaves
+
+
+async def test_slave_closes_on_an_offset_mismatch_and_keeps_its_data(
+        master: tuple[DiskStore, HAMaster, str], tmp_path: Path) -> None:
+    mstore, ha, addr = master
+    _put(mstore, 20)
+    sstore = _slave_store(tmp_path)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(HASlave(sstore, PARAMS, lambda: addr).run)
+            await _until(lambda: sstore.clog.write_offset == mstore.clog.write_offset)
+            nursery.cancel_scope.cancel()
+        have = sstore.clog.write_offset
+        # A master that pushes bytes for another offset than the slave's max offset: the slave closes.
+        reports: list[bytes] = []
+
+        async def bad_master(stream: trio.SocketStream) -> None:
+            reports.append(await stream.receive_some(8))
+            await stream.send_all(encode_frame(have + 100, b"\0" * 64))
+            reports.append(await stream.receive_some(8))     # b"": the slave closed
+            await stream.aclose()
+
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(partial(trio.serve_tcp, bad_master, 0, host="127.0.0.1"))
+            port = listeners[0].socket.getsockname()[1]
+            slave = HASlave(sstore, PARAMS, lambda: f"127.0.0.1:{port}")
+            await nursery.start(slave.run)
+            await _until(lambda: len(reports) == 2)
+            nursery.cancel_scope.cancel()
+        assert reports == [encode_report(have), b""]
+        assert sstore.clog.write_offset == have
+    finally:
+        sstore.close()
