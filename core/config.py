@@ -51,6 +51,9 @@ _ALIASES = {
 }
 #: The TLS keys of the RocketMQ ports (rokka.gateway.rocketmq.tls reads them by these names).
 TLS_KEYS = tuple(k for k in _ALIASES if k.startswith("tls."))
+#: The same keys as their field names print (``tlsServerMode``): neither spelling may change at runtime.
+TLS_FIELD_KEYS = tuple(_ALIASES[k].split("_")[0] + "".join(p.title() for p in _ALIASES[k].split("_")[1:])
+                       for k in TLS_KEYS)
 
 
 @dataclass

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from rokka.core.config import BrokerConfig, apply_settings, camel_to_snake
+from rokka.core.config import TLS_FIELD_KEYS, TLS_KEYS, BrokerConfig, apply_settings, camel_to_snake
 from rokka.core.namesrv.config import rewrite_properties_file
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
@@ -63,7 +63,7 @@ BLACK_LIST = frozenset({
     "configBlackList", CONFIG_PATH_KEY, "rocketmqHome", "storePathRootDir", "storePathCommitLog",
     "plainAclFile", "aclEnable", "kafkaSaslUsers", "kafkaSaslMechanisms", "kafkaSslCertFile",
     "kafkaSslKeyFile", "kafkaSslKeyPassword", "kafkaSslCaFile", "kafkaSslClientAuth", "kafkaAclEnable",
-    "kafkaSuperUsers", "kafkaAllowEveryoneIfNoAclFound", "storeRepair", "extra",
+    "kafkaSuperUsers", "kafkaAllowEveryoneIfNoAclFound", "storeRepair", "extra", *TLS_KEYS, *TLS_FIELD_KEYS,
 })
 #: Keys applied to the running broker at once; the others are persisted for the next start.
 RUNTIME_KEYS = frozenset({

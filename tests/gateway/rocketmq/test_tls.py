@@ -16,9 +16,17 @@ from rokka.core.config import BrokerConfig, apply_settings, load_broker_conf
 from rokka.core.namesrv.config import load_namesrv_conf
 from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client import Admin, ConnectError, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.gateway.rocketmq.client import (
+    Admin,
+    ConnectError,
+    NamesrvClient,
+    Producer,
+    PullConsumer,
+    RemotingClient,
+    ResponseError,
+)
 from rokka.gateway.rocketmq.codec import RemotingCommand
-from rokka.gateway.rocketmq.codec.codes import RequestCode
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.tls import RemotingTls, TlsConfigError, client_context, settings_from
 
 LIMIT_S = 60
@@ -94,6 +102,13 @@ async def test_permissive_serves_both_on_one_port(tmp_path: Path) -> None:
                 assert type(channel._stream).__name__ == "TlsSocketStream"
             async with RemotingClient() as plain:
                 assert await round_trip(plain, namesrv, broker, "TlsB") == b"over tls"
+                admin = Admin(plain, NamesrvClient(plain, [namesrv]))
+                for key in ("tls.server.mode", "tlsServerMode", "tls.enable"):   # no TLS change over the wire
+                    with pytest.raises(ResponseError) as refused:
+                        await admin.update_broker_config(broker, {key: "disabled"})
+                    assert refused.value.code == ResponseCode.NO_PERMISSION
+                shown = await admin.get_broker_config(broker)
+                assert shown["tlsServerMode"] == "permissive" and shown["tlsServerKeyPassword"] == ""
 
 
 async def test_disabled_refuses_tls(tmp_path: Path) -> None:
