@@ -59,12 +59,12 @@ async def drive(namesrv: str, broker: str, ca: Path | None, count: int, pid: int
         await Admin(rc, nsc).create_topic(broker, "TlsBench", read_queue_nums=1, write_queue_nums=1)
         producer = Producer(rc, nsc, "pg_bench")
         body = b"x" * 100
-        sent = await producer.send("TlsBench", body)      # route + connection warm
+        sent = await producer.send("TlsBench", body, queue=0)      # route + connection warm
         cpu0, t0 = server_cpu(pid), time.monotonic()
 
         async def sender(n: int) -> None:
             for _ in range(n):
-                await producer.send("TlsBench", body)
+                await producer.send("TlsBench", body, queue=0)
 
         async with trio.open_nursery() as nursery:
             for _ in range(SENDERS):
