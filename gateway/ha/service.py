@@ -74,6 +74,7 @@ async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
         await nursery.start(slave.run)
         sync = SlaveSync(broker, registrar, cfg.default_topic_queue_nums)
         slave.appender.on_new_queue.append(sync.new_queue)
+        slave.sync = sync
         nursery.start_soon(sync.run)
         log.info("ha.slave_started", master=cfg.ha_master_address or "from the name server")
         return slave

@@ -21,7 +21,7 @@ offset, so a restarted slave (or master) catches up from where it is.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
@@ -57,6 +57,7 @@ class HASlave:
         self.appender = ReplicaAppender(store)
         self.connected_to: str | None = None
         self.connections = 0
+        self.sync: Any = None           # the metadata sync (gateway/ha/sync.py), set by service.start_ha
 
     @property
     def max_offset(self) -> int:

@@ -1,17 +1,18 @@
-"""The slave's metadata synchronisation (RocketMQ's ``SlaveSynchronize``), first part: topic configs.
+"""The slave's metadata synchronisation (RocketMQ's ``SlaveSynchronize``): topic configs, consumer offsets.
 
 Theory of operation
 -------------------
 Every ``SYNC_INTERVAL_S`` (Java: 10 s; at once after start, then again a
 second later until the first success) a SLAVE asks its master over remoting
-for GET_ALL_TOPIC_CONFIG and stores every topic config that differs, so
-the slave serves PULL for the master's topics (the queues themselves come
-from the replicated CommitLog).  The master's remoting address is the
+for GET_ALL_TOPIC_CONFIG and GET_ALL_CONSUMER_OFFSET and stores every topic
+config and consumer offset that differs, so the slave serves PULL for the
+master's topics (the queues themselves come from the replicated CommitLog)
+and a group that fails over resumes near where it committed on the master.  The master's remoting address is the
 ``masterAddr`` the name server answered the slave's last REGISTER_BROKER
 with.  Errors are logged and retried; nothing here ever stops the slave.
 
-Not yet synchronised (Java does): subscription groups, consumer offsets,
-delay offsets, and rokka's Kafka state.
+Not yet synchronised (Java does): subscription groups and delay offsets;
+nor rokka's Kafka state (group metadata, producer ids, ACLs, SCRAM users).
 """
 
 from __future__ import annotations
@@ -39,6 +40,26 @@ def master_remoting_addr(registrar: Any) -> str | None:
         if addr:
             return str(addr)
     return None
+
+
+def apply_consumer_offsets(broker: Any, body: bytes) -> int:
+    """Take the master's consumer offsets (``{"offsetTable": {"topic@group": {queueId: offset}}}``) that
+    differ here, as SlaveSynchronize.syncConsumerOffset does; returns how many changed."""
+    table = (loads_body(body) or {}).get("offsetTable") or {}
+    changed = 0
+    for key, queues in table.items():
+        topic, sep, group = str(key).partition("@")
+        if not sep or not isinstance(queues, dict):
+            continue
+        for qid, offset in queues.items():
+            try:
+                qid_i, off_i = int(qid), int(offset)
+            except (TypeError, ValueError):
+                continue
+            if broker.offsets.query(group, topic, qid_i) != off_i:
+                broker.offsets.commit(group, topic, qid_i, off_i)
+                changed += 1
+    return changed
 
 
 def apply_topic_configs(broker: Any, body: bytes) -> int:
@@ -92,8 +113,14 @@ class SlaveSync:
             log.warning("ha.sync_failed", master=master, error=str(exc))
             return False
         changed = apply_topic_configs(self.broker, resp.body or b"{}")
-        if changed:
-            log.info("ha.sync_topics", master=master, changed=changed)
+        try:
+            resp = await reg.client.invoke_ok(master, RemotingCommand(RequestCode.GET_ALL_CONSUMER_OFFSET), TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - any failure: log, retry later
+            log.warning("ha.sync_failed", master=master, error=str(exc), what="consumer offsets")
+            return False
+        offsets = apply_consumer_offsets(self.broker, resp.body or b"{}")
+        if changed or offsets:
+            log.info("ha.sync", master=master, topics=changed, offsets=offsets)
         return True
 
     def _own_configs(self) -> None:

@@ -86,6 +86,10 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 resp = await rc.invoke(saddr, RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=pull))
                 assert resp.code == ResponseCode.SUCCESS and resp.body
                 assert slave.broker.offsets.query("cg", "T", 0) is None
+                # Consumer offsets committed on the master reach the slave (SlaveSynchronize).
+                master.broker.offsets.commit("cg2", "T", 0, 2)
+                assert await slave.ha.sync.once()
+                assert slave.broker.offsets.query("cg2", "T", 0) == 2
                 # The broker set's Kafka endpoint stays the master's (a slave does not publish its own).
                 kv = await nsc.kv_list("ROKKA_KAFKA")
                 assert str(master.kafka_addr[1]) in kv["broker-ha"]
