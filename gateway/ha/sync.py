@@ -1,17 +1,18 @@
-"""The slave's metadata synchronisation (RocketMQ's ``SlaveSynchronize``): topic configs, consumer offsets.
+"""The slave's metadata synchronisation (RocketMQ's ``SlaveSynchronize``): topics, groups, consumer offsets.
 
 Theory of operation
 -------------------
 Every ``SYNC_INTERVAL_S`` (Java: 10 s; at once after start, then again a
 second later until the first success) a SLAVE asks its master over remoting
-for GET_ALL_TOPIC_CONFIG and GET_ALL_CONSUMER_OFFSET and stores every topic
-config and consumer offset that differs, so the slave serves PULL for the
+for GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG and
+GET_ALL_CONSUMER_OFFSET and stores every topic config, group config and
+consumer offset that differs, so the slave serves PULL for the
 master's topics (the queues themselves come from the replicated CommitLog)
 and a group that fails over resumes near where it committed on the master.  The master's remoting address is the
 ``masterAddr`` the name server answered the slave's last REGISTER_BROKER
 with.  Errors are logged and retried; nothing here ever stops the slave.
 
-Not yet synchronised (Java does): subscription groups and delay offsets;
+Not yet synchronised (Java does): delay offsets;
 nor rokka's Kafka state (group metadata, producer ids, ACLs, SCRAM users).
 """
 
@@ -59,6 +60,24 @@ def apply_consumer_offsets(broker: Any, body: bytes) -> int:
             if broker.offsets.query(group, topic, qid_i) != off_i:
                 broker.offsets.commit(group, topic, qid_i, off_i)
                 changed += 1
+    return changed
+
+
+def apply_group_configs(broker: Any, body: bytes) -> int:
+    """Take the master's subscription group configs that differ here; returns how many changed."""
+    from rokka.core.groups import SubscriptionGroupConfig
+
+    table = (loads_body(body) or {}).get("subscriptionGroupTable") or {}
+    changed = 0
+    for name, raw in table.items():
+        try:
+            cfg = SubscriptionGroupConfig.from_json({**raw, "groupName": name})
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("ha.sync_bad_group_config", group=name, error=str(exc))
+            continue
+        if broker.sub_groups.get(name, create=False) != cfg:
+            broker.sub_groups.put(cfg)
+            changed += 1
     return changed
 
 
@@ -113,14 +132,17 @@ class SlaveSync:
             log.warning("ha.sync_failed", master=master, error=str(exc))
             return False
         changed = apply_topic_configs(self.broker, resp.body or b"{}")
-        try:
-            resp = await reg.client.invoke_ok(master, RemotingCommand(RequestCode.GET_ALL_CONSUMER_OFFSET), TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001 - any failure: log, retry later
-            log.warning("ha.sync_failed", master=master, error=str(exc), what="consumer offsets")
-            return False
-        offsets = apply_consumer_offsets(self.broker, resp.body or b"{}")
-        if changed or offsets:
-            log.info("ha.sync", master=master, topics=changed, offsets=offsets)
+        counts = {"topics": changed}
+        for what, code, apply in (("groups", RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, apply_group_configs),
+                                  ("offsets", RequestCode.GET_ALL_CONSUMER_OFFSET, apply_consumer_offsets)):
+            try:
+                resp = await reg.client.invoke_ok(master, RemotingCommand(code), TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - any failure: log, retry later
+                log.warning("ha.sync_failed", master=master, error=str(exc), what=what)
+                return False
+            counts[what] = apply(self.broker, resp.body or b"{}")
+        if any(counts.values()):
+            log.info("ha.sync", master=master, **counts)
         return True
 
     def _own_configs(self) -> None:

@@ -88,8 +88,12 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 assert slave.broker.offsets.query("cg", "T", 0) is None
                 # Consumer offsets committed on the master reach the slave (SlaveSynchronize).
                 master.broker.offsets.commit("cg2", "T", 0, 2)
+                group = master.broker.sub_groups.get("cg2")
+                group.retry_max_times = 3
+                master.broker.sub_groups.put(group)
                 assert await slave.ha.sync.once()
                 assert slave.broker.offsets.query("cg2", "T", 0) == 2
+                assert slave.broker.sub_groups.get("cg2", create=False).retry_max_times == 3
                 # The broker set's Kafka endpoint stays the master's (a slave does not publish its own).
                 kv = await nsc.kv_list("ROKKA_KAFKA")
                 assert str(master.kafka_addr[1]) in kv["broker-ha"]
