@@ -103,8 +103,9 @@ def test_delay_levels(results: dict[str, dict[str, Any]]) -> None:
     assert "REAL_TOPIC" not in by_body["delay-0"]["props"]
     for level, seconds in ((1, 1), (2, 5)):           # messageDelayLevel's default: 1s 5s ...
         m = by_body[f"delay-{level}"]
-        # as RocketMQ's ScheduleMessageService: DELAY cleared, REAL_TOPIC / REAL_QID kept
-        assert "DELAY" not in m["props"] and (m["props"]["REAL_TOPIC"], m["props"]["REAL_QID"]) == ("J_Delay", "0")
+        # as RocketMQ 4.9.7's ScheduleMessageService: DELAY, WAIT, REAL_TOPIC / REAL_QID kept
+        assert m["props"]["DELAY"] == str(level) and m["props"]["WAIT"] == "true"
+        assert (m["props"]["REAL_TOPIC"], m["props"]["REAL_QID"]) == ("J_Delay", "0")
         assert m["store_ts"] - m["born_ts"] >= seconds * 1000 - 50, m   # stored again when due
         assert res["waited_ms"][f"delay-{level}"] >= seconds * 1000 - 50
 
