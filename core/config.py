@@ -175,6 +175,7 @@ class BrokerConfig:
     ha_transfer_batch_size: int = 32768        # most CommitLog bytes in one HA frame
     ha_slave_fallbehind_max: int = 256 << 20   # SYNC_MASTER: a slave further behind is SLAVE_NOT_AVAILABLE
     slave_read_enable: bool = False
+    slave_timeout: int = 3000                  # ms SYNC_MASTER waits for a slave's ack (RocketMQ 4.9 slaveTimeout)
     # operator switches (command line only)
     store_repair: bool = False      # truncate a damaged CommitLog at the damage instead of refusing to start
     # extras kept from the file that we do not interpret
@@ -264,7 +265,8 @@ class BrokerConfig:
             raise ValueError(f"brokerRole={self.broker_role}: expected ASYNC_MASTER, SYNC_MASTER or SLAVE")
         if self.is_slave and self.broker_id == 0:
             raise ValueError("brokerRole=SLAVE needs brokerId > 0 (brokerId 0 is the master)")
-        for key in ("haListenPort", "haSendHeartbeatInterval", "haHousekeepingInterval", "haSlaveFallbehindMax"):
+        for key in ("haListenPort", "haSendHeartbeatInterval", "haHousekeepingInterval", "haSlaveFallbehindMax",
+                    "slaveTimeout"):
             if getattr(self, camel_to_snake(key)) < 0:
                 raise ValueError(f"{key} must be >= 0")
         if not 1 <= self.ha_transfer_batch_size <= 4 * 1024 * 1024 - 12:
