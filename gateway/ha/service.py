@@ -7,7 +7,7 @@ Theory of operation
 * ASYNC_MASTER / SYNC_MASTER: an ``HAMaster`` listens on ``haListenPort``
   (default listenPort + 1, advertised to the name server as haServerAddr).
   SYNC_MASTER also sets ``Broker.replica_wait``: every send is answered only
-  when a slave acked its bytes (``syncFlushTimeout`` -> FLUSH_SLAVE_TIMEOUT,
+  when a slave acked its bytes (``slaveTimeout``, 3 s -> FLUSH_SLAVE_TIMEOUT,
   no slave or one further behind than ``haSlaveFallbehindMax`` ->
   SLAVE_NOT_AVAILABLE; the records are stored either way, as in RocketMQ).
 * SLAVE: the store refuses puts (``DiskStore.replica_only``: SEND_MESSAGE
@@ -81,7 +81,7 @@ async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
     master = HAMaster(store, params)
     await nursery.start(master.serve, cfg.listen_host, cfg.ha_port)
     if role == "SYNC_MASTER":
-        timeout_s = cfg.sync_flush_timeout / 1000
+        timeout_s = cfg.slave_timeout / 1000          # RocketMQ 4.9: slaveTimeout (CommitLog.submitReplicaRequest)
 
         async def replica_wait(offset: int) -> PutStatus | None:
             return _RESULT.get(await master.wait_for_ack(offset, timeout_s))

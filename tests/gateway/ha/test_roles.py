@@ -49,7 +49,7 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
             host, port = await nursery.start(NamesrvServer().serve, "127.0.0.1", 0)
             ns = f"{host}:{port}"
             master = runtime.BrokerRole(_cfg(tmp_path, "m", ns, broker_role="SYNC_MASTER",
-                                             ha_listen_port=_free_port(), sync_flush_timeout=3000))
+                                             ha_listen_port=_free_port(), slave_timeout=3000))
             await nursery.start(master.run)
             maddr = f"{master.broker_addr[0]}:{master.broker_addr[1]}"
             async with RemotingClient() as rc:
