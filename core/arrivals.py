@@ -51,7 +51,7 @@ class ArrivalHub:
             try:
                 cb(queue_offset, tags_code, properties)
             except Exception:  # noqa: BLE001
-                log.exception("arrival callback failed", topic=topic, queue_id=queue_id)
+                log.exception("arrivals.callback_failed", topic=topic, queue_id=queue_id)
 
     def waiter_count(self) -> int:
         return sum(len(w) for w in self._waiters.values())

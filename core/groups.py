@@ -163,7 +163,7 @@ class ConsumerRegistry:
             info.last_update_ms = now_ms
         info.subscriptions = new_subs
         if changed:
-            log.info("consumer group changed", group=group, clients=info.client_ids())
+            log.info("groups.consumer_group_changed", group=group, clients=info.client_ids())
         return changed
 
     def unregister(self, group: str, client_id: str) -> bool:
@@ -173,7 +173,7 @@ class ConsumerRegistry:
         del info.clients[client_id]
         if not info.clients:
             del self._groups[group]
-        log.info("consumer unregistered", group=group, client=client_id)
+        log.info("groups.consumer_unregistered", group=group, client=client_id)
         return True
 
     def drop_handle(self, handle: Any) -> list[str]:
@@ -191,7 +191,7 @@ class ConsumerRegistry:
         for group, info in list(self._groups.items()):
             for cid, ci in list(info.clients.items()):
                 if now_ms - ci.last_update_ms > CHANNEL_EXPIRED_MS:
-                    log.warning("consumer channel expired", group=group, client=cid)
+                    log.warning("groups.consumer_channel_expired", group=group, client=cid)
                     self.unregister(group, cid)
                     changed.append(group)
         return changed

@@ -228,7 +228,7 @@ class KafkaTxnCoordinator:
         if isinstance(nxt, TxnOutcome):
             return nxt
         if nxt is S.PREPARE_ABORT:
-            log.info("kafka transaction aborted by a new InitProducerId", transactional_id=tid)
+            log.info("kafka_txn.aborted_by_init_producer_id", transactional_id=tid)
             if not await self._end(txn, S.PREPARE_ABORT):
                 return Out.CONCURRENT_TRANSACTIONS
         return Out.OK
@@ -266,7 +266,7 @@ class KafkaTxnCoordinator:
             txn.state = S.ONGOING
             txn.start_ms = self._clock()
             txn.half_start = self.broker.store.max_offset(TOPIC_TRANS_HALF, 0)
-            log.info("kafka transaction started", transactional_id=tid, producer_id=pid, epoch=epoch)
+            log.info("kafka_txn.started", transactional_id=tid, producer_id=pid, epoch=epoch)
         txn.partitions |= parts
         txn.groups |= grps
         self._touch(txn)
@@ -353,7 +353,7 @@ class KafkaTxnCoordinator:
         if result is not None:
             result = await self.broker.wait_durable(result)
             if not result.ok:
-                log.error("kafka transaction completion not stored; will retry", transactional_id=txn.tid,
+                log.error("kafka_txn.completion_not_stored_will_retry", transactional_id=txn.tid,
                           status=result.status.value, remark=result.remark)
                 self._recovering.add(txn.tid)   # part of it may be in the log: the retry deduplicates
                 self._wake.set()
@@ -367,7 +367,7 @@ class KafkaTxnCoordinator:
             self.records_committed += records
         else:
             self.aborted += 1
-        log.info("kafka transaction completed", transactional_id=txn.tid, committed=commit,
+        log.info("kafka_txn.completed", transactional_id=txn.tid, committed=commit,
                  records=len(halves), offsets=len(txn.pending_offsets))
         self._recovering.discard(txn.tid)
         done = next_state(txn.state, E.COMPLETE)
@@ -390,7 +390,7 @@ class KafkaTxnCoordinator:
         for clo in sorted(txn.halves):
             half = store.read_message(clo)
             if half is None or half.topic != TOPIC_TRANS_HALF:
-                log.warning("kafka transaction half missing from the store", transactional_id=txn.tid,
+                log.warning("kafka_txn.half_missing", transactional_id=txn.tid,
                             commitlog_offset=clo)
                 continue
             found.append(clo)
@@ -468,11 +468,11 @@ class KafkaTxnCoordinator:
             del self._by_pid[txn.producer_id]
         self.producers.forget_transactional_id(txn.tid)
         self._changed()
-        log.info("kafka transactional id expired", transactional_id=txn.tid, producer_id=txn.producer_id,
+        log.info("kafka_txn.id_expired", transactional_id=txn.tid, producer_id=txn.producer_id,
                  idle_ms=self._clock() - txn.updated_ms)
 
     async def _expire(self, txn: Txn) -> None:
-        log.warning("kafka transaction timed out; aborting", transactional_id=txn.tid,
+        log.warning("kafka_txn.timed_out_aborting", transactional_id=txn.tid,
                     timeout_ms=txn.timeout_ms, records=len(txn.halves))
         self.timed_out += 1
         self._busy.add(txn.tid)
@@ -507,7 +507,7 @@ class KafkaTxnCoordinator:
                     txn.halves[u.commitlog_offset] = u.queue_offset
             off = units[-1].queue_offset + 1
         for t in ongoing.values():
-            log.info("kafka transaction resumed after restart", transactional_id=t.tid, records=len(t.halves))
+            log.info("kafka_txn.resumed_after_restart", transactional_id=t.tid, records=len(t.halves))
 
     def statistics(self) -> KafkaTxnStatistics:
         by_state: dict[str, int] = {}

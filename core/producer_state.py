@@ -263,7 +263,7 @@ class ProducerStateManager:
             if (pid, epoch) == (entry.last_producer_id, entry.last_epoch):
                 return InitResult(InitOutcome.OK, entry.producer_id, entry.epoch), False  # a retry
             if (pid, epoch) != (entry.producer_id, entry.epoch):
-                log.info("producer fenced at init", transactional_id=tid, producer_id=pid, epoch=epoch)
+                log.info("producer_state.fenced_at_init", transactional_id=tid, producer_id=pid, epoch=epoch)
                 return InitResult(InitOutcome.PRODUCER_FENCED), False
         self._bump(tid, entry, timeout_ms, remember_last=pid != NO_PRODUCER_ID)
         return InitResult(InitOutcome.OK, entry.producer_id, entry.epoch), True

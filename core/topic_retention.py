@@ -104,7 +104,7 @@ class TopicRetention:
             self._ms.pop(topic, None)
         else:
             self._ms[topic] = retention_ms
-        log.info("topic retention set", topic=topic, retention_ms=retention_ms)
+        log.info("topic_retention.set", topic=topic, retention_ms=retention_ms)
         self._save()
 
     def configs(self, topic: str) -> dict[str, str] | None:
@@ -161,7 +161,7 @@ class TopicRetention:
                 if new > lo:
                     store.set_min_offset(topic, qid, new)
                     cut += new - lo
-                    log.info("topic retention cut", topic=topic, queue=qid, min_offset=new, records=new - lo)
+                    log.info("topic_retention.cut", topic=topic, queue=qid, min_offset=new, records=new - lo)
         return cut
 
     def compact(self, store: MessageStore, now_ms: int, exists: Container[str],

@@ -190,7 +190,7 @@ class TopicManager:
         if tc.topic_name not in self._topics and (why := names.store_topic_problem(tc.topic_name)):
             raise names.InvalidNameError(why)
         self._topics[tc.topic_name] = tc
-        log.info("topic config updated", topic=tc.topic_name, read=tc.read_queue_nums,
+        log.info("topics.config_updated", topic=tc.topic_name, read=tc.read_queue_nums,
                  write=tc.write_queue_nums, perm=tc.perm)
         self._persist()
         return tc
@@ -198,7 +198,7 @@ class TopicManager:
     def delete(self, topic: str) -> bool:
         if self._topics.pop(topic, None) is None:
             return False
-        log.info("topic deleted", topic=topic)
+        log.info("topics.deleted", topic=topic)
         self._persist()
         return True
 

@@ -104,7 +104,7 @@ async def retrying(what: str, retry_s: float, call: Callable[[], Awaitable[T]]) 
         except RETRYABLE as exc:
             if trio.current_time() + delay > deadline:
                 raise
-            log.warning("rokka call failed, retrying", what=what, error=repr(exc), delay_s=delay)
+            log.warning("pipeline.rokka_call_failed_retrying", what=what, error=repr(exc), delay_s=delay)
             await trio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
@@ -229,7 +229,7 @@ async def pull_range(rc: RemotingClient, spec: PullSpec, mq: MessageQueue, start
                     if spec.fail_on_data_loss:
                         raise DataLossError(f"{mq}: offset {pos} is no longer available ({remark}); "
                                             "set failOnDataLoss=false to skip deleted messages")
-                    log.warning("skipping deleted messages", mq=str(mq), offset=pos, next=nxt)
+                    log.warning("pipeline.deleted_messages_skipped", mq=str(mq), offset=pos, next=nxt)
                 if body:
                     sink(body, stop)
                 empty_polls = empty_polls + 1 if nxt <= pos else 0

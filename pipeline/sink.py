@@ -197,7 +197,7 @@ class RokkaBatchWriter(_Writer, DataSourceArrowWriter):
         pass  # every message is already stored (acknowledged SEND_OK) when its task ends
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        log.warning("rokka write aborted; messages already sent stay in the topic", topic=self.opts.topic)
+        log.warning("pipeline.write_aborted", topic=self.opts.topic)
 
 
 class RokkaStreamWriter(_Writer, _StreamWriterBase):  # type: ignore[misc,valid-type]
@@ -213,5 +213,5 @@ class RokkaStreamWriter(_Writer, _StreamWriterBase):  # type: ignore[misc,valid-
         pass  # every message is already stored (acknowledged SEND_OK) when its task ends
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        log.warning("rokka stream batch aborted; it will be replayed (duplicates carry the same UNIQ_KEY)",
+        log.warning("pipeline.stream_batch_aborted_will_replay",
                     topic=self.opts.topic, batch=batchId)

@@ -191,7 +191,7 @@ class RokkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except ClientError as exc:
             if not known or "no route" not in str(exc):
                 raise
-            log.warning("topic route missing (broker restarting?), no new data this trigger", error=str(exc))
+            log.warning("pipeline.topic_route_missing", error=str(exc))
             return known
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -235,7 +235,7 @@ class RokkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             run_with_client(lambda rc: commit_group_offsets(rc, self.opts.namesrv, group, offsets, 10.0),
                             credentials=self.opts.credentials)
         except Exception as exc:  # noqa: BLE001 - informational only; Spark's checkpoint is the truth
-            log.warning("committing progress to the consumer group failed", group=group, error=repr(exc))
+            log.warning("pipeline.commit_progress_failed", group=group, error=repr(exc))
 
 
 class RokkaDataSource(DataSource):

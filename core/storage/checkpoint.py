@@ -51,7 +51,7 @@ def read_checkpoint(path: Path) -> Checkpoint | None:
     except FileNotFoundError:
         return None
     if len(raw) < BODY.size + CRC.size or CRC.unpack_from(raw, BODY.size)[0] != zlib.crc32(raw[:BODY.size]):
-        log.error("checkpoint file damaged; recovery will scan the whole CommitLog", path=str(path))
+        log.error("store.checkpoint_damaged_full_scan", path=str(path))
         return None
     return Checkpoint(*BODY.unpack_from(raw, 0))
 

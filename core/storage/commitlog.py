@@ -275,12 +275,12 @@ class CommitLog:
         if ahead <= 0 or self.warmer is not None:
             return
         if not warmer_available:
-            log.warning("commitLogWarmAhead is set but the native warmer was not built; no warm-ahead")
+            log.warning("store.warm_ahead_not_built")
             return
         try:
             self.warmer = TailWarmer(self, ahead)
         except OSError as exc:          # no thread to be had: a hint, never a reason not to start
-            log.warning("commitlog warm-ahead not started", error=str(exc))
+            log.warning("store.warm_ahead_not_started", error=str(exc))
 
     def close(self) -> None:
         if self.warmer is not None:

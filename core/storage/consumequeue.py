@@ -110,7 +110,7 @@ class ConsumeQueue:
         for i, seg in enumerate(self.files.segments):
             if i and bases[i] != bases[i - 1] + self.file_size:
                 damaged = bases[i - 1] // UNIT_SIZE + self.units_per_file
-                log.error("consumequeue file missing (gap)", topic=self.topic, queue_id=self.queue_id,
+                log.error("store.consumequeue_file_missing", topic=self.topic, queue_id=self.queue_id,
                           path=str(seg.path), expected_base=bases[i - 1] + self.file_size)
                 break
             if seg in short:

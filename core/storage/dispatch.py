@@ -252,7 +252,7 @@ class Dispatcher:
             try:
                 listener(topic, queue_id, queue_offset, code, props)
             except Exception:  # noqa: BLE001 - a listener must never break a put
-                log.exception("arrival listener failed", topic=topic, queue_id=queue_id)
+                log.exception("store.arrival_listener_failed", topic=topic, queue_id=queue_id)
 
     def _replay_unit(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int,
                      size: int, code: int) -> None:

@@ -137,7 +137,7 @@ class DiskStore(reader.TimeQueries):
         unclean = abort.exists()
         abort.touch()
         if unclean:
-            log.warning("store was not closed cleanly; recovering", path=str(self.root))
+            log.warning("store.unclean_shutdown_recovering", path=str(self.root))
         if self.config.clean_file_forcibly_enable:
             log.warning("store.clean_file_forcibly_enabled", path=str(self.root),
                         warning="cleanFileForciblyEnable=true: above 85 % disk use, CommitLog segments that have "
@@ -173,7 +173,7 @@ class DiskStore(reader.TimeQueries):
         for q in self.cqs.values():
             q.correct_min(self.clog.min_offset)
         self._last_store_ts = self._tail_timestamp()
-        log.info("store recovered", start=start, end=end.offset, unclean=unclean,
+        log.info("store.recovered", start=start, end=end.offset, unclean=unclean,
                  queues=len(self.cqs), seconds=round(time.monotonic() - t0, 3))
 
     def _checkpoint_start(self, cp: Checkpoint | None, unclean: bool) -> int:
@@ -182,7 +182,7 @@ class DiskStore(reader.TimeQueries):
         if cp is None or not files.segments:
             return self.clog.min_offset
         if not self.clog.min_offset <= cp.physic_offset <= files.segments[-1].end:
-            log.error("checkpoint offset outside the commitlog; scanning everything",
+            log.error("store.checkpoint_outside_commitlog_full_scan",
                       path=str(self.root / "checkpoint"), offset=cp.physic_offset)
             return self.clog.min_offset
         seg = files.find(cp.physic_offset) or files.segments[-1]

@@ -113,7 +113,7 @@ class FlushService:
                 self._flushes += 1
             except OSError as exc:
                 self._errors += 1
-                log.error("commitlog fsync failed", error=str(exc))
+                log.error("store.commitlog_fsync_failed", error=str(exc))
             finally:
                 self._flush_began = None
         changed, self._durable_changed = self._durable_changed, trio.Event()
@@ -124,4 +124,4 @@ class FlushService:
             await trio.to_thread.run_sync(self.store.checkpoint)
         except OSError as exc:
             self._errors += 1
-            log.error("checkpoint failed", error=str(exc))
+            log.error("store.checkpoint_failed", error=str(exc))

@@ -236,7 +236,7 @@ class IndexService:
                     self.files.append(f)
                     continue
                 f.close()
-                log.error("index file corrupt; moved aside, its range is re-indexed from the CommitLog",
+                log.error("store.index_file_corrupt_reindexed",
                           path=str(p), problem=problem, offset=0)
                 os.replace(p, p.with_name(p.name + ".corrupt"))
                 prev = next((x for x in reversed(self.files) if x.count > 1), None)

@@ -215,19 +215,19 @@ def cut_tail(clog: CommitLog, end: ScanEnd, repair: bool) -> None:
                f"follow at offset {later}. Refusing to truncate good data. Restore the file, or "
                f"open with repair=True to truncate at {end.offset} (records after it are lost).")
         if not repair:
-            log.error("commitlog corrupt in the middle; refusing to start", path=path, offset=end.offset,
+            log.error("store.commitlog_corrupt_refusing_start", path=path, offset=end.offset,
                       damage=end.damage, next_valid=later)
             raise StoreCorrupt(msg)
-        log.error("repair: truncating commitlog; later records are dropped", path=path, offset=end.offset,
+        log.error("store.repair_truncating_commitlog", path=path, offset=end.offset,
                   next_valid=later)
     if end.damage is not None:
-        log.error("commitlog torn tail truncated", path=path, offset=end.offset, damage=end.damage)
+        log.error("store.commitlog_torn_tail_truncated", path=path, offset=end.offset, damage=end.damage)
     if seg is not None and end.offset < seg.end and (end.damage is not None or later is not None):
         zero_tail(clog, end.offset)
     # segments wholly after the end hold nothing valid (checked above): delete them
     keep = sum(1 for s in clog.files.segments if s.base <= end.offset)
     for s in clog.files.segments[keep:]:
-        log.error("commitlog segment after the end removed", path=str(s.path))
+        log.error("store.commitlog_segment_past_end_removed", path=str(s.path))
     clog.files.drop_from(keep)
 
 
@@ -245,7 +245,7 @@ def trim_queues(queues: Iterable[ConsumeQueue], clog_end: int) -> None:
                 lo = mid + 1
             else:
                 hi = mid
-        log.warning("consumequeue units past the commitlog end removed", topic=q.topic,
+        log.warning("store.consumequeue_units_past_end_removed", topic=q.topic,
                     queue_id=q.queue_id, removed=q.max_offset - lo, offset=clog_end)
         q.truncate(lo)
 
@@ -259,6 +259,6 @@ def scan_and_replay(clog: CommitLog, start: int, dispatcher: Dispatcher) -> Scan
     try:
         return scan(clog, start, dispatcher)
     except ReplayGap as exc:
-        log.error("consumequeue behind the replay start; replaying from the first segment",
+        log.error("store.consumequeue_behind_replay_start",
                   problem=str(exc), offset=start)
         return scan(clog, clog.min_offset, dispatcher)

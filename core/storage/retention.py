@@ -132,7 +132,7 @@ def run(store: DiskStore, now_ms: int, force: bool = False) -> int:
         for q in tuple(store.cqs.values()):
             removed += q.delete_below(new_min)
         removed += store.index.delete_below(new_min)
-        log.info("retention deleted files", files=removed, commitlog_min=new_min,
+        log.info("store.retention_deleted_files", files=removed, commitlog_min=new_min,
                  disk_used_percent=round(used, 1), disk_pressure=pressure)
     return removed
 
@@ -163,9 +163,9 @@ def _delete_segments(store: DiskStore, now_ms: int, forcibly: bool) -> int:
         if not expired and not (forcibly and removed == 0):
             break
         if expired:
-            log.info("deleting expired commitlog segment", path=str(seg.path))
+            log.info("store.expired_segment_deleting", path=str(seg.path))
         else:   # its records may not have been read yet: say so loudly
-            log.warning("disk nearly full: deleting a commitlog segment that has not expired", path=str(seg.path))
+            log.warning("store.disk_full_deleting_unexpired_segment", path=str(seg.path))
         files.drop_first()
         removed += 1
     return removed

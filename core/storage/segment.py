@@ -96,7 +96,7 @@ class Segment:
         try:
             self.mm.close()
         except BufferError:  # a memoryview over the map is still alive; the GC will release it
-            log.warning("segment mmap still referenced at close", path=str(self.path))
+            log.warning("store.segment_mmap_still_referenced", path=str(self.path))
         os.close(self.fd)
 
     def destroy(self) -> None:
@@ -126,7 +126,7 @@ class SegmentFiles:
             return short
         for p in sorted(self.directory.iterdir()):
             if not (len(p.name) == NAME_DIGITS and p.name.isdigit()):
-                log.warning("ignoring unexpected file in store directory", path=str(p))
+                log.warning("store.unexpected_file_ignored", path=str(p))
                 continue
             if self.strict_size:
                 actual = p.stat().st_size
@@ -136,7 +136,7 @@ class SegmentFiles:
                                   f"(mapedFileSizeCommitLog={actual})")
             seg = Segment(p, int(p.name), self.file_size, existing=True, random_access=self.random_access)
             if seg.short_by:
-                log.error("store file shorter than configured size; missing tail treated as unwritten",
+                log.error("store.file_shorter_than_configured",
                           path=str(p), missing_bytes=seg.short_by, offset=seg.end - seg.short_by)
                 short.append(seg)
             self.segments.append(seg)

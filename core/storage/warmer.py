@@ -98,7 +98,7 @@ class TailWarmer:
                 if not self._native.request(seg.fd, seg.base, start - seg.base, end - seg.base):
                     return               # the thread is between reads: the next write asks again
             except OSError as exc:       # dup failed (out of descriptors?): a hint only, never the write
-                log.warning("commitlog warm-ahead off", error=str(exc))
+                log.warning("store.warm_ahead_off", error=str(exc))
                 self.kick_at = NEVER
                 return
             self.requested_to = end
