@@ -75,6 +75,18 @@ def test_rokka_admin_tls(tls_serve: tuple[harness.ServerProcess, str]) -> None:
     assert plain.returncode == 1 and plain.stderr.startswith("error:"), plain.stdout + plain.stderr
 
 
+def test_java_mqadmin_tls_enable(tls_serve: tuple[harness.ServerProcess, str], tmp_path: Path) -> None:
+    line = "v4"
+    if (why := rmq_java.missing(line)) is not None:
+        pytest.skip(why)
+    srv, _ = tls_serve
+    argv = rmq_java.mqadmin_argv(line, tmp_path, "clusterList", "-n", srv.namesrv)
+    argv.insert(1, "-Dtls.enable=true")          # mqadmin's own TLS switch (a JVM system property)
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=90, env=rmq_java.mqadmin_env(tmp_path),
+                       check=False)
+    assert r.returncode == 0 and "DefaultCluster" in r.stdout, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("line", sorted(rmq_java.LINES.values()))
 def test_java_client_tls_enable(line: str, tls_serve: tuple[harness.ServerProcess, str], tmp_path: Path) -> None:
     if (why := rmq_java.missing(line)) is not None:
