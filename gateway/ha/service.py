@@ -5,7 +5,9 @@ Theory of operation
 ``brokerRole`` decides:
 
 * ASYNC_MASTER / SYNC_MASTER: an ``HAMaster`` listens on ``haListenPort``
-  (default listenPort + 1, advertised to the name server as haServerAddr).
+  (default listenPort + 1, advertised to the name server as haServerAddr;
+  an ASYNC_MASTER whose default HA port is taken starts without it, with a
+  warning, so a single broker never fails to start over replication).
   SYNC_MASTER also sets ``Broker.replica_wait``: every send is answered only
   when a slave acked its bytes (``slaveTimeout``, 3 s -> FLUSH_SLAVE_TIMEOUT,
   no slave or one further behind than ``haSlaveFallbehindMax`` ->
@@ -79,7 +81,16 @@ async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
         log.info("ha.slave_started", master=cfg.ha_master_address or "from the name server")
         return slave
     master = HAMaster(store, params)
-    await nursery.start(master.serve, cfg.listen_host, cfg.ha_port)
+    try:
+        await nursery.start(master.serve, cfg.listen_host, cfg.ha_port)
+    except OSError as exc:
+        if role == "SYNC_MASTER" or cfg.ha_listen_port:
+            raise
+        # ASYNC_MASTER on the default port (listenPort + 1): a broker that nobody replicates from
+        # must not fail to start because that port is taken.
+        log.warning("ha.listen_failed", port=cfg.ha_port, error=str(exc),
+                    hint="no slave can replicate from this broker; set haListenPort to a free port")
+        return None
     if role == "SYNC_MASTER":
         timeout_s = cfg.slave_timeout / 1000          # RocketMQ 4.9: slaveTimeout (CommitLog.submitReplicaRequest)
 

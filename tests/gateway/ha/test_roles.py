@@ -101,3 +101,24 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
             await slave.shutdown()
             await master.shutdown()
             nursery.cancel_scope.cancel()
+
+
+async def test_an_async_master_starts_when_its_default_ha_port_is_taken(tmp_path: Path) -> None:
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1] - 1         # the broker's port; its HA port (port + 1) is taken
+        for p in (port, port - 2):                  # the broker's port and its VIP port must be free
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", p))
+                except OSError:
+                    return                          # busy: nothing to show on this machine now
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                cfg = BrokerConfig(listen_port=port, kafka_listen_port=0, store_path_root_dir=str(tmp_path / "m"))
+                role = runtime.BrokerRole(cfg)
+                await nursery.start(role.run)
+                assert role.ha is None and role.broker is not None
+                await role.shutdown()
+                nursery.cancel_scope.cancel()
