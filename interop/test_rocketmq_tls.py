@@ -75,6 +75,23 @@ def test_rokka_admin_tls(tls_serve: tuple[harness.ServerProcess, str]) -> None:
     assert plain.returncode == 1 and plain.stderr.startswith("error:"), plain.stdout + plain.stderr
 
 
+async def test_rokka_namesrv_properties_enforcing(tmp_path: Path) -> None:
+    """``rokka namesrv -c namesrv.properties`` with tls.server.mode=enforcing (test mode: self-signed)."""
+    props = tmp_path / "namesrv.properties"
+    props.write_text(f"kvConfigPath={tmp_path / 'kvConfig.json'}\ntls.server.mode=enforcing\n")
+    base = harness.namesrv_argv("json")
+    srv = harness.ServerProcess("rokka-namesrv", lambda ports: [*base(ports), "-c", str(props)], tmp_path).start()
+    try:
+        with trio.fail_after(60):
+            async with RemotingClient(tls=client_context(), timeout_s=10) as rc:
+                assert "brokerAddrTable" in await NamesrvClient(rc, [srv.namesrv]).cluster_info()
+            async with RemotingClient(timeout_s=10) as plain:
+                with pytest.raises(ChannelClosedError):
+                    await NamesrvClient(plain, [srv.namesrv]).cluster_info()
+    finally:
+        srv.stop_clean()
+
+
 def test_java_mqadmin_tls_enable(tls_serve: tuple[harness.ServerProcess, str], tmp_path: Path) -> None:
     line = "v4"
     if (why := rmq_java.missing(line)) is not None:
