@@ -167,7 +167,7 @@ class BrokerConfig:
     metrics_prom_exporter_host: str = ""    # default: the listen host
     metrics_prom_exporter_port: int = 5557
     # master/slave replication (RocketMQ 4.9 HA keys; gateway/ha)
-    broker_role: str = "ASYNC_MASTER"          # ASYNC_MASTER | SYNC_MASTER | SLAVE
+    broker_role: str = ""                      # ASYNC_MASTER | SYNC_MASTER | SLAVE ("" = ASYNC_MASTER, no HA port)
     ha_listen_port: int = 0                    # 0 = listenPort + 1 (RocketMQ's default)
     ha_master_address: str = ""                # "host:port" of the master's HA port (slave; else from the name server)
     ha_send_heartbeat_interval: int = 5000     # ms: master heartbeat / slave report interval
@@ -261,7 +261,7 @@ class BrokerConfig:
                     "sendThreadPoolQueueCapacity", "osPageCacheBusyTimeOutMills", "waitTimeMillsInSendQueue"):
             if getattr(self, camel_to_snake(key)) < 0:
                 raise ValueError(f"{key} must be >= 0")
-        if self.broker_role.upper() not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+        if self.broker_role.upper() not in ("", "ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
             raise ValueError(f"brokerRole={self.broker_role}: expected ASYNC_MASTER, SYNC_MASTER or SLAVE")
         if self.is_slave and self.broker_id == 0:
             raise ValueError("brokerRole=SLAVE needs brokerId > 0 (brokerId 0 is the master)")
