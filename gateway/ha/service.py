@@ -2,7 +2,9 @@
 
 Theory of operation
 -------------------
-``brokerRole`` decides:
+``brokerRole`` decides (not set and no ``haListenPort``: a plain master with
+no HA port, so a broker that nobody replicates from opens no port that
+serves its CommitLog to whoever connects):
 
 * ASYNC_MASTER / SYNC_MASTER: an ``HAMaster`` listens on ``haListenPort``
   (default listenPort + 1, advertised to the name server as haServerAddr;
@@ -64,7 +66,10 @@ async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
     from rokka.core.storage.engine import DiskStore
 
     store = broker.store
-    role = cfg.broker_role.upper()
+    role = cfg.broker_role.upper() or "ASYNC_MASTER"
+    if not cfg.broker_role and not cfg.ha_listen_port:
+        log.debug("ha.off", reason="neither brokerRole nor haListenPort is set")
+        return None
     if not isinstance(store, DiskStore):
         log.warning("ha.disabled", reason="the store is not a DiskStore", role=role)
         return None

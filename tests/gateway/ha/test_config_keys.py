@@ -11,7 +11,7 @@ from rokka.gateway.ha.service import params_from
 
 def test_defaults_follow_rocketmq() -> None:
     cfg = BrokerConfig(listen_port=10911)
-    assert cfg.broker_role == "ASYNC_MASTER" and not cfg.is_slave
+    assert cfg.broker_role == "" and not cfg.is_slave      # a plain master: no HA port unless asked for
     assert cfg.ha_port == 10912
     p = params_from(cfg)
     assert (p.heartbeat_s, p.housekeeping_s, p.batch_bytes, p.fallbehind_max) == (5.0, 20.0, 32768, 256 << 20)

@@ -116,9 +116,15 @@ async def test_an_async_master_starts_when_its_default_ha_port_is_taken(tmp_path
                     return                          # busy: nothing to show on this machine now
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
-                cfg = BrokerConfig(listen_port=port, kafka_listen_port=0, store_path_root_dir=str(tmp_path / "m"))
+                cfg = BrokerConfig(listen_port=port, kafka_listen_port=0, store_path_root_dir=str(tmp_path / "m"),
+                                   broker_role="ASYNC_MASTER")
                 role = runtime.BrokerRole(cfg)
                 await nursery.start(role.run)
                 assert role.ha is None and role.broker is not None
                 await role.shutdown()
+                plain = runtime.BrokerRole(BrokerConfig(listen_port=0, kafka_listen_port=0,
+                                                        store_path_root_dir=str(tmp_path / "p")))
+                await nursery.start(plain.run)
+                assert plain.ha is None         # no brokerRole, no haListenPort: no HA port at all
+                await plain.shutdown()
                 nursery.cancel_scope.cancel()
