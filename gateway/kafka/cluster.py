@@ -159,7 +159,7 @@ async def publish_endpoint(namesrv: NamesrvClient, broker_name: str, node: Kafka
     try:
         await namesrv.put_kv(KV_NAMESPACE, broker_name, node.to_json())
     except _ERRORS as exc:
-        log.warning("kafka endpoint publish failed", broker=broker_name, error=str(exc))
+        log.warning("kafka.cluster.endpoint_publish_failed", broker=broker_name, error=str(exc))
 
 
 class ClusterView:
@@ -253,7 +253,7 @@ class ClusterView:
             kv = await self.namesrv.kv_list(KV_NAMESPACE)
             info = await self.namesrv.cluster_info()
         except _ERRORS as exc:
-            log.debug("cluster refresh failed", error=str(exc))
+            log.debug("kafka.cluster.refresh_failed", error=str(exc))
             return
         endpoints = {name: ep for name, raw in kv.items() if (ep := KafkaNode.from_json(raw)) is not None}
         live = {}
@@ -286,7 +286,7 @@ class ClusterView:
             try:
                 route = await self.namesrv.get_route(topic)
             except _ERRORS as exc:
-                log.debug("route refresh failed", topic=topic, error=str(exc))
+                log.debug("kafka.cluster.route_refresh_failed", topic=topic, error=str(exc))
                 return
             self._routes[topic] = (self._clock(), self._merge(route, cached[1] if cached else {}))
 
@@ -315,7 +315,7 @@ class ClusterView:
         try:
             return await self.namesrv.all_topics()
         except _ERRORS as exc:
-            log.debug("topic list failed", error=str(exc))
+            log.debug("kafka.cluster.topic_list_failed", error=str(exc))
             return []
 
 
@@ -475,7 +475,7 @@ class RoutedOffsets:
                 table = loads_body(resp.body).get("offsetTable") or {} if resp is not None and resp.body else {}
                 out.update(MessageQueue.from_json(k).topic for k in table)
             except (ValueError, KeyError, TypeError, AttributeError, AssertionError) as exc:
-                log.warning("offset owner answer unreadable", broker=broker, error=str(exc))
+                log.warning("kafka.cluster.offset_owner_answer_unreadable", broker=broker, error=str(exc))
         return out
 
     def forget(self) -> None:
@@ -484,16 +484,16 @@ class RoutedOffsets:
     async def _call(self, broker: str, code: int, ext: dict[str, str]) -> RemotingCommand | None:
         addr = self.view.master_addr(broker)
         if addr is None or self.client is None:
-            log.warning("offset owner unreachable", broker=broker, reason="no master address")
+            log.warning("kafka.cluster.offset_owner_unreachable", broker=broker, reason="no master address")
             return None
         try:
             resp = await self.client.invoke(addr, RemotingCommand(code, ext_fields=dict(ext)),
                                             REMOTE_TIMEOUT_S)
         except _ERRORS as exc:
-            log.warning("offset forward failed", broker=broker, addr=addr, error=str(exc))
+            log.warning("kafka.cluster.offset_forward_failed", broker=broker, addr=addr, error=str(exc))
             return None
         if resp.code not in (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND):
-            log.warning("offset forward refused", broker=broker, code=resp.code, remark=resp.remark)
+            log.warning("kafka.cluster.offset_forward_refused", broker=broker, code=resp.code, remark=resp.remark)
             return None
         return resp
 
