@@ -207,7 +207,7 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
         if refused is not None and not err:
             err, msg = E.INVALID_CONFIG, refused
         if err:
-            log.info("kafka create topic refused", topic=t.name, error=int(err), reason=msg)
+            log.info("kafka.create_topic_refused", topic=t.name, error=int(err), reason=msg)
         elif (why := refused_topic_name(t.name, "CreateTopics")) is not None:
             err, msg = E.INVALID_TOPIC_EXCEPTION, why
         elif (t.name in env.broker.topics or env.views.get(t.name) is not None
@@ -240,7 +240,7 @@ async def handle_create_topics(env: KafkaEnv, ctx: KafkaRequestContext, req: Str
             for name in APPLIED & configs.keys():
                 apply_topic_config(env, t.name, name, configs[name])
             if ignored:
-                log.warning("kafka topic configs not applied: store-wide settings govern every topic",
+                log.warning("kafka.topic_configs_not_applied",
                             topic=t.name, configs=ignored)
         ok = err == 0
         results.append(Struct(name=t.name, topic_id=topic_id(t.name) if ok else uuid.UUID(int=0),
