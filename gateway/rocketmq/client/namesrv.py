@@ -187,7 +187,7 @@ async def register_broker(client: RemotingClient, namesrv_addrs: list[str], *, c
                                                                 body=body), timeout_s)
             out[addr] = RegisterResult(resp.ext_fields.get("masterAddr"), resp.ext_fields.get("haServerAddr"))
         except (ClientError, RequestTimeoutError, ChannelClosedError) as exc:
-            log.warning("register to name server failed", namesrv=addr, error=str(exc))
+            log.warning("rocketmq.client.register_failed", namesrv=addr, error=str(exc))
             out[addr] = exc
 
     async with trio.open_nursery() as nursery:
@@ -204,7 +204,7 @@ async def unregister_broker(client: RemotingClient, namesrv_addrs: list[str], *,
         try:
             await client.invoke_ok(addr, RemotingCommand(RequestCode.UNREGISTER_BROKER, ext_fields=dict(ext)))
         except (ClientError, RequestTimeoutError, ChannelClosedError) as exc:
-            log.warning("unregister from name server failed", namesrv=addr, error=str(exc))
+            log.warning("rocketmq.client.unregister_failed", namesrv=addr, error=str(exc))
 
 
 class BrokerRegistrar:
