@@ -271,7 +271,7 @@ def send_response(ctx: BrokerContext, req: RemotingCommand, result: PutResult, q
     else:
         resp.ext_fields.update(msgId="", queueId=str(queue_id), queueOffset="0")
     if code != ResponseCode.SUCCESS:
-        log.info("send rejected", code=int(code), remark=remark)
+        log.info("rocketmq.send_rejected", code=int(code), remark=remark)
     return resp
 
 
