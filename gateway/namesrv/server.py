@@ -73,12 +73,12 @@ class NamesrvServer:
     def _channel_closed(self, channel: Channel) -> None:
         gone = self.routes.on_channel_closed(channel.id)
         if gone:
-            log.info("brokers dropped with their connection", brokers=gone)
+            log.info("namesrv.brokers_dropped_with_connection", brokers=gone)
 
     def scan_once(self) -> list[str]:
         gone = self.routes.scan_expired()
         if gone:
-            log.warning("brokers expired", brokers=gone)
+            log.warning("namesrv.brokers_expired", brokers=gone)
         return gone
 
     async def _scan_loop(self) -> None:
