@@ -41,5 +41,5 @@ def tune() -> bool:
         return False
     ok = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     if not ok:
-        log.warning("mallopt refused the broker's allocator settings; running with glibc defaults")
+        log.warning("allocator.mallopt_refused")
     return ok

@@ -129,8 +129,8 @@ class ScramAdmin:
             try:
                 self.apply(UserStore.load(self.path))
             except SaslConfigError as exc:      # cannot happen with what we wrote; keep the old users
-                log.error("kafka SCRAM users not reloaded", error=str(exc))
-            log.info("kafka SCRAM credentials changed", peer=ctx.peer[0],
+                log.error("kafka.scram_users_not_reloaded", error=str(exc))
+            log.info("kafka.scram_credentials_changed", peer=ctx.peer[0],
                      changes=[f"{'delete' if e is None else 'upsert'} {n} {m}" for n, m, e in applied])
         users = list(dict.fromkeys([i.name for i in req.deletions] + [i.name for i in req.upsertions]))
         return Struct(throttle_time_ms=0, results=[

@@ -113,7 +113,7 @@ class GroupCoordinator(GroupMembership):
             for g in load_groups(config.config_dir):
                 self._groups[g.group_id] = g
             if self._groups:
-                log.info("kafka groups loaded", groups=len(self._groups))
+                log.info("kafka.group.loaded", groups=len(self._groups))
 
     # ------------------------------------------------------------------ background task
 
@@ -170,7 +170,7 @@ class GroupCoordinator(GroupMembership):
         """
         error = self._validate_commit(group_id, generation_id, member_id, group_instance_id)
         if error != ErrorCode.NONE:
-            log.info("kafka offset commit refused", group=group_id, member=member_id,
+            log.info("kafka.group.offset_commit_refused", group=group_id, member=member_id,
                      generation=generation_id, error=int(error))
             return [PartitionError(o.topic, o.partition, error) for o in offsets]
         out: list[PartitionError] = []
@@ -368,7 +368,7 @@ class GroupCoordinator(GroupMembership):
             self._changed()
         self._offsets.delete_group(group_id, durable=self._config.durable_commits)
         self._on_group_deleted(group_id)
-        log.info("kafka group deleted", group=group_id)
+        log.info("kafka.group.deleted", group=group_id)
         return ErrorCode.NONE
 
     def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]],
@@ -407,6 +407,6 @@ class GroupCoordinator(GroupMembership):
         for topic, queue_ids in gone.items():
             self._offsets.delete_queues(group_id, topic, queue_ids, durable=self._config.durable_commits)
         if gone:
-            log.info("kafka group offsets deleted", group=group_id,
+            log.info("kafka.group.offsets_deleted", group=group_id,
                      partitions=sum(len(q) for q in gone.values()))
         return ErrorCode.NONE, out

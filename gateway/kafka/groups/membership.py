@@ -153,14 +153,14 @@ class GroupMembership:
         expired = [mid for mid, t in g.pending.items() if t <= now]
         for mid in expired:
             del g.pending[mid]
-            log.info("kafka pending member expired", group=g.group_id, member=mid)
+            log.info("kafka.group.pending_member_expired", group=g.group_id, member=mid)
         if expired:
             self._maybe_complete_join(g)
 
     def _expire_sessions(self, g: Group, now: float) -> None:
         expired = [m for m in g.members.values() if not m.parked and m.session_deadline <= now]
         for m in expired:
-            log.info("kafka member session expired", group=g.group_id, member=m.member_id,
+            log.info("kafka.group.member_session_expired", group=g.group_id, member=m.member_id,
                      generation=g.generation)
             self._remove_member(g, m.member_id, ErrorCode.UNKNOWN_MEMBER_ID)
         if expired:
@@ -172,7 +172,7 @@ class GroupMembership:
         g.sync_deadline = None
         missing = [mid for mid in g.members if mid not in g.synced]
         for mid in missing:
-            log.info("kafka member missed SyncGroup", group=g.group_id, member=mid, generation=g.generation)
+            log.info("kafka.group.member_missed_sync_group", group=g.group_id, member=mid, generation=g.generation)
             self._remove_member(g, mid, ErrorCode.REBALANCE_IN_PROGRESS)
         if missing:
             self._after_removal(g)
@@ -232,7 +232,7 @@ class GroupMembership:
         delay = self._config.initial_rebalance_delay_ms / 1000
         if was_empty and delay > 0:
             g.initial_delay_until = min(now + delay, g.join_deadline)
-        log.info("kafka group rebalancing", group=g.group_id, reason=reason, generation=g.generation,
+        log.info("kafka.group.rebalancing", group=g.group_id, reason=reason, generation=g.generation,
                  members=len(g.members))
         self._changed()
 
@@ -246,7 +246,7 @@ class GroupMembership:
 
     def _complete_join(self, g: Group) -> None:
         for mid in [mid for mid, m in g.members.items() if m.join_waiter is None and m.group_instance_id is None]:
-            log.info("kafka member missed rebalance", group=g.group_id, member=mid, generation=g.generation)
+            log.info("kafka.group.member_missed_rebalance", group=g.group_id, member=mid, generation=g.generation)
             self._remove_member(g, mid, ErrorCode.UNKNOWN_MEMBER_ID)
         g.initial_delay_until = None
         leader = g.joined_leader()
@@ -263,7 +263,7 @@ class GroupMembership:
             g.protocol_name = None
             g.leader = None
             g.fire(GroupEvent.ALL_MEMBERS_GONE)
-            log.info("kafka group empty", group=g.group_id, generation=g.generation)
+            log.info("kafka.group.empty", group=g.group_id, generation=g.generation)
             self._changed()
             return
         g.protocol_name = g.select_protocol()
@@ -301,7 +301,7 @@ class GroupMembership:
         outcome = self._join_now(req)
         if isinstance(outcome, JoinResult):
             if outcome.error_code not in (ErrorCode.NONE, ErrorCode.MEMBER_ID_REQUIRED):
-                log.info("kafka join refused", group=req.group_id, member=req.member_id,
+                log.info("kafka.group.join_refused", group=req.group_id, member=req.member_id,
                          error=int(outcome.error_code))
             return outcome
         return await outcome.wait()
@@ -351,7 +351,7 @@ class GroupMembership:
         if g.state is GroupState.STABLE:
             self._update_member(m, req)
             if g.select_protocol() == g.protocol_name:
-                log.info("kafka static member rejoined without rebalance", group=g.group_id,
+                log.info("kafka.group.static_member_rejoined", group=g.group_id,
                          member=new_id, generation=g.generation)
                 self._changed()
                 return JoinResult(ErrorCode.NONE, new_id, g.generation, g.protocol_type, g.protocol_name,
@@ -374,7 +374,7 @@ class GroupMembership:
         if old_id in g.synced:
             g.synced.discard(old_id)
             g.synced.add(new_id)
-        log.info("kafka static member replaced", group=g.group_id, old=old_id, new=new_id)
+        log.info("kafka.group.static_member_replaced", group=g.group_id, old=old_id, new=new_id)
 
     def _add_member(self, g: Group, member_id: str, req: JoinRequest) -> Waiter[JoinResult]:
         if not g.members:
@@ -510,7 +510,7 @@ class GroupMembership:
             for x in g.members.values():
                 x.assignment = given.get(x.member_id, b"")
             g.fire(GroupEvent.LEADER_SYNCED)
-            log.info("kafka group stable", group=g.group_id, generation=g.generation)
+            log.info("kafka.group.stable", group=g.group_id, generation=g.generation)
             for x in g.members.values():
                 w, x.sync_waiter = x.sync_waiter, None
                 if w is not None:
@@ -591,6 +591,6 @@ class GroupMembership:
             return ErrorCode.NONE
         error = g.check_member(member_id, lm.group_instance_id)
         if error == ErrorCode.NONE:
-            log.info("kafka member left", group=g.group_id, member=member_id)
+            log.info("kafka.group.member_left", group=g.group_id, member=member_id)
             self._remove_member(g, member_id, ErrorCode.UNKNOWN_MEMBER_ID)
         return error

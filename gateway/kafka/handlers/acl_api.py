@@ -66,7 +66,7 @@ async def create_acls(store: AclStore | None, ctx: KafkaRequestContext, req: Str
             results.append(Struct(error_code=code, error_message=why))
     if store is not None and new:
         store.add(new)
-        log.info("kafka ACLs created", acls=[str(a) for a in new], peer=ctx.peer[0])
+        log.info("kafka.acls_created", acls=[str(a) for a in new], peer=ctx.peer[0])
     return Struct(throttle_time_ms=0, results=results)
 
 
@@ -81,7 +81,7 @@ async def delete_acls(store: AclStore | None, ctx: KafkaRequestContext, req: Str
             continue
         gone = store.delete(f)
         if gone:
-            log.info("kafka ACLs deleted", acls=[str(a) for a in gone], peer=ctx.peer[0])
+            log.info("kafka.acls_deleted", acls=[str(a) for a in gone], peer=ctx.peer[0])
         out.append(Struct(error_code=0, error_message=None, matching_acls=[Struct(
             error_code=0, error_message=None, resource_type=a.resource_type, resource_name=a.name,
             pattern_type=a.pattern, principal=a.principal, host=a.host, operation=a.operation,

@@ -53,9 +53,8 @@ def set_topic_retention(env: KafkaEnv, topic: str, retention_ms: int | None) -> 
     env.broker.retention.set(topic, retention_ms)
     store_ms = env.broker.cfg.file_reserved_time * 3600 * 1000
     if retention_ms is None or retention_ms > store_ms:
-        log.warning("kafka topic retention.ms cannot outlast the store-wide retention (fileReservedTime); "
-                    "segments expire first", topic=topic, retention_ms=retention_ms if retention_ms is not None
-                    else -1, store_wide_ms=store_ms)
+        log.warning("kafka.topic_retention_outlasts_store_retention", topic=topic,
+                    retention_ms=retention_ms if retention_ms is not None else -1, store_wide_ms=store_ms)
 
 
 def apply_topic_config(env: KafkaEnv, topic: str, name: str, value: str | None) -> None:
@@ -87,7 +86,7 @@ def _alter(env: KafkaEnv, rtype: int, name: str, changes: Sequence[Change],
            validate_only: bool) -> Struct:
     code, why = _check(env, rtype, name, changes)
     if code:
-        log.info("kafka alter configs refused", resource_type=rtype, resource=name, error=int(code), reason=why)
+        log.info("kafka.alter_configs_refused", resource_type=rtype, resource=name, error=int(code), reason=why)
         return Struct(error_code=code, error_message=why, resource_type=rtype, resource_name=name)
     if not validate_only:
         for cname, op, value in changes:

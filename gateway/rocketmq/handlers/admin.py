@@ -80,7 +80,7 @@ async def handle_delete_topic(ctx: BrokerContext, channel: Any, req: RemotingCom
         return refuse_name(req, channel, "topic", topic, bad)
     if is_system_topic(topic):
         return refuse_name(req, channel, "topic", topic, f"The topic[{topic}] is conflict with system topic.")
-    log.info("topic delete requested", topic=topic, peer=str(getattr(channel, "peer", "")))
+    log.info("rocketmq.topic_delete_requested", topic=topic, peer=str(getattr(channel, "peer", "")))
     broker.topics.delete(topic)
     broker.offsets.delete_topic(topic)
     broker.store.delete_topic(topic)
@@ -204,7 +204,7 @@ async def handle_delete_group(ctx: BrokerContext, channel: Any, req: RemotingCom
     ctx.broker.sub_groups.delete(group)
     if h.bool("cleanOffset", False):   # RocketMQ 4.9 header field (mqadmin deleteSubGroup -r)
         ctx.broker.offsets.delete_group(group, durable=True)
-    log.info("subscription group deleted", group=group, clean_offset=h.bool("cleanOffset", False))
+    log.info("rocketmq.subscription_group_deleted", group=group, clean_offset=h.bool("cleanOffset", False))
     return req.make_response(ResponseCode.SUCCESS)
 
 

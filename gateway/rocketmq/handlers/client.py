@@ -98,7 +98,7 @@ async def handle_heartbeat(ctx: BrokerContext, channel: Any, req: RemotingComman
             return req.make_response(ResponseCode.SYSTEM_ERROR, reason)
         sub_cfg = broker.sub_groups.get(group)
         if sub_cfg is None:
-            log.warning("heartbeat for unknown group refused", group=group)
+            log.warning("rocketmq.heartbeat_unknown_group_refused", group=group)
             continue
         if f"%RETRY%{group}" not in broker.topics:
             broker.topics.ensure_retry(group, sub_cfg.retry_queue_nums)
@@ -113,7 +113,7 @@ async def handle_heartbeat(ctx: BrokerContext, channel: Any, req: RemotingComman
                 subs.append(build_subscription(topic, sd.get("subString"),
                                                sd.get("expressionType"), int(sd.get("subVersion") or 0)))
             except (SubscriptionParseError, ValueError) as exc:
-                log.warning("bad subscription in heartbeat", group=group, error=str(exc))
+                log.warning("rocketmq.heartbeat_bad_subscription", group=group, error=str(exc))
         changed = broker.consumers.register(
             group, _client_info(channel, client_id, req),
             consume_type=_enum(cd.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"),
@@ -290,7 +290,7 @@ async def handle_lock(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
     except (ValueError, KeyError, TypeError) as exc:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad lock body: {exc}")
     granted = try_lock(ctx, group, client_id, mqs, now_ms())
-    log.debug("lock batch mq", group=group, client=client_id, asked=len(mqs), granted=len(granted))
+    log.debug("rocketmq.lock_batch_mq", group=group, client=client_id, asked=len(mqs), granted=len(granted))
     return req.make_response(ResponseCode.SUCCESS, body=json.dumps({"lockOKMQSet": granted}).encode())
 
 
@@ -302,7 +302,7 @@ async def handle_unlock(ctx: BrokerContext, channel: Any, req: RemotingCommand) 
     except (ValueError, KeyError, TypeError) as exc:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad unlock body: {exc}")
     table = _locks(ctx).get(group, {})
-    log.debug("unlock batch mq", group=group, client=client_id, queues=len(mqs))
+    log.debug("rocketmq.unlock_batch_mq", group=group, client=client_id, queues=len(mqs))
     for mq in mqs:
         key = _mq_key(mq)
         if table.get(key, ("",))[0] == client_id:

@@ -81,4 +81,4 @@ class BrokerContext:
         try:
             await channel.send_oneway(cmd)
         except Exception as exc:  # noqa: BLE001 - a dead client must not hurt the others
-            log.info("notify consumer ids changed failed", group=group, error=str(exc))
+            log.info("rocketmq.notify_consumer_ids_changed_failed", group=group, error=str(exc))

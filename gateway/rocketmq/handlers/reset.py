@@ -90,6 +90,7 @@ async def handle_reset_offset(ctx: BrokerContext, channel: Any, req: RemotingCom
             await client.handle.send_oneway(cmd)
             notified += 1
         except Exception as exc:  # noqa: BLE001 - a dead client must not fail the reset
-            log.info("reset offset notification failed", group=group, client=client.client_id, error=str(exc))
-    log.info("offsets reset", group=group, topic=topic, timestamp=timestamp, queues=len(table), notified=notified)
+            log.info("rocketmq.reset_offset_notification_failed", group=group, client=client.client_id, error=str(exc))
+    log.info("rocketmq.offsets_reset", group=group, topic=topic, timestamp=timestamp, queues=len(table),
+             notified=notified)
     return req.make_response(ResponseCode.SUCCESS, body=c_style if req.language == "CPP" else keyed)

@@ -61,7 +61,7 @@ async def handle_end_transaction(ctx: BrokerContext, channel: Any,
     if result.outcome is EndOutcome.IGNORED:
         return None
     if not result.ok:
-        log.warning("END_TRANSACTION rejected", group=group, remark=result.remark, queue_offset=queue_offset,
+        log.warning("rocketmq.end_transaction_rejected", group=group, remark=result.remark, queue_offset=queue_offset,
                     commitlog_offset=commitlog_offset, peer=getattr(channel, "id", ""))
         return req.make_response(ResponseCode.SYSTEM_ERROR, result.remark)
     return req.make_response(ResponseCode.SUCCESS)
@@ -92,10 +92,10 @@ async def send_check(ctx: BrokerContext, group: str, half: StoredMessage) -> boo
             with trio.fail_after(CHECK_SEND_TIMEOUT_S):
                 await client.handle.send_oneway(cmd)
         except Exception as exc:  # noqa: BLE001 - a dead producer: try the next one
-            log.info("transaction check not delivered; trying another producer", group=group,
+            log.info("rocketmq.transaction_check_not_delivered", group=group,
                      client=client.client_id, error=repr(exc))
             continue
-        log.info("transaction check sent", group=group, client=client.client_id,
+        log.info("rocketmq.transaction_check_sent", group=group, client=client.client_id,
                  half_offset=half.queue_offset, uniq_key=half.properties.get(PROP_UNIQ_KEY))
         return True
     return False
