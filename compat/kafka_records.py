@@ -42,6 +42,10 @@ Mapping, chosen to be lossless for Kafka and natural for RocketMQ:
   ``rocketmq.DELIVER_AT`` (epoch ms) the nearest delay level at or after it
   (``apply_delay``).  A binary or spaced key is also indexed: its base64 text
   is added to KEYS, so ``queryMsgByKey`` finds it.
+* Reading a Kafka record's key back from ``KEYS`` drops what ``rocketmq.KEYS`` headers appended to
+  it (``_own_key``), so the key round-trips exactly.  A ``KAFKA_HEADERS`` that is not a header list
+  or a ``KAFKA_KEY`` that is not base64 (a RocketMQ producer may set any property) is read as a
+  RocketMQ producer's property, with one log line, instead of failing every Fetch of the partition.
 * Messages written by RocketMQ producers (no ``KAFKA_HEADERS``) expose their
   user properties as headers and every system property as
   ``rocketmq.<NAME>`` (``rocketmq.TAGS``, ``rocketmq.UNIQ_KEY`` ...); a body
