@@ -287,11 +287,16 @@ class RemotingTls:
                             reason="plaintext connection while tls.server.mode=enforcing")
                 return None
             return stream
-        tls = TlsSocketStream(stream, self.context(), server_side=True)
+        try:
+            context = self.context()
+        except (TlsConfigError, ImportError, OSError, ssl.SSLError) as exc:   # the self-signed certificate
+            log.error("rocketmq.tls_unavailable", peer=peer, error=str(exc))
+            return None
+        tls = TlsSocketStream(stream, context, server_side=True)
         try:
             with trio.fail_after(HANDSHAKE_TIMEOUT_S):
                 await tls.do_handshake()
-        except (trio.BrokenResourceError, trio.TooSlowError) as exc:
+        except (trio.BrokenResourceError, trio.TooSlowError, OSError) as exc:
             cause = exc.__cause__ if exc.__cause__ is not None else exc
             log.warning("rocketmq.tls_failed", peer=peer, error=str(cause) or repr(cause))
             return None
