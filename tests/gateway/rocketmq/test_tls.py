@@ -82,8 +82,13 @@ async def round_trip(rc: RemotingClient, namesrv: str, broker: str, topic: str) 
 async def test_enforcing_serves_tls_and_closes_plaintext(pki: dict[str, str], tmp_path: Path) -> None:
     with trio.fail_after(LIMIT_S):
         async with stack(tmp_path, tls_keys(pki, "enforcing")) as (namesrv, broker):
-            async with RemotingClient(tls=client_context(pki["ca"])) as rc:
+            async with RemotingClient(tls=client_context(pki["ca"]), timeout_s=20) as rc:
                 assert await round_trip(rc, namesrv, broker, "TlsT") == b"over tls"
+                nsc = NamesrvClient(rc, [namesrv])
+                big = bytes(range(256)) * 12288      # 3 MiB: many TLS records each way
+                sent = await Producer(rc, nsc, "pg").send("TlsT", big)
+                pulled = await PullConsumer(rc, nsc, "cg").pull(sent.queue, sent.queue_offset, max_nums=1)
+                assert pulled.messages[0].body == big
             with structlog.testing.capture_logs() as logs:
                 async with RemotingClient(timeout_s=10) as plain:
                     with pytest.raises(Exception, match="closed|Closed|connect"):
