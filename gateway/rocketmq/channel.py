@@ -282,14 +282,14 @@ class Channel:
                 try:
                     data = await self._stream.receive_some(RECEIVE_BYTES)
                 except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    self._log.debug("connection lost", error=str(exc))
+                    self._log.debug("rocketmq.connection_lost", error=str(exc))
                     return
             if idle.cancelled_caught:
                 if pending:
                     self._note("warning", "frame not finished in time, closing connection",
                                frame_timeout_s=clock.limit_s, buffered=self._conn.buffered)
                 else:
-                    self._log.info("closing idle connection", idle_timeout_s=self._idle_timeout_s)
+                    self._log.info("rocketmq.idle_connection_closing", idle_timeout_s=self._idle_timeout_s)
                 return
             try:
                 commands = self._conn.receive_data(data)
@@ -402,7 +402,7 @@ class Channel:
         try:
             return self._conn.encode_response(request, response)
         except LocalProtocolError as exc:
-            self._log.error("cannot encode response", code=request.code, error=str(exc))
+            self._log.error("rocketmq.response_unencodable", code=request.code, error=str(exc))
             return self._conn.encode_response(request, request.make_response(ResponseCode.SYSTEM_ERROR, str(exc)))
 
     # -- writing -------------------------------------------------------------------
@@ -430,7 +430,7 @@ class Channel:
         try:
             await self._send_coalesced(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
-            self._log.info("write failed, closing", error=repr(exc))
+            self._log.info("rocketmq.write_failed_closing", error=repr(exc))
             self.close()
             raise ChannelClosedError(f"channel {self.id}: write failed: {exc!r}") from None
         finally:
@@ -508,7 +508,7 @@ class Channel:
         try:
             await self._lead_writes()
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
-            self._log.info("write failed, closing", error=repr(exc))
+            self._log.info("rocketmq.write_failed_closing", error=repr(exc))
             self.close()
 
     def _check_pending_write(self, size: int) -> None:
@@ -539,4 +539,4 @@ class Channel:
                         if inspect.isawaitable(result):
                             await result
                     except Exception:  # noqa: BLE001
-                        self._log.exception("on_closed callback failed")
+                        self._log.exception("rocketmq.on_closed_callback_failed")
