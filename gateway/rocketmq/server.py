@@ -170,7 +170,7 @@ class RemotingServer:
                 stream = await listener.accept()
             except OSError as exc:
                 if exc.errno in _ACCEPT_CAPACITY_ERRNOS:
-                    self._log.error("accept failed, backing off", error=str(exc))
+                    self._log.error("rocketmq.accept_failed_backing_off", error=str(exc))
                     await trio.sleep(0.1)
                     continue
                 raise
@@ -181,7 +181,7 @@ class RemotingServer:
         try:
             peer = stream.socket.getpeername()
         except OSError as exc:  # peer already gone
-            self._log.info("connection lost before setup", error=str(exc))
+            self._log.info("rocketmq.connection_lost_before_setup", error=str(exc))
             await trio.aclose_forcefully(stream)
             return
         lease = self.budget.admit(self.name, (str(peer[0]), int(peer[1])))
@@ -209,11 +209,11 @@ class RemotingServer:
                 frame_timeout_s=limits.frame_timeout_s, max_pending_write_bytes=limits.max_pending_write_bytes)
         except OSError as exc:  # peer already gone (getpeername fails)
             lease.release()
-            self._log.info("connection lost before setup", error=str(exc))
+            self._log.info("rocketmq.connection_lost_before_setup", error=str(exc))
             await trio.aclose_forcefully(stream)
             return
         self._channels[channel.id] = channel
-        self._log.debug("connection accepted", channel=channel.id)
+        self._log.debug("rocketmq.connection_accepted", channel=channel.id)
         await channel.run()
 
     async def _channel_closed(self, channel: Channel) -> None:
