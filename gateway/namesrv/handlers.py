@@ -100,7 +100,7 @@ class NamesrvHandlers:
         ha_addr, broker_id = h.str("haServerAddr"), h.long("brokerId")
         crc = h.int("bodyCrc32", 0)
         if crc and body_crc32(cmd.body) != crc:
-            log.warning("register body crc mismatch", broker=name, addr=addr)
+            log.warning("namesrv.register_body_crc_mismatch", broker=name, addr=addr)
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
         body = RegisterBrokerBody.decode(cmd.body, compressed=h.bool("compressed", False))
         result = self.routes.register_broker(
