@@ -97,7 +97,7 @@ def _load_acl(cfg: BrokerConfig) -> Any:
 
     path = _acl_path(cfg)
     acl = PlainAcl.load(path)
-    log.info("acl enabled", file=str(path))
+    log.info("rocketmq.acl_enabled", file=str(path))
     return acl
 
 
@@ -214,8 +214,8 @@ class BrokerRole:
         acl = _load_acl(cfg)
         signer = acl.broker_credentials() if acl is not None else None
         if acl is not None and signer is None:
-            log.warning("aclEnable: plain_acl.yml has no admin account, so this broker's requests to other "
-                        "brokers (Kafka group offsets) go unsigned; list the brokers in globalWhiteRemoteAddresses")
+            log.warning("rocketmq.acl_no_admin_account", unsigned="requests to other brokers (Kafka group offsets)",
+                        fix="list the brokers in globalWhiteRemoteAddresses")
         with self._cancel:
             client_tls = client_context_from(cfg.tls_properties())     # tls.enable: to name servers too
             async with RemotingClient(credentials=signer, tls=client_tls) as rc, trio.open_nursery() as nursery:
