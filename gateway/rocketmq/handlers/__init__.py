@@ -103,9 +103,9 @@ def register(code: int, fn: Callable[..., Awaitable[RemotingCommand | None]]) ->
 
 #: Handlers that complete without waiting when ``inline(ctx, request)`` says so: the channel runs them in its
 #: reader (no task per request) and writes the responses of one read together.  A send waits only for a
-#: SYNC_FLUSH group commit.
+#: SYNC_FLUSH group commit or a SYNC_MASTER slave ack (``Broker.replica_wait``, gateway/ha).
 _INLINE: dict[Callable[..., Awaitable[RemotingCommand | None]], Callable[[BrokerContext, RemotingCommand], bool]] = {
-    send.handle_send: lambda ctx, req: not ctx.broker.sync_flush,
+    send.handle_send: lambda ctx, req: not ctx.broker.sync_flush and ctx.broker.replica_wait is None,
 }
 
 
