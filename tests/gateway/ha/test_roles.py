@@ -13,6 +13,7 @@ from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
 from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.handlers import build_handlers
 from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
@@ -58,6 +59,10 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 while await nsc.get_route("T") is None:  # noqa: ASYNC110 - polls the name server
                     await trio.sleep(0.05)
                 producer = Producer(rc, nsc, "pg", retries=0)
+                # A SYNC_MASTER send waits for a slave: never run inline in the connection's reader (that
+                # would hold every later request of the connection behind the slave's ack).
+                send_handler = build_handlers(master.ctx)[RequestCode.SEND_MESSAGE]
+                assert send_handler.inline(None) is False
                 alone = await producer.send("T", b"no slave yet", queue=0)
                 assert alone.status == "SLAVE_NOT_AVAILABLE"        # stored, but no slave has it
                 kafka_alone = await trio.to_thread.run_sync(_kafka_acks_all, *master.kafka_addr)
