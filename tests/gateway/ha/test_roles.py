@@ -13,9 +13,9 @@ from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
 from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.handlers import build_handlers
 from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.handlers import build_handlers
 
 
 def _free_port() -> int:
