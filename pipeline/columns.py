@@ -31,13 +31,17 @@ from rokka.core.model import (
     PROP_UNIQ_KEY,
     STOREHOST_V6_FLAG,
 )
-from rokka.core.storage.layout import HEADER_V4, PROPS_LEN
+from rokka.core.record import PROPS_LEN, TAIL_SIZE, header_reader, header_size
 from rokka.gateway.rocketmq.client import decode_messages
 from rokka.pipeline.rows import ARROW_SCHEMA, BatchBuilder
 
-_HEAD = HEADER_V4.unpack_from
-_HEAD_SIZE = HEADER_V4.size
+#: the header fields the columns need, by name (IPv4 hosts: other host forms take the reference path)
+_HEAD = header_reader("total_size", "queue_id", "queue_offset", "sysflag", "born_timestamp", "store_timestamp",
+                      "body_length")
+_HEAD_SIZE = header_size()
 _PLEN = PROPS_LEN.unpack_from
+_PLEN_SIZE = PROPS_LEN.size
+_TAIL = TAIL_SIZE
 _SLOW_FLAGS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG | COMPRESSED_FLAG
 _MAP = ARROW_SCHEMA.field("properties").type
 _TS = ARROW_SCHEMA.field("born_timestamp").type
@@ -94,13 +98,12 @@ class PullBatchBuilder:
         pos, end = 0, len(buf)
         try:
             while pos < end:
-                (total, _magic, _crc, queue, _flag, offset, _phys, sysflag, born_ts, _bip, _bport, store_ts,
-                 _sip, _sport, _reconsume, _pto, body_len) = _HEAD(buf, pos)
+                total, queue, offset, sysflag, born_ts, store_ts, body_len = _HEAD(buf, pos)
                 b0 = pos + _HEAD_SIZE
                 t0 = b0 + body_len
-                p0 = t0 + 3 + buf[t0]
+                p0 = t0 + _TAIL + buf[t0]   # topic length, topic, properties length, then properties
                 nxt = pos + total
-                if sysflag & _SLOW_FLAGS or _PLEN(buf, p0 - 2)[0] != nxt - p0 or nxt > end or body_len < 0:
+                if sysflag & _SLOW_FLAGS or _PLEN(buf, p0 - _PLEN_SIZE)[0] != nxt - p0 or nxt > end or body_len < 0:
                     return False
                 if offset < stop:
                     qid(queue)
@@ -108,7 +111,7 @@ class PullBatchBuilder:
                     born(born_ts)
                     store(store_ts)
                     body(buf[b0:t0])
-                    topic(buf[t0 + 1:p0 - 2])
+                    topic(buf[t0 + 1:p0 - _PLEN_SIZE])
                     props(buf[p0:nxt])
                 pos = nxt
         except (IndexError, ValueError):  # struct.error is a ValueError; the reference path reports it

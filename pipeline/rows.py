@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 )
 from rokka.compat.kafka_records import record_from_message
 from rokka.core.model import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, StoredMessage
-from rokka.core.storage.layout import encode_offset_msg_id
+from rokka.core.record import encode_offset_msg_id
 
 SCHEMA_DDL = (
     "topic string, queue_id int, queue_offset bigint, msg_id string, tags string, keys string, "
