@@ -63,8 +63,24 @@ DLQ_PREFIX = "%DLQ%"
 HostPort = tuple[str, int]
 
 
+class _Properties:
+    """``tags`` and ``keys`` read from a message's ``properties`` (Message and StoredMessage)."""
+
+    __slots__ = ()
+    properties: dict[str, str]
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROP_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(PROP_KEYS, "")
+        return [k for k in raw.split(" ") if k]
+
+
 @dataclass(frozen=True, slots=True)
-class Message:
+class Message(_Properties):
     """A message to be appended to the CommitLog.
 
     ``queue_id`` must already be chosen.  ``store_timestamp`` is normally
@@ -83,15 +99,6 @@ class Message:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     store_timestamp: int | None = None
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROP_TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        raw = self.properties.get(PROP_KEYS, "")
-        return [k for k in raw.split(" ") if k]
 
 
 class PackedBodies(Sequence[bytes]):
@@ -199,7 +206,7 @@ class BatchBody:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredMessage:
+class StoredMessage(_Properties):
     """A message decoded from its CommitLog record (RocketMQ MessageExt)."""
 
     topic: str
@@ -218,15 +225,6 @@ class StoredMessage:
     commitlog_offset: int
     body_crc: int
     size: int
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROP_TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        raw = self.properties.get(PROP_KEYS, "")
-        return [k for k in raw.split(" ") if k]
 
 
 # -- Java String.hashCode ---------------------------------------------------
