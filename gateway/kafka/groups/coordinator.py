@@ -202,13 +202,15 @@ class GroupCoordinator(GroupMembership):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return ErrorCode.NONE
 
+    def _refuse_group(self, group_id: str) -> int:
+        """INVALID_GROUP_ID for an empty id, else what the admission hook says (0: admitted)."""
+        return self._admit_group(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+
     def _validate_commit(self, group_id: str, generation_id: int, member_id: str,
                          instance_id: str | None) -> int:
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        admitted = self._admit_group(group_id)
-        if admitted != 0:
-            return admitted
+        refused = self._refuse_group(group_id)
+        if refused:
+            return refused
         g = self._groups.get(group_id)
         if g is None:
             if generation_id >= 0:
@@ -277,11 +279,9 @@ class GroupCoordinator(GroupMembership):
         Returns:
             NONE or the Kafka error code for every partition of the request.
         """
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        admitted = self._admit_group(group_id)
-        if admitted != 0:
-            return admitted
+        refused = self._refuse_group(group_id)
+        if refused:
+            return refused
         g = self._groups.get(group_id)
         if g is None:
             return ErrorCode.NONE
