@@ -70,7 +70,7 @@ def run_roles(cfg: BrokerConfig, *, namesrv_port: int | None, run_broker: bool, 
 
 def _startup_failure(exc: BaseException) -> BaseException | None:
     """The store/OS error behind a failed start (unwrapping trio's exception groups), else None."""
-    from rokka.core.storage.engine import StoreCorrupt, StoreLocked
+    from rokka.core.storage import StoreCorrupt, StoreLocked
     from rokka.gateway.kafka.sasl import SaslConfigError
     from rokka.gateway.kafka.tls import TlsConfigError
     from rokka.gateway.rocketmq.acl import AclConfigError

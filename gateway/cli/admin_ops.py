@@ -30,7 +30,7 @@ from rokka.core.model import (
     RETRY_PREFIX,
     StoredMessage,
 )
-from rokka.core.storage.layout import decode_offset_msg_id, encode_offset_msg_id
+from rokka.core.record import decode_offset_msg_id, encode_offset_msg_id
 from rokka.gateway.rocketmq.client import (
     Admin,
     NamesrvClient,

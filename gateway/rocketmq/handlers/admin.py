@@ -31,7 +31,7 @@ from typing import Any
 import structlog
 from rokka.core import names
 from rokka.core.groups import SubscriptionGroupConfig
-from rokka.core.storage.layout import decode_offset_msg_id
+from rokka.core.record import decode_offset_msg_id
 from rokka.core.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header

@@ -30,7 +30,7 @@ import json
 from typing import Any
 
 import structlog
-from rokka.core.storage.layout import decode_offset_msg_id
+from rokka.core.record import decode_offset_msg_id
 from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
 from rokka.gateway.rocketmq.codec.bodies import loads_body
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode

@@ -50,7 +50,7 @@ from typing import Any
 
 import structlog
 from rokka.core.model import PROP_TRANSACTION_CHECK_TIMES, Message
-from rokka.core.storage.layout import decode_offset_msg_id
+from rokka.core.record import decode_offset_msg_id
 from rokka.core.topics import SYSTEM_TOPICS, TOPIC_SCHEDULE, TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header

@@ -38,7 +38,7 @@ import trio
 from rokka.core import names
 from rokka.core.filter import EXPR_SQL92, ExpressionFilter, Subscription, SubscriptionParseError, build_subscription
 from rokka.core.groups import MESSAGE_MODEL_BROADCASTING
-from rokka.core.storage.api import GetResult, GetStatus
+from rokka.core.storage import GetResult, GetStatus
 from rokka.core.txn import without_control
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header

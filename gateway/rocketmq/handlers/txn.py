@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 import trio
 from rokka.core.model import PROP_REAL_QID, PROP_REAL_TOPIC, PROP_UNIQ_KEY, Message, StoredMessage
-from rokka.core.storage.layout import encode_offset_msg_id, encode_record
+from rokka.core.record import encode_offset_msg_id, encode_record
 from rokka.core.txn import EndOutcome
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header
