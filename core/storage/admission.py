@@ -2,24 +2,26 @@
 
 Theory of operation
 -------------------
-``retention.check_space`` sets ``store.disk_full`` / ``store.space_low`` from the disk's state;
-``not_accepting`` runs it on the put path every ``retention.SPACE_CHECK_BYTES`` appended, before
+``check_space`` sets ``store.disk_full`` / ``store.space_low`` from the disk's state (``statvfs``;
+the limits are RocketMQ's, see ``retention``'s doc, which runs this check on every pass too);
+``not_accepting`` runs it on the put path every ``SPACE_CHECK_BYTES`` appended, before
 every put while space is low, and once every ``RECHECK_INTERVAL_S`` while refusing, so writes
 resume without a restart once there is room.  A failed commit (``write_failed``) rolls the
 CommitLog back to the start of the put and refuses until a check finds room (``resume_writes``);
 only when the rollback itself fails does the store stay read-only until a restart.  Refusals
 answer RocketMQ's SERVICE_NOT_AVAILABLE remark and are logged at most every
 ``REFUSAL_LOG_INTERVAL_S``.  The state lives on the store (plain attributes, read by other threads
-as flags); these functions are its only writers besides ``check_space``.
+as flags); these functions are its only writers.  This module imports nothing of ``retention``:
+retention depends on the gate, never the other way round.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING
 
 import structlog
-from rokka.core.storage import retention
 from rokka.core.storage.api import PutResult, PutStatus
 
 if TYPE_CHECKING:
@@ -27,6 +29,12 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+#: Disk use (%) above which puts are refused (RocketMQ diskSpaceWarningLevelRatio).
+WARNING_RATIO = 90.0
+#: Bytes that must stay available (capped at 5 % of the filesystem), else puts are refused.
+RESERVE_BYTES = 8 << 20
+#: Appended CommitLog bytes between two space checks on the put path.
+SPACE_CHECK_BYTES = 4 << 20
 #: Seconds between two ``store.write_refused`` log lines.
 REFUSAL_LOG_INTERVAL_S = 10.0
 #: Seconds between two space checks on the put path while writes are refused.
@@ -43,11 +51,11 @@ def not_accepting(store: DiskStore) -> PutResult | None:
     if store.replica_only:      # a SLAVE's store takes only the master's bytes (RocketMQ: putMessage on a slave)
         return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=DISK_FULL_REMARK.format(disk_util(store)))
     refusing = store.disk_full or store.write_error is not None
-    if store.space_low or store.clog.write_offset - store._space_checked_at >= retention.SPACE_CHECK_BYTES or (
+    if store.space_low or store.clog.write_offset - store._space_checked_at >= SPACE_CHECK_BYTES or (
             refusing and time.monotonic() >= store._recheck_at):
         store._space_checked_at = store.clog.write_offset
         store._recheck_at = time.monotonic() + RECHECK_INTERVAL_S
-        retention.check_space(store)
+        check_space(store)
         refusing = store.disk_full or store.write_error is not None
     return refused(store) if refusing else None
 
@@ -68,7 +76,7 @@ def disk_util(store: DiskStore) -> str:
     for name, path in (("CL", store.clog.files.directory), ("CQ", store.root / "consumequeue"),
                        ("INDEX", store.root / "index")):
         try:
-            ratio = retention.path_used_ratio(path if path.exists() else store.root)[0] / 100
+            ratio = path_used_ratio(path if path.exists() else store.root)[0] / 100
         except OSError:
             ratio = -1.0
         parts.append(f"{name}: {ratio:5.2f}")
@@ -92,7 +100,40 @@ def write_failed(store: DiskStore, exc: OSError, start: int) -> PutResult:
 
 
 def resume_writes(store: DiskStore, used_percent: float) -> None:
-    """Accept puts again after a failed write (``retention.check_space`` found room)."""
+    """Accept puts again after a failed write (``check_space`` found room)."""
     if store.write_error is not None:
         log.warning("store.writes_resumed", after_error=store.write_error, used_percent=round(used_percent, 1))
         store.write_error = None
+
+
+def path_used_ratio(path: os.PathLike[str] | str) -> tuple[float, int]:
+    """(percent of ``path``'s filesystem in use as df shows it, bytes available to us)."""
+    st = os.statvfs(path)
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    usable = st.f_bavail * st.f_frsize
+    return (100.0 * used / (used + usable) if used + usable > 0 else 0.0), usable
+
+
+def check_space(store: DiskStore) -> float:
+    """Set ``store.disk_full`` from the disk's state, resume writes after a failed one when there is
+    room again; returns the percent in use (0 when it cannot be read)."""
+    try:
+        st = os.statvfs(store.clog.files.directory)
+    except OSError:
+        return 0.0
+    used_bytes = (st.f_blocks - st.f_bfree) * st.f_frsize
+    usable = st.f_bavail * st.f_frsize
+    used = 100.0 * used_bytes / (used_bytes + usable) if used_bytes + usable > 0 else 0.0
+    reserve = min(RESERVE_BYTES, st.f_blocks * st.f_frsize // 20)
+    full = used > WARNING_RATIO or usable < reserve
+    store.space_low = usable < 4 * reserve     # then every put checks (a statvfs), not every few MiB
+    if full != store.disk_full:
+        store.disk_full = full
+        if full:
+            log.error("store.disk_full", used_percent=round(used, 1), limit_percent=WARNING_RATIO,
+                      available_bytes=usable, reserve_bytes=reserve, action="refusing writes until space returns")
+        else:
+            log.warning("store.disk_space_returned", used_percent=round(used, 1), available_bytes=usable)
+    if not full and store.write_error is not None:
+        resume_writes(store, used)
+    return used

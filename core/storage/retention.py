@@ -25,7 +25,8 @@ or with less than ``RESERVE_BYTES`` available (the ConsumeQueue and index
 files are written through maps: a page fault on a full disk would kill the
 process), the store is marked disk-full (``DiskStore.disk_full``: puts are
 refused with SERVICE_NOT_AVAILABLE before a write can fail half way).
-``check_space`` decides it; it runs on every retention pass, from the put
+``admission.check_space`` (the put gate owns that state) decides it; it runs
+on every retention pass, from the put
 path every ``SPACE_CHECK_BYTES`` appended (before every put once less than
 four reserves are left), and at most once a second while writes are
 refused, so writes resume by themselves once space returns -- also after a
@@ -42,11 +43,11 @@ last).  Min offsets only move forward.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import TYPE_CHECKING
 
 import structlog
+from rokka.core.storage import admission
 
 if TYPE_CHECKING:
     from rokka.core.storage.engine import DiskStore
@@ -55,12 +56,6 @@ log = structlog.get_logger(__name__)
 
 #: Disk use (%) above which not-yet-expired segments go too (RocketMQ diskSpaceCleanForciblyRatio).
 FORCIBLY_RATIO = 85.0
-#: Disk use (%) above which puts are refused (RocketMQ diskSpaceWarningLevelRatio).
-WARNING_RATIO = 90.0
-#: Bytes that must stay available (capped at 5 % of the filesystem), else puts are refused.
-RESERVE_BYTES = 8 << 20
-#: Appended CommitLog bytes between two space checks on the put path.
-SPACE_CHECK_BYTES = 4 << 20
 #: Seconds between two "still keeping unexpired data" warnings.
 WARN_INTERVAL_S = 60.0
 
@@ -74,51 +69,16 @@ def delete_hours(spec: str) -> set[int]:
     return out
 
 
-def path_used_ratio(path: os.PathLike[str] | str) -> tuple[float, int]:
-    """(percent of ``path``'s filesystem in use as df shows it, bytes available to us)."""
-    st = os.statvfs(path)
-    used = (st.f_blocks - st.f_bfree) * st.f_frsize
-    usable = st.f_bavail * st.f_frsize
-    return (100.0 * used / (used + usable) if used + usable > 0 else 0.0), usable
-
-
 def disk_used_ratio(store: DiskStore) -> float:
     """Percent of the store's filesystem in use, as df shows it (see module doc)."""
-    return path_used_ratio(store.clog.files.directory)[0]
-
-
-def check_space(store: DiskStore) -> float:
-    """Set ``store.disk_full`` from the disk's state, resume writes after a failed one when there is
-    room again; returns the percent in use (0 when it cannot be read)."""
-    try:
-        st = os.statvfs(store.clog.files.directory)
-    except OSError:
-        return 0.0
-    used_bytes = (st.f_blocks - st.f_bfree) * st.f_frsize
-    usable = st.f_bavail * st.f_frsize
-    used = 100.0 * used_bytes / (used_bytes + usable) if used_bytes + usable > 0 else 0.0
-    reserve = min(RESERVE_BYTES, st.f_blocks * st.f_frsize // 20)
-    full = used > WARNING_RATIO or usable < reserve
-    store.space_low = usable < 4 * reserve     # then every put checks (a statvfs), not every few MiB
-    if full != store.disk_full:
-        store.disk_full = full
-        if full:
-            log.error("store.disk_full", used_percent=round(used, 1), limit_percent=WARNING_RATIO,
-                      available_bytes=usable, reserve_bytes=reserve, action="refusing writes until space returns")
-        else:
-            log.warning("store.disk_space_returned", used_percent=round(used, 1), available_bytes=usable)
-    if not full and store.write_error is not None:
-        from rokka.core.storage import admission  # admission runs this check: imported here, not in a loop
-
-        admission.resume_writes(store, used)
-    return used
+    return admission.path_used_ratio(store.clog.files.directory)[0]
 
 
 def run(store: DiskStore, now_ms: int, force: bool = False) -> int:
     """Delete what is due; returns the number of files removed."""
     cfg = store.config
     hour = time.localtime(now_ms / 1000).tm_hour
-    used = check_space(store)
+    used = admission.check_space(store)
     pressure = used > cfg.disk_max_used_space_ratio
     if not (force or pressure or hour in delete_hours(cfg.delete_when)):
         return 0
@@ -146,7 +106,7 @@ def _warn_kept(store: DiskStore, used: float) -> None:
     if now - _last_kept_warning >= WARN_INTERVAL_S:
         _last_kept_warning = now
         log.warning("store.disk_nearly_full", used_percent=round(used, 1), forcibly_percent=FORCIBLY_RATIO,
-                    refuse_percent=WARNING_RATIO, path=str(store.clog.files.directory),
+                    refuse_percent=admission.WARNING_RATIO, path=str(store.clog.files.directory),
                     action="keeping unexpired data (cleanFileForciblyEnable=false); writes are refused above "
                            "the refuse level until space is freed")
 

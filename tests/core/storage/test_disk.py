@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import structlog
 from rokka.core.model import UniformBatch
-from rokka.core.storage import layout, retention
+from rokka.core.storage import layout
 from rokka.core.storage.api import GetStatus, PutStatus, StoreConfig
 from rokka.core.storage.engine import DiskStore, StoreLocked
 from rokka.core.storage.index import key_hash
@@ -279,7 +279,7 @@ def test_retention_disk_pressure_counts_like_df(tmp_path: Path, monkeypatch: pyt
     old = time.time() - 2 * 3600
     for p in sorted((tmp_path / "commitlog").iterdir())[:expired]:
         os.utime(p, (old, old))
-    monkeypatch.setattr(retention.os, "statvfs", lambda _path: os.statvfs_result(
+    monkeypatch.setattr(os, "statvfs", lambda _path: os.statvfs_result(
         (4096, 4096, blocks, free, available, 0, 0, 0, 0, 255)))
     lt = time.localtime()
     not_four = int(time.mktime((lt.tm_year, lt.tm_mon, lt.tm_mday, 5 if lt.tm_hour == 4 else lt.tm_hour,
@@ -293,7 +293,7 @@ def test_full_disk_refuses_puts_until_space_returns(tmp_path: Path, monkeypatch:
     s = _open(small_config(tmp_path, commitlog_file_size=4096))
     assert s.put_messages([msg(0)]).ok
     used = {"free": 50}     # of 1000 blocks, all available: 95 % in use
-    monkeypatch.setattr(retention.os, "statvfs", lambda _path: os.statvfs_result(
+    monkeypatch.setattr(os, "statvfs", lambda _path: os.statvfs_result(
         (4096, 4096, 1000, used["free"], used["free"], 0, 0, 0, 0, 255)))
     s.run_retention(int(time.time() * 1000))
     end = s.clog.write_offset

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from rokka.core.config import BrokerConfig, apply_settings
 from rokka.core.model import UniformBatch
-from rokka.core.storage import retention
 from rokka.core.storage.api import PutStatus
 from rokka.core.storage.engine import DiskStore
 from rokka.core.storage.layout import decode_record
@@ -89,7 +88,7 @@ def test_full_disk_keeps_unexpired(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     s = DiskStore(cfg).open()
     s.put_messages([msg(i, body=bytes(300)) for i in range(40)])
     s.flush()
-    monkeypatch.setattr(retention.os, "statvfs", lambda _path: os.statvfs_result(
+    monkeypatch.setattr(os, "statvfs", lambda _path: os.statvfs_result(
         (4096, 4096, 1000, 50, 50, 0, 0, 0, 0, 255)))                 # 95 % in use
     assert s.run_retention(int(time.time() * 1000)) == 0
     assert s.commitlog_min_offset == 0 and s.min_offset("T", 0) == 0

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import trio
-from rokka.core.storage import retention
 from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
 from rokka.gateway.rocketmq.client.remoting import ResponseError
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
@@ -24,7 +23,7 @@ from tests.gateway.rocketmq.test_txn_handlers import addr_of, start_stack, wait_
 async def test_send_to_full_disk_is_refused_until_space_returns(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     free = {"blocks": 30}       # of 1000, all available to us: 97 % in use
-    monkeypatch.setattr(retention.os, "statvfs", lambda _path: os.statvfs_result(
+    monkeypatch.setattr(os, "statvfs", lambda _path: os.statvfs_result(
         (4096, 4096, 1000, free["blocks"], free["blocks"], 0, 0, 0, 0, 255)))
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:

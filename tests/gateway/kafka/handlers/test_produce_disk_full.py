@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from rokka.core.storage import retention
 from rokka.gateway.kafka import KafkaServer
 from rokka.gateway.kafka.codec import APIS, Struct
 from rokka.gateway.kafka.codec import records as R
@@ -31,7 +30,7 @@ async def test_full_disk_is_a_storage_error(disk_env: KafkaEnv, monkeypatch: pyt
     env.broker.topics.ensure("full", 1)
     store = env.broker.store
     free = {"blocks": 30}       # of 1000, all available to us: 97 % in use
-    monkeypatch.setattr(retention.os, "statvfs", lambda _path: os.statvfs_result(
+    monkeypatch.setattr(os, "statvfs", lambda _path: os.statvfs_result(
         (4096, 4096, 1000, free["blocks"], free["blocks"], 0, 0, 0, 0, 255)))
     store.run_retention(0)
     assert await produce(env, [b"a", b"b"]) == E.KAFKA_STORAGE_ERROR
