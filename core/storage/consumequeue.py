@@ -51,11 +51,11 @@ from rokka.core.storage.segment import Segment, SegmentFiles
 log = structlog.get_logger(__name__)
 
 try:    # the run walker in C (core/storage/_cstore.c, cq_runs); absent when the extension was not built
-    from rokka.core.storage import _cstore
+    import rokka.core.storage._cstore as _cstore
 except ImportError:     # pragma: no cover - depends on the build
     _cstore = None  # type: ignore[assignment]
 try:    # the tag-filtered walk in C (core/storage/_cqscan.c, tag_filter)
-    from rokka.core.storage import _cqscan
+    import rokka.core.storage._cqscan as _cqscan
 except ImportError:     # pragma: no cover - depends on the build
     _cqscan = None  # type: ignore[assignment]
 

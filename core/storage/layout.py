@@ -54,7 +54,7 @@ from rokka.core.model import (
 )
 
 try:    # the append hot path in C (core/storage/_cstore.c); absent when the extension was not built
-    from rokka.core.storage import _cstore
+    import rokka.core.storage._cstore as _cstore
 except ImportError:     # pragma: no cover - depends on the build
     _cstore = None  # type: ignore[assignment]
 NATIVE = _cstore is not None
