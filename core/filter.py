@@ -16,26 +16,24 @@ we check it too, so hash collisions ("Aa" and "BB" share one) never reach
 a client that does not re-check (ours, the Spark source), and Java clients
 see the same messages either way.  ``tag_codes``, ``property_names`` and
 ``answers`` hand both stages to the store's native walk (``_cqscan``).
-SQL92 compilation is pluggable (``rokka.core.sql92`` registers itself) so this
-module stays small.
+SQL92 expressions are compiled by ``rokka.core.sql92`` (imported directly; it builds its
+parser on first use), which also defines ``SubscriptionParseError``.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rokka.core.model import PROP_TAGS, tags_code
+from rokka.core.sql92 import SubscriptionParseError, compile_sql92
 
 SUB_ALL = "*"
 EXPR_TAG = "TAG"
 EXPR_SQL92 = "SQL92"
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-
-
-class SubscriptionParseError(ValueError):
-    """The expression cannot be parsed (SUBSCRIPTION_PARSE_FAILED)."""
+__all__ = ["EXPR_SQL92", "EXPR_TAG", "SUB_ALL", "ExpressionFilter", "Subscription", "SubscriptionParseError",
+           "build_subscription", "compile_sql92"]
 
 
 @dataclass
@@ -75,24 +73,6 @@ def build_subscription(topic: str, expression: str | None, expression_type: str 
     if not tags:
         raise SubscriptionParseError("subString split error")
     return Subscription(topic, expression, EXPR_TAG, tags, [tags_code(t) for t in tags], sub_version)
-
-
-_sql92_compiler: Callable[[str], Callable[[dict[str, str]], bool]] | None = None
-
-
-def register_sql92_compiler(compiler: Callable[[str], Callable[[dict[str, str]], bool]]) -> None:
-    global _sql92_compiler
-    _sql92_compiler = compiler
-
-
-def compile_sql92(expression: str) -> Callable[[dict[str, str]], bool]:
-    if _sql92_compiler is None:
-        try:
-            import rokka.core.sql92  # noqa: F401  (registers itself)
-        except ImportError:
-            raise SubscriptionParseError("SQL92 filtering is not available") from None
-    assert _sql92_compiler is not None
-    return _sql92_compiler(expression)
 
 
 class ExpressionFilter:

@@ -60,12 +60,17 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
-from rokka.core.filter import SubscriptionParseError, register_sql92_compiler
+
+
+class SubscriptionParseError(ValueError):
+    """The expression cannot be parsed (SUBSCRIPTION_PARSE_FAILED); ``rokka.core.filter`` raises it
+    for TAG expressions too (it is defined here, the lower module, so the two do not import each other)."""
+
 
 MAX_DEPTH = 100
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -507,7 +512,11 @@ class _Builder(Transformer[Token, _Node]):
         return str(c[0])[1:-1].replace("''", "'")
 
 
-_parser = Lark(_GRAMMAR, parser="lalr", lexer="basic", transformer=_Builder(), maybe_placeholders=False)
+@cache
+def _parser() -> Lark:
+    """The LALR parser, built on first use (~0.1 s): importing the filters costs nothing until a
+    SQL92 subscription arrives."""
+    return Lark(_GRAMMAR, parser="lalr", lexer="basic", transformer=_Builder(), maybe_placeholders=False)
 
 
 def _describe(exc: UnexpectedInput, text: str) -> str:
@@ -525,7 +534,7 @@ def _describe(exc: UnexpectedInput, text: str) -> str:
 def parse(expression: str) -> _Node:
     """Parse and check an expression; raises SubscriptionParseError."""
     try:
-        return _parser.parse(expression)  # type: ignore[return-value]
+        return _parser().parse(expression)  # type: ignore[return-value]
     except _BuildError as exc:
         raise SubscriptionParseError(f"Invalid MessageSelector. {exc}") from None
     except VisitError as exc:
@@ -564,7 +573,5 @@ def compile_sql92(expression: str) -> Callable[[dict[str, str]], bool]:
 def property_names(expression: str) -> frozenset[str]:
     """The property names a (valid) expression reads: every identifier is one (the ``prop`` rule), and
     evaluation looks up nothing else, so a dict of only these gives the same answer as all of them."""
-    return frozenset(str(tok) for tok in _parser.lex(expression) if tok.type == "ID")
+    return frozenset(str(tok) for tok in _parser().lex(expression) if tok.type == "ID")
 
-
-register_sql92_compiler(compile_sql92)
