@@ -29,6 +29,15 @@ Kafka's control markers:
   (``rokka.core.txn.without_control``).
 So committed data only ever appears at commit: every partition's LSO = HW,
 and read_uncommitted consumers see exactly what read_committed ones see.
+Consequence for Produce: a transactional record has no partition offset until
+EndTxn re-puts it (other producers append in between), so its produce response
+carries base_offset -1, where Kafka answers the offset the record already holds
+in the log (Kafka Streams logs "Received offset=-1 in produce response" per
+record and checkpoints no changelog offset under EOS).  Answering the real offset
+needs Kafka's layout: transactional records appended to the real queue at
+produce time, hidden from RocketMQ readers and from read_committed fetches until
+their marker (an LSO per queue, the aborted-transaction list on Fetch, recovery
+of open ranges at restart); it is not done.
 The RocketMQ check-back loop skips ``KAFKA_TXN`` halves (``rokka.core.txn``).
 
 State machine: ``rokka.core.kafka_txn_states`` (``TRANSITIONS``, ``next_state``;
