@@ -214,7 +214,8 @@ class BrokerRole:
         acl = _load_acl(cfg)
         signer = acl.broker_credentials() if acl is not None else None
         if acl is not None and signer is None:
-            log.warning("rocketmq.acl_no_admin_account", unsigned="requests to other brokers (Kafka group offsets)",
+            log.warning("rocketmq.acl_no_admin_account", reason="plain_acl.yml has no admin account",
+                        unsigned="requests to other brokers (Kafka group offsets)",
                         fix="list the brokers in globalWhiteRemoteAddresses")
         with self._cancel:
             client_tls = client_context_from(cfg.tls_properties())     # tls.enable: to name servers too
