@@ -14,6 +14,9 @@ copies) the layout's codec and adds named-field views of the fixed header:
 * ``header_reader(*names, sysflag=0)``: a precompiled ``unpack_from`` that returns only the named
   fields (layout order; the others are skipped as pad bytes), for hot loops that would otherwise
   destructure all 17 by position.  The tuple it returns is as cheap as the full unpack.
+* the layout itself, for code that derives its own views of it: ``FIELDS`` (the single description),
+  ``HEADERS`` (the fixed-header struct per host form, keyed by ``sysflag & 0x30``), ``HEADER_V4``, the
+  offsets ``OFF_SYSFLAG`` / ``OFF_BORN_TIMESTAMP``, ``SIZE_MAGIC`` (TOTALSIZE + MAGICCODE), ``INT32``.
 * ``TAIL_SIZE``: bytes of the TOPICLENGTH and PROPERTIESLENGTH prefixes after a body; with
   ``PROPS_LEN`` it walks the variable tail.
 
@@ -32,11 +35,14 @@ from rokka.core.storage.layout import (
     FIELDS,
     HEADER_V4,
     HEADERS,
+    INT32,
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
     MESSAGE_MAGIC,
+    OFF_BORN_TIMESTAMP,
     OFF_SYSFLAG,
     PROPS_LEN,
+    SIZE_MAGIC,
     TOPIC_LEN,
     Buffer,
     RecordError,
@@ -55,11 +61,11 @@ from rokka.core.storage.layout import (
 )
 
 __all__ = [
-    "BLANK_MAGIC", "Buffer", "HEADER_FIELDS", "HEADER_V4", "MAX_PROPERTIES_BYTES", "MAX_TOPIC_BYTES",
-    "MESSAGE_MAGIC", "PROPS_LEN", "RecordError", "RecordHeader", "TAIL_SIZE", "TOPIC_LEN", "body_crc",
-    "decode_header", "decode_offset_msg_id", "decode_properties", "decode_record", "encode_offset_msg_id",
-    "encode_properties", "encode_record", "header_reader", "header_size", "host_str", "iter_records",
-    "msg_id_prefix", "properties_of", "topic_of",
+    "BLANK_MAGIC", "Buffer", "FIELDS", "HEADERS", "HEADER_FIELDS", "HEADER_V4", "INT32", "MAX_PROPERTIES_BYTES",
+    "MAX_TOPIC_BYTES", "MESSAGE_MAGIC", "OFF_BORN_TIMESTAMP", "OFF_SYSFLAG", "PROPS_LEN", "RecordError",
+    "RecordHeader", "SIZE_MAGIC", "TAIL_SIZE", "TOPIC_LEN", "body_crc", "decode_header", "decode_offset_msg_id",
+    "decode_properties", "decode_record", "encode_offset_msg_id", "encode_properties", "encode_record",
+    "header_reader", "header_size", "host_str", "iter_records", "msg_id_prefix", "properties_of", "topic_of",
 ]
 
 _V6_BITS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG  # the sysflag bits that choose the host forms

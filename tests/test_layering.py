@@ -176,7 +176,6 @@ STORAGE_INSIDES_ALLOWED = frozenset({
     ("gateway/kafka/handlers/common.py", "rokka.core.storage.api"),
     ("gateway/kafka/handlers/fetch.py", "rokka.core.storage.layout"),
     ("gateway/kafka/handlers/log_dirs.py", "rokka.core.storage.api"),
-    ("gateway/kafka/handlers/topic_configs.py", "rokka.core.storage.compaction"),
     ("gateway/rocketmq/client/admin.py", "rokka.core.storage.layout"),
     ("gateway/rocketmq/client/consumer.py", "rokka.core.storage.layout"),
     ("gateway/rocketmq/client/producer.py", "rokka.core.storage.layout"),

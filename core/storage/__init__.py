@@ -11,6 +11,7 @@ modules are the persistence helpers ``metafile`` (atomic JSON / bytes files) and
 * its two engines: ``DiskStore`` (``DiskStore(config).open()``) and ``MemoryStore``;
 * durability: ``FlushService`` (trio);
 * refusals at open: ``StoreCorrupt``, ``StoreLocked``;
+* compacted topics: ``set_key_reader`` (how a record's key and tombstone are read; the Kafka side sets it);
 * replication (RocketMQ HA) on a ``DiskStore``: ``read_transfer``, ``ReplicaAppender``, ``ReplicaError``.
 """
 
@@ -26,6 +27,7 @@ from rokka.core.storage.api import (
     StoreConfig,
     release_runs,
 )
+from rokka.core.storage.compaction import set_key_reader
 from rokka.core.storage.engine import DiskStore, StoreLocked
 from rokka.core.storage.flush import FlushService
 from rokka.core.storage.memory import MemoryStore
@@ -34,4 +36,5 @@ from rokka.core.storage.replica import ReplicaAppender, ReplicaError, read_trans
 
 __all__ = ["DiskStore", "FlushDiskType", "FlushService", "GetResult", "GetStatus", "MemoryStore", "MessageFilter",
            "MessageStore", "PutResult", "PutStatus", "RecordRun", "ReplicaAppender", "ReplicaError", "StoreConfig",
-           "StoreCorrupt", "StoreLocked", "read_transfer", "release_runs"]
+           "StoreCorrupt", "StoreLocked", "read_transfer", "release_runs",
+           "set_key_reader"]
