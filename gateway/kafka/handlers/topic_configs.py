@@ -37,7 +37,7 @@ explicit request to change behaviour) unless its value is the one in force.
 from __future__ import annotations
 
 from rokka.compat.kafka_records import KafkaControl, kafka_row
-from rokka.core.storage import compaction
+from rokka.core.storage import set_key_reader
 
 #: Topic config names of Kafka 3.x/4.x (``LogConfig``), the names clients may legitimately send.
 KAFKA_TOPIC_CONFIGS = frozenset({
@@ -90,7 +90,7 @@ def record_key(raw: bytes) -> tuple[bytes, bool] | None:
     return row[3], row[4] is None
 
 
-compaction.set_key_reader(record_key)
+set_key_reader(record_key)
 
 
 def parse_config(name: str, value: str | None) -> str | None:
