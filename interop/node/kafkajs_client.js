@@ -37,7 +37,7 @@ const toStderr = () => ({ namespace, label, log }) => {
 function client(p) {
   return new Kafka({
     clientId: p.name || 'rokka-interop',
-    brokers: [].concat(p.brokers),
+    brokers: [].concat(p.brokers).flatMap((b) => String(b).split(",")),   // "H:P,H:P" as bootstrap.servers
     logLevel: logLevel.INFO,
     logCreator: toStderr,
     connectionTimeout: 10000,
