@@ -6,6 +6,7 @@ import os
 
 import pytest
 import trio
+import trio.lowlevel
 from rokka.gateway.kafka.server import SENDMSG_MAX_BUFFERS, send_parts
 
 
@@ -15,7 +16,7 @@ async def _read_all(stream: trio.SocketStream, n: int) -> bytes:
         chunk = await stream.receive_some(7919)      # small reads: the sender's sendmsg calls return short
         assert chunk, "closed early"
         got += chunk
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
     return bytes(got)
 
 
