@@ -30,9 +30,9 @@ from rokka.compat.kafka_records import (
     kafka_row,
     props_view,
 )
+from rokka.core import record as layout
 from rokka.core.model import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOST_V6_FLAG
-from rokka.core.storage import layout
-from rokka.core.storage.api import RecordRun
+from rokka.core.storage import RecordRun
 
 __all__ = ["PlainPiece", "Walker", "kafka_pieces"]
 

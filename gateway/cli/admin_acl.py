@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 import click
-from rokka.gateway.cli.admin import _json_option, admin, run
+from rokka.gateway.cli.admin_group import _json_option, admin, run
 from rokka.gateway.cli.admin_ops import (
     op_acl_config,
     op_acl_versions,

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 from rokka.gateway.cli import admin_render as render
-from rokka.gateway.cli.admin import _json_option, admin, run
+from rokka.gateway.cli.admin_group import _json_option, admin, run
 from rokka.gateway.cli.admin_ops import AdminError, Session, _all_masters, master_addrs, route_of
 from rokka.gateway.rocketmq.client import NamesrvClient
 from rokka.gateway.rocketmq.client.tools import subscription_groups

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
-from rokka.core.storage.replica import read_transfer
+from rokka.core.storage import read_transfer
 from rokka.gateway.ha.codec import HAProtocolError, SlaveReports, encode_frame, encode_header, first_transfer_offset
 
 if TYPE_CHECKING:
-    from rokka.core.storage.engine import DiskStore
+    from rokka.core.storage import DiskStore
 
 log = structlog.get_logger(__name__)
 

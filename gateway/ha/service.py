@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 import trio
 from rokka.core.config import BrokerConfig
-from rokka.core.storage.api import PutStatus
+from rokka.core.storage import PutStatus
 from rokka.gateway.ha.master import HAMaster, HAParams
 from rokka.gateway.ha.slave import HASlave
 from rokka.gateway.ha.sync import SlaveSync
@@ -63,7 +63,7 @@ def master_from_registration(registrar: Callable[[], Any]) -> Callable[[], str |
 async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
                    registrar: Callable[[], Any]) -> HAMaster | HASlave | None:
     """Start the HA master or slave for ``broker`` (see the module docstring)."""
-    from rokka.core.storage.engine import DiskStore
+    from rokka.core.storage import DiskStore
 
     store = broker.store
     role = cfg.broker_role.upper() or "ASYNC_MASTER"

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
-from rokka.core.storage.replica import ReplicaAppender, ReplicaError
+from rokka.core.storage import ReplicaAppender, ReplicaError
 from rokka.gateway.ha.codec import HAProtocolError, TransferReader, encode_report
 
 if TYPE_CHECKING:
-    from rokka.core.storage.engine import DiskStore
+    from rokka.core.storage import DiskStore
     from rokka.gateway.ha.master import HAParams
 
 log = structlog.get_logger(__name__)

@@ -40,7 +40,7 @@ from rokka.core.filter import ExpressionFilter
 from rokka.core.kafka_txn import KafkaTxnCoordinator
 from rokka.core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_SCHEDULE
 from rokka.core.producer_state import ProducerStateManager
-from rokka.core.storage.api import RecordRun, release_runs
+from rokka.core.storage import RecordRun, release_runs
 from rokka.core.topics import TopicConfig, is_system_topic
 from rokka.gateway.kafka.codec import records as R
 from rokka.gateway.kafka.codec.primitives import Pieces

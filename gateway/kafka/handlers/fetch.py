@@ -41,7 +41,7 @@ from typing import Any
 
 import trio
 from rokka.compat.kafka_records import record_from_message
-from rokka.core.storage.layout import decode_record
+from rokka.core.record import decode_record
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.codec.fetch_limits import truncate_batches
 from rokka.gateway.kafka.context import KafkaRequestContext

@@ -44,7 +44,7 @@ from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers.common import KafkaEnv, kafka_topics, partition_count
 
 if TYPE_CHECKING:
-    from rokka.core.storage.api import MessageStore
+    from rokka.core.storage import MessageStore
 
 log = structlog.get_logger(__name__)
 

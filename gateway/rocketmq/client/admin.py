@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from rokka.core.model import StoredMessage
-from rokka.core.storage.layout import decode_offset_msg_id
+from rokka.core.record import decode_offset_msg_id
 from rokka.gateway.rocketmq.client.consumer import decode_messages
 from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
 from rokka.gateway.rocketmq.client.remoting import ClientError, RemotingClient, ResponseError

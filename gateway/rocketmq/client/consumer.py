@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A thin, explicit API: the caller picks the queue and the offset (like the
 Java ``DefaultMQPullConsumer``).  ``pull`` decodes the body with
-``rokka.core.storage.layout.iter_records`` (the CommitLog record format, defined
+``rokka.core.record.iter_records`` (the CommitLog record format, defined
 once there) and inflates zlib bodies flagged COMPRESSED.  Pull codes 19/20/21
 are results, not errors (``PullResult.code``); anything else raises
 ``ResponseError``.
@@ -22,7 +22,7 @@ import socket
 import zlib
 
 from rokka.core.model import COMPRESSED_FLAG, StoredMessage
-from rokka.core.storage.layout import iter_records
+from rokka.core.record import iter_records
 from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
 from rokka.gateway.rocketmq.client.remoting import ClientError, NoRouteError, RemotingClient, ResponseError
 from rokka.gateway.rocketmq.client.types import MessageQueue, PullResult, TopicRoute

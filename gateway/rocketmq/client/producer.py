@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import trio
 from rokka.core.model import PROP_DELAY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, PROP_WAIT, TOPIC_DEFAULT
-from rokka.core.storage.layout import encode_properties
+from rokka.core.record import encode_properties
 from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
 from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
 from rokka.gateway.rocketmq.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError

@@ -17,7 +17,7 @@ length against the remaining bytes and raises ``BatchFormatError`` (a
 handlers should answer MESSAGE_ILLEGAL themselves).
 
 Properties stay raw bytes here (``properties_raw``); the property string
-format is defined once in ``rokka.core.storage.layout``.
+format is defined once in ``rokka.core.record``.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ class BatchElement:
 
     @property
     def properties(self) -> dict[str, str]:
-        """Decoded properties (via ``rokka.core.storage.layout.decode_properties``)."""
-        from rokka.core.storage.layout import decode_properties  # noqa: PLC0415
+        """Decoded properties (via ``rokka.core.record.decode_properties``)."""
+        from rokka.core.record import decode_properties  # noqa: PLC0415
 
         return dict(decode_properties(self.properties_raw))
 

@@ -53,8 +53,8 @@ from rokka.core.model import (
     BatchBody,
     Message,
 )
-from rokka.core.storage.api import PutResult, PutStatus
-from rokka.core.storage.layout import decode_properties, encode_offset_msg_id, msg_id_prefix
+from rokka.core.record import decode_properties, encode_offset_msg_id, msg_id_prefix
+from rokka.core.storage import PutResult, PutStatus
 from rokka.core.topics import NOT_ALLOWED_SEND, PERM_WRITE
 from rokka.gateway.rocketmq.codec.batch import BatchFormatError, decode_batch
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
