@@ -43,12 +43,14 @@ import mmap
 import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import structlog
 from rokka.core.storage.api import CqUnit
 from rokka.core.storage.segment import Segment, SegmentFiles
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 
 try:    # the run walker in C (core/storage/_cstore.c, cq_runs); absent when the extension was not built
     import rokka.core.storage._cstore as _cstore
@@ -249,20 +251,10 @@ class ConsumeQueue:
         """``_cstore.cq_runs`` over up to ``count`` units from ``queue_offset`` (stopping at a file end
         or max_offset), read in place from the map; None when there is no unit there (or no native
         module)."""
-        if _cstore is None or not (self.min_offset <= queue_offset < self.max_offset) or count <= 0:
+        if _cstore is None:
             return None
-        byte = queue_offset * UNIT_SIZE
-        seg = self.files.find(byte)
-        if seg is None:
-            return None
-        n = min(count, self.max_offset - queue_offset, (seg.end - byte) // UNIT_SIZE)
-        pos = byte - seg.base
-        whole = memoryview(seg.mm)
-        try:
-            with whole[pos:pos + n * UNIT_SIZE] as view:
-                return _cstore.cq_runs(view, clog_min, max_msgs, max_bytes, taken, total)  # type: ignore[no-any-return]
-        finally:
-            whole.release()     # no export may outlive this call: the map is closed at a file drop
+        return self._lend_units(queue_offset, count, lambda view: _cstore.cq_runs(
+            view, clog_min, max_msgs, max_bytes, taken, total))
 
     def scan_tags(self, queue_offset: int, count: int, codes: bytes | None, clog_min: int, max_msgs: int,
                   max_bytes: int, taken: int, total: int, span: memoryview | None, span_start: int,
@@ -273,7 +265,16 @@ class ConsumeQueue:
         or max_offset), read in place from the map; None when there is no unit there (or no native
         module).  ``reader.get_messages`` drives it, lending the CommitLog ``span`` (and, for SQL92,
         the properties predicate ``match``, the names it reads and its memo of answers)."""
-        if _cqscan is None or not (self.min_offset <= queue_offset < self.max_offset) or count <= 0:
+        if _cqscan is None:
+            return None
+        return self._lend_units(queue_offset, count, lambda view: _cqscan.tag_filter(
+            view, queue_offset, codes, clog_min, max_msgs, max_bytes, taken, total, span, span_start,
+            match, names, answers))
+
+    def _lend_units(self, queue_offset: int, count: int, use: Callable[[memoryview], _T]) -> _T | None:
+        """``use`` a view of up to ``count`` units from ``queue_offset`` (stopping at a file end or
+        max_offset), in place in the map; None when there is no unit there."""
+        if not (self.min_offset <= queue_offset < self.max_offset) or count <= 0:
             return None
         byte = queue_offset * UNIT_SIZE
         seg = self.files.find(byte)
@@ -284,8 +285,7 @@ class ConsumeQueue:
         whole = memoryview(seg.mm)
         try:
             with whole[pos:pos + n * UNIT_SIZE] as view:
-                return _cqscan.tag_filter(view, queue_offset, codes, clog_min, max_msgs,  # type: ignore[no-any-return]
-                                          max_bytes, taken, total, span, span_start, match, names, answers)
+                return use(view)
         finally:
             whole.release()     # no export may outlive this call: the map is closed at a file drop
 

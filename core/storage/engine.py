@@ -17,7 +17,7 @@ Writes: ``put_messages`` validates the whole batch first (nothing is written
 for an illegal batch), encodes each record at its final offset, stages the
 bytes, commits them with one ``pwrite`` per touched segment, then dispatches
 (CQ unit, index keys, arrival listeners).  Before a disk can fill up,
-``retention.check_space`` marks it full above 90 % use (RocketMQ's
+``admission.check_space`` marks it full above 90 % use (RocketMQ's
 diskSpaceWarningLevelRatio) or below a small reserve: puts are refused with
 SERVICE_NOT_AVAILABLE and RocketMQ's remark, nothing is written, until a
 later check sees room again (checks run on each retention pass, every few
@@ -109,7 +109,7 @@ class DiskStore(reader.TimeQueries):
         self.min_offsets = QueueMinOffsets(self.root / "config" / "queueMinOffset.json")
         self._last_store_ts = 0
         self._writable = False
-        self.disk_full = False          # set by retention.check_space (also another thread: a plain flag)
+        self.disk_full = False          # set by admission.check_space (also another thread: a plain flag)
         self.write_error: str | None = None     # a failed write, cleared by check_space once there is room
         self._space_checked_at = 0      # CommitLog offset of the last put-path space check
         self.space_low = False          # set by check_space: little room left, check before every put
