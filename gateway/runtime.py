@@ -141,6 +141,7 @@ async def _main(cfg: BrokerConfig, namesrv_port: int | None, run_broker: bool, n
                 from rokka.gateway.rocketmq.acl import guard_namesrv
                 guard_namesrv(_load_acl(cfg), namesrv.remoting.handlers)
             ns_addr = await nursery.start(namesrv.serve, cfg.listen_host, namesrv_port)
+            ns_cfg.listen_port = ns_addr[1]     # GET_NAMESRV_CONFIG shows the port in use, as Java's does
             parts.append(f"namesrv={_fmt(ns_addr)}")
             stoppers.append(namesrv)
             if run_broker:
