@@ -255,7 +255,8 @@ def _render_producer(d: dict[str, Any]) -> str:
         if not producers:
             out.append(f"producer group ({group}) instances are empty")
         for p in producers:
-            out.append(f"producer group ({group}) instance : clientId={p['clientId']},remoteIP={p['remoteIP']}, "
+            ip = str(p["remoteIP"]).lstrip("/")     # Java's "/host:port"
+            out.append(f"producer group ({group}) instance : clientId={p['clientId']},remoteIP={ip}, "
                        f"language={p['language']}, version={p['version']}, "
                        f"lastUpdateTimestamp={p['lastUpdateTimestamp']}")
     return "\n".join(out)

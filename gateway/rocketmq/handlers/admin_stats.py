@@ -336,7 +336,8 @@ async def handle_system_topics(ctx: BrokerContext, channel: Any, req: RemotingCo
 
 
 async def handle_all_producer_info(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    data = {group: [{"clientId": c.client_id, "remoteIP": c.addr, "language": c.language, "version": c.version,
-                     "lastUpdateTimestamp": c.last_update_ms} for c in members]
+    # remoteIP as Java's ``channel.remoteAddress().toString()``: "/127.0.0.1:52034"
+    data = {group: [{"clientId": c.client_id, "remoteIP": f"/{c.addr}", "language": c.language,
+                     "version": c.version, "lastUpdateTimestamp": c.last_update_ms} for c in members]
             for group, members in sorted(ctx.broker.producers.groups().items()) if members}
     return _ok(req, {"data": data})
