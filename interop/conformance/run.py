@@ -43,6 +43,7 @@ for p in (str(HERE), str(ROOT / "interop"), str(ROOT)):
 import compare  # noqa: E402
 import harness  # noqa: E402
 import kafka_scenarios  # noqa: E402
+import mqadmin_shapes  # noqa: E402
 import rmq_java  # noqa: E402
 import rocketmq_summaries  # noqa: E402
 
@@ -127,7 +128,7 @@ def suite(label: str, names: list[str], on_rokka: Any, on_apache: Any, wd: Path,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="conformance", description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=("kafka", "rocketmq"), default=None)
+    ap.add_argument("--only", choices=("kafka", "rocketmq", "mqadmin"), default=None)
     ap.add_argument("--scenarios", default="", help="comma-separated subset (names of either suite)")
     ap.add_argument("--json", type=Path, default=None, help="write every outcome (both brokers) here")
     args = ap.parse_args(argv)
@@ -152,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.only in (None, "rocketmq") and r_names:
             suite("rocketmq", r_names, rmq_on_rokka, rmq_on_apache, wd, rows, details, raw,
                   rocketmq_summaries.summarize)
+        if args.only in (None, "mqadmin") and not wanted:   # issue 27: mqadmin output shapes, rokka vs Apache
+            mqadmin_shapes.suite(wd, rows, details, raw)
     except (apache.AnchorError, harness.HarnessError) as exc:
         print(f"conformance: a broker did not start or a driver failed:\n{exc}")
         return 1
