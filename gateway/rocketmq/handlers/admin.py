@@ -152,30 +152,43 @@ def _earliest_ms(ctx: BrokerContext) -> int:
     return -1 if ts is None else int(ts)
 
 
-def _disk_ratio(ctx: BrokerContext) -> float:
+def _disk(ctx: BrokerContext) -> tuple[float, str]:
+    """(used ratio, Java's ``commitLogDirCapacity`` text) of the store's file system."""
     try:
         usage = shutil.disk_usage(ctx.cfg.store_path_root_dir)
     except OSError:
-        return 0.0
-    return usage.used / usage.total if usage.total else 0.0
+        return 0.0, "Total : 0.0 GiB, Free : 0.0 GiB."
+    gib = 1024 ** 3
+    return (usage.used / usage.total if usage.total else 0.0,
+            f"Total : {usage.total / gib:.1f} GiB, Free : {usage.free / gib:.1f} GiB.")
+
+
+def _java_runtime(ms: int) -> str:
+    """Java's ``runtime`` value: "[ 0 days, 1 hours, 2 minutes, 3 seconds ]"."""
+    s = max(ms, 0) // 1000
+    return f"[ {s // 86400} days, {s // 3600 % 24} hours, {s // 60 % 60} minutes, {s % 60} seconds ]"
 
 
 async def handle_runtime_info(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     store = ctx.broker.store
+    ratio, capacity = _disk(ctx)
     table = {"brokerVersionDesc": "V4_9_7", "brokerVersion": "407", "rokka": "true",
              "commitLogMinOffset": str(store.commitlog_min_offset),
              "commitLogMaxOffset": str(store.commitlog_max_offset),
              "bootTimestamp": str(ctx.shared.boot_ms),
              "msgPutTotalTodayNow": str(ctx.shared.put_total),
-             "runtime": str(int(time.time() * 1000) - ctx.shared.boot_ms),
-             # keys mqadmin clusterList splits or prints (4.9's NPEs on a missing putTps); rokka
-             # keeps no per-second rates: zeros; its send queue is the sends in flight
+             "putMessageTimesTotal": str(ctx.shared.put_total),
+             "runtime": _java_runtime(int(time.time() * 1000) - ctx.shared.boot_ms),
+             # keys mqadmin clusterList splits or prints (4.9's NPEs on a missing putTps) and consoles
+             # split (getTotalTps); rokka keeps no per-second rates: zeros; its send queue is the sends in flight
              "putTps": "0.0 0.0 0.0", "getTransferedTps": "0.0 0.0 0.0", "getTransferredTps": "0.0 0.0 0.0",
+             "getTotalTps": "0.0 0.0 0.0", "getFoundTps": "0.0 0.0 0.0", "getMissTps": "0.0 0.0 0.0",
              "sendThreadPoolQueueSize": str(ctx.send_gate.inflight),      # handlers/flow.py
              "sendThreadPoolQueueCapacity": str(ctx.cfg.send_thread_pool_queue_capacity),
              "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
              "pageCacheLockTimeMills": "0", "earliestMessageTimeStamp": str(_earliest_ms(ctx)),
-             "commitLogDiskRatio": f"{_disk_ratio(ctx):.4f}", "dispatchBehindBytes": "0"}
+             "commitLogDiskRatio": f"{ratio:.4f}", "consumeQueueDiskRatio": f"{ratio:.4f}",   # one store dir
+             "commitLogDirCapacity": capacity, "dispatchBehindBytes": "0"}
     return req.make_response(ResponseCode.SUCCESS, body=json.dumps({"table": table}).encode())
 
 
