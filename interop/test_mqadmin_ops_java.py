@@ -6,7 +6,7 @@ live C++ push consumer of ``O_CG``, a live producer of ``O_PG``), then the comma
 getBrokerConfig / updateBrokerConfig (a runtime key, read back), getNamesrvConfig / updateNamesrvConfig
 (read back), wipeWritePerm / addWritePerm, cloneGroupOffset, cleanExpiredCQ, cleanUnusedTopic,
 consumerStatus, brokerConsumeStats, queryCq, producer, statsAll, updateKvConfig / deleteKvConfig,
-getConsumerConfig.  mqadmin exits 0 even when a command fails (it prints the SubCommandException), so each
+getConsumerConfig, brokerStatus.  mqadmin exits 0 even when a command fails (it prints the SubCommandException), so each
 test checks the exit code, that no exception was printed, and the lines/columns mqadmin prints (the
 shapes Apache RocketMQ 4.9.7 gives for the same commands: ``make conformance`` compares them).
 """
@@ -163,3 +163,11 @@ def test_get_consumer_config(admin: dict[str, Any]) -> None:
     assert re.search(r"^=+DefaultCluster:broker-a=+$", out, re.M), out
     conf = kv(out)
     assert conf["groupName"] == ops.GROUP and conf["consumeEnable"] == "true" and "retryMaxTimes" in conf, out
+
+
+def test_broker_status_keys_as_java_prints_them(admin: dict[str, Any]) -> None:
+    table = kv(ok(admin, "brokerStatus"), ":")
+    assert re.fullmatch(r"\[ \d+ days, \d+ hours, \d+ minutes, \d+ seconds \]", table["runtime"]), table
+    assert all(len(table[k].split()) == 3 for k in ("putTps", "getTotalTps", "getFoundTps", "getMissTps")), table
+    assert re.fullmatch(r"Total : [\d.]+ GiB, Free : [\d.]+ GiB\.", table["commitLogDirCapacity"]), table
+    assert float(table["consumeQueueDiskRatio"]) > 0 and int(table["putMessageTimesTotal"]) >= 8, table
