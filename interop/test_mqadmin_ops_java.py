@@ -57,7 +57,7 @@ def ok(admin: dict[str, Any], name: str) -> str:
 
 
 def kv(out: str, sep: str = "=") -> dict[str, str]:
-    return {m[0]: m[1].strip() for m in re.findall(rf"^(\w+)\s*{sep}\s+(.*)$", out, re.M)}
+    return {m[0]: m[1].strip() for m in re.findall(rf"^([\w./\-]+)\s*{sep}\s+(.*)$", out, re.M)}
 
 
 def table(out: str, header: str) -> tuple[list[str], list[list[str]]]:
@@ -171,3 +171,5 @@ def test_broker_status_keys_as_java_prints_them(admin: dict[str, Any]) -> None:
     assert all(len(table[k].split()) == 3 for k in ("putTps", "getTotalTps", "getFoundTps", "getMissTps")), table
     assert re.fullmatch(r"Total : [\d.]+ GiB, Free : [\d.]+ GiB\.", table["commitLogDirCapacity"]), table
     assert float(table["consumeQueueDiskRatio"]) > 0 and int(table["putMessageTimesTotal"]) >= 8, table
+    store = admin["srv"].data_dir / "commitlog"
+    assert float(table[f"commitLogDiskRatio_{store}"]) == float(table["commitLogDiskRatio"]), table

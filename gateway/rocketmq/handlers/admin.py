@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -163,6 +164,10 @@ def _disk(ctx: BrokerContext) -> tuple[float, str]:
             f"Total : {usage.total / gib:.1f} GiB, Free : {usage.free / gib:.1f} GiB.")
 
 
+def _commitlog_dir(ctx: BrokerContext) -> str:
+    return ctx.cfg.store_path_commit_log or str(Path(ctx.cfg.store_path_root_dir) / "commitlog")
+
+
 def _java_runtime(ms: int) -> str:
     """Java's ``runtime`` value: "[ 0 days, 1 hours, 2 minutes, 3 seconds ]"."""
     s = max(ms, 0) // 1000
@@ -188,7 +193,9 @@ async def handle_runtime_info(ctx: BrokerContext, channel: Any, req: RemotingCom
              "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
              "pageCacheLockTimeMills": "0", "earliestMessageTimeStamp": str(_earliest_ms(ctx)),
              "commitLogDiskRatio": f"{ratio:.4f}", "consumeQueueDiskRatio": f"{ratio:.4f}",   # one store dir
-             "commitLogDirCapacity": capacity, "dispatchBehindBytes": "0"}
+             "commitLogDirCapacity": capacity, "dispatchBehindBytes": "0",
+             # 4.9's per commit-log directory ratio (storePathCommitLog may list several; rokka has one)
+             f"commitLogDiskRatio_{_commitlog_dir(ctx)}": f"{ratio:.4f}"}
     return req.make_response(ResponseCode.SUCCESS, body=json.dumps({"table": table}).encode())
 
 
