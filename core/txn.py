@@ -386,17 +386,22 @@ class TransactionService:
             self._load_ops()
             start = self.half_offset
             end = self.broker.store.max_offset(TOPIC_TRANS_HALF, 0)
-            to_check, new_half = await self._scan(start, end)
-            if new_half != start:
-                self._advance(new_half)
             sent = 0
-            for group, copy in to_check:
+
+            async def hand_over(group: str, copy: StoredMessage) -> None:
+                # Each check leaves as soon as its half is put back (Java's resolveHalfMsg), so a round
+                # over many halves never holds their bodies: memory stays one message, not the queue.
+                nonlocal sent
                 if await checker(group, copy):
                     sent += 1
                 else:
                     self.unanswerable += 1
                     log.warning("txn.no_producer_to_check", group=group,
                                 uniq_key=copy.properties.get(PROP_UNIQ_KEY))
+
+            new_half = await self._scan(start, end, hand_over)
+            if new_half != start:
+                self._advance(new_half)
             self.checks_sent += sent
             return sent
 
@@ -422,9 +427,11 @@ class TransactionService:
                 self._op_scanned = u.queue_offset
             off = units[-1].queue_offset + 1
 
-    async def _scan(self, start: int, end: int) -> tuple[list[tuple[str, StoredMessage]], int]:
+    async def _scan(self, start: int, end: int,
+                    hand_over: Callable[[str, StoredMessage], Awaitable[None]]) -> int:
+        """Walk the half queue from ``start`` to ``end``: discard halves checked too often, put back and
+        hand over the ones due for a check; returns where the next round starts."""
         store = self.broker.store
-        to_check: list[tuple[str, StoredMessage]] = []
         pos = start
         now = self.clock()
         while pos < end:
@@ -437,16 +444,16 @@ class TransactionService:
                     if half is not None and not is_kafka_half(half):
                         action = self._classify(half, now)
                         if action == "young":
-                            return to_check, pos
+                            return pos
                         if action == "discard":
                             await self._discard(half)
                         elif action == "check":
                             copy = await self._put_back(half)
                             if copy is None:
-                                return to_check, pos
-                            to_check.append((half.properties.get(PROP_PGROUP, ""), copy))
+                                return pos
+                            await hand_over(half.properties.get(PROP_PGROUP, ""), copy)
                 pos = u.queue_offset + 1
-        return to_check, pos
+        return pos
 
     def _classify(self, half: StoredMessage, now: int) -> str:
         if _int(half.properties.get(PROP_TRANSACTION_CHECK_TIMES)) >= self.check_max:

@@ -192,3 +192,25 @@ async def test_committed_copy_keeps_java_properties_and_is_not_a_half(tmp_path: 
         assert not {PROP_TRAN_MSG, PROP_REAL_TOPIC, PROP_REAL_QID, "KAFKA_TXN", "WAIT"} & set(committed)
     finally:
         broker.close()
+
+
+async def test_check_round_hands_each_half_over_before_putting_back_the_next(tmp_path: Path) -> None:
+    """A round over many due halves never holds them all: each check leaves as soon as its half is put
+    back (a fuzz run with thousands of large halves drove the old collect-then-check round past 1.5 GiB)."""
+    broker = make_broker(tmp_path, transaction_timeout=0)
+    seen_half_ends: list[int] = []
+
+    async def checker(group: str, copy: StoredMessage) -> bool:
+        seen_half_ends.append(broker.store.max_offset(TOPIC_TRANS_HALF, 0))
+        return True
+
+    try:
+        with trio.fail_after(10):
+            old = int(time.time() * 1000) - 1000
+            for uniq in ("A", "B", "C", "D"):
+                await put_half(broker, uniq, old)
+            assert await broker.transactions.check_round(checker) == 4
+        # Check i is asked right after put-back i: the half queue has grown by exactly i+1 copies.
+        assert seen_half_ends == [5, 6, 7, 8]
+    finally:
+        broker.close()
