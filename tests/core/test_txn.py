@@ -214,3 +214,24 @@ async def test_check_round_hands_each_half_over_before_putting_back_the_next(tmp
         assert seen_half_ends == [5, 6, 7, 8]
     finally:
         broker.close()
+
+
+async def test_a_round_logs_one_line_per_group_not_one_per_half(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+
+    broker = make_broker(tmp_path, transaction_timeout=0)
+
+    async def nobody(group: str, copy: StoredMessage) -> bool:
+        return False        # no live producer of the group
+
+    try:
+        with trio.fail_after(10):
+            old = int(time.time() * 1000) - 1000
+            for uniq in ("A", "B", "C", "D", "E"):
+                await put_half(broker, uniq, old)
+            with capture_logs() as logs:
+                assert await broker.transactions.check_round(nobody) == 0
+        lines = [e for e in logs if e["event"] == "txn.no_producer_to_check"]
+        assert lines == [{"event": "txn.no_producer_to_check", "group": "pg", "halves": 5, "log_level": "warning"}]
+    finally:
+        broker.close()
