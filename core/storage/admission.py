@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import structlog
-from rokka.core.storage.api import PutResult, PutStatus
+from rokka.core.storage import layout, paths
+from rokka.core.storage.api import PutResult, PutStatus, StoreConfig
 
 if TYPE_CHECKING:
+    from rokka.core.model import Message
     from rokka.core.storage.engine import DiskStore
 
 log = structlog.get_logger(__name__)
@@ -137,3 +140,46 @@ def check_space(store: DiskStore) -> float:
     if not full and store.write_error is not None:
         resume_writes(store, used)
     return used
+
+
+# -- what a put may contain (checked before anything is written) ----------------------------------
+
+def validate(messages: Sequence[Message], cfg: StoreConfig) -> list[bytes] | PutResult:
+    """Encoded properties of each message, or why the batch is refused (nothing is written)."""
+    props_list = []
+    max_body = cfg.max_message_size
+    max_props = layout.MAX_PROPERTIES_BYTES
+    room = cfg.commitlog_file_size - layout.BLANK_SIZE - layout.FIXED_SIZE[0x30]
+    encode_props = layout.encode_properties
+    topic, tlen = None, 0
+    for m in messages:
+        props = encode_props(m.properties)
+        if m.topic != topic:
+            topic = m.topic
+            try:
+                tlen = len(layout.topic_blob(topic)) - 1
+            except layout.RecordError:
+                tlen = room + 1     # refused below, with the reason
+            if not paths.is_safe_component(topic):
+                return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"topic {topic!r} is not a valid name")
+        body_len = len(m.body)
+        if (body_len > max_body or len(props) > max_props or m.queue_id < 0
+                or body_len + tlen + len(props) > room):
+            return _refusal(m, props, cfg.max_message_size)
+        props_list.append(props)
+    return props_list
+
+
+def _refusal(m: Message, props: bytes, max_body: int) -> PutResult:
+    """Why ``m`` cannot be stored (checks in order: body, properties, topic, queue id / size)."""
+    if len(m.body) > max_body:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL,
+                         remark=f"body {len(m.body)} bytes > maxMessageSize {max_body}")
+    if len(props) > layout.MAX_PROPERTIES_BYTES:
+        return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                         remark=f"properties {len(props)} bytes > {layout.MAX_PROPERTIES_BYTES}")
+    try:
+        layout.topic_blob(m.topic)
+    except layout.RecordError as exc:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
+    return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="bad queue id or record larger than a segment")

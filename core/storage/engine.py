@@ -250,7 +250,7 @@ class DiskStore(reader.TimeQueries):
             return refused
         if not messages:
             return PutResult(PutStatus.PUT_OK)
-        problem = self._validate(messages)
+        problem = admission.validate(messages, self.config)
         if isinstance(problem, PutResult):
             return problem
         start = self.clog.write_offset
@@ -339,7 +339,7 @@ class DiskStore(reader.TimeQueries):
             probe_props = {PROP_KEYS: max(keys, key=len), **batch.properties}
         probe = Message(batch.topic, batch.queue_id, bytes(batch.longest()), probe_props, batch.flag,
                         batch.sysflag, 0, batch.born_host)
-        problem = self._validate((probe,))
+        problem = admission.validate((probe,), self.config)
         if isinstance(problem, PutResult):
             return problem
         props = layout.encode_properties(batch.properties)
@@ -369,47 +369,6 @@ class DiskStore(reader.TimeQueries):
                                      keys if own is None or keys is not None else ())
         self._last_store_ts = now
         return PutResult(PutStatus.PUT_OK, UnitsAppended(units, qoff, now))
-
-    def _validate(self, messages: Sequence[Message]) -> list[bytes] | PutResult:
-        """Encoded properties of each message, or why the batch is refused (nothing is written)."""
-        cfg = self.config
-        props_list = []
-        max_body = cfg.max_message_size
-        max_props = layout.MAX_PROPERTIES_BYTES
-        room = cfg.commitlog_file_size - layout.BLANK_SIZE - layout.FIXED_SIZE[0x30]
-        encode_props = layout.encode_properties
-        topic, tlen = None, 0
-        for m in messages:
-            props = encode_props(m.properties)
-            if m.topic != topic:
-                topic = m.topic
-                try:
-                    tlen = len(layout.topic_blob(topic)) - 1
-                except layout.RecordError:
-                    tlen = room + 1     # refused below, with the reason
-                if not paths.is_safe_component(topic):
-                    return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"topic {topic!r} is not a valid name")
-            body_len = len(m.body)
-            if (body_len > max_body or len(props) > max_props or m.queue_id < 0
-                    or body_len + tlen + len(props) > room):
-                return self._refusal(m, props, room)
-            props_list.append(props)
-        return props_list
-
-    def _refusal(self, m: Message, props: bytes, room: int) -> PutResult:
-        """Why ``m`` cannot be stored (checks in order: body, properties, topic, queue id / size)."""
-        max_body = self.config.max_message_size
-        if len(m.body) > max_body:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL,
-                             remark=f"body {len(m.body)} bytes > maxMessageSize {max_body}")
-        if len(props) > layout.MAX_PROPERTIES_BYTES:
-            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                             remark=f"properties {len(props)} bytes > {layout.MAX_PROPERTIES_BYTES}")
-        try:
-            layout.topic_blob(m.topic)
-        except layout.RecordError as exc:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
-        return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="bad queue id or record larger than a segment")
 
     def _append(self, messages: Sequence[Message], props_list: list[bytes]) -> list[Appended]:
         """Encode and commit the batch; one join + one ``pwrite`` when it fits the current segment."""
