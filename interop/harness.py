@@ -473,6 +473,13 @@ class JsonLinesProcess:
         logs = sorted((self.home / "logs").rglob("*.log*"), key=lambda f: f.stat().st_mtime)
         if logs:  # the C++ client's own log (~/logs/rocketmq-cpp/<pid>_rocketmq-cpp.log.N)
             text += f"\nclient log {logs[-1].name} tail:\n{tail(logs[-1], 25)}"
+            try:  # the first errors and warnings say why; the tail is mostly shutdown
+                lines = logs[-1].read_text(errors="replace").splitlines()
+            except OSError:
+                lines = []
+            bad = [ln for ln in lines if "(error)" in ln or "(warn" in ln][:20]
+            if bad:
+                text += "\nclient log errors/warnings (first 20):\n" + "\n".join(bad)
         return text
 
     def of(self, event: str) -> list[dict[str, Any]]:
