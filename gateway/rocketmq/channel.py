@@ -340,6 +340,7 @@ class Channel:
         # bodies of requests being served are bounded per connection: reading pauses until
         # handlers finish (a parked SYNC_FLUSH send holds its body until the flush)
         while self._inflight and self._inflight_bytes + len(cmd.body) > MAX_INFLIGHT_BYTES:
+            cmd.held = True
             self._slot_freed = trio.Event()
             await self._slot_freed.wait()
         self._inflight += 1

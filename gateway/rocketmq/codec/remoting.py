@@ -78,6 +78,8 @@ class RemotingCommand:
     serialize_type: int = SERIALIZE_JSON
     #: ``time.monotonic()`` when the frame was read (``RemotingConnection``; 0.0 = not read from a peer)
     received_at: float = field(default=0.0, compare=False, repr=False)
+    #: True when the channel's reader held the request behind others before dispatching it (``channel.py``)
+    held: bool = field(default=False, compare=False, repr=False)
 
     @property
     def is_response(self) -> bool:

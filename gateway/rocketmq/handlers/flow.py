@@ -23,7 +23,12 @@ rokka's equivalents (one event loop, no send thread pool):
 * the send queue is every send accepted and not yet answered, on all connections (a SYNC_FLUSH send
   waiting for its group commit included: its body is held until then); ``SendGate.inflight``;
 * the time a send waited in the queue is from the moment its frame was read
-  (``RemotingCommand.received_at``) to the moment its handler starts: the event loop was busy;
+  (``RemotingCommand.received_at``) to the moment its handler starts, and it counts only when the
+  send was queued behind others: other sends were in flight, or the connection's reader held it
+  behind requests whose bodies filled its budget (``RemotingCommand.held``).  A send with nothing
+  ahead of it is at the head of an empty queue, which Java's idle send thread takes at once
+  (``cleanExpiredRequestInQueue`` only expires requests still queued), however late the event loop
+  came to it: on a loaded 2-core machine a lone send is never refused for a slow scheduler;
 * the store is busy when the CommitLog write-back in progress (the flush service's fsync) has run
   longer than ``osPageCacheBusyTimeOutMills`` under SYNC_FLUSH, where sends wait for it: their
   writes are not getting through, which is what Java's check detects (under ASYNC_FLUSH a slow
@@ -89,7 +94,8 @@ class SendGate:
                     remark = REMARK_PCBUSY.format(waited_ms, self.inflight)
                 else:
                     remark = REMARK_REJECT
-            elif cfg.broker_fast_failure_enable and waited_ms >= cfg.wait_time_mills_in_send_queue:
+            elif (cfg.broker_fast_failure_enable and waited_ms >= cfg.wait_time_mills_in_send_queue
+                  and (self.inflight > 0 or req.held)):
                 remark = REMARK_TIMEOUT.format(waited_ms, self.inflight)
         if remark is not None:
             self.refused += 1

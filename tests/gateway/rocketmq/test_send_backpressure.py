@@ -30,6 +30,7 @@ from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.connection import RemotingConnection
 from rokka.gateway.rocketmq.handlers import build_handlers
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.flow import SendGate
 from rokka.gateway.rocketmq.server import RemotingServer
 
 TOPIC = "BusyTopic"
@@ -221,3 +222,27 @@ def test_config_keys_from_broker_conf(tmp_path: Path) -> None:
     assert (cfg.send_thread_pool_queue_capacity, cfg.os_page_cache_busy_time_out_mills,
             cfg.wait_time_mills_in_send_queue, cfg.broker_fast_failure_enable) == (16, 300, 50, False)
     assert BrokerConfig().send_thread_pool_queue_capacity == 10_000
+
+
+async def test_lone_send_late_only_for_a_busy_event_loop_is_served(tmp_path: Path) -> None:
+    """A send with nothing queued ahead of it is at the head of an empty queue: Java's idle send thread
+    takes it at once, so a late event loop (a loaded 2-core machine) alone never makes it SYSTEM_BUSY.
+    Queued behind other sends, or held by its connection's reader, the same wait is refused."""
+    async with broker_stack(tmp_path, wait_time_mills_in_send_queue=100) as st:
+        gate = SendGate(st.broker)
+        late = send_cmd(b"late")
+        late.received_at = time.monotonic() - 0.5
+        assert gate.refusal(late, ("127.0.0.1", 1)) is None
+        late.held = True
+        remark = gate.refusal(late, ("127.0.0.1", 1))
+        assert remark is not None and remark.startswith("[TIMEOUT_CLEAN_QUEUE]")
+        late.held = False
+        gate.inflight = 1
+        remark = gate.refusal(late, ("127.0.0.1", 1))
+        assert remark is not None and remark.startswith("[TIMEOUT_CLEAN_QUEUE]")
+        assert "size of queue: 1" in remark
+        gate.inflight = 0
+        on_time = send_cmd(b"on time")
+        on_time.received_at = time.monotonic()
+        on_time.held = True
+        assert gate.refusal(on_time, ("127.0.0.1", 1)) is None
