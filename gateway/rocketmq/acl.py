@@ -39,7 +39,7 @@ Order of the checks (RocketMQ's ``PlainPermissionManager.validate``):
    ``checkPerm``: no owned permission map and admin).
 
 The resources of a request are read from exactly the fields its handler uses: a
-send's topic is the one ``normalize_send_header`` gives the send handler, whatever
+send's topic is the one ``SendMessageRequestHeader.peek_send`` gives the send handler, whatever
 the request code and whether it came as ``topic`` or ``b`` (4.9 checked ``topic``
 for SEND_MESSAGE and ``b`` for SEND_MESSAGE_V2 while the handler honoured both, so
 a header carrying both was checked against one topic and stored to the other).
@@ -100,8 +100,21 @@ from rokka.core.model import RETRY_PREFIX
 from rokka.core.storage.metafile import write_bytes_atomic
 from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.headers import normalize_send_header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
+    PullMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader,
+    ResetOffsetRequestHeader,
+    SendMessageRequestHeader,
+    TopicRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
+)
 
 __all__ = ["AclConfigError", "AclEditError", "PlainAcl", "acl_config", "delete_account", "guard", "guard_namesrv",
            "record_topics", "sign", "update_account", "update_global_white"]
@@ -318,37 +331,39 @@ def _group(group: str | None, out: dict[str, int]) -> None:
         out[RETRY_PREFIX + group] = out.get(RETRY_PREFIX + group, 0) | SUB
 
 
+_TOPIC_AND_GROUP: dict[int, Any] = {
+    RC.GET_CONSUME_STATS: GetConsumeStatsRequestHeader, RC.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
+    RC.PULL_MESSAGE: PullMessageRequestHeader, RC.LITE_PULL_MESSAGE: PullMessageRequestHeader,
+    RC.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
+    RC.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,
+}
+
+
 def resources(cmd: RemotingCommand, topic_at: Callable[[int], str | None] | None = None) -> dict[str, int]:
     """Resource -> permission the request needs (RocketMQ ``PlainAccessValidator.parse``, and the
     stored topic of a record named by offset when ``topic_at`` can tell)."""
-    ext = cmd.ext_fields or {}
     out: dict[str, int] = {}
     code = cmd.code
     if code in BY_OFFSET_CODES and topic_at is not None:
-        try:
-            _topic(topic_at(int(ext.get("offset", ""))), SUB, out)
-        except ValueError:
-            pass                            # no offset: the handler refuses the request
+        by_offset = (ConsumerSendMsgBackRequestHeader if code == RC.CONSUMER_SEND_MSG_BACK
+                     else ViewMessageRequestHeader).peek(cmd)
+        if by_offset.offset is not None:    # no offset: the handler refuses the request
+            _topic(topic_at(by_offset.offset), SUB, out)
     if code in SEND_CODES:                 # the very field the send handler stores to
-        _topic(normalize_send_header(ext).get("topic"), PUB, out)
-    elif code == RC.GET_CONSUME_STATS:
-        _topic(ext.get("topic"), SUB, out)
-        _group(ext.get("consumerGroup"), out)
-    elif code == RC.INVOKE_BROKER_TO_RESET_OFFSET:
-        _topic(ext.get("topic"), SUB, out)
-        _group(ext.get("group"), out)
+        _topic(SendMessageRequestHeader.peek_send(cmd).topic, PUB, out)
+    elif code in _TOPIC_AND_GROUP:
+        h = _TOPIC_AND_GROUP[code].peek(cmd)
+        _topic(h.topic, SUB, out)
+        _group(h.group if isinstance(h, ResetOffsetRequestHeader) else h.consumer_group, out)
     elif code == RC.CONSUMER_SEND_MSG_BACK:
-        _group(ext.get("group"), out)
-    elif code in (RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE):
-        _topic(ext.get("topic"), SUB, out)
-        _group(ext.get("consumerGroup"), out)
-    elif code in (RC.QUERY_MESSAGE, RC.GET_TOPIC_CONFIG):
-        _topic(ext.get("topic"), SUB, out)
-    elif code in (RC.UPDATE_CONSUMER_OFFSET, RC.QUERY_CONSUMER_OFFSET):
-        _topic(ext.get("topic"), SUB, out)
-        _group(ext.get("consumerGroup"), out)
+        _group(ConsumerSendMsgBackRequestHeader.peek(cmd).group, out)
+    elif code == RC.QUERY_MESSAGE:
+        _topic(QueryMessageRequestHeader.peek(cmd).topic, SUB, out)
+    elif code == RC.GET_TOPIC_CONFIG:
+        _topic(TopicRequestHeader.peek(cmd).topic, SUB, out)
     elif code in (RC.UNREGISTER_CLIENT, RC.GET_CONSUMER_LIST_BY_GROUP):
-        _group(ext.get("consumerGroup"), out)
+        _group((UnregisterClientRequestHeader if code == RC.UNREGISTER_CLIENT
+                else GetConsumerListByGroupRequestHeader).peek(cmd).consumer_group, out)
     elif code == RC.HEART_BEAT:
         try:
             data = json.loads((cmd.body or b"{}").decode("utf-8") or "{}")

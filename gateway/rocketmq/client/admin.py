@@ -21,9 +21,11 @@ from rokka.gateway.rocketmq.client.consumer import decode_messages
 from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
 from rokka.gateway.rocketmq.client.remoting import ClientError, RemotingClient, ResponseError
 from rokka.gateway.rocketmq.client.types import MessageQueue
+from rokka.gateway.rocketmq.codec import request_headers as rh
 from rokka.gateway.rocketmq.codec.bodies import dumps, loads_body, topic_config_json
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
+from rokka.gateway.rocketmq.codec.header_decl import RequestHeader
+from rokka.gateway.rocketmq.codec.namesrv_headers import BrokerNameRequestHeader
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 TRANSACTION_COMMIT = 8
@@ -62,8 +64,10 @@ class Admin:
         """Send any command to ``addr`` and return the raw response."""
         return await self.client.invoke(addr, cmd, timeout_s or self.timeout_s)
 
-    async def _ok(self, addr: str, code: int, ext: dict[str, str] | None = None, body: bytes = b"",
+    async def _ok(self, addr: str, code: int, ext: RequestHeader | dict[str, str] | None = None, body: bytes = b"",
                   ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        if isinstance(ext, RequestHeader):
+            ext = ext.encode()
         return await self.client.invoke_ok(addr, RemotingCommand(code, ext_fields=ext or {}, body=body),
                                            self.timeout_s, ok)
 
@@ -77,10 +81,10 @@ class Admin:
                            write_queue_nums: int = 8, perm: int = 6, filter_type: str = "SINGLE_TAG",
                            sys_flag: int = 0, order: bool = False, default_topic: str = "TBW102") -> None:
         """UPDATE_AND_CREATE_TOPIC on one broker (the broker re-registers with the name server)."""
-        await self._ok(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, to_ext(
-            topic=topic, defaultTopic=default_topic, readQueueNums=read_queue_nums,
-            writeQueueNums=write_queue_nums, perm=perm, topicFilterType=filter_type, topicSysFlag=sys_flag,
-            order=order))
+        await self._ok(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, rh.CreateTopicRequestHeader(
+            topic=topic, default_topic=default_topic, read_queue_nums=read_queue_nums,
+            write_queue_nums=write_queue_nums, perm=perm, topic_filter_type=filter_type, topic_sys_flag=sys_flag,
+            order=order).encode())
 
     async def master_addrs(self, cluster: str | None = None) -> list[str]:
         """Master addresses of every broker (of ``cluster`` if given), from the name server."""
@@ -110,10 +114,10 @@ class Admin:
     async def delete_subscription_group(self, broker_addr: str, group: str, *, clean_offset: bool = False) -> None:
         """DELETE_SUBSCRIPTIONGROUP: the group's config on one broker (and its offsets with ``clean_offset``)."""
         await self._ok(broker_addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                       to_ext(groupName=group, cleanOffset=clean_offset))
+                       rh.DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset).encode())
 
     async def delete_topic_in_broker(self, broker_addr: str, topic: str) -> None:
-        await self._ok(broker_addr, RequestCode.DELETE_TOPIC_IN_BROKER, to_ext(topic=topic))
+        await self._ok(broker_addr, RequestCode.DELETE_TOPIC_IN_BROKER, rh.TopicRequestHeader(topic=topic).encode())
 
     async def get_all_topic_config(self, broker_addr: str) -> dict[str, Any]:
         """TopicConfigSerializeWrapper: ``{"dataVersion":..., "topicConfigTable": {...}}``."""
@@ -121,12 +125,13 @@ class Admin:
 
     async def topic_stats(self, broker_addr: str, topic: str) -> dict[MessageQueue, dict[str, Any]]:
         """GET_TOPIC_STATS_INFO: queue -> {minOffset, maxOffset, lastUpdateTimestamp}."""
-        resp = await self._ok(broker_addr, RequestCode.GET_TOPIC_STATS_INFO, to_ext(topic=topic))
+        resp = await self._ok(broker_addr, RequestCode.GET_TOPIC_STATS_INFO, rh.TopicRequestHeader(topic=topic))
         return _mq_table(loads_body(resp.body).get("offsetTable") or {})
 
     async def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> dict[str, Any]:
         """GET_CONSUME_STATS: ``{"consumeTps": x, "offsetTable": {MessageQueue: {...}}}``."""
-        resp = await self._ok(broker_addr, RequestCode.GET_CONSUME_STATS, to_ext(consumerGroup=group, topic=topic))
+        resp = await self._ok(broker_addr, RequestCode.GET_CONSUME_STATS,
+                              rh.GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).encode())
         body = dict(loads_body(resp.body))
         body["offsetTable"] = _mq_table(body.get("offsetTable") or {})
         return body
@@ -136,7 +141,8 @@ class Admin:
         return {str(k): str(v) for k, v in (loads_body(resp.body).get("table") or {}).items()}
 
     async def consumer_connections(self, broker_addr: str, group: str) -> dict[str, Any]:
-        resp = await self._ok(broker_addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, to_ext(consumerGroup=group))
+        resp = await self._ok(broker_addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                              rh.GetConsumerConnectionListRequestHeader(consumer_group=group).encode())
         return dict(loads_body(resp.body))
 
     # -- messages -----------------------------------------------------------------------------
@@ -144,7 +150,7 @@ class Admin:
         """VIEW_MESSAGE_BY_ID at the store host encoded in ``offset_msg_id``."""
         host, port, offset = decode_offset_msg_id(offset_msg_id)
         addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        resp = await self._ok(addr, RequestCode.VIEW_MESSAGE_BY_ID, to_ext(offset=offset))
+        resp = await self._ok(addr, RequestCode.VIEW_MESSAGE_BY_ID, rh.ViewMessageRequestHeader(offset=offset).encode())
         msgs = decode_messages(resp.body)
         if not msgs:
             raise ClientError(f"empty VIEW_MESSAGE_BY_ID body for {offset_msg_id}")
@@ -154,10 +160,10 @@ class Admin:
                             begin_ms: int = 0, end_ms: int | None = None,
                             unique_key: bool = False) -> list[StoredMessage]:
         """QUERY_MESSAGE by KEYS entry (or UNIQ_KEY with ``unique_key``); [] when nothing matches."""
-        ext = to_ext(topic=topic, key=key, maxNum=max_num, beginTimestamp=begin_ms,
-                     endTimestamp=end_ms if end_ms is not None else int(time.time() * 1000) + 60_000)
-        if unique_key:
-            ext["_UNIQUE_KEY_QUERY"] = "true"
+        ext = rh.QueryMessageRequestHeader(
+            topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms,
+            end_timestamp=end_ms if end_ms is not None else int(time.time() * 1000) + 60_000,
+            unique_key_query="true" if unique_key else None).encode()
         resp = await self._ok(broker_addr, RequestCode.QUERY_MESSAGE, ext,
                               ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
         return list(decode_messages(resp.body)) if resp.code == ResponseCode.SUCCESS else []
@@ -166,19 +172,19 @@ class Admin:
                             origin_msg_id: str | None = None, origin_topic: str | None = None,
                             max_reconsume_times: int | None = None) -> None:
         """CONSUMER_SEND_MSG_BACK for the message at commit-log ``offset``."""
-        await self._ok(broker_addr, RequestCode.CONSUMER_SEND_MSG_BACK, to_ext(
-            offset=offset, group=group, delayLevel=delay_level, originMsgId=origin_msg_id,
-            originTopic=origin_topic, unitMode=False, maxReconsumeTimes=max_reconsume_times))
+        await self._ok(broker_addr, RequestCode.CONSUMER_SEND_MSG_BACK, rh.ConsumerSendMsgBackRequestHeader(
+            offset=offset, group=group, delay_level=delay_level, origin_msg_id=origin_msg_id,
+            origin_topic=origin_topic, unit_mode=False, max_reconsume_times=max_reconsume_times).encode())
 
     async def end_transaction(self, broker_addr: str, *, producer_group: str, tran_state_table_offset: int,
                               commit_log_offset: int, commit_or_rollback: int, msg_id: str,
                               transaction_id: str | None = None, from_transaction_check: bool = False,
                               oneway: bool = True) -> RemotingCommand | None:
         """END_TRANSACTION (8 = commit, 12 = rollback); oneway like clients unless ``oneway=False``."""
-        cmd = RemotingCommand(RequestCode.END_TRANSACTION, ext_fields=to_ext(
-            producerGroup=producer_group, tranStateTableOffset=tran_state_table_offset,
-            commitLogOffset=commit_log_offset, commitOrRollback=commit_or_rollback, msgId=msg_id,
-            transactionId=transaction_id, fromTransactionCheck=from_transaction_check))
+        cmd = RemotingCommand(RequestCode.END_TRANSACTION, ext_fields=rh.EndTransactionRequestHeader(
+            producer_group=producer_group, tran_state_table_offset=tran_state_table_offset,
+            commit_log_offset=commit_log_offset, commit_or_rollback=commit_or_rollback, msg_id=msg_id,
+            transaction_id=transaction_id, from_transaction_check=from_transaction_check).encode())
         if oneway:
             await self.client.invoke_oneway(broker_addr, cmd)
             return None
@@ -205,12 +211,13 @@ class Admin:
 
     async def topic_consumed_by(self, broker_addr: str, topic: str) -> list[str]:
         """QUERY_TOPIC_CONSUME_BY_WHO: the groups consuming ``topic`` on this broker."""
-        resp = await self._ok(broker_addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, to_ext(topic=topic))
+        resp = await self._ok(broker_addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, rh.TopicRequestHeader(topic=topic))
         return sorted(loads_body(resp.body).get("groupList") or [])
 
     async def consume_time_span(self, broker_addr: str, topic: str, group: str) -> list[dict[str, Any]]:
         """QUERY_CONSUME_TIME_SPAN: QueueTimeSpan per queue (``messageQueue`` as a MessageQueue)."""
-        resp = await self._ok(broker_addr, RequestCode.QUERY_CONSUME_TIME_SPAN, to_ext(topic=topic, group=group))
+        resp = await self._ok(broker_addr, RequestCode.QUERY_CONSUME_TIME_SPAN,
+                              rh.QueryConsumeTimeSpanRequestHeader(topic=topic, group=group).encode())
         spans = [dict(s) for s in loads_body(resp.body).get("consumeTimeSpanSet") or []]
         for s in spans:
             s["messageQueue"] = MessageQueue.from_json(s["messageQueue"])
@@ -225,18 +232,19 @@ class Admin:
     async def clone_group_offset(self, broker_addr: str, src_group: str, dest_group: str,
                                  topic: str | None = None, *, offline: bool = False) -> None:
         """CLONE_GROUP_OFFSET: copy ``src_group``'s committed offsets to ``dest_group``."""
-        await self._ok(broker_addr, RequestCode.CLONE_GROUP_OFFSET, to_ext(
-            srcGroup=src_group, destGroup=dest_group, topic=topic, offline=offline))
+        await self._ok(broker_addr, RequestCode.CLONE_GROUP_OFFSET, rh.CloneGroupOffsetRequestHeader(
+            src_group=src_group, dest_group=dest_group, topic=topic, offline=offline).encode())
 
     async def view_broker_stats(self, broker_addr: str, stats_name: str, stats_key: str) -> dict[str, Any]:
         """VIEW_BROKER_STATS_DATA: ``{"statsMinute"|"statsHour"|"statsDay": {"sum", "tps", "avgpt"}}``."""
         resp = await self._ok(broker_addr, RequestCode.VIEW_BROKER_STATS_DATA,
-                              to_ext(statsName=stats_name, statsKey=stats_key))
+                              rh.ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key).encode())
         return dict(loads_body(resp.body))
 
     async def broker_consume_stats(self, broker_addr: str, *, is_order: bool = False) -> dict[str, Any]:
         """GET_BROKER_CONSUME_STATS: ConsumeStatsList (``brokerAddr``, ``consumeStatsList``, ``totalDiff``)."""
-        resp = await self._ok(broker_addr, RequestCode.GET_BROKER_CONSUME_STATS, to_ext(isOrder=is_order))
+        resp = await self._ok(broker_addr, RequestCode.GET_BROKER_CONSUME_STATS,
+                              rh.GetConsumeStatsInBrokerHeader(is_order=is_order).encode())
         body = dict(loads_body(resp.body))
         for entry in body.get("consumeStatsList") or []:
             for stats in entry.values():
@@ -247,24 +255,25 @@ class Admin:
     async def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int, count: int,
                                   group: str | None = None) -> RemotingCommand:
         """QUERY_CONSUME_QUEUE; the raw response (an index out of range is SUCCESS with a remark, no body)."""
-        return await self._ok(broker_addr, RequestCode.QUERY_CONSUME_QUEUE, to_ext(
-            topic=topic, queueId=queue_id, index=index, count=count, consumerGroup=group))
+        return await self._ok(broker_addr, RequestCode.QUERY_CONSUME_QUEUE, rh.QueryConsumeQueueRequestHeader(
+            topic=topic, queue_id=queue_id, index=index, count=count, consumer_group=group).encode())
 
     async def resume_check_half_message(self, broker_addr: str, msg_id: str) -> None:
-        await self._ok(broker_addr, RequestCode.RESUME_CHECK_HALF_MESSAGE, to_ext(msgId=msg_id))
+        await self._ok(broker_addr, RequestCode.RESUME_CHECK_HALF_MESSAGE,
+                       rh.ResumeCheckHalfMessageRequestHeader(msg_id=msg_id).encode())
 
     async def consumer_running_info(self, broker_addr: str, group: str, client_id: str, *,
                                     jstack: bool = False) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO, answered by the client through the broker (ConsumerRunningInfo)."""
-        resp = await self._ok(broker_addr, RequestCode.GET_CONSUMER_RUNNING_INFO, to_ext(
-            consumerGroup=group, clientId=client_id, jstackEnable=jstack))
+        header = rh.GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id, jstack_enable=jstack)
+        resp = await self._ok(broker_addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header)
         return dict(loads_body(resp.body))
 
     async def consume_message_directly(self, broker_addr: str, group: str, client_id: str,
                                        msg_id: str) -> dict[str, Any]:
         """CONSUME_MESSAGE_DIRECTLY through the broker (ConsumeMessageDirectlyResult)."""
-        resp = await self._ok(broker_addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, to_ext(
-            consumerGroup=group, clientId=client_id, msgId=msg_id))
+        header = rh.ConsumeMessageDirectlyResultRequestHeader(consumer_group=group, client_id=client_id, msg_id=msg_id)
+        resp = await self._ok(broker_addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, header)
         return dict(loads_body(resp.body))
 
     # -- name server (mqadmin getNamesrvConfig, addWritePerm, ...) ---------------------------------
@@ -291,7 +300,8 @@ class Admin:
 
     async def add_write_perm(self, broker_name: str, namesrv_addr: str | None = None) -> int:
         """ADD_WRITE_PERM_OF_BROKER; returns ``addTopicCount``."""
-        cmd = RemotingCommand(RequestCode.ADD_WRITE_PERM_OF_BROKER, ext_fields=to_ext(brokerName=broker_name))
+        cmd = RemotingCommand(RequestCode.ADD_WRITE_PERM_OF_BROKER,
+                              ext_fields=BrokerNameRequestHeader(broker_name=broker_name).encode())
         return int((await self._ns_ok(cmd, namesrv_addr)).ext_fields.get("addTopicCount", 0))
 
     # -- orderly locks ----------------------------------------------------------------------------

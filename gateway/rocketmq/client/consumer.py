@@ -26,9 +26,9 @@ from rokka.core.record import iter_records
 from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
 from rokka.gateway.rocketmq.client.remoting import ClientError, NoRouteError, RemotingClient, ResponseError
 from rokka.gateway.rocketmq.client.types import MessageQueue, PullResult, TopicRoute
+from rokka.gateway.rocketmq.codec import request_headers as rh
 from rokka.gateway.rocketmq.codec.bodies import dumps, loads_body
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 FLAG_COMMIT_OFFSET = 0x1
@@ -112,10 +112,11 @@ class PullConsumer:
         ``suspend_ms`` + 5 s unless given.  ``sys_flag`` overrides the computed PullSysFlag.
         """
         flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0) | (FLAG_COMMIT_OFFSET if commit_offset else 0)
-        ext = to_ext(consumerGroup=self.group, topic=mq.topic, queueId=mq.queue_id, queueOffset=offset,
-                     maxMsgNums=max_nums, sysFlag=flag if sys_flag is None else sys_flag,
-                     commitOffset=commit_offset, suspendTimeoutMillis=suspend_ms, subscription=expression,
-                     subVersion=sub_version, expressionType="TAG")
+        ext = rh.PullMessageRequestHeader(
+            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+            max_msg_nums=max_nums, sys_flag=flag if sys_flag is None else sys_flag, commit_offset=commit_offset,
+            suspend_timeout_millis=suspend_ms, subscription=expression, sub_version=sub_version,
+            expression_type="TAG").encode()
         timeout = timeout_s or (suspend_ms / 1000 + 5 if suspend_ms else self.timeout_s)
         resp = await self._call(mq, RequestCode.PULL_MESSAGE, ext, timeout, _PULL_OK)
         e = resp.ext_fields
@@ -129,12 +130,14 @@ class PullConsumer:
     async def query_offset(self, mq: MessageQueue) -> int | None:
         """Committed offset of this group on ``mq``; ``None`` when the broker has none."""
         resp = await self._call(mq, RequestCode.QUERY_CONSUMER_OFFSET,
-                                to_ext(consumerGroup=self.group, topic=mq.topic, queueId=mq.queue_id),
+                                rh.QueryConsumerOffsetRequestHeader(consumer_group=self.group, topic=mq.topic,
+                                                                    queue_id=mq.queue_id).encode(),
                                 ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
         return int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else None
 
     async def update_offset(self, mq: MessageQueue, offset: int, *, oneway: bool = False) -> None:
-        ext = to_ext(consumerGroup=self.group, topic=mq.topic, queueId=mq.queue_id, commitOffset=offset)
+        ext = rh.UpdateConsumerOffsetRequestHeader(consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
+                                                   commit_offset=offset).encode()
         if oneway:
             await self.client.invoke_oneway(await self.broker_addr(mq),
                                             RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=ext))
@@ -142,21 +145,24 @@ class PullConsumer:
             await self._call(mq, RequestCode.UPDATE_CONSUMER_OFFSET, ext)
 
     async def max_offset(self, mq: MessageQueue) -> int:
-        resp = await self._call(mq, RequestCode.GET_MAX_OFFSET, to_ext(topic=mq.topic, queueId=mq.queue_id))
+        resp = await self._call(mq, RequestCode.GET_MAX_OFFSET,
+                                rh.GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id).encode())
         return int(resp.ext_fields["offset"])
 
     async def min_offset(self, mq: MessageQueue) -> int:
-        resp = await self._call(mq, RequestCode.GET_MIN_OFFSET, to_ext(topic=mq.topic, queueId=mq.queue_id))
+        resp = await self._call(mq, RequestCode.GET_MIN_OFFSET,
+                                rh.GetMinOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id).encode())
         return int(resp.ext_fields["offset"])
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         resp = await self._call(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                                to_ext(topic=mq.topic, queueId=mq.queue_id, timestamp=timestamp_ms))
+                                rh.SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id,
+                                                             timestamp=timestamp_ms).encode())
         return int(resp.ext_fields["offset"])
 
     async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
         resp = await self._call(mq, RequestCode.GET_EARLIEST_MSG_STORETIME,
-                                to_ext(topic=mq.topic, queueId=mq.queue_id))
+                                rh.GetEarliestMsgStoretimeRequestHeader(topic=mq.topic, queue_id=mq.queue_id).encode())
         return int(resp.ext_fields["timestamp"])
 
     # -- membership -------------------------------------------------------------------------------
@@ -188,7 +194,8 @@ class PullConsumer:
         for b in route.broker_datas:
             if b.master_addr:
                 resp = await self.client.invoke(b.master_addr, RemotingCommand(
-                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext_fields=to_ext(consumerGroup=self.group)),
+                    RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                    ext_fields=rh.GetConsumerListByGroupRequestHeader(consumer_group=self.group).encode()),
                     self.timeout_s)
                 if resp.code == ResponseCode.SUCCESS:
                     return [str(c) for c in loads_body(resp.body).get("consumerIdList") or []]
@@ -201,4 +208,6 @@ class PullConsumer:
         addrs = {a for r in self._routes.values() for b in r.broker_datas for a in b.addrs.values()}
         for addr in sorted(addrs):
             await self.client.invoke_ok(addr, RemotingCommand(
-                RequestCode.UNREGISTER_CLIENT, ext_fields=to_ext(clientID=self.client_id, consumerGroup=self.group)))
+                RequestCode.UNREGISTER_CLIENT,
+                ext_fields=rh.UnregisterClientRequestHeader(client_id=self.client_id,
+                                                            consumer_group=self.group).encode()))

@@ -27,9 +27,9 @@ from rokka.core.namesrv.routes import RegisterResult
 from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
 from rokka.gateway.rocketmq.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError
 from rokka.gateway.rocketmq.client.types import TopicRoute
+from rokka.gateway.rocketmq.codec import namesrv_headers as nh
 from rokka.gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, loads_body
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
@@ -89,8 +89,8 @@ class NamesrvClient:
     # -- routes -------------------------------------------------------------------------
     async def get_route(self, topic: str) -> TopicRoute | None:
         """TopicRouteData of ``topic``; ``None`` when the name server says TOPIC_NOT_EXIST."""
-        resp = await self.invoke(RemotingCommand(
-            RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields=to_ext(topic=topic, acceptStandardJsonOnly=True)))
+        header = nh.GetRouteInfoRequestHeader(topic=topic, accept_standard_json_only=True)
+        resp = await self.invoke(header.command(RequestCode.GET_ROUTEINFO_BY_TOPIC))
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
         if resp.code != ResponseCode.SUCCESS:
@@ -107,28 +107,28 @@ class NamesrvClient:
         return list(loads_body(resp.body).get("topicList") or [])
 
     async def topics_by_cluster(self, cluster: str) -> list[str]:
-        resp = await self._ok(RemotingCommand(RequestCode.GET_TOPICS_BY_CLUSTER,
-                                              ext_fields=to_ext(cluster=cluster)))
+        resp = await self._ok(nh.GetTopicsByClusterRequestHeader(cluster=cluster).command(
+            RequestCode.GET_TOPICS_BY_CLUSTER))
         return list(loads_body(resp.body).get("topicList") or [])
 
     async def delete_topic(self, topic: str, cluster: str | None = None) -> None:
-        await self.invoke_all(RemotingCommand(RequestCode.DELETE_TOPIC_IN_NAMESRV,
-                                              ext_fields=to_ext(topic=topic, clusterName=cluster)))
+        await self.invoke_all(nh.DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster).command(
+            RequestCode.DELETE_TOPIC_IN_NAMESRV))
 
     async def wipe_write_perm(self, broker_name: str) -> int:
         """Clear write permission of a broker on every name server; returns the summed topic count."""
-        resps = await self.invoke_all(RemotingCommand(RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-                                                      ext_fields=to_ext(brokerName=broker_name)))
+        resps = await self.invoke_all(nh.BrokerNameRequestHeader(broker_name=broker_name).command(
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER))
         return sum(int(r.ext_fields.get("wipeTopicCount", "0")) for r in resps)
 
     # -- KV config ------------------------------------------------------------------------
     async def put_kv(self, namespace: str, key: str, value: str) -> None:
-        await self.invoke_all(RemotingCommand(RequestCode.PUT_KV_CONFIG,
-                                              ext_fields=to_ext(namespace=namespace, key=key, value=value)))
+        await self.invoke_all(nh.PutKVConfigRequestHeader(namespace=namespace, key=key, value=value).command(
+            RequestCode.PUT_KV_CONFIG))
 
     async def get_kv(self, namespace: str, key: str) -> str | None:
-        resp = await self.invoke(RemotingCommand(RequestCode.GET_KV_CONFIG,
-                                                 ext_fields=to_ext(namespace=namespace, key=key)))
+        resp = await self.invoke(nh.KVConfigRequestHeader(namespace=namespace, key=key).command(
+            RequestCode.GET_KV_CONFIG))
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         if resp.code != ResponseCode.SUCCESS:
@@ -136,12 +136,12 @@ class NamesrvClient:
         return resp.ext_fields.get("value")
 
     async def delete_kv(self, namespace: str, key: str) -> None:
-        await self.invoke_all(RemotingCommand(RequestCode.DELETE_KV_CONFIG,
-                                              ext_fields=to_ext(namespace=namespace, key=key)))
+        await self.invoke_all(nh.KVConfigRequestHeader(namespace=namespace, key=key).command(
+            RequestCode.DELETE_KV_CONFIG))
 
     async def kv_list(self, namespace: str) -> dict[str, str]:
-        resp = await self.invoke(RemotingCommand(RequestCode.GET_KVLIST_BY_NAMESPACE,
-                                                 ext_fields=to_ext(namespace=namespace)))
+        resp = await self.invoke(nh.GetKVListByNamespaceRequestHeader(namespace=namespace).command(
+            RequestCode.GET_KVLIST_BY_NAMESPACE))
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return {}
         if resp.code != ResponseCode.SUCCESS:
@@ -177,8 +177,9 @@ async def register_broker(client: RemotingClient, namesrv_addrs: list[str], *, c
     wrapper = _wrapper_dict(topic_config_wrapper)
     body = RegisterBrokerBody(dict(wrapper.get("dataVersion") or {}), dict(wrapper.get("topicConfigTable") or {}),
                               list(filter_server_list or [])).encode(compressed=compressed)
-    ext = to_ext(brokerName=broker_name, brokerAddr=broker_addr, clusterName=cluster, haServerAddr=ha_addr,
-                 brokerId=broker_id, compressed=compressed, bodyCrc32=body_crc32(body))
+    ext = nh.RegisterBrokerRequestHeader(broker_name=broker_name, broker_addr=broker_addr, cluster_name=cluster,
+                                         ha_server_addr=ha_addr, broker_id=broker_id, compressed=compressed,
+                                         body_crc32=body_crc32(body)).encode()
     out: dict[str, RegisterResult | Exception] = {}
 
     async def one(addr: str) -> None:
@@ -199,7 +200,8 @@ async def register_broker(client: RemotingClient, namesrv_addrs: list[str], *, c
 async def unregister_broker(client: RemotingClient, namesrv_addrs: list[str], *, cluster: str,
                             broker_name: str, broker_addr: str, broker_id: int = 0) -> None:
     """UNREGISTER_BROKER on every name server (errors logged, not raised)."""
-    ext = to_ext(brokerName=broker_name, brokerAddr=broker_addr, clusterName=cluster, brokerId=broker_id)
+    ext = nh.UnRegisterBrokerRequestHeader(broker_name=broker_name, broker_addr=broker_addr, cluster_name=cluster,
+                                           broker_id=broker_id).encode()
     for addr in namesrv_addrs:
         try:
             await client.invoke_ok(addr, RemotingCommand(RequestCode.UNREGISTER_BROKER, ext_fields=dict(ext)))

@@ -30,9 +30,10 @@ from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutErr
 from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
 from rokka.gateway.rocketmq.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError
 from rokka.gateway.rocketmq.client.types import MessageQueue, OutMessage, SendResult, TopicRoute
+from rokka.gateway.rocketmq.codec import request_headers as rh
 from rokka.gateway.rocketmq.codec.batch import encode_batch
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import V1_TO_V2_SEND, to_ext
+from rokka.gateway.rocketmq.codec.headers import V1_TO_V2_SEND  # noqa: F401 - re-exported (tests build V2 headers)
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 _SEND_STATUS: dict[int, str] = {
@@ -132,12 +133,12 @@ class Producer:
     # -- sending ---------------------------------------------------------------------------
     def _header(self, topic: str, mq: MessageQueue, *, props: dict[str, str], flag: int, sys_flag: int = 0,
                 batch: bool = False) -> dict[str, str]:
-        v1 = to_ext(producerGroup=self.group, topic=topic, defaultTopic=TOPIC_DEFAULT,
-                    defaultTopicQueueNums=self.default_topic_queue_nums, queueId=mq.queue_id, sysFlag=sys_flag,
-                    bornTimestamp=int(time.time() * 1000), flag=flag,
-                    properties=encode_properties(props).decode("utf-8") if props else None,
-                    reconsumeTimes=0, unitMode=False, batch=batch or None)
-        return {V1_TO_V2_SEND[k]: v for k, v in v1.items()}
+        return rh.SendMessageRequestHeader(
+            producer_group=self.group, topic=topic, default_topic=TOPIC_DEFAULT,
+            default_topic_queue_nums=self.default_topic_queue_nums, queue_id=mq.queue_id, sys_flag=sys_flag,
+            born_timestamp=int(time.time() * 1000), flag=flag,
+            properties=encode_properties(props).decode("utf-8") if props else None,
+            reconsume_times=0, unit_mode=False, batch=batch or None).encode_v2()
 
     async def send(self, topic: str, body: bytes | OutMessage, *, tags: str | None = None,
                    keys: str | list[str] | None = None, properties: dict[str, str] | None = None,
@@ -217,7 +218,9 @@ class Producer:
         for addr in self._master_addrs():
             try:
                 await self.client.invoke(addr, RemotingCommand(
-                    RequestCode.UNREGISTER_CLIENT, ext_fields=to_ext(clientID=client_id, producerGroup=self.group)))
+                    RequestCode.UNREGISTER_CLIENT,
+                    ext_fields=rh.UnregisterClientRequestHeader(client_id=client_id,
+                                                                producer_group=self.group).encode()))
             except _RETRYABLE:
                 pass
 

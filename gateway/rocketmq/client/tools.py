@@ -24,9 +24,9 @@ from rokka.core.model import StoredMessage
 from rokka.gateway.rocketmq.client.consumer import PullConsumer
 from rokka.gateway.rocketmq.client.remoting import RemotingClient, ResponseError
 from rokka.gateway.rocketmq.client.types import MessageQueue
+from rokka.gateway.rocketmq.codec import request_headers as rh
 from rokka.gateway.rocketmq.codec.bodies import loads_body
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 PULL_FOUND, PULL_NO_NEW, PULL_NO_MATCH, PULL_OFFSET_ILLEGAL = 0, 19, 20, 21
@@ -48,7 +48,8 @@ async def producer_connections(client: RemotingClient, broker_addr: str, group: 
                                timeout_s: float = 5.0) -> dict[str, Any]:
     """GET_PRODUCER_CONNECTION_LIST: ``{"connectionSet": [...]}``; ResponseError if the group is unknown."""
     resp = await client.invoke_ok(broker_addr, RemotingCommand(
-        RequestCode.GET_PRODUCER_CONNECTION_LIST, ext_fields=to_ext(producerGroup=group)), timeout_s)
+        RequestCode.GET_PRODUCER_CONNECTION_LIST,
+        ext_fields=rh.GetProducerConnectionListRequestHeader(producer_group=group).encode()), timeout_s)
     return dict(loads_body(resp.body))
 
 
@@ -60,8 +61,8 @@ async def invoke_reset_offset(client: RemotingClient, broker_addr: str, *, topic
     Callers check ``code``: SUCCESS, REQUEST_CODE_NOT_SUPPORTED (broker cannot notify clients),
     CONSUMER_NOT_ONLINE (nobody to notify) or another error.
     """
-    cmd = RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext_fields=to_ext(
-        topic=topic, group=group, timestamp=timestamp_ms, isForce=force))
+    cmd = RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext_fields=rh.ResetOffsetRequestHeader(
+        topic=topic, group=group, timestamp=timestamp_ms, is_force=force).encode())
     return await client.invoke(broker_addr, cmd, timeout_s)
 
 

@@ -35,8 +35,17 @@ from rokka.core.groups import SubscriptionGroupConfig
 from rokka.core.record import decode_offset_msg_id
 from rokka.core.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    QueryMessageRequestHeader,
+    TopicRequestHeader,
+    ViewMessageRequestHeader,
+)
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
@@ -58,24 +67,23 @@ def refuse_name(req: RemotingCommand, channel: Any, kind: str, name: str, reason
 
 
 async def handle_create_topic(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    topic = h.str("topic")
+    h = CreateTopicRequestHeader.decode(req)
+    topic = h.topic
     if (bad := names.topic_problem(topic)) is not None:
         return refuse_name(req, channel, "topic", topic, bad)
-    if topic == h.str("defaultTopic", None) or (is_system_topic(topic) and topic not in ctx.broker.topics):
+    if topic == h.default_topic or (is_system_topic(topic) and topic not in ctx.broker.topics):
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
-    read, write = h.int("readQueueNums"), h.int("writeQueueNums")
+    read, write = h.read_queue_nums, h.write_queue_nums
     if not (0 < read <= MAX_QUEUE_NUMS and 0 < write <= MAX_QUEUE_NUMS):
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"queue numbers must be within 1..{MAX_QUEUE_NUMS}")
-    tc = TopicConfig(topic, read, write, h.int("perm", 6), h.str("topicFilterType", "SINGLE_TAG"),
-                     h.int("topicSysFlag", 0) or 0, bool(h.bool("order", False)))
+    tc = TopicConfig(topic, read, write, h.perm, h.topic_filter_type, h.topic_sys_flag or 0, h.order)
     ctx.broker.topics.put(tc)
     ctx.topic_changed()
     return req.make_response(ResponseCode.SUCCESS)
 
 
 async def handle_delete_topic(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    topic = Header(req).str("topic")
+    topic = TopicRequestHeader.decode(req).topic
     broker = ctx.broker
     if (bad := names.topic_problem(topic)) is not None and topic not in broker.topics:
         return refuse_name(req, channel, "topic", topic, bad)
@@ -97,7 +105,7 @@ async def handle_all_topic_config(ctx: BrokerContext, channel: Any, req: Remotin
 async def handle_topic_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     """GET_TOPIC_CONFIG (351, RocketMQ 5): one topic's TopicConfig (as TopicConfigAndQueueMapping,
     without static queue mapping); mqadmin 5.x topicStatus / topicRoute read it."""
-    topic = Header(req).str("topic")
+    topic = TopicRequestHeader.decode(req).topic
     tc = ctx.broker.topics.get(topic)
     if tc is None:
         return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
@@ -106,7 +114,7 @@ async def handle_topic_config(ctx: BrokerContext, channel: Any, req: RemotingCom
 
 
 async def handle_topic_stats(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    topic = Header(req).str("topic")
+    topic = TopicRequestHeader.decode(req).topic
     tc = ctx.broker.topics.get(topic)
     if tc is None:
         return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
@@ -121,8 +129,8 @@ async def handle_topic_stats(ctx: BrokerContext, channel: Any, req: RemotingComm
 
 
 async def handle_consume_stats(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    group, only_topic = h.str("consumerGroup"), h.str("topic", None, empty_is_none=True)
+    h = GetConsumeStatsRequestHeader.decode(req)
+    group, only_topic = h.consumer_group, h.topic
     broker = ctx.broker
     topics = [only_topic] if only_topic else sorted(broker.offsets.topics_of_group(group))
     table = {}
@@ -217,19 +225,19 @@ async def handle_all_groups(ctx: BrokerContext, channel: Any, req: RemotingComma
 
 
 async def handle_delete_group(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    group = h.str("groupName")
+    h = DeleteSubscriptionGroupRequestHeader.decode(req)
+    group = h.group_name
     if not group:       # any other Kafka group id is allowed here (see the module docstring)
         return refuse_name(req, channel, "group", group, "The specified group is blank.")
     ctx.broker.sub_groups.delete(group)
-    if h.bool("cleanOffset", False):   # RocketMQ 4.9 header field (mqadmin deleteSubGroup -r)
+    if h.clean_offset:   # RocketMQ 4.9 header field (mqadmin deleteSubGroup -r)
         ctx.broker.offsets.delete_group(group, durable=True)
-    log.info("rocketmq.subscription_group_deleted", group=group, clean_offset=h.bool("cleanOffset", False))
+    log.info("rocketmq.subscription_group_deleted", group=group, clean_offset=h.clean_offset)
     return req.make_response(ResponseCode.SUCCESS)
 
 
 async def handle_consumer_connections(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    group = Header(req).str("consumerGroup")
+    group = GetConsumerConnectionListRequestHeader.decode(req).consumer_group
     info = ctx.broker.consumers.get(group)
     if info is None:
         return req.make_response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
@@ -242,7 +250,7 @@ async def handle_consumer_connections(ctx: BrokerContext, channel: Any, req: Rem
 
 
 async def handle_producer_connections(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    group = Header(req).str("producerGroup")
+    group = GetProducerConnectionListRequestHeader.decode(req).producer_group
     members = ctx.broker.producers.members(group)
     if not members:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
@@ -252,7 +260,7 @@ async def handle_producer_connections(ctx: BrokerContext, channel: Any, req: Rem
 
 
 async def handle_view_message(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    offset = Header(req).long("offset")
+    offset = ViewMessageRequestHeader.decode(req).offset
     record = ctx.broker.store.read_record(offset)
     if record is None:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
@@ -260,12 +268,11 @@ async def handle_view_message(ctx: BrokerContext, channel: Any, req: RemotingCom
 
 
 async def handle_query_message(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    topic, key = h.str("topic"), h.str("key")
-    max_num = h.int("maxNum")
-    if str(req.ext_fields.get("_UNIQUE_KEY_QUERY", "")).lower() == "true":
+    h = QueryMessageRequestHeader.decode(req)
+    topic, key, max_num = h.topic, h.key, h.max_num
+    if (h.unique_key_query or "").lower() == "true":
         max_num = 32
-    begin, end = h.long("beginTimestamp"), h.long("endTimestamp")
+    begin, end = h.begin_timestamp, h.end_timestamp
     store = ctx.broker.store
     offsets = store.query_by_key(topic, key, max(1, min(max_num, 64)), begin, end)
     records = [r for r in (store.read_record(o) for o in offsets) if r is not None]

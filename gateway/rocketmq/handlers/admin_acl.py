@@ -51,8 +51,13 @@ from rokka.gateway.rocketmq.acl import (
     update_global_white,
 )
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import (
+    CreateAccessConfigRequestHeader,
+    DeleteAccessConfigRequestHeader,
+    QueryCorrectionOffsetHeader,
+    UpdateGlobalWhiteAddrsConfigRequestHeader,
+)
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
@@ -101,12 +106,10 @@ async def _edit(ctx: BrokerContext, channel: Any, req: RemotingCommand, failed: 
 
 
 async def handle_update_acl(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    config = {"accessKey": h.str("accessKey", ""), "secretKey": h.str("secretKey", ""),
-              "whiteRemoteAddress": h.str("whiteRemoteAddress", None),
-              "defaultTopicPerm": h.str("defaultTopicPerm", None), "defaultGroupPerm": h.str("defaultGroupPerm", None),
-              "topicPerms": _split(h.str("topicPerms", None)), "groupPerms": _split(h.str("groupPerms", None)),
-              "admin": h.bool("admin", False)}
+    h = CreateAccessConfigRequestHeader.decode(req)
+    config = {"accessKey": h.access_key, "secretKey": h.secret_key, "whiteRemoteAddress": h.white_remote_address,
+              "defaultTopicPerm": h.default_topic_perm, "defaultGroupPerm": h.default_group_perm,
+              "topicPerms": _split(h.topic_perms), "groupPerms": _split(h.group_perms), "admin": h.admin}
     failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
     resp = await _edit(ctx, channel, req, failed, "update_account",
                        lambda path: update_account(path, config) or True, access_key=config["accessKey"])
@@ -116,7 +119,7 @@ async def handle_update_acl(ctx: BrokerContext, channel: Any, req: RemotingComma
 
 
 async def handle_delete_acl(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    access_key = Header(req).str("accessKey", "")
+    access_key = DeleteAccessConfigRequestHeader.decode(req).access_key
     resp = await _edit(ctx, channel, req, ResponseCode.DELETE_ACL_CONFIG_FAILED, "delete_account",
                        lambda path: delete_account(path, access_key), access_key=access_key)
     if resp.code == ResponseCode.DELETE_ACL_CONFIG_FAILED and resp.remark is None:
@@ -125,14 +128,14 @@ async def handle_delete_acl(ctx: BrokerContext, channel: Any, req: RemotingComma
 
 
 async def handle_update_global_white(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    raw = h.str("globalWhiteAddrs", None)
+    h = UpdateGlobalWhiteAddrsConfigRequestHeader.decode(req)
+    raw = h.global_white_addrs
     failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
     if raw is None:
         log.warning("rocketmq.acl_edit_refused", op="update_global_white", peer=_peer(channel),
                     reason="no globalWhiteAddrs")
         return req.make_response(failed, "Parameter value globalWhiteAddrsList is null,Please check your parameter")
-    addresses, file_path = _split(raw) or [], h.str("aclFileFullPath", None, empty_is_none=True)
+    addresses, file_path = _split(raw) or [], h.acl_file_full_path
     resp = await _edit(ctx, channel, req, failed, "update_global_white",
                        lambda path: update_global_white(path, addresses, file_path), addresses=addresses)
     if resp.code == failed and resp.remark is None:
@@ -190,9 +193,9 @@ def correction_offsets(ctx: BrokerContext, topic: str, compare_group: str, filte
 
 
 async def handle_query_correction_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    topic, compare = h.str("topic"), h.str("compareGroup", "")
-    filters = set(_split(h.str("filterGroups", None)) or [])
+    h = QueryCorrectionOffsetHeader.decode(req)
+    topic, compare = h.topic, h.compare_group
+    filters = set(_split(h.filter_groups) or [])
     offsets = correction_offsets(ctx, topic, compare, filters)
     body = {"correctionOffsets": {str(q): off for q, off in sorted(offsets.items())}}
     return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())

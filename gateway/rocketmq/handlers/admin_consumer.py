@@ -34,8 +34,12 @@ from rokka.core.record import decode_offset_msg_id
 from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
 from rokka.gateway.rocketmq.codec.bodies import loads_body
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
+)
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
@@ -71,14 +75,14 @@ async def call_consumer(ctx: BrokerContext, req: RemotingCommand, code: int, gro
 
 
 async def handle_consumer_running_info(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    return await call_consumer(ctx, req, RequestCode.GET_CONSUMER_RUNNING_INFO, h.str("consumerGroup"),
-                               h.str("clientId"), req.body)
+    h = GetConsumerRunningInfoRequestHeader.decode(req)
+    return await call_consumer(ctx, req, RequestCode.GET_CONSUMER_RUNNING_INFO, h.consumer_group, h.client_id,
+                               req.body)
 
 
 async def handle_consume_message_directly(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    group, client_id, msg_id = h.str("consumerGroup"), h.str("clientId"), h.str("msgId")
+    h = ConsumeMessageDirectlyResultRequestHeader.decode(req)
+    group, client_id, msg_id = h.consumer_group, h.client_id, h.msg_id
     req.ext_fields["brokerName"] = ctx.cfg.broker_name
     body = req.body
     try:
@@ -93,7 +97,8 @@ async def handle_consume_message_directly(ctx: BrokerContext, channel: Any, req:
 
 
 async def _client_status(client: Any, topic: str, group: str) -> dict[str, Any] | None:
-    ask = RemotingCommand(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, ext_fields={"topic": topic, "group": group})
+    ask = RemotingCommand(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
+                          ext_fields=GetConsumerStatusRequestHeader(topic=topic, group=group).encode())
     try:
         answer = await client.handle.send_request(ask, CONSUMER_STATUS_TIMEOUT_S)
         if answer.code != ResponseCode.SUCCESS or not answer.body:
@@ -105,9 +110,8 @@ async def _client_status(client: Any, topic: str, group: str) -> dict[str, Any] 
 
 
 async def handle_get_consumer_status(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    topic, group = h.str("topic"), h.str("group")
-    only = h.str("clientAddr", None, empty_is_none=True)
+    h = GetConsumerStatusRequestHeader.decode(req)
+    topic, group, only = h.topic, h.group, h.client_addr
     info = ctx.broker.consumers.get(group)
     if info is None or not info.clients:
         return req.make_response(ResponseCode.SYSTEM_ERROR,

@@ -53,8 +53,16 @@ from rokka.core.model import PROP_TRANSACTION_CHECK_TIMES, Message
 from rokka.core.record import decode_offset_msg_id
 from rokka.core.topics import SYSTEM_TOPICS, TOPIC_SCHEDULE, TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import (
+    CloneGroupOffsetRequestHeader,
+    GetConsumeStatsInBrokerHeader,
+    QueryConsumeQueueRequestHeader,
+    QueryConsumeTimeSpanRequestHeader,
+    ResumeCheckHalfMessageRequestHeader,
+    TopicRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
+)
 from rokka.gateway.rocketmq.handlers.admin import _mq, _mq_key
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
@@ -95,12 +103,12 @@ def groups_of_topic(ctx: BrokerContext, topic: str) -> list[str]:
 
 
 async def handle_topic_consume_by_who(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    return _ok(req, {"groupList": groups_of_topic(ctx, Header(req).str("topic"))})
+    return _ok(req, {"groupList": groups_of_topic(ctx, TopicRequestHeader.decode(req).topic)})
 
 
 async def handle_consume_time_span(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    topic, group = h.str("topic"), h.str("group")
+    h = QueryConsumeTimeSpanRequestHeader.decode(req)
+    topic, group = h.topic, h.group
     tc = ctx.broker.topics.get(topic)
     if tc is None:
         return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
@@ -121,9 +129,8 @@ async def handle_consume_time_span(ctx: BrokerContext, channel: Any, req: Remoti
 
 
 async def handle_clone_group_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    src, dest = h.str("srcGroup"), h.str("destGroup")
-    topic, offline = h.str("topic", None, empty_is_none=True), h.bool("offline", False)
+    h = CloneGroupOffsetRequestHeader.decode(req)
+    src, dest, topic, offline = h.src_group, h.dest_group, h.topic, h.offline
     broker = ctx.broker
     topics = [topic] if topic else sorted(broker.offsets.topics_of_group(src))
     online = broker.consumers.get(src)
@@ -179,8 +186,8 @@ def _stat_total(ctx: BrokerContext, name: str, key: str) -> int | None:
 
 
 async def handle_view_broker_stats(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    name, key = h.str("statsName"), h.str("statsKey")
+    h = ViewBrokerStatsDataRequestHeader.decode(req)
+    name, key = h.stats_name, h.stats_key
     if name == "TOPIC_PUT_NUMS" and (tc := ctx.broker.topics.get(key)) is not None:
         return _ok(req, _topic_put_stats(ctx, key, tc.write_queue_nums))
     total = _stat_total(ctx, name, key)
@@ -219,7 +226,7 @@ def _group_stats(ctx: BrokerContext, group: str, only_order: bool) -> tuple[list
 
 
 async def handle_broker_consume_stats(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    only_order = bool(Header(req).bool("isOrder", False))
+    only_order = GetConsumeStatsInBrokerHeader.decode(req).is_order
     stats_list, total = [], 0
     for group in sorted(ctx.broker.sub_groups.all()):
         stats, diff = _group_stats(ctx, group, only_order)
@@ -229,10 +236,8 @@ async def handle_broker_consume_stats(ctx: BrokerContext, channel: Any, req: Rem
 
 
 async def handle_query_consume_queue(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    topic, queue_id = h.str("topic"), h.int("queueId")
-    index, count = h.long("index"), h.int("count")
-    group = h.str("consumerGroup", None, empty_is_none=True)
+    h = QueryConsumeQueueRequestHeader.decode(req)
+    topic, queue_id, index, count, group = h.topic, h.queue_id, h.index, h.count, h.consumer_group
     store = ctx.broker.store
     if queue_id not in store.queues().get(topic, []):
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
@@ -310,7 +315,7 @@ async def handle_clean_unused_topic(ctx: BrokerContext, channel: Any, req: Remot
 
 async def handle_resume_check_half(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     failed = "Exception was thrown when putting message back to RMQ_SYS_TRANS_HALF_TOPIC."
-    msg_id = Header(req).str("msgId", "")
+    msg_id = ResumeCheckHalfMessageRequestHeader.decode(req).msg_id
     try:
         half = ctx.broker.store.read_message(decode_offset_msg_id(msg_id)[2])
     except (ValueError, IndexError, OSError):

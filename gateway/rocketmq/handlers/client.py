@@ -40,8 +40,17 @@ from rokka.core import names
 from rokka.core.filter import SubscriptionParseError, build_subscription
 from rokka.core.groups import MESSAGE_MODEL_CLUSTERING, ClientInfo
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import (
+    GetConsumerListByGroupRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from rokka.gateway.rocketmq.handlers.context import BrokerContext, physical_memory_bytes
 
 log = structlog.get_logger(__name__)
@@ -149,10 +158,8 @@ async def handle_check_client_config(ctx: BrokerContext, channel: Any, req: Remo
 
 
 async def handle_unregister(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    client_id = h.str("clientID")
-    pgroup = h.str("producerGroup", None, empty_is_none=True)
-    cgroup = h.str("consumerGroup", None, empty_is_none=True)
+    h = UnregisterClientRequestHeader.decode(req)
+    client_id, pgroup, cgroup = h.client_id, h.producer_group, h.consumer_group
     if pgroup:
         ctx.broker.producers.unregister(pgroup, client_id)
     if cgroup and ctx.broker.consumers.unregister(cgroup, client_id):
@@ -174,7 +181,7 @@ def scan_expired_clients(ctx: BrokerContext) -> None:
 
 
 async def handle_consumer_list(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    group = Header(req).str("consumerGroup")
+    group = GetConsumerListByGroupRequestHeader.decode(req).consumer_group
     info = ctx.broker.consumers.get(group)
     if info is None or not info.clients:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
@@ -203,14 +210,14 @@ def _offset_names_refusal(ctx: BrokerContext, req: RemotingCommand, group: str, 
 
 
 async def handle_query_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    group, topic, queue_id = h.str("consumerGroup"), h.str("topic"), h.int("queueId")
+    h = QueryConsumerOffsetRequestHeader.decode(req)
+    group, topic, queue_id = h.consumer_group, h.topic, h.queue_id
     if (refused := _offset_names_refusal(ctx, req, group, topic)) is not None:
         return refused
     offset = ctx.broker.offsets.query(group, topic, queue_id)
     if offset is None or offset < 0:   # a committed -1 reads as none, as in RocketMQ
         # RocketMQ 5's setZeroIfNotFound=false (4.x clients never send it) asks for the plain answer.
-        zero_if_not_found = h.bool("setZeroIfNotFound", True)
+        zero_if_not_found = h.set_zero_if_not_found is not False
         if (zero_if_not_found and ctx.broker.store.min_offset(topic, queue_id) <= 0
                 and _first_message_in_memory(ctx, topic, queue_id)):
             offset = 0
@@ -225,36 +232,36 @@ async def handle_query_offset(ctx: BrokerContext, channel: Any, req: RemotingCom
 
 
 async def handle_update_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    group, topic = h.str("consumerGroup"), h.str("topic")
+    h = UpdateConsumerOffsetRequestHeader.decode(req)
+    group, topic = h.consumer_group, h.topic
     if (refused := _offset_names_refusal(ctx, req, group, topic)) is not None:
         return refused
-    ctx.broker.offsets.commit(group, topic, h.int("queueId"), h.long("commitOffset"),
-                              metadata=h.str("kafkaMetadata", None), leader_epoch=h.int("kafkaLeaderEpoch", -1))
+    epoch = -1 if h.kafka_leader_epoch is None else h.kafka_leader_epoch
+    ctx.broker.offsets.commit(group, topic, h.queue_id, h.commit_offset, metadata=h.kafka_metadata, leader_epoch=epoch)
     return req.make_response(ResponseCode.SUCCESS)
 
 
 async def handle_max_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    offset = ctx.broker.store.max_offset(h.str("topic"), h.int("queueId"))
+    h = GetMaxOffsetRequestHeader.decode(req)
+    offset = ctx.broker.store.max_offset(h.topic, h.queue_id)
     return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
 
 async def handle_min_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    offset = ctx.broker.store.min_offset(h.str("topic"), h.int("queueId"))
+    h = GetMinOffsetRequestHeader.decode(req)
+    offset = ctx.broker.store.min_offset(h.topic, h.queue_id)
     return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
 
 async def handle_search_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    offset = ctx.broker.store.offset_by_time(h.str("topic"), h.int("queueId"), h.long("timestamp"))
+    h = SearchOffsetRequestHeader.decode(req)
+    offset = ctx.broker.store.offset_by_time(h.topic, h.queue_id, h.timestamp)
     return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
 
 async def handle_earliest_time(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    topic, queue_id = h.str("topic"), h.int("queueId")
+    h = GetEarliestMsgStoretimeRequestHeader.decode(req)
+    topic, queue_id = h.topic, h.queue_id
     ts = ctx.broker.store.earliest_store_time(topic, queue_id) if topic in ctx.broker.topics else -1
     return req.make_response(ResponseCode.SUCCESS, ext_fields={"timestamp": str(ts)})
 

@@ -23,8 +23,8 @@ from typing import Any
 import structlog
 import trio
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header, normalize_send_header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import ReplyMessageRequestHeader, SendMessageRequestHeader
 from rokka.gateway.rocketmq.handlers import send
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
@@ -34,23 +34,23 @@ PUSH_TIMEOUT_S = 3.0
 PROP_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
 
 
-def _push_request(ctx: BrokerContext, channel: Any, req: RemotingCommand, h: Header) -> RemotingCommand:
+def _push_request(ctx: BrokerContext, channel: Any, req: RemotingCommand,
+                  h: SendMessageRequestHeader) -> RemotingCommand:
     born = send.ipv4_host(getattr(channel, "peer", None))
     store = ctx.broker.store_config.store_host
-    ext = {"producerGroup": h.str("producerGroup", "") or "", "topic": h.str("topic"),
-           "defaultTopic": h.str("defaultTopic", "TBW102") or "TBW102",
-           "defaultTopicQueueNums": str(h.int("defaultTopicQueueNums", 4) or 4),
-           "queueId": str(h.int("queueId", 0) or 0), "sysFlag": str(h.int("sysFlag", 0) or 0),
-           "bornTimestamp": str(h.long("bornTimestamp", 0) or 0), "flag": str(h.int("flag", 0) or 0),
-           "properties": h.str("properties", "") or "", "reconsumeTimes": str(h.int("reconsumeTimes", 0) or 0),
-           "unitMode": "false", "bornHost": f"{born[0]}:{born[1]}", "storeHost": f"{store[0]}:{store[1]}",
-           "storeTimestamp": str(int(time.time() * 1000))}
-    return RemotingCommand(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, ext_fields=ext, body=req.body)
+    push = ReplyMessageRequestHeader(
+        producer_group=h.producer_group or "", topic=h.topic, default_topic=h.default_topic or "TBW102",
+        default_topic_queue_nums=h.default_topic_queue_nums or 4, queue_id=h.queue_id or 0,
+        sys_flag=h.sys_flag or 0, born_timestamp=h.born_timestamp or 0, flag=h.flag or 0,
+        properties=h.properties or "", reconsume_times=h.reconsume_times or 0, unit_mode=False,
+        born_host=f"{born[0]}:{born[1]}", store_host=f"{store[0]}:{store[1]}",
+        store_timestamp=int(time.time() * 1000))
+    return RemotingCommand(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, ext_fields=push.encode(), body=req.body)
 
 
-async def _push(ctx: BrokerContext, channel: Any, req: RemotingCommand, h: Header) -> str | None:
+async def _push(ctx: BrokerContext, channel: Any, req: RemotingCommand, h: SendMessageRequestHeader) -> str | None:
     """Push the reply to its requester; None when it answered SUCCESS, else why not."""
-    client_id = send.parse_properties(h.str("properties", None)).get(PROP_REPLY_TO_CLIENT)
+    client_id = send.parse_properties(h.properties).get(PROP_REPLY_TO_CLIENT)
     if not client_id:
         return "the reply message has no REPLY_TO_CLIENT property"
     target = None
@@ -71,11 +71,11 @@ async def _push(ctx: BrokerContext, channel: Any, req: RemotingCommand, h: Heade
 
 
 async def handle_send_reply(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(normalize_send_header(req.ext_fields))
+    h = SendMessageRequestHeader.decode_send(req)       # the header send.handle_send decodes too
     why_not = await _push(ctx, channel, req, h)
     stored = await send.handle_send(ctx, channel, req)      # storeReplyMessageEnable (default true)
     if why_not is not None:
-        log.warning("rocketmq.reply_not_pushed", topic=h.str("topic", ""), reason=why_not)
+        log.warning("rocketmq.reply_not_pushed", topic=h.topic, reason=why_not)
         stored.code = ResponseCode.SYSTEM_ERROR
         stored.remark = why_not
     return stored

@@ -27,8 +27,8 @@ from typing import Any
 import structlog
 from rokka.core import names
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import ResetOffsetRequestHeader
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
@@ -66,9 +66,9 @@ def _bodies(ctx: BrokerContext, topic: str, table: dict[int, int]) -> tuple[byte
 
 
 async def handle_reset_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    topic, group, timestamp = h.str("topic"), h.str("group"), h.long("timestamp")
-    force = bool(h.bool("isForce", True))
+    h = ResetOffsetRequestHeader.decode(req)
+    topic, group, timestamp = h.topic, h.group, h.timestamp
+    force = h.is_force is not False
     if not group:
         names.refused("rocketmq", "group", group, "The specified group is blank.", op="reset_offset")
         return req.make_response(ResponseCode.SYSTEM_ERROR, "The specified group is blank.")
@@ -83,8 +83,8 @@ async def handle_reset_offset(ctx: BrokerContext, channel: Any, req: RemotingCom
     notified = 0
     for client in list(info.clients.values()) if info else []:
         cmd = RemotingCommand(code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                              ext_fields={"topic": topic, "group": group, "timestamp": str(timestamp),
-                                          "isForce": "true" if force else "false"},
+                              ext_fields=ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp,
+                                                                  is_force=force).encode(),
                               body=c_style if client.language == "CPP" else keyed)
         try:
             await client.handle.send_oneway(cmd)

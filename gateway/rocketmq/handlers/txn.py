@@ -35,8 +35,11 @@ from rokka.core.model import PROP_REAL_QID, PROP_REAL_TOPIC, PROP_UNIQ_KEY, Mess
 from rokka.core.record import encode_offset_msg_id, encode_record
 from rokka.core.txn import EndOutcome
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+)
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
@@ -49,12 +52,9 @@ async def handle_end_transaction(ctx: BrokerContext, channel: Any,
     if ctx.cfg.broker_id != 0:
         return req.make_response(ResponseCode.SLAVE_NOT_AVAILABLE,
                                  "Can't commit or rollback a transaction on a slave")
-    h = Header(req)
-    group = h.str("producerGroup")
-    queue_offset = h.long("tranStateTableOffset")
-    commitlog_offset = h.long("commitLogOffset")
-    decision = h.int("commitOrRollback")
-    from_check = bool(h.bool("fromTransactionCheck", False))
+    h = EndTransactionRequestHeader.decode(req)
+    group, queue_offset, commitlog_offset = h.producer_group, h.tran_state_table_offset, h.commit_log_offset
+    decision, from_check = h.commit_or_rollback, h.from_transaction_check
     result = await ctx.broker.transactions.end_transaction(
         producer_group=group, tran_state_table_offset=queue_offset, commitlog_offset=commitlog_offset,
         commit_or_rollback=decision, from_check=from_check)
@@ -76,9 +76,9 @@ def check_request(half: StoredMessage) -> RemotingCommand:
     body = encode_record(msg, queue_offset=half.queue_offset, commitlog_offset=half.commitlog_offset,
                          store_timestamp=half.store_timestamp, store_host=half.store_host)
     uniq = props.get(PROP_UNIQ_KEY, "")
-    ext = {"tranStateTableOffset": str(half.queue_offset), "commitLogOffset": str(half.commitlog_offset),
-           "msgId": uniq, "transactionId": uniq,
-           "offsetMsgId": encode_offset_msg_id(half.store_host, half.commitlog_offset)}
+    ext = CheckTransactionStateRequestHeader(
+        tran_state_table_offset=half.queue_offset, commit_log_offset=half.commitlog_offset, msg_id=uniq,
+        transaction_id=uniq, offset_msg_id=encode_offset_msg_id(half.store_host, half.commitlog_offset)).encode()
     return RemotingCommand(code=RequestCode.CHECK_TRANSACTION_STATE, ext_fields=ext, body=body)
 
 

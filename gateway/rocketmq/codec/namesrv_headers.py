@@ -1,0 +1,88 @@
+"""The name server's RocketMQ request headers (Java's ``namesrv/*RequestHeader`` classes).
+
+Theory of operation
+-------------------
+Declarations as in ``request_headers`` (see ``header_decl``): the client
+(``client/namesrv.py``, ``client/admin.py``) encodes its name server requests
+from them, and the name server's handlers can decode from the same ones.
+Required fields follow RocketMQ 4.9's ``@CFNotNull`` and rokka's name server.
+``BY_CODE`` maps request codes to their declaration.
+"""
+
+from __future__ import annotations
+
+from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
+from rokka.gateway.rocketmq.codec.header_decl import I32, I64, RequestHeader, declare, java
+
+
+@declare
+class RegisterBrokerRequestHeader(RequestHeader):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: I64
+    compressed: bool = False
+    body_crc32: I32 = 0
+
+
+@declare
+class UnRegisterBrokerRequestHeader(RequestHeader):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: I64
+
+
+@declare
+class GetRouteInfoRequestHeader(RequestHeader):
+    topic: str
+    accept_standard_json_only: bool | None = None
+
+
+@declare
+class GetTopicsByClusterRequestHeader(RequestHeader):
+    cluster: str
+
+
+@declare
+class DeleteTopicFromNamesrvRequestHeader(RequestHeader):
+    topic: str
+    cluster_name: str | None = java(empty_is_none=True)
+
+
+@declare
+class BrokerNameRequestHeader(RequestHeader):
+    """WIPE_WRITE_PERM_OF_BROKER and ADD_WRITE_PERM_OF_BROKER (Java: one class each, ``brokerName``)."""
+
+    broker_name: str
+
+
+@declare
+class PutKVConfigRequestHeader(RequestHeader):
+    namespace: str
+    key: str
+    value: str
+
+
+@declare
+class KVConfigRequestHeader(RequestHeader):
+    """GET_KV_CONFIG and DELETE_KV_CONFIG (Java: GetKVConfigRequestHeader, DeleteKVConfigRequestHeader)."""
+
+    namespace: str
+    key: str
+
+
+@declare
+class GetKVListByNamespaceRequestHeader(RequestHeader):
+    namespace: str
+
+
+BY_CODE: dict[int, type[RequestHeader]] = {
+    RC.REGISTER_BROKER: RegisterBrokerRequestHeader, RC.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
+    RC.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader, RC.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterRequestHeader,
+    RC.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader,
+    RC.WIPE_WRITE_PERM_OF_BROKER: BrokerNameRequestHeader, RC.ADD_WRITE_PERM_OF_BROKER: BrokerNameRequestHeader,
+    RC.PUT_KV_CONFIG: PutKVConfigRequestHeader, RC.GET_KV_CONFIG: KVConfigRequestHeader,
+    RC.DELETE_KV_CONFIG: KVConfigRequestHeader, RC.GET_KVLIST_BY_NAMESPACE: GetKVListByNamespaceRequestHeader,
+}

@@ -1,0 +1,274 @@
+"""Declared RocketMQ request headers: golden extFields (Java field names) decode to the typed header and
+encode back identically; a missing required field or a bad number is the protocol's error."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rokka.gateway.rocketmq.codec import namesrv_headers as nh
+from rokka.gateway.rocketmq.codec import request_headers as rh
+from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
+from rokka.gateway.rocketmq.codec.header_decl import RequestHeader
+from rokka.gateway.rocketmq.codec.headers import INT32_MAX, INT32_MIN, Header, parse_int
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+
+# Golden extFields, written by hand from the Java classes' field names (every declared field set).
+GOLDEN: dict[type[RequestHeader], dict[str, str]] = {
+    # sending, pulling, replies
+    rh.SendMessageRequestHeader: {
+        "producerGroup": "pg", "topic": "T", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4", "queueId": "3",
+        "sysFlag": "0", "bornTimestamp": "1700000000000", "flag": "0", "properties": "TAGS\x01a\x02",
+        "reconsumeTimes": "0", "unitMode": "false", "batch": "true", "maxReconsumeTimes": "16", "brokerName": "b"},
+    rh.PullMessageRequestHeader: {
+        "consumerGroup": "cg", "topic": "T", "queueId": "1", "queueOffset": "9000000000", "maxMsgNums": "32",
+        "sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "15000", "subscription": "a || b",
+        "subVersion": "1700000000000", "expressionType": "TAG"},
+    rh.ConsumerSendMsgBackRequestHeader: {
+        "offset": "123456", "group": "cg", "delayLevel": "0", "originMsgId": "ID", "originTopic": "T",
+        "unitMode": "false", "maxReconsumeTimes": "16"},
+    rh.ReplyMessageRequestHeader: {
+        "producerGroup": "pg", "topic": "c_REPLY_TOPIC", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+        "queueId": "0", "sysFlag": "0", "bornTimestamp": "1", "flag": "0", "properties": "", "reconsumeTimes": "0",
+        "unitMode": "false", "bornHost": "127.0.0.1:5000", "storeHost": "127.0.0.1:10911", "storeTimestamp": "2"},
+    # clients and offsets
+    rh.UnregisterClientRequestHeader: {"clientID": "1.2.3.4@1", "producerGroup": "pg", "consumerGroup": "cg"},
+    rh.GetConsumerListByGroupRequestHeader: {"consumerGroup": "cg"},
+    rh.QueryConsumerOffsetRequestHeader: {"consumerGroup": "cg", "topic": "T", "queueId": "2",
+                                          "setZeroIfNotFound": "false"},
+    rh.UpdateConsumerOffsetRequestHeader: {"consumerGroup": "cg", "topic": "T", "queueId": "2", "commitOffset": "77",
+                                           "kafkaMetadata": "m", "kafkaLeaderEpoch": "5"},
+    rh.GetMaxOffsetRequestHeader: {"topic": "T", "queueId": "0"},
+    rh.GetMinOffsetRequestHeader: {"topic": "T", "queueId": "0"},
+    rh.SearchOffsetRequestHeader: {"topic": "T", "queueId": "0", "timestamp": "1700000000000"},
+    rh.GetEarliestMsgStoretimeRequestHeader: {"topic": "T", "queueId": "0"},
+    rh.ResetOffsetRequestHeader: {"topic": "T", "group": "cg", "timestamp": "1700000000000", "isForce": "true"},
+    # topics, groups, messages (admin)
+    rh.CreateTopicRequestHeader: {
+        "topic": "T", "defaultTopic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8", "perm": "6",
+        "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"},
+    rh.TopicRequestHeader: {"topic": "T"},
+    rh.GetConsumeStatsRequestHeader: {"consumerGroup": "cg", "topic": "T"},
+    rh.DeleteSubscriptionGroupRequestHeader: {"groupName": "cg", "cleanOffset": "true"},
+    rh.GetConsumerConnectionListRequestHeader: {"consumerGroup": "cg"},
+    rh.GetProducerConnectionListRequestHeader: {"producerGroup": "pg"},
+    rh.ViewMessageRequestHeader: {"offset": "4294967296"},
+    rh.QueryMessageRequestHeader: {"topic": "T", "key": "k", "maxNum": "32", "beginTimestamp": "0",
+                                   "endTimestamp": "1700000000000", "_UNIQUE_KEY_QUERY": "true"},
+    rh.QueryConsumeTimeSpanRequestHeader: {"topic": "T", "group": "cg"},
+    rh.CloneGroupOffsetRequestHeader: {"srcGroup": "a", "destGroup": "b", "topic": "T", "offline": "false"},
+    rh.ViewBrokerStatsDataRequestHeader: {"statsName": "TOPIC_PUT_NUMS", "statsKey": "T"},
+    rh.GetConsumeStatsInBrokerHeader: {"isOrder": "true"},
+    rh.QueryConsumeQueueRequestHeader: {"topic": "T", "queueId": "1", "index": "0", "count": "10",
+                                        "consumerGroup": "cg"},
+    rh.ResumeCheckHalfMessageRequestHeader: {"msgId": "7F00000100002A9F0000000000000000"},
+    rh.GetConsumerRunningInfoRequestHeader: {"consumerGroup": "cg", "clientId": "c@1", "jstackEnable": "false"},
+    rh.ConsumeMessageDirectlyResultRequestHeader: {"consumerGroup": "cg", "clientId": "c@1", "msgId": "ID",
+                                                   "brokerName": "b"},
+    rh.GetConsumerStatusRequestHeader: {"topic": "T", "group": "cg", "clientAddr": "c@1"},
+    # transactions
+    rh.EndTransactionRequestHeader: {
+        "producerGroup": "pg", "tranStateTableOffset": "3", "commitLogOffset": "4096", "commitOrRollback": "8",
+        "fromTransactionCheck": "true", "msgId": "ID", "transactionId": "TX"},
+    rh.CheckTransactionStateRequestHeader: {"tranStateTableOffset": "3", "commitLogOffset": "4096", "msgId": "U",
+                                            "transactionId": "U", "offsetMsgId": "O"},
+    # ACL
+    rh.CreateAccessConfigRequestHeader: {
+        "accessKey": "RocketMQ", "secretKey": "12345678", "whiteRemoteAddress": "192.168.0.*",
+        "defaultTopicPerm": "DENY", "defaultGroupPerm": "SUB", "topicPerms": "a=PUB,b=SUB", "groupPerms": "g=SUB",
+        "admin": "false"},
+    rh.DeleteAccessConfigRequestHeader: {"accessKey": "RocketMQ"},
+    rh.UpdateGlobalWhiteAddrsConfigRequestHeader: {"globalWhiteAddrs": "10.10.103.*", "aclFileFullPath": "/x.yml"},
+    rh.QueryCorrectionOffsetHeader: {"topic": "T", "compareGroup": "a", "filterGroups": "b,c"},
+    # name server
+    nh.RegisterBrokerRequestHeader: {
+        "brokerName": "b", "brokerAddr": "1.2.3.4:10911", "clusterName": "c", "haServerAddr": "1.2.3.4:10912",
+        "brokerId": "0", "compressed": "false", "bodyCrc32": "-12345"},
+    nh.UnRegisterBrokerRequestHeader: {"brokerName": "b", "brokerAddr": "1.2.3.4:10911", "clusterName": "c",
+                                       "brokerId": "1"},
+    nh.GetRouteInfoRequestHeader: {"topic": "T", "acceptStandardJsonOnly": "true"},
+    nh.GetTopicsByClusterRequestHeader: {"cluster": "c"},
+    nh.DeleteTopicFromNamesrvRequestHeader: {"topic": "T", "clusterName": "c"},
+    nh.BrokerNameRequestHeader: {"brokerName": "b"},
+    nh.PutKVConfigRequestHeader: {"namespace": "ns", "key": "k", "value": "v"},
+    nh.KVConfigRequestHeader: {"namespace": "ns", "key": "k"},
+    nh.GetKVListByNamespaceRequestHeader: {"namespace": "ns"},
+}
+
+# Which fields a request must carry (the error names the Java field), per declaration.
+REQUIRED: dict[type[RequestHeader], set[str]] = {
+    rh.SendMessageRequestHeader: {"producerGroup", "topic", "queueId", "sysFlag", "bornTimestamp", "flag"},
+    rh.PullMessageRequestHeader: {"consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag"},
+    rh.ConsumerSendMsgBackRequestHeader: {"offset", "group", "delayLevel"},
+    rh.ReplyMessageRequestHeader: {"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
+                                   "sysFlag", "bornTimestamp", "flag", "bornHost", "storeHost", "storeTimestamp"},
+    rh.UnregisterClientRequestHeader: {"clientID"},
+    rh.GetConsumerListByGroupRequestHeader: {"consumerGroup"},
+    rh.QueryConsumerOffsetRequestHeader: {"consumerGroup", "topic", "queueId"},
+    rh.UpdateConsumerOffsetRequestHeader: {"consumerGroup", "topic", "queueId", "commitOffset"},
+    rh.GetMaxOffsetRequestHeader: {"topic", "queueId"},
+    rh.GetMinOffsetRequestHeader: {"topic", "queueId"},
+    rh.SearchOffsetRequestHeader: {"topic", "queueId", "timestamp"},
+    rh.GetEarliestMsgStoretimeRequestHeader: {"topic", "queueId"},
+    rh.ResetOffsetRequestHeader: {"topic", "group", "timestamp"},
+    rh.CreateTopicRequestHeader: {"topic", "readQueueNums", "writeQueueNums"},
+    rh.TopicRequestHeader: {"topic"},
+    rh.GetConsumeStatsRequestHeader: {"consumerGroup"},
+    rh.DeleteSubscriptionGroupRequestHeader: {"groupName"},
+    rh.GetConsumerConnectionListRequestHeader: {"consumerGroup"},
+    rh.GetProducerConnectionListRequestHeader: {"producerGroup"},
+    rh.ViewMessageRequestHeader: {"offset"},
+    rh.QueryMessageRequestHeader: {"topic", "key", "maxNum", "beginTimestamp", "endTimestamp"},
+    rh.QueryConsumeTimeSpanRequestHeader: {"topic", "group"},
+    rh.CloneGroupOffsetRequestHeader: {"srcGroup", "destGroup"},
+    rh.ViewBrokerStatsDataRequestHeader: {"statsName", "statsKey"},
+    rh.GetConsumeStatsInBrokerHeader: set(),
+    rh.QueryConsumeQueueRequestHeader: {"topic", "queueId", "index", "count"},
+    rh.ResumeCheckHalfMessageRequestHeader: set(),
+    rh.GetConsumerRunningInfoRequestHeader: {"consumerGroup", "clientId"},
+    rh.ConsumeMessageDirectlyResultRequestHeader: {"consumerGroup", "clientId", "msgId"},
+    rh.GetConsumerStatusRequestHeader: {"topic", "group"},
+    rh.EndTransactionRequestHeader: {"producerGroup", "tranStateTableOffset", "commitLogOffset", "commitOrRollback"},
+    rh.CheckTransactionStateRequestHeader: {"tranStateTableOffset", "commitLogOffset"},
+    rh.CreateAccessConfigRequestHeader: set(),
+    rh.DeleteAccessConfigRequestHeader: set(),
+    rh.UpdateGlobalWhiteAddrsConfigRequestHeader: set(),
+    rh.QueryCorrectionOffsetHeader: {"topic"},
+    nh.RegisterBrokerRequestHeader: {"brokerName", "brokerAddr", "clusterName", "haServerAddr", "brokerId"},
+    nh.UnRegisterBrokerRequestHeader: {"brokerName", "brokerAddr", "clusterName", "brokerId"},
+    nh.GetRouteInfoRequestHeader: {"topic"},
+    nh.GetTopicsByClusterRequestHeader: {"cluster"},
+    nh.DeleteTopicFromNamesrvRequestHeader: {"topic"},
+    nh.BrokerNameRequestHeader: {"brokerName"},
+    nh.PutKVConfigRequestHeader: {"namespace", "key", "value"},
+    nh.KVConfigRequestHeader: {"namespace", "key"},
+    nh.GetKVListByNamespaceRequestHeader: {"namespace"},
+}
+
+DECLARED = sorted(set(rh.BY_CODE.values()) | set(nh.BY_CODE.values()), key=lambda c: c.__name__)
+PY_TYPES = {"str": str, "int32": int, "int64": int, "bool": bool}
+
+
+def test_every_declaration_has_a_golden_header_and_its_required_set() -> None:
+    assert set(GOLDEN) == set(DECLARED) == set(REQUIRED)
+
+
+@pytest.mark.parametrize("cls", DECLARED, ids=lambda c: c.__name__)
+def test_golden_decodes_typed_and_encodes_back_identically(cls: type[RequestHeader]) -> None:
+    golden = GOLDEN[cls]
+    assert {f.name for f in cls.FIELDS} == set(golden), "golden sets every declared field"
+    header = cls.decode(golden)
+    for f in cls.FIELDS:
+        assert type(getattr(header, f.attr)) is PY_TYPES[f.kind], f.name
+    assert header.encode() == golden
+    assert cls.decode(RemotingCommand(0, ext_fields=dict(golden))) == header
+    assert cls(**{f.attr: getattr(header, f.attr) for f in cls.FIELDS}) == header      # frozen value object
+    with pytest.raises(AttributeError):
+        header.__setattr__(cls.FIELDS[0].attr, None)
+
+
+@pytest.mark.parametrize("cls", DECLARED, ids=lambda c: c.__name__)
+def test_required_fields_missing_give_the_protocol_error(cls: type[RequestHeader]) -> None:
+    assert {f.name for f in cls.FIELDS if f.required} == REQUIRED[cls]
+    for name in REQUIRED[cls]:
+        ext = {k: v for k, v in GOLDEN[cls].items() if k != name}
+        with pytest.raises(HeaderFieldError, match=f"the custom field <{name}> is null") as info:
+            cls.decode(ext)
+        assert info.value.hint == ResponseCode.SYSTEM_ERROR
+    optional = {f.name: f for f in cls.FIELDS if not f.required}
+    only_required = cls.decode({k: v for k, v in GOLDEN[cls].items() if k in REQUIRED[cls]})
+    for f in optional.values():
+        assert getattr(only_required, f.attr) == f.default
+
+
+@pytest.mark.parametrize("cls", DECLARED, ids=lambda c: c.__name__)
+def test_bad_numbers_and_booleans_are_refused_but_peek_is_lenient(cls: type[RequestHeader]) -> None:
+    for f in cls.FIELDS:
+        if f.kind == "str":
+            continue
+        bad = {**GOLDEN[cls], f.name: "x1" if f.kind != "int32" else "2147483648"}
+        with pytest.raises(HeaderFieldError, match=f"<{f.name}>"):
+            cls.decode(bad)
+        peeked = cls.peek(bad)
+        assert getattr(peeked, f.attr) is None
+        others = [g for g in cls.FIELDS if g.attr != f.attr]
+        assert all(getattr(peeked, g.attr) == getattr(cls.decode(GOLDEN[cls]), g.attr) for g in others)
+    assert all(getattr(cls.peek({}), f.attr) is None for f in cls.FIELDS)
+
+
+def test_quirks_kept_from_the_string_helper() -> None:
+    # C++ 1.2.x sends booleans as 0/1; a C++ UNREGISTER_CLIENT sends "" for the unused group
+    h = rh.QueryConsumerOffsetRequestHeader.decode({"consumerGroup": "g", "topic": "t", "queueId": "0",
+                                                    "setZeroIfNotFound": "0"})
+    assert h.set_zero_if_not_found is False
+    u = rh.UnregisterClientRequestHeader.decode({"clientID": "c", "producerGroup": "", "consumerGroup": "g"})
+    assert (u.producer_group, u.consumer_group) == (None, "g")
+    assert u.encode() == {"clientID": "c", "consumerGroup": "g"}
+    # defaults rokka always applied
+    t = rh.CreateTopicRequestHeader.decode({"topic": "t", "readQueueNums": "1", "writeQueueNums": "2"})
+    assert (t.perm, t.topic_filter_type, t.order, t.default_topic) == (6, "SINGLE_TAG", False, None)
+    assert rh.ResumeCheckHalfMessageRequestHeader.decode({}).msg_id == ""
+
+
+def test_send_v2_one_letter_names_decode_and_encode() -> None:
+    v1 = GOLDEN[rh.SendMessageRequestHeader]
+    h = rh.SendMessageRequestHeader.decode(v1)
+    v2 = h.encode_v2()
+    assert v2 == {"a": "pg", "b": "T", "c": "TBW102", "d": "4", "e": "3", "f": "0", "g": "1700000000000", "h": "0",
+                  "i": "TAGS\x01a\x02", "j": "0", "k": "false", "m": "true", "l": "16", "n": "b"}
+    assert rh.SendMessageRequestHeader.decode_send(v2) == h
+    assert rh.SendMessageRequestHeader.decode_send(RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=v2)) == h
+    assert rh.SendMessageRequestHeader.peek_send({"b": "X"}).topic == "X"
+    with pytest.raises(HeaderFieldError, match="<topic>"):
+        rh.SendMessageRequestHeader.decode_send({k: v for k, v in v2.items() if k != "b"})
+
+
+def test_command_carries_the_encoded_header() -> None:
+    cmd = nh.KVConfigRequestHeader(namespace="ns", key="k").command(RequestCode.GET_KV_CONFIG, b"x")
+    assert (cmd.code, cmd.ext_fields, cmd.body) == (RequestCode.GET_KV_CONFIG, {"namespace": "ns", "key": "k"}, b"x")
+
+
+def test_by_code_names_a_declaration_for_every_code_it_lists() -> None:
+    assert all(isinstance(code, int) for code in [*rh.BY_CODE, *nh.BY_CODE])
+    assert not set(rh.BY_CODE) & set(nh.BY_CODE)
+    assert rh.BY_CODE[RequestCode.SEND_MESSAGE_V2] is rh.SendMessageRequestHeader
+
+
+texts = st.one_of(st.text(max_size=25), st.integers(-(1 << 70), 1 << 70).map(str),
+                  st.text(alphabet="0123456789²٣ -+_", max_size=21))
+
+
+def _outcome(fn, *args):  # noqa: ANN001, ANN201
+    try:
+        return fn(*args)
+    except HeaderFieldError:
+        return "error"
+
+
+@given(texts, texts)
+def test_typed_numbers_parse_as_the_string_helper(raw32: str, raw64: str) -> None:
+    ext = {"topic": "t", "queueId": raw32, "timestamp": raw64}
+    typed = _outcome(lambda: (lambda h: (h.queue_id, h.timestamp))(rh.SearchOffsetRequestHeader.decode(ext)))
+    old = Header(ext)
+    q, t = _outcome(old.int, "queueId"), _outcome(old.long, "timestamp")
+    assert typed == ("error" if "error" in (q, t) else (q, t))
+    assert q == _outcome(parse_int, raw32, "queueId", INT32_MIN, INT32_MAX)
+
+
+CONVERTED = ["handlers/client.py", "handlers/reset.py", "handlers/admin.py", "handlers/admin_stats.py",
+             "handlers/admin_consumer.py", "handlers/admin_acl.py", "handlers/txn.py", "handlers/reply.py",
+             "acl.py", "client/admin.py", "client/consumer.py", "client/producer.py", "client/tools.py",
+             "client/namesrv.py"]
+
+
+@pytest.mark.parametrize("path", CONVERTED)
+def test_converted_modules_use_no_untyped_lookups(path: str) -> None:
+    """The handlers, the client and the ACL read and write request headers through the declarations."""
+    root = pathlib.Path(rh.__file__).resolve().parents[1]
+    tree = ast.parse((root / path).read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert not names & {"Header", "to_ext", "get_str", "get_int", "get_long", "get_bool", "normalize_send_header"}
