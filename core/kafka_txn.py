@@ -81,7 +81,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -89,6 +89,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
+from rokka.core.kafka_txn_peers import ParticipantMixin, TxnPeers, already_put
 from rokka.core.kafka_txn_states import (
     ID_EXPIRATION_MS,
     IDLE,
@@ -99,14 +100,15 @@ from rokka.core.kafka_txn_states import (
     TxnOutcome,
     TxnState,
     next_state,
+    txn_from_row,
+    txn_row,
 )
-from rokka.core.model import PROP_TRAN_MSG, TOPIC_TRANS_HALF, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, Message
+from rokka.core.model import PROP_TRAN_MSG, TOPIC_TRANS_HALF, Message
 from rokka.core.storage.packfile import load_msgpack, pack, take_ticket, write_packed_atomic
 from rokka.core.txn import (
     CTRL_ABORT,
     CTRL_ABORTED,
     CTRL_COMMIT,
-    PROP_KAFKA_CTRL,
     PROP_KAFKA_TXN,
     SCAN_BATCH,
     commit_message,
@@ -144,7 +146,7 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-class KafkaTxnCoordinator:
+class KafkaTxnCoordinator(ParticipantMixin):
     """Transaction coordinator for Kafka transactional ids; see the module docstring.
 
     Args:
@@ -159,7 +161,9 @@ class KafkaTxnCoordinator:
 
     ``queue_of`` (attribute) maps a Kafka partition of a transaction to the local (topic, queue)
     that gets its marker (None: not here); the Kafka gateway sets it (views resolve to their
-    source topic), the default is (topic, partition).
+    source topic), the default is (topic, partition).  ``peers`` (attribute, None = one broker)
+    reaches the other brokers of a cluster (``rokka.core.kafka_txn_peers``), ``offsets_flush``
+    (None = nothing) is awaited after committed offsets were applied (forwarding remote ones).
 
     Raises:
         MetadataCorrupt: the state file exists but cannot be read.
@@ -174,7 +178,7 @@ class KafkaTxnCoordinator:
         self.producers = producers
         self._path = None if config_dir is None else config_dir / FILE_NAME
         self._clock = clock_ms
-        self._apply_offset = apply_offset or (lambda g, t, p, o: broker.offsets.commit(g, t, p, o))
+        self.apply_offset = apply_offset or (lambda g, t, p, o: broker.offsets.commit(g, t, p, o))
         self._txns: dict[str, Txn] = {}
         self._by_pid: dict[int, str] = {}
         self._write_lock = trio.Lock()
@@ -184,6 +188,10 @@ class KafkaTxnCoordinator:
         self._busy: set[str] = set()            # ids whose EndTxn/abort is between Prepare* and Complete*
         self.committed = self.aborted = self.timed_out = self.records_committed = 0
         self.queue_of: Callable[[str, int], tuple[str, int] | None] = self._same_queue
+        self.peers: TxnPeers | None = None
+        self.offsets_flush: Callable[[], Awaitable[Any]] | None = None
+        self._remote: dict[str, Txn] = {}       # shares of other brokers' transactions (participant)
+        self._remote_by_pid: dict[int, str] = {}
         if self._path is not None:
             self._load()
 
@@ -219,7 +227,8 @@ class KafkaTxnCoordinator:
 
     def pending_offset(self, group: str, topic: str, partition: int) -> bool:
         """True while an open transaction holds an uncommitted offset for this partition (require_stable)."""
-        return any((group, topic, partition) in t.pending_offsets for t in self._txns.values())
+        return any((group, topic, partition) in t.pending_offsets
+                   for t in (*self._txns.values(), *self._remote.values()))
 
     # ------------------------------------------------------------------ InitProducerId
 
@@ -270,7 +279,20 @@ class KafkaTxnCoordinator:
         parts, grps = set(partitions), set(groups)
         if txn.state is S.ONGOING and parts <= txn.partitions and grps <= txn.groups:
             return Out.OK
-        if txn.state is not S.ONGOING:
+        fresh = txn.state is not S.ONGOING
+        remote = self.split(parts if fresh else parts - txn.partitions, grps if fresh else grps - txn.groups)
+        if remote:
+            # The shares must be open before the producer writes there; awaits: check everything again.
+            if fresh:
+                txn.clear()
+            if not await self.open_shares(txn, remote):
+                return Out.CONCURRENT_TRANSACTIONS
+            again = self._txn_for(tid, pid, epoch)
+            if again is not txn or isinstance(next_state(txn.state, E.ADD), TxnOutcome):
+                return Out.CONCURRENT_TRANSACTIONS
+            if fresh and txn.state is S.ONGOING:
+                fresh = False                    # another request started it meanwhile: extend it
+        if fresh:
             txn.clear()
             txn.state = S.ONGOING
             txn.start_ms = self._clock()
@@ -278,13 +300,21 @@ class KafkaTxnCoordinator:
             log.info("kafka_txn.started", transactional_id=tid, producer_id=pid, epoch=epoch)
         txn.partitions |= parts
         txn.groups |= grps
+        txn.peers |= set(remote)
         self._touch(txn)
         await self.persist()
         return Out.OK
 
     async def txn_offset_commit(self, tid: str, pid: int, epoch: int, group: str,
                                 offsets: Iterable[tuple[str, int, int]]) -> TxnOutcome:
-        """TxnOffsetCommit: remember (topic, partition, offset)s of ``group``, applied at commit."""
+        """TxnOffsetCommit: remember (topic, partition, offset)s of ``group``, applied at commit
+        (here, or in this broker's share when another broker coordinates ``tid``)."""
+        if self.producers.transactional_entry(tid) is None:
+            shared = self.share_offset_commit(tid, pid, epoch, group, offsets)
+            if shared is not None:
+                if shared is Out.OK:
+                    await self.persist()
+                return shared
         txn = self._txn_for(tid, pid, epoch)
         if isinstance(txn, TxnOutcome):
             return txn
@@ -301,6 +331,8 @@ class KafkaTxnCoordinator:
 
     def check_produce(self, pid: int, epoch: int, topic: str, partition: int) -> TxnOutcome:
         """May this transactional batch be written?  (No await between this and ``append_halves``.)"""
+        if (share := self.share_for_pid(pid)) is not None:
+            return self.check_share_produce(share, pid, epoch, topic, partition)
         tid = self._by_pid.get(pid)
         txn = self._txns.get(tid) if tid is not None else None
         entry = self.producers.transactional_entry(tid) if tid is not None else None
@@ -315,7 +347,7 @@ class KafkaTxnCoordinator:
 
     def append_halves(self, pid: int, epoch: int, messages: list[Message]) -> Any:
         """Store ``messages`` as halves of ``pid``'s open transaction; returns the ``PutResult``."""
-        txn = self._txns[self._by_pid[pid]]
+        txn = self.share_for_pid(pid) or self._txns[self._by_pid[pid]]
         marked = [dataclasses.replace(m, properties={**m.properties, PROP_TRAN_MSG: "true",
                                                      PROP_KAFKA_TXN: txn.marker}) for m in messages]
         result = self.broker.append(marked, stamp_cluster=False)     # Kafka records: no CLUSTER
@@ -341,10 +373,7 @@ class KafkaTxnCoordinator:
     async def _end(self, txn: Txn, prepared: TxnState) -> bool:
         """Ongoing -> Prepare* (durable) -> store -> Complete*; False if the store refused (retried later)."""
         txn.state = prepared
-        txn.updated_ms = self._clock()
-        store = self.broker.store
-        queues = {tq for t, p in txn.partitions if (tq := self.queue_of(t, p)) is not None}
-        txn.marks = {(t, q): store.max_offset(t, q) for t, q in queues}
+        self._mark(txn)
         if prepared is not S.PREPARE_COMMIT:
             txn.pending_offsets = {}
         self._busy.add(txn.tid)
@@ -354,8 +383,23 @@ class KafkaTxnCoordinator:
         finally:
             self._busy.discard(txn.tid)
 
+    def _mark(self, txn: Txn) -> None:
+        """Record the end of every local queue of the transaction (rule 2) at Prepare*."""
+        txn.updated_ms = self._clock()
+        store = self.broker.store
+        queues = {tq for t, p in txn.partitions if (tq := self.queue_of(t, p)) is not None}
+        txn.marks = {(t, q): store.max_offset(t, q) for t, q in queues}
+
     async def _complete(self, txn: Txn) -> bool:
-        """Store the completion of a Prepare* transaction (the caller holds it in ``_busy``)."""
+        """Complete a Prepare* transaction: the participants' shares first, then this broker's part
+        (the caller holds it in ``_busy``).  False while a participant or the store has not done it."""
+        if not await self.end_shares(txn, txn.state is S.PREPARE_COMMIT):
+            self._wake.set()
+            return False
+        return await self._store_completion(txn)
+
+    async def _store_completion(self, txn: Txn) -> bool:
+        """Store this broker's part of a Prepare* transaction (or share) and mark it Complete*."""
         commit = txn.state is S.PREPARE_COMMIT
         msgs, halves, records = self._completion_messages(txn, commit)
         result = self.broker.append(msgs, prepared=True) if msgs else None
@@ -369,9 +413,11 @@ class KafkaTxnCoordinator:
                 return False
         if commit:
             for (group, topic, partition), offset in txn.pending_offsets.items():
-                self._apply_offset(group, topic, partition, offset)
+                self.apply_offset(group, topic, partition, offset)
             if txn.pending_offsets:
                 self.broker.offsets.persist()
+                if self.offsets_flush is not None:
+                    await self.offsets_flush()
             self.committed += 1
             self.records_committed += records
         else:
@@ -391,7 +437,7 @@ class KafkaTxnCoordinator:
         half, ready for ``append(prepared=True)``; the halves found; how many real messages."""
         store, broker = self.broker.store, self.broker
         kind = f"{CTRL_COMMIT if commit else CTRL_ABORT}:{txn.producer_id}:{txn.epoch}"
-        already, marked = self._already_put(txn, kind) if txn.tid in self._recovering else (set(), set())
+        already, marked = already_put(store, txn, kind) if txn.tid in self._recovering else (set(), set())
         real: list[Message] = []
         ops: list[Message] = []
         now, host = self._clock(), broker.store_config.store_host
@@ -411,29 +457,6 @@ class KafkaTxnCoordinator:
         markers = [control_message(t, q, kind[0], txn.producer_id, txn.epoch, now, host)
                    for t, q in sorted(txn.marks) if (t, q) not in marked and t in broker.topics]
         return real + markers + ops, found, len(real) if commit else 0
-
-    def _already_put(self, txn: Txn, kind: str) -> tuple[set[int], set[tuple[str, int]]]:
-        """Half CommitLog offsets whose commit (or placeholder) is already in a real queue at or after
-        its mark, and the queues that already hold the marker ``kind`` (a ``KAFKA_CTRL`` value)."""
-        store = self.broker.store
-        out: set[int] = set()
-        marked: set[tuple[str, int]] = set()
-        for (topic, partition), mark in txn.marks.items():
-            off, end = mark, store.max_offset(topic, partition)
-            while off < end:
-                units = store.cq_units(topic, partition, off, SCAN_BATCH)
-                if not units:
-                    break
-                for u in units:
-                    m = store.read_message(u.commitlog_offset)
-                    if m is None:
-                        continue
-                    if (m.sysflag & TRANSACTION_MASK) == TRANSACTION_COMMIT_TYPE:
-                        out.add(m.prepared_transaction_offset)
-                    elif m.properties.get(PROP_KAFKA_CTRL) == kind:
-                        marked.add((topic, partition))
-                off = units[-1].queue_offset + 1
-        return out, marked
 
     # ------------------------------------------------------------------ background
 
@@ -497,8 +520,9 @@ class KafkaTxnCoordinator:
 
     def _recover_halves(self) -> None:
         """Restart: find the halves of Ongoing transactions again (rule 3); prepared ones re-check puts."""
-        ongoing = {t.marker: t for t in self._txns.values() if t.state is S.ONGOING}
-        self._recovering = {t.tid for t in self._txns.values() if t.state in PREPARED}
+        known = (*self._txns.values(), *self._remote.values())
+        ongoing = {t.marker: t for t in known if t.state is S.ONGOING}
+        self._recovering = {t.tid for t in known if t.state in PREPARED}
         if not ongoing:
             return
         store = self.broker.store
@@ -550,13 +574,8 @@ class KafkaTxnCoordinator:
             write_packed_atomic(self._path, self._encode(), ticket=take_ticket())
 
     def _encode(self) -> bytes:
-        rows = [[t.tid, t.producer_id, t.epoch, t.timeout_ms, t.state.value,
-                 [list(p) for p in sorted(t.partitions)], sorted(t.groups),
-                 [[c, q] for c, q in sorted(t.halves.items())],
-                 [[g, tp, p, o] for (g, tp, p), o in t.pending_offsets.items()],
-                 t.start_ms, t.half_start, [[tp, p, m] for (tp, p), m in t.marks.items()], t.updated_ms]
-                for t in self._txns.values()]
-        return pack({"version": VERSION, "txns": rows})
+        rows = [txn_row(t) for t in self._txns.values()]
+        return pack({"version": VERSION, "txns": rows, "remote": self._encode_shares()})
 
     def _load(self) -> None:
         assert self._path is not None
@@ -570,15 +589,10 @@ class KafkaTxnCoordinator:
         if not isinstance(data, dict) or data.get("version") != VERSION:
             raise ValueError("unsupported layout")
         for row in data["txns"]:
-            self._decode_row(row)
-
-    def _decode_row(self, row: list[Any]) -> None:
-        # Files written before ``updated_ms`` existed have 12 fields: such ids count as updated now.
-        tid, pid, epoch, timeout, state, parts, groups, halves, pending, start, half_start, marks = row[:12]
-        updated = int(row[12]) if len(row) > 12 else self._clock()
-        txn = Txn(tid, int(pid), int(epoch), int(timeout), TxnState(state),
-                  {(str(t), int(p)) for t, p in parts}, set(groups), {int(c): int(q) for c, q in halves},
-                  {(g, t, int(p)): int(o) for g, t, p, o in pending}, int(start), int(half_start),
-                  {(t, int(p)): int(m) for t, p, m in marks}, updated)
-        self._txns[tid] = txn
-        self._by_pid[txn.producer_id] = tid
+            txn = txn_from_row(row, self._clock())
+            self._txns[txn.tid] = txn
+            self._by_pid[txn.producer_id] = txn.tid
+        for row in data.get("remote", ()):
+            share = txn_from_row(row, self._clock())
+            self._remote[share.tid] = share
+            self._remote_by_pid[share.producer_id] = share.tid

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["ID_EXPIRATION_MS", "IDLE", "PREPARED", "TRANSITIONS", "OffsetKey", "Partition", "Txn", "TxnEvent",
-           "TxnOutcome", "TxnState", "next_state"]
+           "TxnOutcome", "TxnState", "next_state", "txn_from_row", "txn_row"]
 
 
 class TxnState(enum.Enum):
@@ -107,11 +108,38 @@ class Txn:
     half_start: int = 0                                           # half-queue end when it became Ongoing
     marks: dict[Partition, int] = field(default_factory=dict)     # real queue ends at PrepareCommit
     updated_ms: int = -1                                          # wall clock of the last transition
+    peers: set[str] = field(default_factory=set)                  # other brokers holding a share of it
+    acked: set[str] = field(default_factory=set)                  # peers that completed their share
 
     def clear(self) -> None:
         self.partitions, self.groups, self.halves = set(), set(), {}
+        self.peers, self.acked = set(), set()
         self.pending_offsets, self.marks, self.start_ms = {}, {}, -1
 
     @property
     def marker(self) -> str:
         return f"{self.producer_id}:{self.epoch}"
+
+
+def txn_row(t: Txn) -> list[Any]:
+    """One ``Txn`` as the coordinator's state file stores it (a msgpack list)."""
+    return [t.tid, t.producer_id, t.epoch, t.timeout_ms, t.state.value,
+            [list(p) for p in sorted(t.partitions)], sorted(t.groups),
+            [[c, q] for c, q in sorted(t.halves.items())],
+            [[g, tp, p, o] for (g, tp, p), o in t.pending_offsets.items()],
+            t.start_ms, t.half_start, [[tp, p, m] for (tp, p), m in t.marks.items()], t.updated_ms,
+            sorted(t.peers), sorted(t.acked)]
+
+
+def txn_from_row(row: list[Any], now_ms: int) -> Txn:
+    """``txn_row`` read back.  Rows written before ``updated_ms`` existed have 12 fields (such ids
+    count as updated ``now_ms``), before cross-broker transactions 13 (no peers)."""
+    tid, pid, epoch, timeout, state, parts, groups, halves, pending, start, half_start, marks = row[:12]
+    updated = int(row[12]) if len(row) > 12 else now_ms
+    txn = Txn(tid, int(pid), int(epoch), int(timeout), TxnState(state),
+              {(str(t), int(p)) for t, p in parts}, set(groups), {int(c): int(q) for c, q in halves},
+              {(g, t, int(p)): int(o) for g, t, p, o in pending}, int(start), int(half_start),
+              {(t, int(p)): int(m) for t, p, m in marks}, updated)
+    if len(row) > 14:
+        txn.peers, txn.acked = set(row[13]), set(row[14])
+    return txn

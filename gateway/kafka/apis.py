@@ -195,7 +195,7 @@ REGISTRY: tuple[ApiSpec, ...] = (
     ApiSpec(K.DESCRIBE_LOG_DIRS, _env(log_dirs.describe_log_dirs), (1, 5),
             partial(az.cluster_op, op=Op.DESCRIBE, refused=log_dirs.refused)),
     # consumer groups
-    ApiSpec(K.FIND_COORDINATOR, _groups(group_api.find_coordinator, "routed"), (0, 4), az.find_coordinator,
+    ApiSpec(K.FIND_COORDINATOR, _groups(txn.find_coordinator, "routed"), (0, 4), az.find_coordinator,
             quick=True),
     ApiSpec(K.JOIN_GROUP, _groups(group_api.join_group), (0, 7), az.group_read),
     ApiSpec(K.SYNC_GROUP, _groups(group_api.sync_group), (0, 5), az.group_read),

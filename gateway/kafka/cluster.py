@@ -236,6 +236,22 @@ class ClusterView:
         nodes = list(self.nodes().values())
         return nodes[zlib.crc32(key.encode("utf-8")) % len(nodes)]
 
+    def coordinator_broker(self, key: str) -> str:
+        """The broker name behind ``coordinator_for(key)``."""
+        node = self.coordinator_for(key)
+        return next((n for n, ep in self.nodes().items() if ep == node), self.broker_name)
+
+    def txn_coordinator_for(self, key: str) -> KafkaNode | None:
+        """The broker that coordinates a transactional id: crc32(key) over every broker that ever
+        published an endpoint (live or not, sorted by name), so it never moves while a broker
+        restarts; None while that broker is not live (COORDINATOR_NOT_AVAILABLE, as Kafka answers
+        while the transaction log partition has no leader)."""
+        names = sorted({*self._endpoints, self.broker_name})
+        name = names[zlib.crc32(key.encode("utf-8")) % len(names)]
+        if name != self.broker_name and name not in self._live:
+            return None
+        return self.node_of(name)
+
     # ------------------------------------------------------------------ refresh (async)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -44,6 +44,7 @@ import structlog
 from rokka.core.kafka_txn import KafkaTxnCoordinator, TxnOutcome, TxnState
 from rokka.core.producer_state import MAX_TXN_TIMEOUT_MS, NO_PRODUCER_ID, ProducerStateManager
 from rokka.core.topics import is_system_topic
+from rokka.gateway.kafka.cluster import RoutedOffsets
 from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
@@ -109,13 +110,20 @@ async def init_producer_id(txns: KafkaTxnCoordinator, producers: ProducerStateMa
 
 
 def _kafka_partition(env: KafkaEnv, topic: str, partition: int) -> bool:
-    return not is_system_topic(topic) and has_partition(env, topic, partition)
+    """A Kafka partition of the cluster: here, or led by another broker (``txn_participants``)."""
+    if is_system_topic(topic):
+        return False
+    if has_partition(env, topic, partition):
+        return True
+    lay = env.cluster.layout(resolve(env, topic)[0]) if env.cluster is not None else None
+    return lay is not None and 0 <= partition < lay.total
 
 
 async def add_partitions_to_txn(env: KafkaEnv, txns: KafkaTxnCoordinator, ctx: KafkaRequestContext,
                                 req: Any) -> dict[str, Any]:
     tid = req.v3_and_below_transactional_id
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    await ensure_routes(env, {t for t, _ in wanted})
     missing = {tp for tp in wanted if not _kafka_partition(env, *tp)}
     if missing:
         log.info("kafka.txn_refused", api="AddPartitionsToTxn", transactional_id=tid,
@@ -183,6 +191,7 @@ def _stage_metadata(env: KafkaEnv, req: Any, codes: dict[tuple[str, int], int]) 
 
 async def txn_offset_commit(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: GroupCoordinator,
                             ctx: KafkaRequestContext, req: Any) -> dict[str, Any]:
+    await ensure_routes(env, {t.name for t in req.topics})
     codes = _offset_codes(env, coord, ctx, req)
     accepted = [(t.name, p.partition_index, p.committed_offset) for t in req.topics for p in t.partitions
                 if codes[(t.name, p.partition_index)] == 0]
@@ -257,6 +266,28 @@ async def describe_producers(env: KafkaEnv, ctx: KafkaRequestContext, req: Any) 
                  "coordinator_epoch": -1, "current_txn_start_offset": -1} for pid, epoch, seq, ts in active]})
         topics.append({"name": t.name, "partitions": parts})
     return {"topics": topics}
+
+
+def _txn_coordinator(routed: RoutedOffsets | None, entry: dict[str, Any], key: str) -> dict[str, Any]:
+    """A FindCoordinator answer for a transactional id: its stable coordinator in a cluster."""
+    if routed is None or entry["error_code"] or not routed.view.clustered:
+        return entry
+    node = routed.view.txn_coordinator_for(key)
+    if node is None:
+        return {**entry, "error_code": int(E.COORDINATOR_NOT_AVAILABLE), "node_id": -1, "host": "", "port": -1}
+    return {**entry, "node_id": node.node_id, "host": node.host, "port": node.port}
+
+
+async def find_coordinator(coord: GroupCoordinator, routed: RoutedOffsets | None, ctx: KafkaRequestContext,
+                           req: Any) -> dict[str, Any]:
+    """FindCoordinator: groups as ``group_api`` answers; a transactional id (key type 1) in a cluster
+    goes to ``ClusterView.txn_coordinator_for``, which never moves while a broker restarts."""
+    out = await group_api.find_coordinator(coord, routed, ctx, req)
+    if req.key_type != 1:
+        return out
+    if ctx.api_version >= 4:
+        return {**out, "coordinators": [_txn_coordinator(routed, c, c["key"]) for c in out["coordinators"]]}
+    return _txn_coordinator(routed, out, req.key)
 
 
 def _marker_queue(env: KafkaEnv, topic: str, partition: int) -> tuple[str, int] | None:
