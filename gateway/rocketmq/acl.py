@@ -39,7 +39,7 @@ Order of the checks (RocketMQ's ``PlainPermissionManager.validate``):
    ``checkPerm``: no owned permission map and admin).
 
 The resources of a request are read from exactly the fields its handler uses: a
-send's topic is the one ``SendMessageRequestHeader.peek_send`` gives the send handler, whatever
+send's topic is the one ``SendMessageRequestHeader.pick_send`` gives the send handler, whatever
 the request code and whether it came as ``topic`` or ``b`` (4.9 checked ``topic``
 for SEND_MESSAGE and ``b`` for SEND_MESSAGE_V2 while the handler honoured both, so
 a header carrying both was checked against one topic and stored to the other).
@@ -100,6 +100,7 @@ from rokka.core.model import RETRY_PREFIX
 from rokka.core.storage.metafile import write_bytes_atomic
 from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.codec.header_decl import RequestHeader
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.codec.request_headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -331,11 +332,14 @@ def _group(group: str | None, out: dict[str, int]) -> None:
         out[RETRY_PREFIX + group] = out.get(RETRY_PREFIX + group, 0) | SUB
 
 
-_TOPIC_AND_GROUP: dict[int, Any] = {
-    RC.GET_CONSUME_STATS: GetConsumeStatsRequestHeader, RC.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
-    RC.PULL_MESSAGE: PullMessageRequestHeader, RC.LITE_PULL_MESSAGE: PullMessageRequestHeader,
-    RC.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
-    RC.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,
+# codes whose resources are a topic and a group: the declaration and its group field
+_TOPIC_AND_GROUP: dict[int, tuple[type[RequestHeader], str]] = {
+    RC.GET_CONSUME_STATS: (GetConsumeStatsRequestHeader, "consumer_group"),
+    RC.INVOKE_BROKER_TO_RESET_OFFSET: (ResetOffsetRequestHeader, "group"),
+    RC.PULL_MESSAGE: (PullMessageRequestHeader, "consumer_group"),
+    RC.LITE_PULL_MESSAGE: (PullMessageRequestHeader, "consumer_group"),
+    RC.UPDATE_CONSUMER_OFFSET: (UpdateConsumerOffsetRequestHeader, "consumer_group"),
+    RC.QUERY_CONSUMER_OFFSET: (QueryConsumerOffsetRequestHeader, "consumer_group"),
 }
 
 
@@ -345,25 +349,27 @@ def resources(cmd: RemotingCommand, topic_at: Callable[[int], str | None] | None
     out: dict[str, int] = {}
     code = cmd.code
     if code in BY_OFFSET_CODES and topic_at is not None:
-        by_offset = (ConsumerSendMsgBackRequestHeader if code == RC.CONSUMER_SEND_MSG_BACK
-                     else ViewMessageRequestHeader).peek(cmd)
-        if by_offset.offset is not None:    # no offset: the handler refuses the request
-            _topic(topic_at(by_offset.offset), SUB, out)
+        (offset,) = (ConsumerSendMsgBackRequestHeader if code == RC.CONSUMER_SEND_MSG_BACK
+                     else ViewMessageRequestHeader).pick(cmd, "offset")
+        if offset is not None:              # no offset: the handler refuses the request
+            _topic(topic_at(offset), SUB, out)
     if code in SEND_CODES:                 # the very field the send handler stores to
-        _topic(SendMessageRequestHeader.peek_send(cmd).topic, PUB, out)
+        _topic(SendMessageRequestHeader.pick_send(cmd, "topic")[0], PUB, out)
     elif code in _TOPIC_AND_GROUP:
-        h = _TOPIC_AND_GROUP[code].peek(cmd)
-        _topic(h.topic, SUB, out)
-        _group(h.group if isinstance(h, ResetOffsetRequestHeader) else h.consumer_group, out)
+        declared, group_field = _TOPIC_AND_GROUP[code]
+        topic, group = declared.pick(cmd, "topic", group_field)
+        _topic(topic, SUB, out)
+        _group(group, out)
     elif code == RC.CONSUMER_SEND_MSG_BACK:
-        _group(ConsumerSendMsgBackRequestHeader.peek(cmd).group, out)
+        _group(ConsumerSendMsgBackRequestHeader.pick(cmd, "group")[0], out)
     elif code == RC.QUERY_MESSAGE:
-        _topic(QueryMessageRequestHeader.peek(cmd).topic, SUB, out)
+        _topic(QueryMessageRequestHeader.pick(cmd, "topic")[0], SUB, out)
     elif code == RC.GET_TOPIC_CONFIG:
-        _topic(TopicRequestHeader.peek(cmd).topic, SUB, out)
-    elif code in (RC.UNREGISTER_CLIENT, RC.GET_CONSUMER_LIST_BY_GROUP):
-        _group((UnregisterClientRequestHeader if code == RC.UNREGISTER_CLIENT
-                else GetConsumerListByGroupRequestHeader).peek(cmd).consumer_group, out)
+        _topic(TopicRequestHeader.pick(cmd, "topic")[0], SUB, out)
+    elif code == RC.UNREGISTER_CLIENT:
+        _group(UnregisterClientRequestHeader.pick(cmd, "consumer_group")[0], out)
+    elif code == RC.GET_CONSUMER_LIST_BY_GROUP:
+        _group(GetConsumerListByGroupRequestHeader.pick(cmd, "consumer_group")[0], out)
     elif code == RC.HEART_BEAT:
         try:
             data = json.loads((cmd.body or b"{}").decode("utf-8") or "{}")

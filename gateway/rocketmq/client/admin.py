@@ -84,7 +84,7 @@ class Admin:
         await self._ok(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, rh.CreateTopicRequestHeader(
             topic=topic, default_topic=default_topic, read_queue_nums=read_queue_nums,
             write_queue_nums=write_queue_nums, perm=perm, topic_filter_type=filter_type, topic_sys_flag=sys_flag,
-            order=order).encode())
+            order=order))
 
     async def master_addrs(self, cluster: str | None = None) -> list[str]:
         """Master addresses of every broker (of ``cluster`` if given), from the name server."""
@@ -114,10 +114,10 @@ class Admin:
     async def delete_subscription_group(self, broker_addr: str, group: str, *, clean_offset: bool = False) -> None:
         """DELETE_SUBSCRIPTIONGROUP: the group's config on one broker (and its offsets with ``clean_offset``)."""
         await self._ok(broker_addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                       rh.DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset).encode())
+                       rh.DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset))
 
     async def delete_topic_in_broker(self, broker_addr: str, topic: str) -> None:
-        await self._ok(broker_addr, RequestCode.DELETE_TOPIC_IN_BROKER, rh.TopicRequestHeader(topic=topic).encode())
+        await self._ok(broker_addr, RequestCode.DELETE_TOPIC_IN_BROKER, rh.TopicRequestHeader(topic=topic))
 
     async def get_all_topic_config(self, broker_addr: str) -> dict[str, Any]:
         """TopicConfigSerializeWrapper: ``{"dataVersion":..., "topicConfigTable": {...}}``."""
@@ -131,7 +131,7 @@ class Admin:
     async def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> dict[str, Any]:
         """GET_CONSUME_STATS: ``{"consumeTps": x, "offsetTable": {MessageQueue: {...}}}``."""
         resp = await self._ok(broker_addr, RequestCode.GET_CONSUME_STATS,
-                              rh.GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).encode())
+                              rh.GetConsumeStatsRequestHeader(consumer_group=group, topic=topic))
         body = dict(loads_body(resp.body))
         body["offsetTable"] = _mq_table(body.get("offsetTable") or {})
         return body
@@ -142,7 +142,7 @@ class Admin:
 
     async def consumer_connections(self, broker_addr: str, group: str) -> dict[str, Any]:
         resp = await self._ok(broker_addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                              rh.GetConsumerConnectionListRequestHeader(consumer_group=group).encode())
+                              rh.GetConsumerConnectionListRequestHeader(consumer_group=group))
         return dict(loads_body(resp.body))
 
     # -- messages -----------------------------------------------------------------------------
@@ -150,7 +150,7 @@ class Admin:
         """VIEW_MESSAGE_BY_ID at the store host encoded in ``offset_msg_id``."""
         host, port, offset = decode_offset_msg_id(offset_msg_id)
         addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        resp = await self._ok(addr, RequestCode.VIEW_MESSAGE_BY_ID, rh.ViewMessageRequestHeader(offset=offset).encode())
+        resp = await self._ok(addr, RequestCode.VIEW_MESSAGE_BY_ID, rh.ViewMessageRequestHeader(offset=offset))
         msgs = decode_messages(resp.body)
         if not msgs:
             raise ClientError(f"empty VIEW_MESSAGE_BY_ID body for {offset_msg_id}")
@@ -174,7 +174,7 @@ class Admin:
         """CONSUMER_SEND_MSG_BACK for the message at commit-log ``offset``."""
         await self._ok(broker_addr, RequestCode.CONSUMER_SEND_MSG_BACK, rh.ConsumerSendMsgBackRequestHeader(
             offset=offset, group=group, delay_level=delay_level, origin_msg_id=origin_msg_id,
-            origin_topic=origin_topic, unit_mode=False, max_reconsume_times=max_reconsume_times).encode())
+            origin_topic=origin_topic, unit_mode=False, max_reconsume_times=max_reconsume_times))
 
     async def end_transaction(self, broker_addr: str, *, producer_group: str, tran_state_table_offset: int,
                               commit_log_offset: int, commit_or_rollback: int, msg_id: str,
@@ -217,7 +217,7 @@ class Admin:
     async def consume_time_span(self, broker_addr: str, topic: str, group: str) -> list[dict[str, Any]]:
         """QUERY_CONSUME_TIME_SPAN: QueueTimeSpan per queue (``messageQueue`` as a MessageQueue)."""
         resp = await self._ok(broker_addr, RequestCode.QUERY_CONSUME_TIME_SPAN,
-                              rh.QueryConsumeTimeSpanRequestHeader(topic=topic, group=group).encode())
+                              rh.QueryConsumeTimeSpanRequestHeader(topic=topic, group=group))
         spans = [dict(s) for s in loads_body(resp.body).get("consumeTimeSpanSet") or []]
         for s in spans:
             s["messageQueue"] = MessageQueue.from_json(s["messageQueue"])
@@ -233,18 +233,18 @@ class Admin:
                                  topic: str | None = None, *, offline: bool = False) -> None:
         """CLONE_GROUP_OFFSET: copy ``src_group``'s committed offsets to ``dest_group``."""
         await self._ok(broker_addr, RequestCode.CLONE_GROUP_OFFSET, rh.CloneGroupOffsetRequestHeader(
-            src_group=src_group, dest_group=dest_group, topic=topic, offline=offline).encode())
+            src_group=src_group, dest_group=dest_group, topic=topic, offline=offline))
 
     async def view_broker_stats(self, broker_addr: str, stats_name: str, stats_key: str) -> dict[str, Any]:
         """VIEW_BROKER_STATS_DATA: ``{"statsMinute"|"statsHour"|"statsDay": {"sum", "tps", "avgpt"}}``."""
         resp = await self._ok(broker_addr, RequestCode.VIEW_BROKER_STATS_DATA,
-                              rh.ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key).encode())
+                              rh.ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key))
         return dict(loads_body(resp.body))
 
     async def broker_consume_stats(self, broker_addr: str, *, is_order: bool = False) -> dict[str, Any]:
         """GET_BROKER_CONSUME_STATS: ConsumeStatsList (``brokerAddr``, ``consumeStatsList``, ``totalDiff``)."""
         resp = await self._ok(broker_addr, RequestCode.GET_BROKER_CONSUME_STATS,
-                              rh.GetConsumeStatsInBrokerHeader(is_order=is_order).encode())
+                              rh.GetConsumeStatsInBrokerHeader(is_order=is_order))
         body = dict(loads_body(resp.body))
         for entry in body.get("consumeStatsList") or []:
             for stats in entry.values():
@@ -256,11 +256,11 @@ class Admin:
                                   group: str | None = None) -> RemotingCommand:
         """QUERY_CONSUME_QUEUE; the raw response (an index out of range is SUCCESS with a remark, no body)."""
         return await self._ok(broker_addr, RequestCode.QUERY_CONSUME_QUEUE, rh.QueryConsumeQueueRequestHeader(
-            topic=topic, queue_id=queue_id, index=index, count=count, consumer_group=group).encode())
+            topic=topic, queue_id=queue_id, index=index, count=count, consumer_group=group))
 
     async def resume_check_half_message(self, broker_addr: str, msg_id: str) -> None:
         await self._ok(broker_addr, RequestCode.RESUME_CHECK_HALF_MESSAGE,
-                       rh.ResumeCheckHalfMessageRequestHeader(msg_id=msg_id).encode())
+                       rh.ResumeCheckHalfMessageRequestHeader(msg_id=msg_id))
 
     async def consumer_running_info(self, broker_addr: str, group: str, client_id: str, *,
                                     jstack: bool = False) -> dict[str, Any]:

@@ -19,7 +19,11 @@ Quirks handled here:
 * SEND_MESSAGE_V2 uses one-letter aliases; ``V2_SEND_ALIASES`` maps them to
   the V1 names and ``normalize_send_header`` returns a V1-named dict.
 
-Usage in a handler::
+New code declares its header instead (``request_headers`` / ``namesrv_headers``,
+built on ``header_decl``, which parses with ``parse_int`` / ``parse_bool`` from
+here); ``Header`` and ``to_ext`` remain for the modules not moved yet (the send
+and pull handlers, the name server's handlers, the Kafka cluster view, the
+pipeline and the CLI)::
 
     h = Header(cmd)                       # or Header(cmd.ext_fields)
     topic = h.str("topic")                # required

@@ -20,7 +20,7 @@ before.  Headers the name server reads are in ``namesrv_headers``.
 
 SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE carry SendMessageRequestHeader with
 one-letter names (``SendMessageRequestHeaderV2``): ``decode_send`` /
-``peek_send`` accept either spelling, ``encode_v2`` writes the short one.
+``peek_send`` / ``pick_send`` accept either spelling, ``encode_v2`` writes the short one.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
 from rokka.gateway.rocketmq.codec.header_decl import I32, I64, RequestHeader, declare, java
 from rokka.gateway.rocketmq.codec.headers import V1_TO_V2_SEND, normalize_send_header
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 # -- sending, pulling, replies ------------------------------------------------------------------
 
@@ -59,8 +60,13 @@ class SendMessageRequestHeader(RequestHeader):
 
     @classmethod
     def peek_send(cls, source: Any) -> SendMessageRequestHeader:
-        """Lenient decode of a V1 or V2 header: the topic the send handler stores to, whatever the spelling."""
+        """Lenient decode of a V1 or V2 header (see ``peek``)."""
         return cls.peek(normalize_send_header(_ext(source)))
+
+    @classmethod
+    def pick_send(cls, source: Any, *attrs: str) -> tuple[Any, ...]:
+        """``pick`` on a V1 or V2 header: the topic the send handler stores to, whatever the spelling."""
+        return cls.pick(normalize_send_header(_ext(source)), *attrs)
 
     def encode_v2(self) -> dict[str, str]:
         """extFields of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (one-letter names)."""
@@ -361,7 +367,7 @@ class QueryCorrectionOffsetHeader(RequestHeader):
 
 
 def _ext(source: Any) -> Mapping[str, str]:
-    return source if isinstance(source, Mapping) else (source.ext_fields or {})
+    return (source.ext_fields or {}) if isinstance(source, RemotingCommand) else source
 
 
 BY_CODE: dict[int, type[RequestHeader]] = {

@@ -272,3 +272,42 @@ def test_converted_modules_use_no_untyped_lookups(path: str) -> None:
     tree = ast.parse((root / path).read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert not names & {"Header", "to_ext", "get_str", "get_int", "get_long", "get_bool", "normalize_send_header"}
+
+
+def test_pick_is_peek_of_the_named_fields() -> None:
+    golden = GOLDEN[rh.PullMessageRequestHeader]
+    assert rh.PullMessageRequestHeader.pick(golden, "topic", "consumer_group", "queue_offset") == (
+        "T", "cg", 9000000000)
+    assert rh.PullMessageRequestHeader.pick({**golden, "queueOffset": "x"}, "queue_offset") == (None,)
+    assert rh.SendMessageRequestHeader.pick_send({"b": "X", "e": "1"}, "topic", "queue_id") == ("X", 1)
+    with pytest.raises(KeyError):
+        rh.PullMessageRequestHeader.pick(golden, "queueOffset")        # attribute names, not wire names
+
+
+@pytest.mark.parametrize("code", sorted(rh.BY_CODE), ids=lambda c: RequestCode(c).name)
+def test_acl_resources_read_the_declared_fields(code: int) -> None:
+    """acl.resources() names the topic and group a request carries (golden header), with either send spelling."""
+    from rokka.gateway.rocketmq.acl import resources
+
+    cls = rh.BY_CODE[code]
+    ext = dict(GOLDEN[cls])
+    got = resources(RemotingCommand(code, ext_fields=ext), topic_at=lambda offset: f"at{offset}")
+    topic, group = ext.get("topic"), ext.get("consumerGroup") or ext.get("group")
+    expected: dict[str, int] = {}
+    if code in (RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.VIEW_MESSAGE_BY_ID):
+        expected[f"at{ext['offset']}"] = 4
+    if cls is rh.SendMessageRequestHeader:
+        expected[topic] = 2
+        assert resources(RemotingCommand(code, ext_fields=rh.SendMessageRequestHeader.decode(ext).encode_v2())) == {
+            topic: 2}
+    elif code in (RequestCode.GET_CONSUME_STATS, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, RequestCode.PULL_MESSAGE,
+                  RequestCode.LITE_PULL_MESSAGE, RequestCode.UPDATE_CONSUMER_OFFSET,
+                  RequestCode.QUERY_CONSUMER_OFFSET):
+        expected.update({topic: 4, f"%RETRY%{group}": 4})
+    elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
+        expected[f"%RETRY%{group}"] = 4
+    elif code in (RequestCode.QUERY_MESSAGE, RequestCode.GET_TOPIC_CONFIG):
+        expected[topic] = 4
+    elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
+        expected[f"%RETRY%{ext['consumerGroup']}"] = 4
+    assert got == expected
