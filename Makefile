@@ -30,8 +30,13 @@ serve: install
 install-test: $(TEST_STAMP)
 	bash interop/install.sh
 
+# tests/ (servers in-process, no third-party clients) runs on both cores; interop/ (real client processes
+# beside a real server) runs one test at a time, as clients and server already share the two cores.
 test: install-test
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests interop
+	status=0; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 tests || status=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider interop || status=$$?; \
+	exit $$status
 
 # The cross-client interop matrix (11 producers x 11 consumers x 7 scenarios, about 5 min), then the
 # table it generated (interop/MATRIX.md, written whenever the whole matrix ran, pass or fail).
@@ -44,10 +49,12 @@ bench: install-test anchors
 	$(BIN)/python -m benchmarks.run
 
 # The real brokers beside rokka (issue 21): Apache Kafka 4.4.0 and Apache RocketMQ 4.9.7 jars from Maven Central
-# into benchmarks/anchors/target (git-ignored; benchmarks/lib/apache.py starts them). Not part of `make test`.
+# into benchmarks/anchors/target (git-ignored; benchmarks/lib/apache.py starts them), then checks the Kafka one starts and serves a real
+# client (benchmarks/anchors/test_anchor_smoke.py). Not part of `make test`.
 .PHONY: anchors conformance
-anchors:
+anchors: install-test
 	bash benchmarks/anchors/install.sh
+	$(BIN)/python -m pytest -q -p no:cacheprovider benchmarks/anchors/test_anchor_smoke.py
 
 # make conformance: the Java client scenarios (interop/java) against Apache Kafka / Apache RocketMQ and against
 # rokka, outcomes compared; prints the conformance table (scenario, rokka, Apache, same?). Not in CI (JVM brokers).
