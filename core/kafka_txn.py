@@ -29,16 +29,17 @@ Kafka's control markers:
   (``rokka.core.txn.without_control``).
 So committed data only ever appears at commit: every partition's LSO = HW,
 and read_uncommitted consumers see exactly what read_committed ones see.
-Consequence for Produce: a transactional record has no partition offset until
-EndTxn re-puts it (other producers append in between), so its produce response
-carries base_offset -1, where Kafka answers the offset the record already holds
-in the log (Kafka Streams logs "Received offset=-1 in produce response" per
-record and checkpoints no changelog offset under EOS).  Answering the real offset
-needs Kafka's layout: transactional records appended to the real queue at
-produce time, hidden from RocketMQ readers and from read_committed fetches until
-their marker (an LSO per queue, the aborted-transaction list on Fetch, recovery
-of open ranges at restart); it is not done.
+Consequence for Produce: a transactional record has no partition offset until EndTxn re-puts
+it, so its produce response carries base_offset -1, where Kafka answers the offset the record
+already holds (Kafka Streams logs "Received offset=-1 in produce response" and checkpoints no
+changelog offset under EOS).  The real offset needs Kafka's layout (records in the real queue at
+produce time, hidden until their marker: an LSO per queue, aborted-transaction lists on Fetch,
+recovery of open ranges at restart); it is not done.
 The RocketMQ check-back loop skips ``KAFKA_TXN`` halves (``rokka.core.txn``).
+
+In a cluster a transaction may span brokers: partitions and groups led elsewhere are *shares*
+opened on their brokers before AddPartitionsToTxn/AddOffsetsToTxn answers and ended by the
+completion before this broker's own part (``rokka.core.kafka_txn_peers``).
 
 State machine: ``rokka.core.kafka_txn_states`` (``TRANSITIONS``, ``next_state``;
 Empty/Complete* -> Ongoing -> Prepare* -> Complete*), which also holds the
@@ -71,10 +72,9 @@ transactional.id.expiration.ms, 7 days) since its last transition is
 forgotten with its producer id, so the table does not grow without bound; a
 later InitProducerId of that id starts afresh at a new producer id, epoch 0.
 
-Concurrency: every public method runs on the trio thread; checks and
-state changes happen without an await in between, awaits are only for
-fsyncs.  Produce calls ``check_produce`` then ``append_halves`` with no
-await between them.
+Concurrency: every public method runs on the trio thread; checks and state changes happen
+without an await in between, awaits are only for fsyncs and shares.  Produce calls
+``check_produce`` then ``append_halves`` with no await between them.
 """
 
 from __future__ import annotations
@@ -309,12 +309,11 @@ class KafkaTxnCoordinator(ParticipantMixin):
                                 offsets: Iterable[tuple[str, int, int]]) -> TxnOutcome:
         """TxnOffsetCommit: remember (topic, partition, offset)s of ``group``, applied at commit
         (here, or in this broker's share when another broker coordinates ``tid``)."""
-        if self.producers.transactional_entry(tid) is None:
-            shared = self.share_offset_commit(tid, pid, epoch, group, offsets)
-            if shared is not None:
-                if shared is Out.OK:
-                    await self.persist()
-                return shared
+        shared = self.share_offset_commit(tid, pid, epoch, group, offsets)
+        if shared is not None:
+            if shared is Out.OK:
+                await self.persist()
+            return shared
         txn = self._txn_for(tid, pid, epoch)
         if isinstance(txn, TxnOutcome):
             return txn

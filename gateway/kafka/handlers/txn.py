@@ -21,7 +21,13 @@ whose (producer_id, epoch) is stale goes straight to the producer-state
 manager, which fences it, without touching the live transaction.
 
 AddPartitionsToTxn: an unknown partition gets 3 and every other partition
-of the request 55 OPERATION_NOT_ATTEMPTED (nothing is added).
+of the request 55 OPERATION_NOT_ATTEMPTED (nothing is added).  In a cluster a
+partition led by another broker (or a group coordinated there) is a share of
+the transaction opened on that broker (``rokka.core.kafka_txn_peers``,
+``rokka.gateway.kafka.txn_participants``); TxnOffsetCommit reaching a group
+coordinator that holds a share is answered from the share.  FindCoordinator
+for a transactional id names ``ClusterView.txn_coordinator_for`` (stable across
+restarts; 15 COORDINATOR_NOT_AVAILABLE while that broker is down).
 TxnOffsetCommit: the committer is validated by the group coordinator
 (``validate_txn_commit``); the offsets wait in the transaction and are
 applied by EndTxn(commit); their metadata and leader epochs wait in the
