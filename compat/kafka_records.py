@@ -62,7 +62,6 @@ per message here; the idempotence and transaction layers own that.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import functools
 import json
 import re
@@ -290,11 +289,14 @@ def plain_span_run(topic: str, partition: int, payload: bytes | memoryview, span
     """``plain_run`` for a batch walked by ``records.plain_spans``: the values stay in ``payload``
     (``PackedBodies``) and the CreateTimes in their int64 array, so the store encodes the run with
     no Python object per record."""
-    run = plain_run(topic, partition, (), (), keys)
-    if run is None:
-        return None
-    return dataclasses.replace(run, bodies=PackedBodies(payload, spans, longest),
-                               born_timestamps=memoryview(timestamps).cast("q"))
+    texts = None
+    if keys is not None:
+        run = plain_run(topic, partition, (), (), keys)
+        if run is None:
+            return None
+        texts = run.keys
+    return UniformBatch(topic, partition, PackedBodies(payload, spans, longest), memoryview(timestamps).cast("q"),
+                        {PROP_KAFKA_HEADERS: "[]"}, keys=texts)
 
 
 #: What the native mapper (``_crecords.mapped_spans``) needs of the rules above: the system property

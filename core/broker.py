@@ -162,6 +162,8 @@ class Broker:
             return PutResult(PutStatus.MESSAGE_ILLEGAL,
                              remark=f"message body size {longest} exceeds maxMessageSize "
                                     f"{self.cfg.max_message_size}")
+        if not stamp_cluster and PROP_WAIT not in props:    # nothing to stamp (a Kafka batch): as it is
+            return self.store.put_uniform(batch)
         return self.store.put_uniform(dataclasses.replace(batch, properties=self._stamped(props, stamp_cluster)))
 
     def append_batch_body(self, batch: BatchBody) -> PutResult | None:

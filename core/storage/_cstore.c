@@ -583,7 +583,9 @@ done:
 /* index_insert(mm, slots, max_entries, state, prefix_hash, keys, phys, store_ts, start) -> (done, state)
  * IndexFile entries for keys[start:] (str; the index key is "topic#" + key, whose Java hashCode is
  * continued from prefix_hash = hashCode("topic#")), each pointing at the commitlog offset phys[i], all
- * stamped store_ts, until the file is full.  state = (count, used_slots, begin_ts, begin_phy, end_ts,
+ * stamped store_ts, until the file is full.  phys: a sequence of int, or the run's raw ConsumeQueue units
+ * (a bytes-like of 20-byte units whose first 8 bytes are the big-endian commitlog offset: no int object
+ * per record, as layout.unit_offsets would make).  state = (count, used_slots, begin_ts, begin_phy, end_ts,
  * end_phy) as in index.py's IndexFile; the header is rewritten at the end.  Layout constants as index.py:
  * 40-byte header, int32 slots, 20-byte entries (hash i32, phy i64, time diff i32, prev i32). */
 static PyObject *index_insert(PyObject *self, PyObject *args) {
@@ -596,17 +598,35 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
                           &begin_phy, &end_ts, &end_phy, &prefix, &keys_obj, &phys_obj, &store_ts, &start))
         return NULL;
     PyObject *keys = NULL, *phys = NULL, *result = NULL;
+    Py_buffer units;
+    int have_units = 0;
     unsigned char *m = (unsigned char *)mm.buf;
     if (slots <= 0 || max_entries <= 0 || 40 + slots * 4 + max_entries * 20 > mm.len) {
         PyErr_SetString(PyExc_ValueError, "index file smaller than its slots and entries");
         goto done;
     }
     keys = PySequence_Fast(keys_obj, "keys must be a sequence");
-    phys = keys ? PySequence_Fast(phys_obj, "phys must be a sequence") : NULL;
-    if (keys == NULL || phys == NULL)
+    if (keys == NULL)
         goto done;
+    int raw = PyObject_CheckBuffer(phys_obj);
+    Py_ssize_t nphys;
+    if (raw) {
+        if (PyObject_GetBuffer(phys_obj, &units, PyBUF_SIMPLE) < 0)
+            goto done;
+        have_units = 1;
+        if (units.len % 20) {
+            PyErr_SetString(PyExc_ValueError, "units must be whole 20-byte ConsumeQueue units");
+            goto done;
+        }
+        nphys = units.len / 20;
+    } else {
+        phys = PySequence_Fast(phys_obj, "phys must be a sequence");
+        if (phys == NULL)
+            goto done;
+        nphys = PySequence_Fast_GET_SIZE(phys);
+    }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(keys);
-    if (PySequence_Fast_GET_SIZE(phys) != n || start < 0 || start > n) {
+    if (nphys != n || start < 0 || start > n) {
         PyErr_SetString(PyExc_ValueError, "keys and phys differ in length, or start is out of range");
         goto done;
     }
@@ -617,9 +637,15 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "index keys must be str");
             goto done;
         }
-        long long phy = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(phys, i));
-        if (phy == -1 && PyErr_Occurred())
-            goto done;
+        long long phy;
+        if (raw) {
+            const unsigned char *u = (const unsigned char *)units.buf + i * 20;
+            phy = (long long)((uint64_t)be32(u) << 32 | be32(u + 4));
+        } else {
+            phy = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(phys, i));
+            if (phy == -1 && PyErr_Occurred())
+                goto done;
+        }
         int32_t sh = (int32_t)java_hash_from((uint32_t)prefix, key);
         uint32_t kh = sh == INT32_MIN ? 0 : (uint32_t)(sh < 0 ? -sh : sh);
         unsigned char *slot = m + 40 + (kh % (uint32_t)slots) * 4;
@@ -658,6 +684,8 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
 done:
     Py_XDECREF(keys);
     Py_XDECREF(phys);
+    if (have_units)
+        PyBuffer_Release(&units);
     PyBuffer_Release(&mm);
     return result;
 }

@@ -165,21 +165,52 @@ def validate(messages: Sequence[Message], cfg: StoreConfig) -> list[bytes] | Put
         body_len = len(m.body)
         if (body_len > max_body or len(props) > max_props or m.queue_id < 0
                 or body_len + tlen + len(props) > room):
-            return _refusal(m, props, cfg.max_message_size)
+            return _refusal(m.topic, body_len, len(props), cfg.max_message_size)
         props_list.append(props)
     return props_list
 
 
-def _refusal(m: Message, props: bytes, max_body: int) -> PutResult:
-    """Why ``m`` cannot be stored (checks in order: body, properties, topic, queue id / size)."""
-    if len(m.body) > max_body:
+#: topic -> its TOPICLENGTH + TOPIC bytes less one, for topics ``validate_run`` found storable (a
+#: name is checked once, not once per run); cleared when it grows past ``_TOPICS_MAX``.
+_topic_lens: dict[str, int] = {}
+_TOPICS_MAX = 4096
+
+
+def validate_run(topic: str, queue_id: int, body_len: int, props_len: int, cfg: StoreConfig) -> PutResult | None:
+    """``validate`` of one message with a body of ``body_len`` bytes and ``props_len`` bytes of encoded
+    properties -- a run's largest, standing for all of it (``DiskStore.put_uniform``) --, without
+    building it: None when it may be stored, else the same refusal ``validate`` gives."""
+    tlen = _topic_lens.get(topic)
+    if tlen is None:
+        try:
+            tlen = len(layout.topic_blob(topic)) - 1
+        except layout.RecordError:
+            tlen = -1
+        if not paths.is_safe_component(topic):
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"topic {topic!r} is not a valid name")
+        if tlen >= 0:
+            if len(_topic_lens) >= _TOPICS_MAX:
+                _topic_lens.clear()
+            _topic_lens[topic] = tlen
+    room = cfg.commitlog_file_size - layout.BLANK_SIZE - layout.FIXED_SIZE[0x30]
+    if tlen < 0:
+        tlen = room + 1     # refused below, with the reason
+    if (body_len > cfg.max_message_size or props_len > layout.MAX_PROPERTIES_BYTES or queue_id < 0
+            or body_len + tlen + props_len > room):
+        return _refusal(topic, body_len, props_len, cfg.max_message_size)
+    return None
+
+
+def _refusal(topic: str, body_len: int, props_len: int, max_body: int) -> PutResult:
+    """Why a message cannot be stored (checks in order: body, properties, topic, queue id / size)."""
+    if body_len > max_body:
         return PutResult(PutStatus.MESSAGE_ILLEGAL,
-                         remark=f"body {len(m.body)} bytes > maxMessageSize {max_body}")
-    if len(props) > layout.MAX_PROPERTIES_BYTES:
+                         remark=f"body {body_len} bytes > maxMessageSize {max_body}")
+    if props_len > layout.MAX_PROPERTIES_BYTES:
         return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                         remark=f"properties {len(props)} bytes > {layout.MAX_PROPERTIES_BYTES}")
+                         remark=f"properties {props_len} bytes > {layout.MAX_PROPERTIES_BYTES}")
     try:
-        layout.topic_blob(m.topic)
+        layout.topic_blob(topic)
     except layout.RecordError as exc:
         return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
     return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="bad queue id or record larger than a segment")

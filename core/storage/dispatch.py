@@ -40,7 +40,7 @@ from rokka.core.model import (
     Message,
 )
 from rokka.core.storage.api import Appended, ArrivalListener
-from rokka.core.storage.layout import tags_hash, unit_offsets
+from rokka.core.storage.layout import tags_hash
 
 log = structlog.get_logger(__name__)
 
@@ -212,7 +212,7 @@ class Dispatcher:
         self._put_units(topic, queue_id, queue_offset, units)
         if keys is not None:
             if self.index is not None:
-                self.index.put_keys(topic, keys, unit_offsets(units), store_ts)
+                self.index.put_keys(topic, keys, units, store_ts)    # offsets read from the units
             if self.listeners:
                 self._notify(topic, queue_id, queue_offset + len(units) // _UNIT.size - 1, code, None)
             return

@@ -331,18 +331,16 @@ class DiskStore(reader.TimeQueries):
                 (keys is not None or own is not None)
                 and (PROP_KEYS in batch.properties or PROP_UNIQ_KEY in batch.properties)):
             return self.put_messages(batch.messages())
-        # The longest body (and own properties) stands for all (only lengths are checked).
-        probe_props = batch.properties
-        if own is not None:
-            probe_props = {PROP_KEYS: "k" * own.longest, **batch.properties}
-        elif keys is not None:
-            probe_props = {PROP_KEYS: max(keys, key=len), **batch.properties}
-        probe = Message(batch.topic, batch.queue_id, bytes(batch.longest()), probe_props, batch.flag,
-                        batch.sysflag, 0, batch.born_host)
-        problem = admission.validate((probe,), self.config)
-        if isinstance(problem, PutResult):
-            return problem
+        # The longest body and the longest properties stand for all (only lengths are checked): a
+        # record's own part is "KEYS 0x01 key" (or its packed properties), 0x02, then the shared ones.
         props = layout.encode_properties(batch.properties)
+        props_len = len(props)
+        if own is not None or keys is not None:
+            longest = own.longest if own is not None else len(max(keys, key=len).encode("utf-8"))  # type: ignore[arg-type]
+            props_len = len(PROP_KEYS) + 1 + longest + (props_len + 1 if props_len else 0)
+        if (refused := admission.validate_run(batch.topic, batch.queue_id, batch.longest(), props_len,
+                                              self.config)) is not None:
+            return refused
         prefixes: Sequence[bytes] | None = own
         if own is not None:
             if props:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import structlog
 from rokka.core.model import java_hash, java_hash_suffix
-from rokka.core.storage.layout import _cstore
+from rokka.core.storage.layout import _cstore, unit_offsets
 from rokka.core.storage.segment import Segment
 
 log = structlog.get_logger(__name__)
@@ -170,7 +170,7 @@ class IndexFile:
             self.dirty = True
         return i - start
 
-    def insert_native(self, prefix_hash: int, keys: Sequence[str], phys: Sequence[int], store_ts: int,
+    def insert_native(self, prefix_hash: int, keys: Sequence[str], phys: Sequence[int] | bytes, store_ts: int,
                       start: int) -> int:
         """``put_many`` for keys[start:] hashed from ``prefix_hash`` in C (``_cstore.index_insert``)."""
         assert _cstore is not None
@@ -283,11 +283,15 @@ class IndexService:
                 break
             done += n
 
-    def put_keys(self, topic: str, keys: Sequence[str], phys: Sequence[int], store_ts: int) -> None:
+    def put_keys(self, topic: str, keys: Sequence[str], phys: Sequence[int] | bytes, store_ts: int) -> None:
         """An entry for each key (``topic#key``) pointing at ``phys[i]``, all at ``store_ts``: the same
-        as ``put_batch`` of those entries; hashed and written by ``_cstore.index_insert`` when built."""
+        as ``put_batch`` of those entries; hashed and written by ``_cstore.index_insert`` when built.
+        ``phys`` may be the run's raw ConsumeQueue units (bytes, 20 a record): their commitlog offsets."""
+        if not keys:
+            return
         if _cstore is None:
-            self._put_batch_py([(topic, (k,), p, store_ts) for k, p in zip(keys, phys, strict=True)])
+            offsets = unit_offsets(phys) if isinstance(phys, bytes | bytearray | memoryview) else phys
+            self._put_batch_py([(topic, (k,), p, store_ts) for k, p in zip(keys, offsets, strict=True)])
             return
         prefix = _topic_prefix_hash(topic) & 0xFFFFFFFF
         done = 0
