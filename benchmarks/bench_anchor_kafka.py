@@ -29,6 +29,14 @@ client-timed msg/s and the server CPU per record: user + system time of the brok
 broker's own housekeeping in that window; Apache Kafka's JIT warms up during the first rows, which a
 longer run amortizes).  Goals (issue 21): rokka >= 1.0x Apache Kafka msg/s on every row and server CPU
 per record below both peers.
+
+Consume rows are read ``--consume-reps`` times (default 3), each time by a fresh consumer from the
+beginning (the first read is the one right after the produce row, as in ``bench_kafka_shapes``); the
+row reports the median msg/s and the CPU of all reads over all records read.  One read of a
+``--quick`` row lasts 20-150 ms (30,000 x 100 B, 12,000 x 1 KiB): the consumer, librdkafka and a
+Python loop, is what mostly bounds it (the brokers answer its Fetches faster than it drains them), so on
+a machine shared with other work one scheduling stall of the client halves a single read's msg/s,
+whichever broker serves it.  The median of several reads measures the broker rather than that stall.
 """
 
 from __future__ import annotations
@@ -56,12 +64,40 @@ BROKERS = ("kafka", "tansu", "rokka")
 LABEL = {"rokka": "rokka", "kafka": "Apache Kafka", "tansu": "Tansu"}
 NAN = float("nan")
 WARMUP = 20_000  # records per shape produced and consumed, unmeasured, before the rows (every broker)
+CONSUME_REPS = 3  # reads of each consume row (median msg/s; see the module docstring)
 
 # (row, op) -> (msg/s, server CPU us per record); latency rows carry (p50 ms, p99 ms)
 Results = dict[tuple[str, str], tuple[float, float]]
 
 
-def run_one(name: str, bs: str, pids: list[int], counts: dict[int, int], latency_s: int, wd: Path) -> Results:
+def row_topic(shape: str, size: int) -> str:
+    """The topic ``bench_kafka_shapes.workload`` produced the (shape, size) row into."""
+    return f"shape-{shape.replace('+', '-')}-{size}"
+
+
+def reread(name: str, bs: str, pid: int, shape: str, size: int, count: int, first: tuple[float, float],
+           reps: int, wd: Path) -> tuple[float, float]:
+    """A consume row read ``reps`` times in all (``first``: the workload's read, msg/s and CPU us per
+    record): (median msg/s, server CPU us per record over every read)."""
+    rates, cpu_s, records = [first[0]], first[1] * (count + 1) / 1e6, count + 1
+    for _ in range(reps - 1):
+        c0 = shapes_bench.server_cpu(pid)
+        r = bk.role({"role": "consume", "bootstrap": bs, "topic": row_topic(shape, size), "partitions": bk.PARTITIONS,
+                     "count": count + 1, "max_s": shapes_bench.MAX_S}, wd, shapes_bench.MAX_S + 60)
+        cpu_s += shapes_bench.server_cpu(pid) - c0
+        if r["messages"] != count + 1 or not r["seconds"]:
+            print(f"  {name} re-read {shape} {size}: {r['messages']} of {count + 1} records (not counted)")
+            continue
+        rates.append(r["messages"] / r["seconds"])
+        records += r["messages"]
+    rate, us = statistics.median(rates), cpu_s / records * 1e6
+    print(f"  {name:5} consume {shape:13} {size:>5} B {rate:>11,.0f} msg/s  server CPU {us:6.2f} us/rec "
+          f"(median of {len(rates)} reads: {', '.join(fmt(x) for x in rates)})", flush=True)
+    return rate, us
+
+
+def run_one(name: str, bs: str, pids: list[int], counts: dict[int, int], latency_s: int, wd: Path,
+            consume_reps: int = CONSUME_REPS) -> Results:
     """The shapes x sizes rows and the latency row against one running broker."""
     res: Results = {}
     assert len(pids) == 1, pids  # rokka, Tansu and Apache Kafka (broker + controller in one JVM): one process
@@ -75,6 +111,11 @@ def run_one(name: str, bs: str, pids: list[int], counts: dict[int, int], latency
     raw = shapes_bench.workload(name, bs, pids[0], counts, SHAPES, wd)
     for (shape, size, op), v in raw.items():
         res[(f"{shape} {size} B", op)] = v
+    if consume_reps > 1:
+        for size, count in counts.items():
+            for shape in SHAPES:
+                res[(f"{shape} {size} B", "consume")] = reread(name, bs, pids[0], shape, size, count,
+                                                               raw[(shape, size, "consume")], consume_reps, wd)
     topic = f"anchor-latency-{uuid.uuid4().hex[:6]}"
     bk.role({"role": "create", "bootstrap": bs, "topics": [topic], "partitions": bk.PARTITIONS}, wd, 90)
     r = bk.role({"role": "latency", "bootstrap": bs, "topic": topic, "partitions": bk.PARTITIONS, "size": 100,
@@ -85,26 +126,27 @@ def run_one(name: str, bs: str, pids: list[int], counts: dict[int, int], latency
     return res
 
 
-def run_broker(broker: str, counts: dict[int, int], latency_s: int, wd: Path) -> Results:
+def run_broker(broker: str, counts: dict[int, int], latency_s: int, wd: Path,
+               consume_reps: int = CONSUME_REPS) -> Results:
     bdir = wd / f"{broker}-{uuid.uuid4().hex[:6]}"
     if broker == "rokka":
         srv = procs.start_rokka(bdir)
         try:
             assert srv.proc is not None
-            return run_one("rokka", srv.kafka, [srv.proc.pid], counts, latency_s, wd)
+            return run_one("rokka", srv.kafka, [srv.proc.pid], counts, latency_s, wd, consume_reps)
         finally:
             srv.stop()
             shutil.rmtree(bdir, ignore_errors=True)
     if broker == "kafka":
         ak = apache.start_kafka(bdir)
         try:
-            return run_one("kafka", ak.bootstrap, ak.pids, counts, latency_s, wd)
+            return run_one("kafka", ak.bootstrap, ak.pids, counts, latency_s, wd, consume_reps)
         finally:
             ak.stop()
             shutil.rmtree(bdir, ignore_errors=True)
     tansu, bs = bk.start_tansu(wd)
     try:
-        return run_one("tansu", bs, [tansu.proc.pid], counts, latency_s, wd)
+        return run_one("tansu", bs, [tansu.proc.pid], counts, latency_s, wd, consume_reps)
     finally:
         tansu.stop()
 
@@ -152,6 +194,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="fewer records per row, one round (~3 minutes)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds (default 1 quick, 2 full); medians")
     ap.add_argument("--brokers", default=",".join(BROKERS), help="subset of rokka,kafka,tansu")
+    ap.add_argument("--consume-reps", type=int, default=CONSUME_REPS,
+                    help=f"reads of each consume row, median msg/s (default {CONSUME_REPS})")
     args = ap.parse_args(argv)
     brokers = [b for b in args.brokers.split(",") if b]
     if bad := [b for b in brokers if b not in BROKERS]:
@@ -172,12 +216,13 @@ def main(argv: list[str] | None = None) -> None:
             order = brokers[i % len(brokers):] + brokers[:i % len(brokers)]
             for broker in order:
                 time.sleep(bk.SETTLE_S)
-                runs[broker].append(run_broker(broker, counts, latency_s, wd))
+                runs[broker].append(run_broker(broker, counts, latency_s, wd, max(1, args.consume_reps)))
         print()
         table: dict[str, Any] = {b: median(r) for b, r in runs.items()}
         print(report(table, [b for b in ("rokka", "kafka", "tansu") if b in brokers]))
         print(f"\n({time.monotonic() - t0:.0f} s; {'--quick' if args.quick else 'full'} run; {rounds} round(s)"
-              f"{', medians' if rounds > 1 else ''}; brokers one at a time; server CPU = broker process "
+              f"{', medians' if rounds > 1 else ''}; consume rows: median of {max(1, args.consume_reps)} reads each; "
+              f"brokers one at a time; server CPU = broker process "
               f"user+system time / records; machine shared with other work)")
     finally:
         shutil.rmtree(wd, ignore_errors=True)
