@@ -24,10 +24,22 @@ CHECK_TRANSACTION_STATE) and client->broker requests share one code path.
   exception -> SYSTEM_ERROR with the exception text; a oneway request is
   never answered.
 
-Writes are coalesced: frames queued while a write is in progress go out
-together in the next write (one syscall for many small responses), each write
-shielded from its caller's cancellation (a half-written frame would break the
-stream for every queued one) and ended only by the write timeout or close().  The channel
+The cost of one request is mostly the trips through the event loop, so on a
+plain TCP socket (not TLS) the channel works on the descriptor itself: a read
+is a non-blocking ``recv`` that waits for readability only when the socket is
+empty (after a short read it waits at once: no failing ``recv`` per request),
+with no cancel scope per read (the idle timeout is a watchdog task,
+``_watch_idle``, that cancels the reader once a wait lasted ``idle_timeout_s``;
+only a read inside an unfinished frame carries its own deadline); a reader that
+got bytes without waiting yields once before reading again, so a busy
+connection cannot starve the others.  A write with nothing queued is a direct
+non-blocking ``send`` (no task switch, no cancel scope); what the kernel does
+not take at once goes the coalesced way below.  One lone sync send is thus one
+pass through the event loop and three syscalls (wait, recv, send).
+
+Writes are coalesced (``outbox.py``): frames queued while a write is in progress
+go out together in the next write, each write shielded from its caller's
+cancellation and ended only by the write timeout or close().  The channel
 ends on EOF, on a protocol violation (logged, no reply: Netty closes too),
 after ``idle_timeout_s`` without incoming bytes, or on ``close()``.  Ending
 cancels in-flight handlers, fails pending ``send_request`` calls with
@@ -56,6 +68,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +81,7 @@ from rokka.gateway.rocketmq.codec.codes import REMARK_SYSTEM_BUSY, ResponseCode,
 from rokka.gateway.rocketmq.codec.errors import HeaderFieldError, LocalProtocolError, RemoteProtocolError
 from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCommand
 from rokka.gateway.rocketmq.connection import ConnectionState, RemotingConnection
+from rokka.gateway.rocketmq.outbox import WRITE_ERRORS, Outbox
 
 log = structlog.get_logger(__name__)
 
@@ -110,25 +124,6 @@ class _Waiter:
         self.error: Exception | None = None
 
 
-class _OutBatch:
-    """Frames that go out in one write, and how that write ended."""
-
-    __slots__ = ("parts", "done", "error")
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-        self.done = trio.Event()
-        self.error: Exception | None = None
-
-    def fail(self, exc: Exception) -> None:
-        self.error = exc
-        self.done.set()
-
-
-#: Rounds of queued frames one task writes before handing the queue to a fresh task.
-_LEAD_ROUNDS = 16
-
-
 def _sockname(addr: Any) -> HostPort:
     if isinstance(addr, tuple) and len(addr) >= 2:
         return (str(addr[0]), int(addr[1]))
@@ -158,16 +153,19 @@ class Channel:
         self._conn = RemotingConnection(max_frame_bytes=max_frame_bytes)
         self._max_inflight = max_inflight
         self._idle_timeout_s = idle_timeout_s if idle_timeout_s else math.inf
-        self._write_timeout_s = write_timeout_s
         self._on_closed = on_closed
         self._lease = lease
         self._frame_clock = FrameClock(frame_timeout_s or math.inf)
         self._max_pending_write = max_pending_write_bytes or math.inf
         self._pending_write = 0
-        self._out = _OutBatch()         # frames waiting for the write in progress (see _send_coalesced)
-        self._writing = False
-        self._write_scope: trio.CancelScope | None = None
+        self._outbox = Outbox(stream, write_timeout_s, self._hand_over, lambda: self._close_requested)
         self._nursery: trio.Nursery | None = None
+        # a plain TCP socket is read and written with non-blocking syscalls on its descriptor (TLS: the stream)
+        self._fd: int | None = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None
+        self._idle_scope: trio.CancelScope | None = None
+        self._read_waiting: float | None = None  # trio.current_time() when the reader began waiting for bytes
+        self._unyielded = False         # the last read returned without passing through the event loop
+        self._more = False              # the last read filled its buffer: more may be there already
         self._answered: list[bytes] = []    # inline handlers' responses, written after the read
         self._waiters: dict[int, _Waiter] = {}
         self._inflight = 0
@@ -203,8 +201,7 @@ class Channel:
         self._close_requested = True
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
-        if self._write_scope is not None:     # a write shielded from its caller still ends on close
-            self._write_scope.cancel()
+        self._outbox.cancel()                 # a write shielded from its caller still ends on close
 
     async def wait_closed(self) -> None:
         await self._closed_event.wait()
@@ -274,49 +271,107 @@ class Channel:
 
     async def _read_loop(self, nursery: trio.Nursery) -> None:
         clock = self._frame_clock
-        while True:
-            data = b""
-            pending = self._conn.buffered > 0
-            started = trio.current_time()
-            with trio.move_on_after(clock.timeout(self._idle_timeout_s, pending)) as idle:
+        with trio.CancelScope() as idle_scope:      # cancelled by _watch_idle while a read waits too long
+            self._idle_scope = idle_scope
+            if self._fd is not None and self._idle_timeout_s != math.inf:
+                nursery.start_soon(self._watch_idle)
+            while True:
+                pending = self._conn.buffered > 0
+                started = trio.current_time() if pending else 0.0
                 try:
-                    data = await self._stream.receive_some(RECEIVE_BYTES)
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    data = await self._receive(pending)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                     self._log.debug("rocketmq.connection_lost", error=str(exc))
                     return
-            if idle.cancelled_caught:
-                if pending:
-                    self._note("warning", "frame not finished in time, closing connection",
-                               frame_timeout_s=clock.limit_s, buffered=self._conn.buffered)
-                else:
-                    self._log.info("rocketmq.idle_connection_closing", idle_timeout_s=self._idle_timeout_s)
-                return
-            try:
-                commands = self._conn.receive_data(data)
-            except RemoteProtocolError as exc:
-                self._note("warning", "protocol violation, closing connection", error=str(exc))
-                return
-            except Exception as exc:  # noqa: BLE001 - undecodable input is the peer's fault: one line
-                self._note("warning", "protocol violation, closing connection",
-                           error=f"{type(exc).__name__}: {str(exc)[:200]}")
-                return
-            clock.waited(trio.current_time() - started, pending and self._conn.buffered > 0, bool(commands))
-            if self._lease is not None and not self._lease.buffer(self._conn.buffered):
-                budget = self._lease.budget
-                self._note("warning", "memory budget for unfinished frames spent, closing connection",
-                           buffered=self._conn.buffered, budget_in_use=budget.buffered,
-                           max_buffered_frame_bytes=budget.limits.max_buffered_frame_bytes)
-                return
-            for cmd in commands:
-                await self._dispatch(cmd, nursery)
-            if self._answered:      # the inline handlers' responses of this read: one write
-                answered, self._answered = self._answered, []
+                if data is None:
+                    break
                 try:
-                    await self._write(answered[0] if len(answered) == 1 else b"".join(answered))
-                except ChannelClosedError:
+                    commands = self._conn.receive_data(data)
+                except RemoteProtocolError as exc:
+                    self._note("warning", "protocol violation, closing connection", error=str(exc))
                     return
-            if not data:
+                except Exception as exc:  # noqa: BLE001 - undecodable input is the peer's fault: one line
+                    self._note("warning", "protocol violation, closing connection",
+                               error=f"{type(exc).__name__}: {str(exc)[:200]}")
+                    return
+                if pending or clock.spent_s:
+                    clock.waited(trio.current_time() - started if pending else 0.0,
+                                 pending and self._conn.buffered > 0, bool(commands))
+                if self._lease is not None and not self._lease.buffer(self._conn.buffered):
+                    budget = self._lease.budget
+                    self._note("warning", "memory budget for unfinished frames spent, closing connection",
+                               buffered=self._conn.buffered, budget_in_use=budget.buffered,
+                               max_buffered_frame_bytes=budget.limits.max_buffered_frame_bytes)
+                    return
+                for cmd in commands:
+                    await self._dispatch(cmd, nursery)
+                if self._answered:      # the inline handlers' responses of this read: one write
+                    answered, self._answered = self._answered, []
+                    try:
+                        await self._write(answered[0] if len(answered) == 1 else b"".join(answered))
+                    except ChannelClosedError:
+                        return
+                if not data:
+                    return
+                if self._unyielded:     # data came without waiting: let other tasks run before the next read
+                    self._unyielded = False
+                    await trio.lowlevel.checkpoint()
+        if pending:
+            self._note("warning", "frame not finished in time, closing connection",
+                       frame_timeout_s=clock.limit_s, buffered=self._conn.buffered)
+        else:
+            self._log.info("rocketmq.idle_connection_closing", idle_timeout_s=self._idle_timeout_s)
+
+    async def _receive(self, pending: bool) -> bytes | None:
+        """The next bytes (``b""``: EOF), or None when the wait for them timed out.
+
+        On a plain socket the read is a non-blocking ``recv`` that waits for readability only when nothing
+        is there (one pass through the event loop per request, no cancel scope per read): the idle timeout
+        is ``_watch_idle``'s, and only a read inside an unfinished frame carries its own deadline."""
+        fd = self._fd
+        if fd is None:
+            with trio.move_on_after(self._frame_clock.timeout(self._idle_timeout_s, pending)) as scope:
+                return await self._stream.receive_some(RECEIVE_BYTES)
+            return None if scope.cancelled_caught else b""
+        waited = False
+        while True:
+            if self._more or waited:    # after a short read the socket is empty: wait before reading
+                try:
+                    data = os.read(fd, RECEIVE_BYTES)
+                except BlockingIOError:
+                    pass
+                else:
+                    self._more = len(data) == RECEIVE_BYTES
+                    self._unyielded = not waited
+                    return data
+            waited = True
+            if pending:
+                with trio.move_on_after(self._frame_clock.timeout(self._idle_timeout_s, pending)) as scope:
+                    await trio.lowlevel.wait_readable(fd)
+                if scope.cancelled_caught:
+                    return None
+            else:
+                self._read_waiting = trio.current_time()
+                try:
+                    await trio.lowlevel.wait_readable(fd)
+                finally:
+                    self._read_waiting = None
+                if self._idle_scope is not None and self._idle_scope.cancel_called:
+                    return None     # the idle deadline passed as the bytes came: closing as idle
+            if self._close_requested:
+                raise trio.ClosedResourceError("the channel is closing")
+
+    async def _watch_idle(self) -> None:
+        """Cancel the reader's scope once a read has waited ``idle_timeout_s`` with no frame unfinished."""
+        idle = self._idle_timeout_s
+        while True:
+            since = self._read_waiting
+            now = trio.current_time()
+            if since is not None and now - since >= idle:
+                if self._idle_scope is not None:
+                    self._idle_scope.cancel()
                 return
+            await trio.sleep_until((now if since is None else since) + idle)
 
     async def _dispatch(self, cmd: RemotingCommand, nursery: trio.Nursery) -> None:
         if cmd.is_response:
@@ -415,6 +470,24 @@ class Channel:
     async def _write(self, data: bytes) -> None:
         if not data:
             return
+        if self._fd is not None and not self._outbox.writing:
+            # nothing queued: try the socket at once, without a task switch or a cancel scope; what the
+            # kernel does not take now goes the coalesced, timed way below
+            if self._close_requested:
+                raise ChannelClosedError(f"channel {self.id} is closed")
+            try:
+                sent = os.write(self._fd, data)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                self._log.info("rocketmq.write_failed_closing", error=repr(exc))
+                self.close()
+                raise ChannelClosedError(f"channel {self.id}: write failed: {exc!r}") from None
+            if sent == len(data):
+                if self._lease is not None:
+                    self._lease.note(sent)
+                return
+            data = data[sent:]
         self._check_pending_write(len(data))
         # a large response queued behind a write in progress counts against the process-wide
         # maxUnreadResponseBytes until it leaves
@@ -429,8 +502,8 @@ class Channel:
         if self._lease is not None:
             self._lease.note(self._pending_write)
         try:
-            await self._send_coalesced(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
+            await self._outbox.send(data)
+        except WRITE_ERRORS as exc:
             self._log.info("rocketmq.write_failed_closing", error=repr(exc))
             self.close()
             raise ChannelClosedError(f"channel {self.id}: write failed: {exc!r}") from None
@@ -439,76 +512,20 @@ class Channel:
             if budget is not None and queued:
                 budget.release_unread(queued)
 
-    async def _send_coalesced(self, data: bytes) -> None:
-        """Send ``data``; frames queued while a write is in progress go out together in one write.
-
-        The task that finds no write in progress leads: it sends what is queued, round after round,
-        until the queue is empty (after ``_LEAD_ROUNDS`` rounds a fresh task takes over).  The others
-        wait for their round.  A write is shielded from its caller's cancellation (a half-written
-        frame would break the stream for every queued one) and bounded by ``write_timeout_s``."""
-        batch = self._out
-        batch.parts.append(data)
-        if self._writing:
-            await batch.done.wait()      # bounded: each write of the leader is (fail_after below)
-            if batch.error is not None:
-                raise batch.error
-            return
-        await self._lead_writes()
-
-    async def _lead_writes(self) -> None:
-        self._writing = True
-        try:
-            rounds = 0
-            while (batch := self._out).parts:
-                if rounds == _LEAD_ROUNDS and self._hand_over():
-                    return
-                rounds += 1
-                self._out = _OutBatch()
-                parts = batch.parts
-                try:
-                    await self._send_shielded(parts[0] if len(parts) == 1 else b"".join(parts))
-                except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
-                    batch.fail(exc)
-                    self._out.fail(exc)
-                    self._out = _OutBatch()
-                    raise
-                batch.done.set()
-            self._writing = False
-        except BaseException:
-            self._writing = False
-            if self._out.parts:         # nobody leads them now: their writers must not wait forever
-                self._out.fail(trio.ClosedResourceError("the write in progress failed"))
-                self._out = _OutBatch()
-            raise
-
-    async def _send_shielded(self, data: bytes) -> None:
-        """``send_all`` that only the write timeout and ``close()`` interrupt (not the caller's cancellation)."""
-        try:
-            with trio.CancelScope(shield=True) as scope:
-                self._write_scope = scope
-                if self._close_requested:
-                    scope.cancel()
-                with trio.fail_after(self._write_timeout_s):
-                    await self._stream.send_all(data)
-        finally:
-            self._write_scope = None
-        if scope.cancelled_caught:
-            raise trio.ClosedResourceError("the channel closed during the write")
-
-    def _hand_over(self) -> bool:
-        """Let a fresh task lead the writes still queued (a caller's own frame went out long ago)."""
+    def _hand_over(self, lead: Callable[[], Awaitable[None]]) -> bool:
+        """Let a fresh task lead the writes still queued (``Outbox``)."""
         if self._nursery is None:
             return False
         try:
-            self._nursery.start_soon(self._lead_rest)
+            self._nursery.start_soon(self._lead_rest, lead)
         except RuntimeError:        # the channel's nursery is closing: keep writing here
             return False
         return True
 
-    async def _lead_rest(self) -> None:
+    async def _lead_rest(self, lead: Callable[[], Awaitable[None]]) -> None:
         try:
-            await self._lead_writes()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
+            await lead()
+        except WRITE_ERRORS as exc:
             self._log.info("rocketmq.write_failed_closing", error=repr(exc))
             self.close()
 

@@ -85,25 +85,26 @@ class RemotingConnection:
                 return self._fail(RemoteProtocolError(
                     f"connection closed inside a frame ({self._decoder.buffered} bytes buffered)"))
             return []
-        self._decoder.feed(data)
         out: list[RemotingCommand] = []
         now = time.monotonic()      # when these frames were read: a send's time in the queue starts here
-        while True:
+        try:
+            payloads = self._decoder.split(data)
+        except RemoteProtocolError as exc:
+            return self._fail(exc)
+        for payload in payloads:
             try:
-                payload = self._decoder.next_payload()
-                if payload is None:
-                    return out
                 cmd = decode_frame(payload)
             except RemoteProtocolError as exc:
                 return self._fail(exc)
             self.frames_in += 1
             cmd.received_at = now
-            if cmd.is_response:
+            if cmd.flag & FLAG_RESPONSE:
                 if cmd.opaque not in self._pending:
                     self.stray_responses += 1
                     continue
                 self._pending.discard(cmd.opaque)
             out.append(cmd)
+        return out
 
     def _fail(self, exc: RemoteProtocolError) -> list[RemotingCommand]:
         self.state = ConnectionState.ERROR

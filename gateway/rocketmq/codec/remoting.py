@@ -177,9 +177,22 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
     return _JSON_ENCODER.encode(obj).encode("utf-8")
 
 
+_SCAN = _JSON_DECODER.scan_once
+
+
+def _parse_json(text: str) -> object:
+    """``json.loads`` with the shared decoder; one document that fills ``text`` is scanned directly
+    (no whitespace regexes), anything else takes the full path for its exact error."""
+    try:
+        obj, end = _SCAN(text, 0)
+    except (StopIteration, ValueError):
+        end = -1
+    return obj if end == len(text) else _JSON_DECODER.decode(text)
+
+
 def decode_json_header(data: bytes) -> RemotingCommand:
     try:
-        obj = _JSON_DECODER.decode(data.decode("utf-8"))
+        obj = _parse_json(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise RemoteProtocolError(f"JSON header does not parse: {exc}") from None
     except RecursionError:
@@ -248,6 +261,7 @@ def _refuse_lone_surrogates(cmd: RemotingCommand) -> None:
 # --------------------------------------------------------------------------
 
 _FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
+_LENGTH = struct.Struct(">i")
 
 
 def encode_binary_header(cmd: RemotingCommand) -> bytes:
@@ -378,6 +392,36 @@ class FrameDecoder:
     def clear(self) -> None:
         """Drop what is buffered (the connection ended): its memory goes back at once."""
         self._buf = bytearray()
+
+    def split(self, data: bytes) -> list[bytes]:
+        """Feed ``data``; return the payloads of every frame it completes, in order (the rest stays
+        buffered).  With nothing buffered before, frames are cut straight out of ``data`` (one copy each).
+
+        Raises:
+            RemoteProtocolError: a length prefix out of bounds (as ``next_payload``).
+        """
+        if self._buf:
+            self._buf += data
+            out = []
+            while (payload := self.next_payload()) is not None:
+                out.append(payload)
+            return out
+        out = []
+        pos, size, limit = 0, len(data), self.max_frame_bytes
+        while size - pos >= 4:
+            length = _LENGTH.unpack_from(data, pos)[0]
+            if length < 4:
+                raise RemoteProtocolError(f"frame length {length} is smaller than 4")
+            if length > limit:
+                raise RemoteProtocolError(f"frame length {length} exceeds the limit of {limit} bytes")
+            end = pos + 4 + length
+            if end > size:
+                break
+            out.append(data[pos + 4:end])
+            pos = end
+        if pos < size:
+            self._buf += data[pos:] if pos else data
+        return out
 
     def next_payload(self) -> bytes | None:
         """The next complete frame payload, or ``None`` if more bytes are needed."""
