@@ -27,6 +27,7 @@ listing our ranges, whatever version was asked for (§1.6).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -119,7 +120,12 @@ def encode_response_frame(api: Api, version: int, correlation_id: int, body: Any
 
 def encode_response_frame_parts(api: Api, version: int, correlation_id: int, body: Any) -> list[Any]:
     """``encode_response_frame`` as buffers to send in order: record batches are not copied into the
-    frame (``primitives.Gather``), so a Fetch response goes out by one scatter/gather send."""
+    frame (``primitives.Gather``), so a Fetch response goes out by one scatter/gather send.  A Produce
+    response (one per produce request, the hot path) is written by ``_produce_response``."""
+    if api.key == _PRODUCE_KEY and type(body) is Struct:
+        frame = _produce_response(version, correlation_id, body)
+        if frame is not None:
+            return [frame]
     out = p.Gather(bytes(4))
     p.write_int32(out, correlation_id)
     if _response_header_flexible(api, version):
@@ -127,6 +133,97 @@ def encode_response_frame_parts(api: Api, version: int, correlation_id: int, bod
     api.encode_response_into(out, version, body)
     out[0:4] = (out.nbytes() - 4).to_bytes(4, "big", signed=True)
     return out.parts()
+
+
+_PRODUCE_KEY = 0
+_I32, _I16, _I64 = struct.Struct(">i"), struct.Struct(">h"), struct.Struct(">q")
+_PART_HEAD = struct.Struct(">ihq")      # index, error_code, base_offset
+
+
+def _produce_response(version: int, correlation_id: int, body: Struct) -> bytes | None:
+    """The Produce response frame (v0-v9, size prefix included), byte for byte what the schema codec
+    (``messages_data.PRODUCE``) writes, without its per-field dispatch; None when a struct lacks a
+    field or holds something unusual (the schema codec then writes it, defaults and errors as ever)."""
+    flexible = version >= 9
+    out = bytearray(4)
+    out += _I32.pack(correlation_id)
+    if flexible:
+        out.append(0)
+    try:
+        responses = body.__dict__["responses"]
+        _length(out, len(responses), flexible)
+        for t in responses:
+            td = t.__dict__
+            if type(t) is not Struct or not _string(out, td["name"], flexible, False):
+                return None
+            parts = td["partition_responses"]
+            _length(out, len(parts), flexible)
+            for pr in parts:
+                d = pr.__dict__
+                if type(pr) is not Struct:
+                    return None
+                out += _PART_HEAD.pack(d["index"], d["error_code"], d["base_offset"])
+                if version >= 2:
+                    out += _I64.pack(d["log_append_time_ms"])
+                if version >= 5:
+                    out += _I64.pack(d["log_start_offset"])
+                if version >= 8:
+                    errors = d["record_errors"]
+                    _length(out, len(errors), flexible)
+                    for e in errors:
+                        ed = e.__dict__
+                        if type(e) is not Struct:
+                            return None
+                        out += _I32.pack(ed["batch_index"])
+                        if not _string(out, ed["batch_index_error_message"], flexible, True):
+                            return None
+                        if flexible:
+                            out.append(0)
+                    if not _string(out, d["error_message"], flexible, True):
+                        return None
+                if flexible:
+                    out.append(0)
+            if flexible:
+                out.append(0)
+        if version >= 1:
+            out += _I32.pack(body.__dict__["throttle_time_ms"])
+    except (KeyError, AttributeError, TypeError, struct.error):
+        return None
+    if flexible:
+        out.append(0)
+    out[0:4] = _I32.pack(len(out) - 4)
+    return bytes(out)
+
+
+def _length(out: bytearray, n: int, compact: bool) -> None:
+    """An array's length: uvarint n + 1 (compact) or int32."""
+    if compact:
+        p.write_uvarint(out, n + 1)
+    else:
+        out += _I32.pack(n)
+
+
+def _string(out: bytearray, v: str | None, compact: bool, nullable: bool) -> bool:
+    """A (nullable) string as ``primitives.write_string`` writes it; False: not writable here."""
+    if v is None:
+        if not nullable:
+            return False
+        if compact:
+            out.append(0)
+        else:
+            out += _I16.pack(-1)
+        return True
+    if type(v) is not str:
+        return False
+    data = v.encode("utf-8")
+    if compact:
+        p.write_uvarint(out, len(data) + 1)
+    elif len(data) > 0x7FFF:
+        return False
+    else:
+        out += _I16.pack(len(data))
+    out += data
+    return True
 
 
 def decode_response_frame(api: Api, version: int, payload: bytes) -> tuple[int, Struct]:
