@@ -176,6 +176,11 @@ class BrokerConfig:
     ha_slave_fallbehind_max: int = 256 << 20   # SYNC_MASTER: a slave further behind is SLAVE_NOT_AVAILABLE
     slave_read_enable: bool = False
     slave_timeout: int = 3000                  # ms SYNC_MASTER waits for a slave's ack (RocketMQ 4.9 slaveTimeout)
+    # automatic failover (RocketMQ 5 controller mode; gateway/ha/controlled.py, core/namesrv/controller.py)
+    enable_controller_mode: bool = False       # the controller decides master/slave (brokerRole: master flavour)
+    controller_addr: str = ""                  # "host:port;..." of the controller ("" = the name servers)
+    broker_heartbeat_interval: int = 1000      # ms between heartbeats to the controller
+    broker_not_active_timeout_millis: int = 3000   # ms of silence after which the controller replaces a master
     # operator switches (command line only)
     store_repair: bool = False      # truncate a damaged CommitLog at the damage instead of refusing to start
     # extras kept from the file that we do not interpret
@@ -266,7 +271,7 @@ class BrokerConfig:
         if self.is_slave and self.broker_id == 0:
             raise ValueError("brokerRole=SLAVE needs brokerId > 0 (brokerId 0 is the master)")
         for key in ("haListenPort", "haSendHeartbeatInterval", "haHousekeepingInterval", "haSlaveFallbehindMax",
-                    "slaveTimeout"):
+                    "slaveTimeout", "brokerHeartbeatInterval", "brokerNotActiveTimeoutMillis"):
             if getattr(self, camel_to_snake(key)) < 0:
                 raise ValueError(f"{key} must be >= 0")
         if not 1 <= self.ha_transfer_batch_size <= 4 * 1024 * 1024 - 12:

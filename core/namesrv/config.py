@@ -60,6 +60,10 @@ class NamesrvConfig:
     order_message_enable: bool = False
     listen_port: int = 9876
     server_channel_max_idle_time_seconds: int = 120
+    #: RocketMQ 5: run the controller inside the name server (``rokka.core.namesrv.controller``).
+    enable_controller_in_namesrv: bool = False
+    scan_not_active_broker_interval: int = 1000     # ms between the controller's scans for silent masters
+    enable_elect_unclean_master: bool = False        # elect a replica outside the sync-state set
     #: The ``tls.*`` keys of the file (``rokka.gateway.rocketmq.tls``; read at start only, not in to_properties).
     tls_settings: dict[str, str] = dataclasses.field(default_factory=dict)
 

@@ -195,6 +195,28 @@ class RouteInfoManager:
                     del data.addrs[bid]
             self._drop_empty_broker(name)
 
+    def set_master(self, broker_name: str, broker_addr: str) -> str | None:
+        """The failover controller elected ``broker_addr`` (registered as a slave of ``broker_name``):
+        it becomes brokerId 0 at once and the old master's address is dropped (it re-registers as a
+        slave when it returns).  Returns the dropped address, if any."""
+        data = self.brokers.get(broker_name)
+        if data is None or broker_addr not in self.live:
+            return None         # not registered yet: its registration is answered as the master's
+        for bid, addr in list(data.addrs.items()):
+            if addr == broker_addr:
+                del data.addrs[bid]
+        old = data.addrs.get(MASTER_ID)
+        data.addrs[MASTER_ID] = broker_addr
+        if old is not None and old != broker_addr:
+            self.live.pop(old, None)
+            self.filter_servers.pop(old, None)
+            for bid, addr in list(data.addrs.items()):
+                if addr == old:
+                    del data.addrs[bid]
+        if broker_addr in self.live:        # queue data is the master's: take it again at its next registration
+            self.live[broker_addr].data_version = {"promoted": True}
+        return old if old != broker_addr else None
+
     def scan_expired(self, now_ms: int | None = None) -> list[str]:
         """Drop brokers whose last registration is older than ``broker_expired_ms``.
 

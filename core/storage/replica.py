@@ -26,6 +26,13 @@ from the start of its file up to that offset, so the queue file keeps
 units written from its start (what ``ConsumeQueue.load`` relies on) and the
 queue's min offset is the first real unit.
 
+``truncate(store, offset)`` (``ReplicaAppender.truncate``) cuts a CommitLog (and the ConsumeQueue units
+pointing past the cut) back to ``offset``: an old master that the failover
+controller turned into a slave drops what it wrote after the new master's
+epoch began (``gateway/ha/controlled.py``) before it replicates again.
+Index entries past the cut stay (a key lookup reads the record at the
+offset and finds another key or nothing).
+
 ``max_offset`` is the offset the slave reports: just past the last whole
 record written (the bytes still waiting are not reported; after a
 reconnect the master sends them again).
@@ -39,7 +46,7 @@ from typing import TYPE_CHECKING
 import structlog
 from rokka.core.storage import layout
 from rokka.core.storage.consumequeue import UNIT, hole_of
-from rokka.core.storage.recovery import _scan_segment
+from rokka.core.storage.recovery import _scan_segment, trim_queues
 
 if TYPE_CHECKING:
     from rokka.core.storage.engine import DiskStore
@@ -69,6 +76,20 @@ def read_transfer(store: DiskStore, offset: int, max_bytes: int) -> bytes | None
         return b"" if offset % clog.segment_size == 0 and offset == end else None
     stop = min(end, seg.end, offset + max_bytes)
     return seg.mm[offset - seg.base:stop - seg.base]
+
+
+def truncate(store: DiskStore, offset: int) -> int:
+    """Cut the CommitLog at ``offset`` (a record boundary) and the queue units past it; returns the
+    bytes removed.  The store must take no puts meanwhile (a slave's store refuses them)."""
+    clog = store.clog
+    if offset >= clog.write_offset:
+        return 0
+    removed = clog.write_offset - offset
+    clog.rollback(offset)
+    trim_queues(store.cqs.values(), offset)
+    store.checkpoint()
+    log.warning("ha.commitlog_truncated", offset=offset, removed_bytes=removed)
+    return removed
 
 
 class _ReplicaDispatch:
@@ -130,6 +151,12 @@ class ReplicaAppender:
     def expected_offset(self) -> int:
         """Where the next replicated byte belongs (the written end plus the waiting bytes)."""
         return self._pending_at + len(self._pending)
+
+    def truncate(self, offset: int) -> int:
+        """Cut the store back to ``offset`` (module ``truncate``) and forget waiting bytes."""
+        removed = truncate(self.store, offset)
+        self.reset()
+        return removed
 
     def reset(self) -> None:
         """Forget waiting bytes (a new connection starts again at ``max_offset``)."""

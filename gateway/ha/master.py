@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
-from rokka.core.storage import read_transfer
+from rokka.core.storage import PutStatus, read_transfer
 from rokka.gateway.ha.codec import HAProtocolError, SlaveReports, encode_frame, encode_header, first_transfer_offset
 
 if TYPE_CHECKING:
@@ -44,6 +44,14 @@ log = structlog.get_logger(__name__)
 
 POLL_S = 0.05       # the writer's fallback poll for new bytes
 RECV_BYTES = 64 * 1024
+
+
+_RESULT = {"no_slave": PutStatus.SLAVE_NOT_AVAILABLE, "timeout": PutStatus.FLUSH_SLAVE_TIMEOUT}
+
+
+def sync_result(outcome: str) -> PutStatus | None:
+    """``HAMaster.wait_for_ack``'s outcome as the put status a SYNC_MASTER answers (None: acked)."""
+    return _RESULT.get(outcome)
 
 
 @dataclass

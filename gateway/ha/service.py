@@ -20,6 +20,10 @@ serves its CommitLog to whoever connects):
   server answered the last REGISTER_BROKER with; ``sync.SlaveSync``
   copies the master's topic configs.
 
+``enableControllerMode=true``: the failover controller decides the role
+instead (``controlled.ControlledHA``; ``brokerRole`` then only picks the
+master flavour: ASYNC_MASTER, else SYNC_MASTER).
+
 A store other than ``DiskStore`` (the in-memory one) has no CommitLog
 bytes to replicate: HA is then off with a warning.
 """
@@ -33,14 +37,12 @@ import structlog
 import trio
 from rokka.core.config import BrokerConfig
 from rokka.core.storage import PutStatus
-from rokka.gateway.ha.master import HAMaster, HAParams
+from rokka.gateway.ha.controlled import ControlledHA
+from rokka.gateway.ha.master import HAMaster, HAParams, sync_result
 from rokka.gateway.ha.slave import HASlave
 from rokka.gateway.ha.sync import SlaveSync
 
 log = structlog.get_logger(__name__)
-
-_RESULT = {"no_slave": PutStatus.SLAVE_NOT_AVAILABLE, "timeout": PutStatus.FLUSH_SLAVE_TIMEOUT}
-
 
 def params_from(cfg: BrokerConfig) -> HAParams:
     return HAParams(heartbeat_s=cfg.ha_send_heartbeat_interval / 1000,
@@ -61,11 +63,19 @@ def master_from_registration(registrar: Callable[[], Any]) -> Callable[[], str |
 
 
 async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
-                   registrar: Callable[[], Any]) -> HAMaster | HASlave | None:
+                   registrar: Callable[[], Any]) -> HAMaster | HASlave | ControlledHA | None:
     """Start the HA master or slave for ``broker`` (see the module docstring)."""
     from rokka.core.storage import DiskStore
 
     store = broker.store
+    if cfg.enable_controller_mode:
+        if not isinstance(store, DiskStore):
+            log.warning("ha.disabled", reason="the store is not a DiskStore", mode="controller")
+            return None
+        controlled = ControlledHA(cfg, broker, registrar, params_from(cfg), nursery)
+        await nursery.start(controlled.run)
+        log.info("ha.controller_mode", controllers=controlled.controllers, flavour=controlled.flavour)
+        return controlled
     role = cfg.broker_role.upper() or "ASYNC_MASTER"
     if not cfg.broker_role and not cfg.ha_listen_port:
         log.debug("ha.off", reason="neither brokerRole nor haListenPort is set")
@@ -100,6 +110,6 @@ async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
         timeout_s = cfg.slave_timeout / 1000          # RocketMQ 4.9: slaveTimeout (CommitLog.submitReplicaRequest)
 
         async def replica_wait(offset: int) -> PutStatus | None:
-            return _RESULT.get(await master.wait_for_ack(offset, timeout_s))
+            return sync_result(await master.wait_for_ack(offset, timeout_s))
         broker.replica_wait = replica_wait
     return master

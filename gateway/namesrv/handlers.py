@@ -42,6 +42,7 @@ import structlog
 import trio
 from rokka.core import names
 from rokka.core.namesrv.config import PATH_KEYS, PATH_REMARK, NamesrvConfig, rewrite_properties_file
+from rokka.core.namesrv.controller import Controller
 from rokka.core.namesrv.routes import RouteInfoManager
 from rokka.gateway.rocketmq.channel import Channel, Handler
 from rokka.gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, dumps, kv_table_json, loads_body
@@ -68,6 +69,7 @@ class NamesrvHandlers:
         self.routes = routes
         self.config = config if config is not None else NamesrvConfig()
         self.persist_config = persist_config
+        self.controller: Controller | None = None      # controller mode: it decides which id is the master
 
     def table(self) -> dict[int, Handler]:
         return {
@@ -103,6 +105,8 @@ class NamesrvHandlers:
             log.warning("namesrv.register_body_crc_mismatch", broker=name, addr=addr)
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
         body = RegisterBrokerBody.decode(cmd.body, compressed=h.bool("compressed", False))
+        if self.controller is not None and self.controller.manages(name):
+            broker_id = self.controller.route_id(name, addr, broker_id)
         result = self.routes.register_broker(
             cluster, name, addr, broker_id, ha_addr, body.topic_config_table, body.data_version,
             channel.id, body.filter_server_list)

@@ -24,8 +24,10 @@ from pathlib import Path
 import structlog
 import trio
 from rokka.core.namesrv.config import KVConfigStore, NamesrvConfig
+from rokka.core.namesrv.controller import Controller
 from rokka.core.namesrv.routes import BROKER_EXPIRED_MS, RouteInfoManager
 from rokka.gateway.budget import Budget
+from rokka.gateway.controller.service import ControllerService
 from rokka.gateway.kafka.cluster import KV_NAMESPACE as KAFKA_KV_NAMESPACE
 from rokka.gateway.namesrv.handlers import NamesrvHandlers
 from rokka.gateway.rocketmq.channel import Channel, HostPort
@@ -65,8 +67,16 @@ class NamesrvServer:
             self.routes.on_kv_change = kv_store.persist
         self.handlers = NamesrvHandlers(self.routes, self.config, persist_config=config is not None)
         self.scan_interval_s = scan_interval_s
+        table = self.handlers.table()
+        self.controller: ControllerService | None = None
+        if self.config.enable_controller_in_namesrv:    # RocketMQ 5 controller mode (gateway/controller)
+            self.controller = ControllerService(self.routes, Controller(
+                elect_unclean=self.config.enable_elect_unclean_master),
+                self.config.scan_not_active_broker_interval / 1000)
+            self.handlers.controller = self.controller.controller
+            table.update(self.controller.table())  # type: ignore[arg-type]
         self.remoting = RemotingServer(
-            self.handlers.table(), name="namesrv", idle_timeout_s=idle_timeout_s,
+            table, name="namesrv", idle_timeout_s=idle_timeout_s,
             max_frame_bytes=max_frame_bytes, on_channel_closed=self._channel_closed, budget=budget,
             tls=tls)
 
@@ -92,6 +102,8 @@ class NamesrvServer:
         async with trio.open_nursery() as nursery:
             addrs = await nursery.start(self.remoting.serve, host, [port])
             nursery.start_soon(self._scan_loop)
+            if self.controller is not None:
+                nursery.start_soon(self.controller.run)
             task_status.started(addrs[0])
             await self.remoting.wait_stopped()
             nursery.cancel_scope.cancel()

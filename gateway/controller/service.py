@@ -1,0 +1,72 @@
+"""The controller embedded in the name server (RocketMQ 5 ``enableControllerInNamesrv``).
+
+Theory of operation
+-------------------
+``ControllerService`` binds the controller's request codes (``codec``) to one
+``core.namesrv.controller.Controller`` and runs its scan every
+``scanNotActiveBrokerInterval``.  Every election is applied to the name
+server's routes at once (``RouteInfoManager.set_master``: the elected replica
+becomes brokerId 0, the silent master's address is dropped), so clients of
+both protocols see the new master on their next route refresh (RocketMQ
+clients every 30 s or on a failed send; rokka's Kafka metadata every 3 s).
+REGISTER_BROKER of a broker set the controller manages is answered with the
+controller's view too (``NamesrvHandlers.controller``): the master's
+registration gets brokerId 0 whatever its broker.conf says.
+"""
+
+from __future__ import annotations
+
+import structlog
+import trio
+from rokka.core.namesrv.controller import Controller
+from rokka.core.namesrv.routes import RouteInfoManager
+from rokka.gateway.controller.codec import BROKER_HEARTBEAT, CONTROLLER_GET_REPLICA_INFO, decode_heartbeat, encode_info
+from rokka.gateway.rocketmq.channel import Channel
+from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.gateway.rocketmq.codec.headers import Header
+from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+
+log = structlog.get_logger(__name__)
+
+
+class ControllerService:
+    def __init__(self, routes: RouteInfoManager, controller: Controller, scan_interval_s: float = 1.0) -> None:
+        self.routes = routes
+        self.controller = controller
+        self.scan_interval_s = scan_interval_s
+
+    def table(self) -> dict[int, object]:
+        return {BROKER_HEARTBEAT: self.heartbeat, CONTROLLER_GET_REPLICA_INFO: self.replica_info}
+
+    async def heartbeat(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        del channel
+        try:
+            hb = decode_heartbeat(cmd.ext_fields)
+        except ValueError as exc:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        before = self.controller.sets.get(hb.broker_name)
+        old_master = before.master if before is not None else None
+        info = self.controller.heartbeat(hb)
+        if info.master_addr is not None and info.master_addr != old_master:
+            log.info("controller.master_elected", broker=hb.broker_name, master=info.master_addr,
+                     epoch=info.epoch, old=old_master)
+            self.routes.set_master(hb.broker_name, info.master_addr)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=encode_info(info))
+
+    async def replica_info(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        del channel
+        name = Header(cmd).str("brokerName", "")
+        if not self.controller.manages(name):
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"broker set {name!r} is not known")
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=encode_info(self.controller.info(name, "")))
+
+    def scan_once(self) -> None:
+        for e in self.controller.scan():
+            dropped = self.routes.set_master(e.broker_name, e.new_master)
+            log.warning("controller.master_elected", broker=e.broker_name, master=e.new_master, epoch=e.epoch,
+                        old=e.old_master, dropped_from_routes=dropped)
+
+    async def run(self) -> None:
+        while True:
+            await trio.sleep(self.scan_interval_s)
+            self.scan_once()
