@@ -88,3 +88,11 @@ SOAK_ROUND_S ?= 3
 SOAK_ARGS ?=
 soak: install-test
 	$(BIN)/python -m benchmarks.soak --rounds $(SOAK_ROUNDS) --round-s $(SOAK_ROUND_S) $(SOAK_ARGS)
+
+# make failover: FAILOVER_ROUNDS kill -9 rounds (default 10) of the master of a controller-mode broker set
+# (interop/test_failover.py: name server with the controller + two brokers, C++ and confluent-kafka writers);
+# prints one FAILOVER line per round (seconds until writes resume) and the totals.  `make test` runs 2 rounds.
+FAILOVER_ROUNDS ?= 10
+.PHONY: failover
+failover: install-test
+	ROKKA_FAILOVER_ROUNDS=$(FAILOVER_ROUNDS) $(BIN)/python -m pytest -q -p no:cacheprovider -s interop/test_failover.py
