@@ -126,10 +126,22 @@ done:
 
 /* ---- mapped_spans: any key, headers, null values (the Kafka -> CommitLog property mapping) ---- */
 
+/* The bytes object being written (``obj``: the result itself, shrunk to ``len`` at the end, so the
+ * properties are not copied out of a scratch buffer) and its first byte ``p``. */
 typedef struct {
+    PyObject *obj;
     char *p;
     Py_ssize_t len, cap;
 } Buf;
+
+/* A buffer of ``cap`` bytes to start with (at least 4096). */
+static int buf_init(Buf *b, Py_ssize_t cap) {
+    b->cap = cap < 4096 ? 4096 : cap;
+    b->len = 0;
+    b->obj = PyBytes_FromStringAndSize(NULL, b->cap);
+    b->p = b->obj != NULL ? PyBytes_AS_STRING(b->obj) : NULL;
+    return b->obj != NULL ? 0 : -1;
+}
 
 /* Room for n more bytes (b->p may move). */
 static int buf_reserve(Buf *b, Py_ssize_t n) {
@@ -137,12 +149,11 @@ static int buf_reserve(Buf *b, Py_ssize_t n) {
         Py_ssize_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n)
             cap *= 2;
-        char *p = PyMem_Realloc(b->p, (size_t)cap);
-        if (p == NULL) {
-            PyErr_NoMemory();
+        if (_PyBytes_Resize(&b->obj, cap) < 0) {   /* frees the object on failure */
+            b->p = NULL;
             return -1;
         }
-        b->p = p;
+        b->p = PyBytes_AS_STRING(b->obj);
         b->cap = cap;
     }
     return 0;
@@ -458,6 +469,10 @@ static PyObject *mapped_spans(PyObject *self, PyObject *args) {
     system_filter(&sn, system);
     if (count < 0 || count > size || size > INT32_MAX)
         goto no;
+    /* The properties take about one and a half times the records' bytes (keys and header values twice,
+     * base64 in the KAFKA_HEADERS JSON): room for twice as many, so they seldom move while written. */
+    if (buf_init(&props, size * 2) < 0)
+        goto done;
     values = PyBytes_FromStringAndSize(NULL, count * 8);
     stamps = PyBytes_FromStringAndSize(NULL, count * 8);
     pspans = PyBytes_FromStringAndSize(NULL, count * 8);
@@ -530,9 +545,10 @@ static PyObject *mapped_spans(PyObject *self, PyObject *args) {
     }
     if (pos != size || props.len > INT32_MAX)
         goto no;
-    blob = PyBytes_FromStringAndSize(props.p, props.len);
-    if (blob == NULL)
+    if (_PyBytes_Resize(&props.obj, props.len) < 0)
         goto done;
+    blob = props.obj;
+    props.obj = NULL;
     result = Py_BuildValue("OOOOOnn", values, stamps, blob, pspans, keyed ? keys : Py_None, longest, longest_props);
     goto done;
 no:
@@ -547,7 +563,7 @@ done:
             if (PyList_GET_ITEM(keys, i) == NULL)
                 PyList_SET_ITEM(keys, i, Py_NewRef(Py_None));
     }
-    PyMem_Free(props.p);
+    Py_XDECREF(props.obj);
     Py_XDECREF(values);
     Py_XDECREF(stamps);
     Py_XDECREF(pspans);
