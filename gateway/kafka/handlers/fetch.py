@@ -20,13 +20,23 @@ store read past the limit (it reads stored bytes, and a RocketMQ body it
 inflates may be much larger than stored) is cut at a record boundary
 (``fetch_limits.truncate_batches``).  An errored partition carries an empty record
 set, never null (Kafka's FetchResponse; librdkafka rejects a null one and
-would refetch forever instead of applying ``auto.offset.reset``).  If fewer than min_bytes came back and
-max_wait_ms > 0, subscribe to arrivals on the requested partitions, wait
-with ``trio.move_on_after`` and read again.  Records are re-encoded as
+would refetch forever instead of applying ``auto.offset.reset``).  Records are re-encoded as
 uncompressed v2 batches starting exactly at the fetch offset.  Every
 requested partition appears in the reply; session_id is always 0.  Once the
 reply is sent, partitions that returned records and have more are read ahead
 for the connection's next Fetch (``readahead``).
+
+Fewer than min_bytes and max_wait_ms > 0: the request parks, as Kafka's
+delayed fetch does (``DelayedFetch``), until the requested partitions hold
+min_bytes (each counted up to its partition_max_bytes, the whole up to
+max_bytes) or max_wait_ms is over, then answers with what there is; an
+error found on a read answers at once.  It subscribes to arrivals on the
+requested partitions; on a wake it estimates what a read would return (the
+bytes already read, plus the records that arrived since, at the bytes per
+record of that read) and reads again only when the estimate reaches
+min_bytes, so a consumer with a large fetch.min.bytes behind a trickle of
+small records is not re-read at every arrival.  Records that arrived but
+were not read are read before the answer at max_wait_ms.
 
 A view (``rokka.compat.views``) reads its source topic through its filter: the
 batches carry only matching records (offset gaps), and a range that was
@@ -37,6 +47,7 @@ records instead of re-fetching them forever.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -80,18 +91,18 @@ def _epoch_error(current_leader_epoch: int) -> int:
 
 
 def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return: bool,
-                     ra: ReadAhead | None) -> tuple[Struct, int, Plan | None]:
-    """The partition's response, its size toward the budget, and what to read ahead for the next
-    Fetch (None: nothing, e.g. the partition is at its end)."""
+                     ra: ReadAhead | None) -> tuple[Struct, int, Plan | None, int]:
+    """The partition's response, its size toward the budget, what to read ahead for the next
+    Fetch (None: nothing, e.g. the partition is at its end), and how many records it holds."""
     out = Struct(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
                  log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
     queue = local_queue(env, name, p.partition)  # this broker's queue (partition - its base in a cluster)
     if queue is None:
         out.error_code = partition_error(env, name, p.partition)
-        return out, 0, None
+        return out, 0, None, 0
     if err := _epoch_error(p.current_leader_epoch):
         out.error_code = err
-        return out, 0, None
+        return out, 0, None, 0
     topic, message_filter = resolve(env, name)
     store = env.broker.store
     lo, hw = store.min_offset(topic, queue), store.max_offset(topic, queue)
@@ -99,10 +110,10 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
     out.log_start_offset = lo
     if not lo <= p.fetch_offset <= hw:
         out.error_code = E.OFFSET_OUT_OF_RANGE
-        return out, 0, None
+        return out, 0, None, 0
     limit = min(p.partition_max_bytes, budget)
     if p.fetch_offset == hw or (limit <= 0 and not must_return):
-        return out, 0, None
+        return out, 0, None, 0
     plan = None
     if message_filter is None:
         limit = max(limit, 1)
@@ -126,41 +137,95 @@ def _fetch_partition(env: KafkaEnv, name: str, p: Any, budget: int, must_return:
             if len(data) + len(marker) <= limit or (must_return and not count):
                 data += marker
     out.records = data
-    return out, len(data), plan
+    return out, len(data), plan, count
 
 
-def _fetch_all(env: KafkaEnv, req: Struct, ra: ReadAhead | None) -> tuple[list[Struct], int, list[Plan]]:
-    budget, total, topics, plans = req.max_bytes, 0, [], []
+@dataclass
+class _Read:
+    """One read of every requested partition: the response's topics, its bytes, the read-ahead
+    plans, and how many records they hold."""
+
+    topics: list[Struct]
+    total: int
+    plans: list[Plan]
+    records: int
+
+
+def _fetch_all(env: KafkaEnv, req: Struct, ra: ReadAhead | None) -> _Read:
+    budget, total, records, topics, plans = req.max_bytes, 0, 0, [], []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            part, n, plan = _fetch_partition(env, t.topic, p, budget - total, total == 0, ra)
+            part, n, plan, count = _fetch_partition(env, t.topic, p, budget - total, total == 0, ra)
             total += n
+            records += count
             parts.append(part)
             if plan is not None:
                 plans.append(plan)
         topics.append(Struct(topic=t.topic, partitions=parts))
-    return topics, total, plans
+    return _Read(topics, total, plans, records)
 
 
 async def handle_fetch(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct:
     await ensure_routes(env, [t.topic for t in req.topics])
-    topics, total, plans = _fetch_all(env, req, readahead.previous(ctx))
-    if total < req.min_bytes and req.max_wait_ms > 0 and not _any_error(topics):
-        arrived = trio.Event()
-        hub = env.broker.arrivals
-        tokens = [hub.subscribe(resolve(env, t.topic)[0], local_queue(env, t.topic, p.partition),
-                                lambda *_: arrived.set()) for t in req.topics for p in t.partitions]
-        try:
-            with trio.move_on_after(req.max_wait_ms / 1000):
-                await arrived.wait()
-        finally:
-            for tok in tokens:
-                hub.unsubscribe(tok)
-        if arrived.is_set():
-            topics, total, plans = _fetch_all(env, req, None)
-    readahead.schedule(env, ctx, plans)
-    return Struct(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    read = _fetch_all(env, req, readahead.previous(ctx))
+    if read.total < req.min_bytes and req.max_wait_ms > 0 and not _any_error(read.topics):
+        read = await _delayed(env, req, read)
+    readahead.schedule(env, ctx, read.plans)
+    return Struct(throttle_time_ms=0, error_code=0, session_id=0, responses=read.topics)
+
+
+async def _delayed(env: KafkaEnv, req: Struct, read: _Read) -> _Read:
+    """Kafka's delayed fetch: the read once the partitions hold ``min_bytes`` (as ``_estimate``
+    counts them), or at ``max_wait_ms`` with what there is (see the module docstring)."""
+    hub, store = env.broker.arrivals, env.broker.store
+    woken = [trio.Event()]
+
+    def wake(*_: Any) -> None:
+        woken[0].set()
+
+    where = [(resolve(env, t.topic)[0], local_queue(env, t.topic, p.partition)) for t in req.topics
+             for p in t.partitions]
+    tokens = [hub.subscribe(topic, queue, wake) for topic, queue in where if queue is not None]
+    deadline = trio.current_time() + req.max_wait_ms / 1000
+    unread = False      # records arrived that no read has seen yet
+    try:
+        while read.total < req.min_bytes:
+            with trio.move_on_at(deadline):
+                await woken[0].wait()
+            if not woken[0].is_set():
+                break
+            woken[0] = trio.Event()
+            ends = [store.max_offset(topic, queue) if queue is not None else -1 for topic, queue in where]
+            if _estimate(req, read, ends) < req.min_bytes:
+                unread = True
+                continue
+            read, unread = _fetch_all(env, req, None), False
+            if _any_error(read.topics):
+                break
+        if unread:
+            read = _fetch_all(env, req, None)
+    finally:
+        for tok in tokens:
+            hub.unsubscribe(tok)
+    return read
+
+
+def _estimate(req: Struct, read: _Read, ends: list[int]) -> int:
+    """What a read now would return, counted as Kafka counts it (each partition up to its
+    partition_max_bytes, the whole up to max_bytes): the bytes ``read`` got per partition plus the
+    records past the high watermark it saw (``ends``: each partition's end now) at ``read``'s bytes
+    per record.  ``min_bytes`` itself when ``read`` holds no record to measure by (read now)."""
+    if not read.records:
+        return int(req.min_bytes)
+    per_record = read.total / read.records
+    est, i = 0.0, 0
+    for t, rt in zip(req.topics, read.topics, strict=True):
+        for p, part in zip(t.partitions, rt.partitions, strict=True):
+            grown = max(0, ends[i] - part.high_watermark) if part.high_watermark >= 0 else 0
+            est += min(p.partition_max_bytes, len(part.records) + grown * per_record)
+            i += 1
+    return int(min(est, req.max_bytes))
 
 
 def _any_error(topics: list[Struct]) -> bool:
