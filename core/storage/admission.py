@@ -13,6 +13,10 @@ answer RocketMQ's SERVICE_NOT_AVAILABLE remark and are logged at most every
 ``REFUSAL_LOG_INTERVAL_S``.  The state lives on the store (plain attributes, read by other threads
 as flags); these functions are its only writers.  This module imports nothing of ``retention``:
 retention depends on the gate, never the other way round.
+
+What a put may contain is checked here too: ``validate`` (each message of a batch: body, properties,
+topic name, queue id, room in a segment) and ``validate_run``, the same rules for a uniform run from
+its longest body and properties (no message is built; a topic name found storable is remembered).
 """
 
 from __future__ import annotations
