@@ -27,7 +27,6 @@ import threading
 import zlib
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import harness
@@ -42,9 +41,10 @@ BROKERS = 3
 PARTS = 6
 
 
-@pytest.fixture
-def cluster3(tmp_path: Path) -> Iterator[harness.ServerProcess]:
-    server_dir = tmp_path / "server"
+@pytest.fixture(scope="module")
+def cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.ServerProcess]:
+    """One cluster for the module (the crash test runs last: it leaves restarted children)."""
+    server_dir = tmp_path_factory.mktemp("txn-cluster") / "server"
     server_dir.mkdir()
     conf = server_dir / "broker.conf"
     conf.write_text("flushDiskType=SYNC_FLUSH\n")
