@@ -253,8 +253,7 @@ class BrokerRole:
                 self.kafka_addr = await self._start_kafka(nursery, ctx, rc)
                 from rokka.gateway.kafka.txn_participants import install as install_txn_shares
                 assert self.kafka is not None   # transactions spanning brokers: requests between brokers
-                install_txn_shares(self.kafka.transactions, self.kafka.view, rc, broker.offsets,
-                                   lambda code, h: rmq.register(code, h if acl is None else guard(acl, h)))
+                install_txn_shares(self.kafka.transactions, self.kafka.view, rc, broker.offsets, rmq.register, acl)
                 if cfg.metrics_exporter_type.upper() == "PROM":
                     self.metrics_addr = await self._start_metrics(nursery, broker)
                 from rokka.gateway.ha.service import start_ha  # master/slave replication (brokerRole)

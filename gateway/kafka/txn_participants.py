@@ -132,11 +132,29 @@ def share_handlers(txns: KafkaTxnCoordinator, view: ClusterView,
     return {OPEN_SHARE: open_share, END_SHARE: end_share}
 
 
+def brokers_only(acl: Any, handler: Handler) -> Handler:
+    """``handler`` behind the RocketMQ ACL (``guard``) and, further, only for the account the brokers
+    sign their own requests with (``PlainAcl.broker_credentials``) or a globally white-listed
+    address (the request then carries no access key): no client may open or end a share."""
+    from rokka.gateway.rocketmq.acl import ACCESS_KEY, guard
+
+    checked = guard(acl, handler)
+
+    async def brokers(channel: Any, cmd: RemotingCommand) -> RemotingCommand | None:
+        key = (cmd.ext_fields or {}).get(ACCESS_KEY)
+        own = acl.broker_credentials()
+        if key and (own is None or key != own[0]):
+            log.warning("kafka.txn.share_request_refused", code=cmd.code, access_key=key)
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, "AclException: brokers only")
+        return await checked(channel, cmd)
+    return brokers
+
+
 def install(txns: KafkaTxnCoordinator, view: ClusterView, client: RemotingClient, local_offsets: Any,
-            register: Callable[[int, Handler], None], source: Callable[[str], str] = str) -> None:
+            register: Callable[[int, Handler], None], acl: Any = None, source: Callable[[str], str] = str) -> None:
     """Wire cross-broker transactions into one broker: the coordinator's peers, the offsets a
     commit applies (routed to the partition's owner, remote ones forwarded after the commit) and
-    the participant's request handlers (``register(code, handler)``)."""
+    the participant's request handlers (``register(code, handler)``; ``brokers_only`` with an ACL)."""
     routed = RoutedOffsets(view, local_offsets, client)
     txns.peers = ClusterPeers(view, client, source)
     txns.apply_offset = lambda g, t, p, o: routed.commit(g, t, p, o)
@@ -148,4 +166,4 @@ def install(txns: KafkaTxnCoordinator, view: ClusterView, client: RemotingClient
 
     txns.offsets_flush = flush
     for code, handler in share_handlers(txns, view, source).items():
-        register(code, handler)
+        register(code, handler if acl is None else brokers_only(acl, handler))
