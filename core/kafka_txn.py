@@ -476,6 +476,7 @@ class KafkaTxnCoordinator(ParticipantMixin):
     async def tick(self) -> None:
         """One upkeep pass: retry prepared completions, abort expired transactions, persist if dirty."""
         now = self._clock()
+        await self.check_shares()
         for txn in list(self._txns.values()):
             if txn.tid in self._busy:
                 continue                       # an EndTxn / abort of this id is under way

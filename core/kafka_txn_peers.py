@@ -31,8 +31,14 @@ broker (AddOffsetsToTxn), make that broker a *participant*:
   routes of its topics (deduplicated against what was already stored, as on
   the coordinator's own restart).  An end for a share the participant does not hold (already
   completed) is acknowledged: the end is idempotent.
-* A share never ends on its own (no timeout at the participant): only its
-  coordinator decides, so no broker can commit what another aborts.
+* A share never commits on its own: only its coordinator decides, so no
+  broker can commit what another aborts.  A share left Ongoing longer than its
+  transaction timeout plus ``SHARE_CHECK_GRACE_MS`` asks its coordinator
+  (``is_open``) whether that producer's transaction is still open there; if the
+  coordinator answers no (it completed without this share, e.g. after an open
+  it took for failed, or it lost its state), the share is aborted here: the
+  coordinator cannot commit a transaction before every share it recorded has
+  acknowledged, so a share it does not know is one it never committed.
 
 Each broker's store applies its share atomically, so a read_committed consumer
 of any one partition sees a transaction wholly or not at all; across brokers,
@@ -63,6 +69,8 @@ __all__ = ["ParticipantMixin", "TxnPeers", "already_put"]
 log = structlog.get_logger(__name__)
 
 S, Out = TxnState, TxnOutcome
+#: A share Ongoing this long past its transaction timeout asks its coordinator whether it is still open.
+SHARE_CHECK_GRACE_MS = 60_000
 
 
 class TxnPeers(Protocol):
@@ -80,6 +88,9 @@ class TxnPeers(Protocol):
 
     async def end(self, broker: str, tid: str, pid: int, epoch: int, commit: bool) -> bool:
         """End the share of ``tid`` on ``broker``; True once it is completed there (or unknown there)."""
+
+    async def is_open(self, broker: str, tid: str, pid: int, epoch: int) -> bool | None:
+        """Whether ``broker`` (a coordinator) holds (pid, epoch)'s transaction open; None = no answer."""
 
 
 class ParticipantMixin:
@@ -133,8 +144,10 @@ class ParticipantMixin:
         return self._remote.get(tid) if tid is not None else None
 
     async def open_share(self: KafkaTxnCoordinator, tid: str, pid: int, epoch: int, timeout_ms: int,
-                         partitions: Iterable[Partition], groups: Iterable[str]) -> TxnOutcome:
-        """A coordinator opens or extends this broker's share of ``tid`` (durable before OK)."""
+                         partitions: Iterable[Partition], groups: Iterable[str],
+                         coordinator: str | None = None) -> TxnOutcome:
+        """A coordinator opens or extends this broker's share of ``tid`` (durable before OK); a share
+        remembers its coordinator's broker name in ``peers``."""
         share = self._remote.get(tid)
         if share is not None and (share.producer_id, share.epoch) != (pid, epoch):
             if share.state in PREPARED or tid in self._busy:
@@ -157,6 +170,8 @@ class ParticipantMixin:
             return Out.CONCURRENT_TRANSACTIONS
         share.partitions |= set(partitions)
         share.groups |= set(groups)
+        if coordinator:
+            share.peers = {coordinator}
         self._touch(share)
         await self.persist()
         return Out.OK
@@ -199,6 +214,32 @@ class ParticipantMixin:
         if self._remote_by_pid.get(share.producer_id) == share.tid:
             del self._remote_by_pid[share.producer_id]
         self._changed()
+
+    def holds_open(self: KafkaTxnCoordinator, tid: str, pid: int, epoch: int) -> bool:
+        """Coordinator side of ``is_open``: (pid, epoch)'s transaction of ``tid`` is Ongoing/Prepare* here."""
+        txn = self._txns.get(tid)
+        return txn is not None and (txn.producer_id, txn.epoch) == (pid, epoch) \
+            and (txn.state is S.ONGOING or txn.state in PREPARED)
+
+    async def check_shares(self: KafkaTxnCoordinator) -> None:
+        """Ask the coordinators of long-idle Ongoing shares about them; abort the ones they do not hold."""
+        if self.peers is None:
+            return
+        now = self._clock()
+        for share in list(self._remote.values()):
+            if share.state is not S.ONGOING or share.tid in self._busy or not share.peers \
+                    or now - share.updated_ms <= share.timeout_ms + SHARE_CHECK_GRACE_MS:
+                continue
+            seen = share.updated_ms
+            verdict = await self.peers.is_open(min(share.peers), share.tid, share.producer_id, share.epoch)
+            if self._remote.get(share.tid) is not share or share.updated_ms != seen or share.state is not S.ONGOING:
+                continue                        # opened again, or ended, while the question was out
+            if verdict is False:
+                log.warning("kafka_txn.orphan_share_aborted", transactional_id=share.tid,
+                            producer_id=share.producer_id, epoch=share.epoch, records=len(share.halves))
+                await self._end_share(share, commit=False)
+            else:
+                self._touch(share)              # open there, or no answer: ask again after another period
 
     def share_offset_commit(self: KafkaTxnCoordinator, tid: str, pid: int, epoch: int, group: str,
                             offsets: Iterable[tuple[str, int, int]]) -> TxnOutcome | None:

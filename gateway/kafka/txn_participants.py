@@ -14,7 +14,12 @@ body is JSON:
   [[topic, partition], ...], "groups": [...]}``; SUCCESS once the share is
   durable on the participant;
 * ``END_SHARE`` (9711): ``{"tid", "pid", "epoch", "commit"}``; SUCCESS once the
-  share is completed (or was already), SYSTEM_BUSY while it cannot be yet.
+  share is completed (or was already), SYSTEM_BUSY while it cannot be yet;
+* ``QUERY_SHARE`` (9712, participant -> coordinator, for a share idle past its
+  timeout): ``{"tid", "pid", "epoch"}``; SUCCESS with body ``{"open": bool}``.
+
+OPEN_SHARE also names the coordinator (``"from"``: its broker name), which the
+share keeps for QUERY_SHARE.
 
 Partitions travel in Kafka numbering; the participant refreshes the routes of
 their topics first (``ClusterView.ensure``) so its markers go to the queue the
@@ -42,6 +47,7 @@ log = structlog.get_logger(__name__)
 
 OPEN_SHARE = 9710
 END_SHARE = 9711
+QUERY_SHARE = 9712
 
 Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
 
@@ -71,26 +77,35 @@ class ClusterPeers:
                    partitions: list[Partition], groups: list[str]) -> bool:
         return await self._call(broker, OPEN_SHARE, {
             "tid": tid, "pid": pid, "epoch": epoch, "timeout": timeout_ms,
-            "partitions": [list(p) for p in partitions], "groups": groups})
+            "partitions": [list(p) for p in partitions], "groups": groups,
+            "from": self.view.broker_name}) is not None
 
     async def end(self, broker: str, tid: str, pid: int, epoch: int, commit: bool) -> bool:
-        return await self._call(broker, END_SHARE, {"tid": tid, "pid": pid, "epoch": epoch, "commit": commit})
+        return await self._call(broker, END_SHARE,
+                                {"tid": tid, "pid": pid, "epoch": epoch, "commit": commit}) is not None
 
-    async def _call(self, broker: str, code: int, body: dict[str, Any]) -> bool:
+    async def is_open(self, broker: str, tid: str, pid: int, epoch: int) -> bool | None:
+        resp = await self._call(broker, QUERY_SHARE, {"tid": tid, "pid": pid, "epoch": epoch})
+        try:
+            return None if resp is None else bool(json.loads(resp.body)["open"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    async def _call(self, broker: str, code: int, body: dict[str, Any]) -> RemotingCommand | None:
         addr = self.view.master_addr(broker)
         if addr is None:
             log.warning("kafka.txn.participant_unreachable", broker=broker, reason="not live")
-            return False
+            return None
         cmd = RemotingCommand(code, ext_fields={}, body=json.dumps(body).encode("utf-8"))
         try:
             resp = await self.client.invoke(addr, cmd, REMOTE_TIMEOUT_S)
         except _ERRORS as exc:
             log.warning("kafka.txn.participant_call_failed", broker=broker, addr=addr, error=str(exc))
-            return False
+            return None
         if resp.code != ResponseCode.SUCCESS:
             log.info("kafka.txn.participant_refused", broker=broker, code=resp.code, remark=resp.remark)
-            return False
-        return True
+            return None
+        return resp
 
 
 def _answer(cmd: RemotingCommand, outcome: TxnOutcome) -> RemotingCommand:
@@ -113,10 +128,11 @@ def share_handlers(txns: KafkaTxnCoordinator, view: ClusterView,
             parts = [(str(t), int(p)) for t, p in req["partitions"]]
             tid, pid, epoch = str(req["tid"]), int(req["pid"]), int(req["epoch"])
             timeout, groups = int(req["timeout"]), [str(g) for g in req["groups"]]
+            coordinator = str(req.get("from") or "") or None
         except (ValueError, KeyError, TypeError) as exc:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"bad OPEN_SHARE body: {exc}")
         await refresh({t for t, _ in parts})
-        return _answer(cmd, await txns.open_share(tid, pid, epoch, timeout, parts, groups))
+        return _answer(cmd, await txns.open_share(tid, pid, epoch, timeout, parts, groups, coordinator))
 
     async def end_share(channel: Any, cmd: RemotingCommand) -> RemotingCommand:
         try:
@@ -129,7 +145,15 @@ def share_handlers(txns: KafkaTxnCoordinator, view: ClusterView,
             await refresh(held)
         return _answer(cmd, await txns.end_share_request(tid, pid, epoch, commit))
 
-    return {OPEN_SHARE: open_share, END_SHARE: end_share}
+    async def query_share(channel: Any, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            req = json.loads(cmd.body)
+            held = txns.holds_open(str(req["tid"]), int(req["pid"]), int(req["epoch"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"bad QUERY_SHARE body: {exc}")
+        return cmd.make_response(ResponseCode.SUCCESS, body=json.dumps({"open": held}).encode("utf-8"))
+
+    return {OPEN_SHARE: open_share, END_SHARE: end_share, QUERY_SHARE: query_share}
 
 
 def brokers_only(acl: Any, handler: Handler) -> Handler:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
+from rokka.core.kafka_txn_peers import SHARE_CHECK_GRACE_MS
 from rokka.core.kafka_txn_states import Partition, TxnOutcome, TxnState
 
 from tests.core.test_kafka_txn import OK, Clock, Node
@@ -34,11 +35,38 @@ class Link:
                    partitions: list[Partition], groups: list[str]) -> bool:
         self.calls += 1
         return not self.down and await self.node.txns.open_share(tid, pid, epoch, timeout_ms, partitions,
-                                                                 groups) is OK
+                                                                 groups, "a") is OK
 
     async def end(self, broker: str, tid: str, pid: int, epoch: int, commit: bool) -> bool:
         self.calls += 1
         return not self.down and await self.node.txns.end_share_request(tid, pid, epoch, commit) is OK
+
+    async def is_open(self, broker: str, tid: str, pid: int, epoch: int) -> bool | None:
+        raise AssertionError("a coordinator never asks this")
+
+
+class Back:
+    """The coordinator "a" as the participant reaches it (QUERY_SHARE)."""
+
+    def __init__(self, node: Node) -> None:
+        self.node, self.asked = node, 0
+
+    def owner(self, topic: str, partition: int) -> str | None:
+        return None
+
+    def group_owner(self, group: str) -> str | None:
+        return None
+
+    async def open(self, *args: object) -> bool:
+        raise AssertionError("a participant never opens shares")
+
+    async def end(self, *args: object) -> bool:
+        raise AssertionError("a participant never ends shares")
+
+    async def is_open(self, broker: str, tid: str, pid: int, epoch: int) -> bool | None:
+        assert broker == "a"
+        self.asked += 1
+        return self.node.txns.holds_open(tid, pid, epoch)
 
 
 def pair(tmp_path: Path, clock: Clock) -> tuple[Node, Node, Link]:
@@ -201,5 +229,32 @@ async def test_a_newer_epoch_aborts_a_stale_share(tmp_path: Path) -> None:
         assert b.txns.check_produce(pid, epoch + 1, "B", 1) is OK
         # an end for a share no longer held is acknowledged (idempotent)
         assert await b.txns.end_share_request("t", pid, epoch, True) is OK
+        a.close()
+        b.close()
+
+
+async def test_an_orphan_share_is_aborted_after_asking_its_coordinator(tmp_path: Path) -> None:
+    clock = Clock()
+    with trio.fail_after(10):
+        a, b, link = pair(tmp_path, clock)
+        back = b.txns.peers = Back(a)
+        pid, epoch = await started(a, b, link)
+        # the share of an open transaction is kept however long the coordinator says it is open
+        clock.now += 60_000 + SHARE_CHECK_GRACE_MS + 1
+        await b.txns.tick()
+        assert back.asked == 1 and b.txns.shares()[0].state is S.ONGOING
+        await b.txns.tick()
+        assert back.asked == 1                           # asked again only after another period
+        assert await a.txns.end_txn("t", pid, epoch, True) is OK
+        assert b.values("B", 0) == [b"b1"]
+        # a share the coordinator never recorded (an open it took for failed): aborted once asked
+        assert await b.txns.open_share("t", pid, epoch, 60_000, [("B", 1)], [], "a") is OK
+        assert b.produce(pid, epoch, "B", 1, [b"orphan"]) is OK
+        await b.txns.tick()
+        assert b.txns.shares() != []                     # not idle long enough yet
+        clock.now += 60_000 + SHARE_CHECK_GRACE_MS + 1
+        await b.txns.tick()
+        assert b.txns.shares() == [] and b.values("B", 1) == []
+        assert b.controls("B", 1)[-1][1] == f"A:{pid}:{epoch}"
         a.close()
         b.close()

@@ -16,7 +16,7 @@ from rokka.core.kafka_txn import KafkaTxnCoordinator
 from rokka.core.producer_state import ProducerStateManager
 from rokka.core.storage.engine import DiskStore
 from rokka.gateway.kafka.cluster import ClusterView, KafkaNode
-from rokka.gateway.kafka.txn_participants import END_SHARE, OPEN_SHARE, brokers_only, share_handlers
+from rokka.gateway.kafka.txn_participants import END_SHARE, OPEN_SHARE, QUERY_SHARE, brokers_only, share_handlers
 from rokka.gateway.rocketmq.acl import ACCESS_KEY, SIGNATURE, PlainAcl, sign
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
@@ -61,6 +61,8 @@ async def test_open_and_end_a_share_through_the_handlers(tmp_path: Path) -> None
         again = await handlers[END_SHARE](Peer(), request(END_SHARE, {"tid": "t", "pid": 5, "epoch": 0,
                                                                       "commit": True}))
         assert again.code == ResponseCode.SUCCESS      # idempotent
+        asked = await handlers[QUERY_SHARE](Peer(), request(QUERY_SHARE, {"tid": "t", "pid": 5, "epoch": 0}))
+        assert asked.code == ResponseCode.SUCCESS and json.loads(asked.body) == {"open": False}
     broker.close()
 
 
