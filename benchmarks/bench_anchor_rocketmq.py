@@ -9,7 +9,8 @@ Issue 21's RocketMQ rows with two clients: the RocketMQ C++ client (``rocketmq``
 ``benchmarks/lib/rmq_cpp_role.py`` for sends, ``benchmarks/anchors/rmq_tags_role.py`` for the tagged topic and
 the pulls) and the Java client 4.9.8 (``benchmarks/anchors/rmq-java-bench``, ``RmqBench``: the same roles,
 one JVM per role, built by ``make anchors``), each role in its own process, 100 B bodies, after an unmeasured
-warm-up (C++ sync sends from 16 senders, as many as a senders row):
+warm-up (C++ sync sends from 16 senders, ``WARMUP_SENDS`` of them: a JVM's CPU per send kept falling
+over 12,000 sends after a 2,000-send warm-up):
 
 * sync send from 1, 16 and 64 senders (threads sharing one producer; single-message ``SEND_MESSAGE``);
 * batch send, 100 messages per batch, 4 senders;
@@ -57,6 +58,8 @@ BROKERS = ("rocketmq", "rokka")
 LABEL = {"rokka": "rokka", "rocketmq": "Apache RocketMQ"}
 SENDERS = (1, 16, 64)
 WARMUP = 100
+#: Unmeasured sync sends before any row (JIT warm-up of a JVM broker; C2 compiles after ~10,000 calls).
+WARMUP_SENDS = 10_000
 NAN = float("nan")
 
 
@@ -155,7 +158,7 @@ def client_rows(client: str, name: str, namesrv: str, pids: list[int], plan: Pla
 def workload(name: str, namesrv: str, pids: list[int], plan: Plan, clients: list[str], wd: Path) -> Results:
     tag = uuid.uuid4().hex[:6]
     # warm-up, not measured: a JVM broker's JIT compiles its hot paths in its first seconds (rokka's is ready)
-    send("cpp", namesrv, f"Anchor_warm_{tag}", "sync", 16, plan.sync, plan, wd)
+    send("cpp", namesrv, f"Anchor_warm_{tag}", "sync", 16, max(plan.sync, WARMUP_SENDS), plan, wd)
     tagged = f"Anchor_tags_{tag}"
     filled = tags_role({"role": "fill", "namesrv": namesrv, "group": f"PG_{tag}_t", "topic": tagged,
                         "count": plan.tagged, "threads": 64, "tags": ["A", "B"]}, wd, plan.max_s + 180)
