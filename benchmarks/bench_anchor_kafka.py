@@ -36,7 +36,8 @@ row reports the median msg/s and the CPU of all reads over all records read.  On
 ``--quick`` row lasts 20-150 ms (30,000 x 100 B, 12,000 x 1 KiB): the consumer, librdkafka and a
 Python loop, is what mostly bounds it (the brokers answer its Fetches faster than it drains them), so on
 a machine shared with other work one scheduling stall of the client halves a single read's msg/s,
-whichever broker serves it.  The median of several reads measures the broker rather than that stall.
+whichever broker serves it.  The median of several reads is less sensitive to one such stall; it
+cannot undo a machine loaded for the whole row (load average 15-25: single reads of one row spread 3x).
 """
 
 from __future__ import annotations
