@@ -188,11 +188,15 @@ def _offset_codes(env: KafkaEnv, coord: GroupCoordinator, ctx: KafkaRequestConte
 
 def _stage_metadata(env: KafkaEnv, req: Any, codes: dict[tuple[str, int], int]) -> None:
     """The accepted partitions' metadata and leader epochs (v2+), kept by the offset table until
-    EndTxn(commit) applies these offsets (``ConsumerOffsetManager.stage_metadata``)."""
+    EndTxn(commit) applies these offsets (``ConsumerOffsetManager.stage_metadata``), under this
+    broker's queue id as the commit stores it; a partition led by another broker gets its offset
+    at commit without them (not forwarded)."""
     for t in req.topics:
         for p in (p for p in t.partitions if codes[(t.name, p.partition_index)] == 0):
-            env.broker.offsets.stage_metadata(req.group_id, t.name, p.partition_index, p.committed_offset,
-                                              p.committed_metadata, getattr(p, "committed_leader_epoch", -1))
+            queue = local_queue(env, t.name, p.partition_index)
+            if queue is not None:
+                env.broker.offsets.stage_metadata(req.group_id, t.name, queue, p.committed_offset,
+                                                  p.committed_metadata, getattr(p, "committed_leader_epoch", -1))
 
 
 async def txn_offset_commit(env: KafkaEnv, txns: KafkaTxnCoordinator, coord: GroupCoordinator,
