@@ -290,8 +290,9 @@ class KafkaTxnCoordinator(ParticipantMixin):
             again = self._txn_for(tid, pid, epoch)
             if again is not txn or isinstance(next_state(txn.state, E.ADD), TxnOutcome):
                 return Out.CONCURRENT_TRANSACTIONS
-            if fresh and txn.state is S.ONGOING:
-                fresh = False                    # another request started it meanwhile: extend it
+            if txn.state is not S.ONGOING and not fresh:
+                return Out.CONCURRENT_TRANSACTIONS   # it ended meanwhile: the client adds again
+            fresh = txn.state is not S.ONGOING   # another request may have started it: extend it
         if fresh:
             txn.clear()
             txn.state = S.ONGOING
