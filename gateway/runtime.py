@@ -234,6 +234,8 @@ class BrokerRole:
                 cfg.listen_port = addrs[0][1]
                 self.broker_addr = (cfg.advertised_host, cfg.listen_port)
                 self.broker = broker = await trio.to_thread.run_sync(Broker, cfg)
+                if cfg.enable_controller_mode:   # fenced until the controller names the role (gateway/ha/controlled.py)
+                    broker.store.replica_only = True
                 if acl is not None:     # a record named by CommitLog offset is checked against its topic
                     acl.topic_at = record_topics(broker.store)
                 await nursery.start(broker.run)
