@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Self, TypeVar
 
 from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
@@ -115,6 +115,30 @@ class RequestHeader:
         obj = _new(cls)
         for name, convert, required, default, empty_is_none, put in cls._PLAN:
             raw = ext.get(name)
+            if raw is None or (empty_is_none and not raw):
+                if required:
+                    raise HeaderFieldError(f"the custom field <{name}> is null")
+                put(obj, default)
+            else:
+                put(obj, raw if convert is None else convert(raw, name))
+        return obj
+
+    @classmethod
+    def aliased_plan(cls, aliases: dict[str, str]) -> tuple[tuple[Any, ...], ...]:
+        """A plan for ``decode_aliased``: each field read under its alias (Java name -> wire name, e.g.
+        SEND_MESSAGE_V2's one-letter names), errors still naming the Java field."""
+        return tuple((aliases.get(step[0], step[0]), *step) for step in cls._PLAN)   # alias is name: no alias
+
+    @classmethod
+    def decode_aliased(cls, ext: Mapping[str, str], plan: tuple[tuple[Any, ...], ...]) -> Self | None:
+        """``decode`` of ``ext`` whose fields carry the aliases of ``plan`` (from ``aliased_plan``), without
+        renaming it first.  None when a field is present under its Java name (a header mixing both
+        spellings): the caller then renames and decodes, as before."""
+        obj = _new(cls)
+        for alias, name, convert, required, default, empty_is_none, put in plan:
+            if alias is not name and name in ext:
+                return None
+            raw = ext.get(alias)
             if raw is None or (empty_is_none and not raw):
                 if required:
                     raise HeaderFieldError(f"the custom field <{name}> is null")

@@ -41,8 +41,8 @@ from rokka.core.groups import MESSAGE_MODEL_BROADCASTING
 from rokka.core.storage import GetResult, GetStatus
 from rokka.core.txn import without_control
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import PullMessageRequestHeader
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
@@ -61,11 +61,11 @@ class PullError(Exception):
         self.remark = remark
 
 
-def resolve_subscription(ctx: BrokerContext, h: Header, group: str, topic: str, sysflag: int) -> Subscription:
+def resolve_subscription(ctx: BrokerContext, h: PullMessageRequestHeader, group: str, topic: str,
+                         sysflag: int) -> Subscription:
     if sysflag & FLAG_SUBSCRIPTION:
         try:
-            sub = build_subscription(topic, h.str("subscription", None), h.str("expressionType", None),
-                                     h.long("subVersion", 0) or 0)
+            sub = build_subscription(topic, h.subscription, h.expression_type, h.sub_version or 0)
         except SubscriptionParseError as exc:
             raise PullError(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                             f"parse the consumer's subscription failed: {exc}") from None
@@ -83,7 +83,7 @@ def resolve_subscription(ctx: BrokerContext, h: Header, group: str, topic: str, 
         if found is None:
             raise PullError(ResponseCode.SUBSCRIPTION_NOT_EXIST,
                             f"the consumer's subscription not exist, group: {group} topic: {topic}")
-        if found.sub_version < (h.long("subVersion", 0) or 0):
+        if found.sub_version < (h.sub_version or 0):
             raise PullError(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
         sub = found
     if sub.expression_type == EXPR_SQL92 and not ctx.cfg.enable_property_filter:
@@ -168,13 +168,11 @@ def _name_refusal(req: RemotingCommand, channel: Any, broker: Any, group: str, t
 
 
 async def handle_pull(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    group, topic = h.str("consumerGroup"), h.str("topic")
-    queue_id, offset = h.int("queueId"), h.long("queueOffset")
-    max_msgs = max(1, min(h.int("maxMsgNums"), 1024))
-    sysflag = h.int("sysFlag")
-    commit_offset = h.long("commitOffset", 0) or 0
-    suspend_ms = h.long("suspendTimeoutMillis", 0) or 0
+    h = PullMessageRequestHeader.decode(req)
+    group, topic, queue_id, offset, sysflag = h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.sys_flag
+    max_msgs = max(1, min(h.max_msg_nums, 1024))
+    commit_offset = h.commit_offset or 0
+    suspend_ms = h.suspend_timeout_millis or 0
     broker = ctx.broker
     if (bad := _name_refusal(req, channel, broker, group, topic)) is not None:
         return bad

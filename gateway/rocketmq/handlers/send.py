@@ -58,8 +58,8 @@ from rokka.core.storage import PutResult, PutStatus
 from rokka.core.topics import NOT_ALLOWED_SEND, PERM_WRITE
 from rokka.gateway.rocketmq.codec.batch import BatchFormatError, decode_batch
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header, normalize_send_header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
@@ -189,25 +189,20 @@ async def _gated(handler: Any, ctx: BrokerContext, channel: Any, req: RemotingCo
 
 
 async def _handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(normalize_send_header(req.ext_fields))
-    topic = h.str("topic")
-    h.str("producerGroup")
-    queue_id = h.int("queueId")
-    sysflag = h.int("sysFlag")
-    born_ts = h.long("bornTimestamp")
-    flag = h.int("flag")
-    reconsume = h.int("reconsumeTimes", 0) or 0
-    batch = bool(h.bool("batch", False)) or req.code == 320
-    max_reconsume = h.int("maxReconsumeTimes", None) if req.version >= 121 else None
+    h = SendMessageRequestHeader.decode_send(req)
+    topic, queue_id, sysflag, born_ts, flag = h.topic, h.queue_id, h.sys_flag, h.born_timestamp, h.flag
+    reconsume = h.reconsume_times or 0
+    batch = bool(h.batch) or req.code == 320                   # SEND_BATCH_MESSAGE is a batch whatever the header
+    max_reconsume = h.max_reconsume_times if req.version >= 121 else None     # honoured from 4.9 clients on
     code, remark, queue_id = check_topic_for_send(
-        ctx, topic, h.str("defaultTopic", None), h.int("defaultTopicQueueNums", 4) or 4, queue_id)
+        ctx, topic, h.default_topic, h.default_topic_queue_nums or 4, queue_id)
     if code != ResponseCode.SUCCESS:
         return _base_response(req, ctx, code, remark)
     if ctx.cfg.reject_transaction_message and (sysflag & TRANSACTION_MASK):
         return _base_response(req, ctx, ResponseCode.NO_PERMISSION, "the broker rejects transaction messages")
     if remark := compressed_body_error(req.body, sysflag, ctx.cfg.max_message_size):   # decompression bombs
         return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, remark)
-    batch_props = parse_properties(h.str("properties", None))
+    batch_props = parse_properties(h.properties)
     # An empty body is accepted, as the Java broker does (only clients refuse it): records with an
     # empty or null Kafka value are stored that way, and a RocketMQ relay must be able to re-send them.
     if batch and not req.body:
@@ -276,10 +271,8 @@ def send_response(ctx: BrokerContext, req: RemotingCommand, result: PutResult, q
 
 
 async def _handle_send_back(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    h = Header(req)
-    offset = h.long("offset")
-    group = h.str("group")
-    delay_level = h.int("delayLevel")
+    h = ConsumerSendMsgBackRequestHeader.decode(req)
+    offset, group, delay_level = h.offset, h.group, h.delay_level
     broker = ctx.broker
     if (bad := names.consumer_group_problem(group)) is not None:
         names.refused("rocketmq", "group", group, bad, op="send_back", peer=str(getattr(channel, "peer", "")))
@@ -297,10 +290,10 @@ async def _handle_send_back(ctx: BrokerContext, channel: Any, req: RemotingComma
     props = dict(msg.properties)
     props.setdefault(PROP_RETRY_TOPIC, msg.topic)
     max_times = sub_cfg.retry_max_times
-    if req.version >= 121 and h.int("maxReconsumeTimes", None) is not None:
-        max_times = h.int("maxReconsumeTimes")
+    if req.version >= 121 and h.max_reconsume_times is not None:
+        max_times = h.max_reconsume_times
     props.setdefault(PROP_ORIGIN_MESSAGE_ID,
-                     h.str("originMsgId", None) or encode_offset_msg_id(msg.store_host, msg.commitlog_offset))
+                     h.origin_msg_id or encode_offset_msg_id(msg.store_host, msg.commitlog_offset))
     props.pop(PROP_DELAY, None)
     if msg.reconsume_times >= max_times or delay_level < 0:
         topic, queue_id = DLQ_PREFIX + group, 0

@@ -14,7 +14,7 @@ from rokka.gateway.rocketmq.codec import request_headers as rh
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
 from rokka.gateway.rocketmq.codec.header_decl import RequestHeader
-from rokka.gateway.rocketmq.codec.headers import INT32_MAX, INT32_MIN, Header, parse_int
+from rokka.gateway.rocketmq.codec.headers import INT32_MAX, INT32_MIN, Header, normalize_send_header, parse_int
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 # Golden extFields, written by hand from the Java classes' field names (every declared field set).
@@ -227,6 +227,39 @@ def test_send_v2_one_letter_names_decode_and_encode() -> None:
         rh.SendMessageRequestHeader.decode_send({k: v for k, v in v2.items() if k != "b"})
 
 
+def _decoded(fn, *args):  # noqa: ANN001, ANN201
+    try:
+        return fn(*args)
+    except HeaderFieldError as exc:
+        return str(exc)
+
+
+_SEND_V1 = GOLDEN[rh.SendMessageRequestHeader]
+_SEND_V2 = rh.SendMessageRequestHeader.decode(_SEND_V1).encode_v2()
+
+
+@given(st.lists(st.sampled_from(sorted(_SEND_V2)), unique=True),
+       st.lists(st.sampled_from(sorted(_SEND_V1)), unique=True, max_size=3),
+       st.dictionaries(st.sampled_from(sorted(_SEND_V2)), st.sampled_from(["", "x", "-1", "true", "99999999999"]),
+                       max_size=2))
+def test_send_v2_read_in_place_is_the_renamed_decode(dropped: list[str], v1_names: list[str],
+                                                     junk: dict[str, str]) -> None:
+    """decode_send reads a V2 header under its one-letter names without renaming it; whatever the header
+    (fields dropped, junk values, V1 names mixed in, both spellings of a field), the outcome, error message
+    included, is that of renaming it first."""
+    ext = {k: v for k, v in _SEND_V2.items() if k not in dropped} | junk
+    ext |= {name: _SEND_V1[name] for name in v1_names}
+    send = rh.SendMessageRequestHeader
+    assert _decoded(send.decode_send, ext) == _decoded(send.decode, normalize_send_header(ext))
+
+
+def test_send_v2_errors_name_the_java_field() -> None:
+    with pytest.raises(HeaderFieldError, match="<queueId> is not a number"):
+        rh.SendMessageRequestHeader.decode_send({**_SEND_V2, "e": "x"})
+    with pytest.raises(HeaderFieldError, match="<producerGroup> is null"):
+        rh.SendMessageRequestHeader.decode_send({k: v for k, v in _SEND_V2.items() if k != "a"})
+
+
 def test_command_carries_the_encoded_header() -> None:
     cmd = nh.KVConfigRequestHeader(namespace="ns", key="k").command(RequestCode.GET_KV_CONFIG, b"x")
     assert (cmd.code, cmd.ext_fields, cmd.body) == (RequestCode.GET_KV_CONFIG, {"namespace": "ns", "key": "k"}, b"x")
@@ -262,7 +295,7 @@ def test_typed_numbers_parse_as_the_string_helper(raw32: str, raw64: str) -> Non
 CONVERTED = ["handlers/client.py", "handlers/reset.py", "handlers/admin.py", "handlers/admin_stats.py",
              "handlers/admin_consumer.py", "handlers/admin_acl.py", "handlers/txn.py", "handlers/reply.py",
              "acl.py", "client/admin.py", "client/consumer.py", "client/producer.py", "client/tools.py",
-             "client/namesrv.py"]
+             "client/namesrv.py", "handlers/send.py", "handlers/pull.py"]
 
 
 @pytest.mark.parametrize("path", CONVERTED)
