@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-Each handler decodes the custom header with ``Header`` (a missing required
-field raises ``HeaderFieldError`` -> SYSTEM_ERROR), calls the pure
+Each handler decodes the custom header with its declaration
+(``codec/namesrv_headers.py``: a missing required field or a bad number raises
+``HeaderFieldError`` -> SYSTEM_ERROR), calls the pure
 ``RouteInfoManager`` and builds the response.  Bodies are standard JSON with
 quoted keys; every client (C++ with allowNumericKeys, ali-ons JSON2, Java
 fastjson) accepts that, so the ``acceptStandardJsonOnly`` switch and the
@@ -45,9 +46,9 @@ from rokka.core.namesrv.config import PATH_KEYS, PATH_REMARK, NamesrvConfig, rew
 from rokka.core.namesrv.controller import Controller
 from rokka.core.namesrv.routes import RouteInfoManager
 from rokka.gateway.rocketmq.channel import Channel, Handler
+from rokka.gateway.rocketmq.codec import namesrv_headers as nh
 from rokka.gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, dumps, kv_table_json, loads_body
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header, to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
@@ -97,14 +98,13 @@ class NamesrvHandlers:
 
     # -- brokers -----------------------------------------------------------------------
     async def register_broker(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        h = Header(cmd)
-        cluster, name, addr = h.str("clusterName"), h.str("brokerName"), h.str("brokerAddr")
-        ha_addr, broker_id = h.str("haServerAddr"), h.long("brokerId")
-        crc = h.int("bodyCrc32", 0)
+        h = nh.RegisterBrokerRequestHeader.decode(cmd)
+        cluster, name, addr, broker_id = h.cluster_name, h.broker_name, h.broker_addr, h.broker_id
+        ha_addr, crc = h.ha_server_addr, h.body_crc32
         if crc and body_crc32(cmd.body) != crc:
             log.warning("namesrv.register_body_crc_mismatch", broker=name, addr=addr)
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        body = RegisterBrokerBody.decode(cmd.body, compressed=h.bool("compressed", False))
+        body = RegisterBrokerBody.decode(cmd.body, compressed=h.compressed)
         if self.controller is not None and self.controller.manages(name):
             broker_id = self.controller.route_id(name, addr, broker_id)
         result = self.routes.register_broker(
@@ -114,33 +114,34 @@ class NamesrvHandlers:
                   topics=len(body.topic_config_table))
         order = self.routes.kv_list(ORDER_TOPIC_CONFIG_NS)
         return cmd.make_response(
-            ResponseCode.SUCCESS, ext_fields=to_ext(haServerAddr=result.ha_addr, masterAddr=result.master_addr),
+            ResponseCode.SUCCESS, ext_fields=nh.RegisterBrokerResponseHeader(
+                ha_server_addr=result.ha_addr, master_addr=result.master_addr).encode(),
             body=kv_table_json(order) if order else b"")
 
     async def unregister_broker(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        h = Header(cmd)
-        self.routes.unregister_broker(h.str("clusterName"), h.str("brokerName"), h.str("brokerAddr"),
-                                      h.long("brokerId"))
+        h = nh.UnRegisterBrokerRequestHeader.decode(cmd)
+        self.routes.unregister_broker(h.cluster_name, h.broker_name, h.broker_addr, h.broker_id)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def query_data_version(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        h = Header(cmd)
-        addr = h.str("brokerAddr")
+        addr = nh.QueryDataVersionRequestHeader.decode(cmd).broker_addr
         version = loads_body(cmd.body) if cmd.body else {}
         live = self.routes.live.get(addr)
         changed = live is None or live.data_version != version
         if live is not None:
             live.last_update_ms = self.routes.clock()
-        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=to_ext(changed=changed),
+        return cmd.make_response(ResponseCode.SUCCESS,
+                                 ext_fields=nh.QueryDataVersionResponseHeader(changed=changed).encode(),
                                  body=dumps(live.data_version) if live is not None else b"")
 
     async def wipe_write_perm(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        count = self.routes.wipe_write_perm(Header(cmd).str("brokerName"))
-        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=to_ext(wipeTopicCount=count))
+        count = self.routes.wipe_write_perm(nh.BrokerNameRequestHeader.decode(cmd).broker_name)
+        return cmd.make_response(ResponseCode.SUCCESS,
+                                 ext_fields=nh.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count).encode())
 
     # -- routes and topics -------------------------------------------------------------
     async def get_route(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        topic = Header(cmd).str("topic")
+        topic = nh.GetRouteInfoRequestHeader.decode(cmd).topic
         if (bad := names.store_topic_problem(topic)) is not None:
             names.refused("rocketmq", "topic", topic, bad, op="get_route", peer=str(getattr(channel, "peer", "")))
             return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, route_not_found_remark(topic))
@@ -156,39 +157,39 @@ class NamesrvHandlers:
         return cmd.make_response(ResponseCode.SUCCESS, body=dumps({"topicList": self.routes.all_topics()}))
 
     async def topics_by_cluster(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        topics = self.routes.topics_by_cluster(Header(cmd).str("cluster"))
+        topics = self.routes.topics_by_cluster(nh.GetTopicsByClusterRequestHeader.decode(cmd).cluster)
         return cmd.make_response(ResponseCode.SUCCESS, body=dumps({"topicList": topics}))
 
     async def delete_topic(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        h = Header(cmd)
-        topic = h.str("topic")
+        h = nh.DeleteTopicFromNamesrvRequestHeader.decode(cmd)
+        topic = h.topic
         if (bad := names.store_topic_problem(topic)) is not None and topic not in self.routes.topic_queues:
             names.refused("rocketmq", "topic", topic, bad, op="delete_topic_in_namesrv")
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, bad)
-        self.routes.delete_topic(topic, h.str("clusterName", None, empty_is_none=True))
+        self.routes.delete_topic(topic, h.cluster_name)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     # -- KV config ---------------------------------------------------------------------------
     async def put_kv(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        h = Header(cmd)
-        self.routes.put_kv(h.str("namespace"), h.str("key"), h.str("value"))
+        h = nh.PutKVConfigRequestHeader.decode(cmd)
+        self.routes.put_kv(h.namespace, h.key, h.value)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def get_kv(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        h = Header(cmd)
-        ns, key = h.str("namespace"), h.str("key")
+        h = nh.KVConfigRequestHeader.decode(cmd)
+        ns, key = h.namespace, h.key
         value = self.routes.get_kv(ns, key)
         if value is None:
             return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
         return cmd.make_response(ResponseCode.SUCCESS, ext_fields={"value": value})
 
     async def delete_kv(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        h = Header(cmd)
-        self.routes.delete_kv(h.str("namespace"), h.str("key"))
+        h = nh.KVConfigRequestHeader.decode(cmd)
+        self.routes.delete_kv(h.namespace, h.key)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def kv_list(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        ns = Header(cmd).str("namespace")
+        ns = nh.GetKVListByNamespaceRequestHeader.decode(cmd).namespace
         table = self.routes.kv_list(ns)
         if table is None:
             return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
@@ -196,10 +197,11 @@ class NamesrvHandlers:
 
     # -- operations ------------------------------------------------------------------------------
     async def add_write_perm(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        name = Header(cmd).str("brokerName")
+        name = nh.BrokerNameRequestHeader.decode(cmd).broker_name
         count = self.routes.add_write_perm(name)
         log.info("namesrv.add_write_perm", broker=name, topics=count, peer=str(getattr(channel, "peer", "")))
-        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=to_ext(addTopicCount=count))
+        return cmd.make_response(ResponseCode.SUCCESS,
+                                 ext_fields=nh.AddWritePermOfBrokerResponseHeader(add_topic_count=count).encode())
 
     async def system_topics(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
         topics, addr = self.routes.system_topic_list()

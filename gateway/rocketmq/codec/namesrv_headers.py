@@ -4,9 +4,11 @@ Theory of operation
 -------------------
 Declarations as in ``request_headers`` (see ``header_decl``): the client
 (``client/namesrv.py``, ``client/admin.py``) encodes its name server requests
-from them, and the name server's handlers can decode from the same ones.
-Required fields follow RocketMQ 4.9's ``@CFNotNull`` and rokka's name server.
-``BY_CODE`` maps request codes to their declaration.
+from them, and the name server's handlers (``gateway/namesrv/handlers.py``)
+decode from the same ones and encode their response headers with the
+``*ResponseHeader`` declarations.  Required fields follow RocketMQ 4.9's
+``@CFNotNull`` and rokka's name server.  ``BY_CODE`` maps request codes to their
+request declaration.
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ class UnRegisterBrokerRequestHeader(RequestHeader):
     broker_addr: str
     cluster_name: str
     broker_id: I64
+
+
+@declare
+class QueryDataVersionRequestHeader(RequestHeader):
+    """Java also declares brokerName, clusterName, brokerId (all @CFNotNull); rokka reads the address only."""
+
+    broker_addr: str
 
 
 @declare
@@ -78,8 +87,33 @@ class GetKVListByNamespaceRequestHeader(RequestHeader):
     namespace: str
 
 
+# -- response headers (the name server's answers; same machinery, Java's *ResponseHeader classes) --------------
+
+
+@declare
+class RegisterBrokerResponseHeader(RequestHeader):
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@declare
+class QueryDataVersionResponseHeader(RequestHeader):
+    changed: bool
+
+
+@declare
+class WipeWritePermOfBrokerResponseHeader(RequestHeader):
+    wipe_topic_count: I32
+
+
+@declare
+class AddWritePermOfBrokerResponseHeader(RequestHeader):
+    add_topic_count: I32
+
+
 BY_CODE: dict[int, type[RequestHeader]] = {
     RC.REGISTER_BROKER: RegisterBrokerRequestHeader, RC.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
+    RC.QUERY_DATA_VERSION: QueryDataVersionRequestHeader,
     RC.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader, RC.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterRequestHeader,
     RC.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader,
     RC.WIPE_WRITE_PERM_OF_BROKER: BrokerNameRequestHeader, RC.ADD_WRITE_PERM_OF_BROKER: BrokerNameRequestHeader,

@@ -90,6 +90,7 @@ GOLDEN: dict[type[RequestHeader], dict[str, str]] = {
         "brokerId": "0", "compressed": "false", "bodyCrc32": "-12345"},
     nh.UnRegisterBrokerRequestHeader: {"brokerName": "b", "brokerAddr": "1.2.3.4:10911", "clusterName": "c",
                                        "brokerId": "1"},
+    nh.QueryDataVersionRequestHeader: {"brokerAddr": "1.2.3.4:10911"},
     nh.GetRouteInfoRequestHeader: {"topic": "T", "acceptStandardJsonOnly": "true"},
     nh.GetTopicsByClusterRequestHeader: {"cluster": "c"},
     nh.DeleteTopicFromNamesrvRequestHeader: {"topic": "T", "clusterName": "c"},
@@ -140,6 +141,7 @@ REQUIRED: dict[type[RequestHeader], set[str]] = {
     rh.QueryCorrectionOffsetHeader: {"topic"},
     nh.RegisterBrokerRequestHeader: {"brokerName", "brokerAddr", "clusterName", "haServerAddr", "brokerId"},
     nh.UnRegisterBrokerRequestHeader: {"brokerName", "brokerAddr", "clusterName", "brokerId"},
+    nh.QueryDataVersionRequestHeader: {"brokerAddr"},
     nh.GetRouteInfoRequestHeader: {"topic"},
     nh.GetTopicsByClusterRequestHeader: {"cluster"},
     nh.DeleteTopicFromNamesrvRequestHeader: {"topic"},
@@ -260,6 +262,14 @@ def test_send_v2_errors_name_the_java_field() -> None:
         rh.SendMessageRequestHeader.decode_send({k: v for k, v in _SEND_V2.items() if k != "a"})
 
 
+def test_namesrv_response_headers_encode_as_the_dicts_they_replace() -> None:
+    assert nh.RegisterBrokerResponseHeader(ha_server_addr="h:1", master_addr=None).encode() == {"haServerAddr": "h:1"}
+    assert nh.RegisterBrokerResponseHeader().encode() == {}
+    assert nh.QueryDataVersionResponseHeader(changed=False).encode() == {"changed": "false"}
+    assert nh.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=3).encode() == {"wipeTopicCount": "3"}
+    assert nh.AddWritePermOfBrokerResponseHeader(add_topic_count=0).encode() == {"addTopicCount": "0"}
+
+
 def test_command_carries_the_encoded_header() -> None:
     cmd = nh.KVConfigRequestHeader(namespace="ns", key="k").command(RequestCode.GET_KV_CONFIG, b"x")
     assert (cmd.code, cmd.ext_fields, cmd.body) == (RequestCode.GET_KV_CONFIG, {"namespace": "ns", "key": "k"}, b"x")
@@ -295,7 +305,7 @@ def test_typed_numbers_parse_as_the_string_helper(raw32: str, raw64: str) -> Non
 CONVERTED = ["handlers/client.py", "handlers/reset.py", "handlers/admin.py", "handlers/admin_stats.py",
              "handlers/admin_consumer.py", "handlers/admin_acl.py", "handlers/txn.py", "handlers/reply.py",
              "acl.py", "client/admin.py", "client/consumer.py", "client/producer.py", "client/tools.py",
-             "client/namesrv.py", "handlers/send.py", "handlers/pull.py"]
+             "client/namesrv.py", "handlers/send.py", "handlers/pull.py", "../namesrv/handlers.py"]
 
 
 @pytest.mark.parametrize("path", CONVERTED)
