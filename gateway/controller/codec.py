@@ -25,40 +25,67 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rokka.core.namesrv.controller import Heartbeat, ReplicaInfo
-from rokka.gateway.rocketmq.codec.headers import Header, to_ext
+from rokka.gateway.rocketmq.codec.header_decl import I64, RequestHeader, declare, java
 
 BROKER_HEARTBEAT = 904                  # RocketMQ 5 RequestCode.BROKER_HEARTBEAT
 CONTROLLER_GET_REPLICA_INFO = 1004      # RocketMQ 5 RequestCode.CONTROLLER_GET_REPLICA_INFO
 
 
+@declare
+class BrokerHeartbeatRequestHeader(RequestHeader):
+    """Java's BrokerHeartbeatRequestHeader fields plus rokka's haServerAddr and epochStartOffset."""
+
+    cluster_name: str
+    broker_name: str
+    broker_addr: str
+    ha_server_addr: str = ""
+    broker_id: I64
+    max_offset: I64
+    epoch: I64 = 0
+    epoch_start_offset: I64 = -1
+    heartbeat_timeout_mills: I64 = 3000
+
+
+@declare
+class ReplicaInfoResponseHeader(RequestHeader):
+    """Java's GetReplicaInfoResponseHeader fields plus rokka's (see the module docstring)."""
+
+    master_address: str | None = java(empty_is_none=True)
+    master_ha_address: str | None = java(empty_is_none=True)
+    master_epoch: I64 = 0
+    master_broker_id: I64 | None = None                 # sent, never read back
+    broker_id: I64 = -1
+    epochs: str = ""
+    sync_state_set: str = ""
+
+
 def encode_heartbeat(hb: Heartbeat) -> dict[str, str]:
-    return to_ext(clusterName=hb.cluster, brokerName=hb.broker_name, brokerAddr=hb.broker_addr,
-                  haServerAddr=hb.ha_addr, brokerId=hb.broker_id, maxOffset=hb.max_offset, epoch=hb.epoch,
-                  epochStartOffset=hb.epoch_start, heartbeatTimeoutMills=hb.timeout_ms)
+    return BrokerHeartbeatRequestHeader(
+        cluster_name=hb.cluster, broker_name=hb.broker_name, broker_addr=hb.broker_addr, ha_server_addr=hb.ha_addr,
+        broker_id=hb.broker_id, max_offset=hb.max_offset, epoch=hb.epoch, epoch_start_offset=hb.epoch_start,
+        heartbeat_timeout_mills=hb.timeout_ms).encode()
 
 
 def decode_heartbeat(ext: Mapping[str, str]) -> Heartbeat:
     """Raises HeaderFieldError (a ValueError) for a missing or malformed field."""
-    h = Header(ext)
-    return Heartbeat(h.str("clusterName"), h.str("brokerName"), h.str("brokerAddr"), h.str("haServerAddr", ""),
-                     h.long("brokerId"), h.long("maxOffset"), h.long("epoch", 0), h.long("epochStartOffset", -1),
-                     h.long("heartbeatTimeoutMills", 3000))
+    h = BrokerHeartbeatRequestHeader.decode(ext)
+    return Heartbeat(h.cluster_name, h.broker_name, h.broker_addr, h.ha_server_addr, h.broker_id, h.max_offset,
+                     h.epoch, h.epoch_start_offset, h.heartbeat_timeout_mills)
 
 
 def encode_info(info: ReplicaInfo) -> dict[str, str]:
-    return to_ext(masterAddress=info.master_addr, masterHaAddress=info.master_ha_addr, masterEpoch=info.epoch,
-                  masterBrokerId=0 if info.master_addr else None, brokerId=info.broker_id,
-                  epochs=",".join(f"{e}:{s}" for e, s in info.epochs), syncStateSet=";".join(info.sync_state))
+    return ReplicaInfoResponseHeader(
+        master_address=info.master_addr, master_ha_address=info.master_ha_addr, master_epoch=info.epoch,
+        master_broker_id=0 if info.master_addr else None, broker_id=info.broker_id,
+        epochs=",".join(f"{e}:{s}" for e, s in info.epochs), sync_state_set=";".join(info.sync_state)).encode()
 
 
 def decode_info(ext: Mapping[str, str]) -> ReplicaInfo:
-    h = Header(ext)
+    h = ReplicaInfoResponseHeader.decode(ext)
     epochs: list[tuple[int, int]] = []
-    for part in (h.str("epochs", "") or "").split(","):
+    for part in h.epochs.split(","):
         e, sep, s = part.partition(":")
         if sep:
             epochs.append((int(e), int(s)))
-    sync = tuple(a for a in (h.str("syncStateSet", "") or "").split(";") if a)
-    return ReplicaInfo(h.str("masterAddress", None, empty_is_none=True),
-                       h.str("masterHaAddress", None, empty_is_none=True), h.long("masterEpoch", 0),
-                       h.long("brokerId", -1), tuple(sorted(epochs)), sync)
+    sync = tuple(a for a in h.sync_state_set.split(";") if a)
+    return ReplicaInfo(h.master_address, h.master_ha_address, h.master_epoch, h.broker_id, tuple(sorted(epochs)), sync)
