@@ -13,17 +13,19 @@ Quirks handled here:
 
 * Booleans: Java uses ``Boolean.parseBoolean`` ("true" only), but C++ 1.2.x
   sends "0"/"1" and ali-ons sends JSON booleans (already "true"/"false").
-  ``get_bool`` accepts true/false/1/0 case-insensitively.
+  ``parse_bool`` accepts true/false/1/0 case-insensitively.
 * Empty strings: C++ sends "" for unused optional fields (UNREGISTER_CLIENT
-  groups); ``get_str(..., empty_is_none=True)`` folds them to ``None``.
+  groups); ``Header.str(..., empty_is_none=True)`` folds them to ``None``.
 * SEND_MESSAGE_V2 uses one-letter aliases; ``V2_SEND_ALIASES`` maps them to
   the V1 names and ``normalize_send_header`` returns a V1-named dict.
 
-New code declares its header instead (``request_headers`` / ``namesrv_headers``,
+Request headers are declared instead (``request_headers`` / ``namesrv_headers``,
 built on ``header_decl``, which parses with ``parse_int`` / ``parse_bool`` from
-here); ``Header`` and ``to_ext`` remain for the modules not moved yet (the send
-and pull handlers, the name server's handlers, the Kafka cluster view, the
-pipeline and the CLI)::
+here); every broker and name server handler, the client, the controller codec
+and the pipeline use the declarations.  What is left here for the modules not
+moved yet: ``Header`` (the controller service's CONTROLLER_GET_REPLICA_INFO
+``brokerName``, tests) and ``to_ext`` (the Kafka cluster view's routed requests,
+tests that build raw requests)::
 
     h = Header(cmd)                       # or Header(cmd.ext_fields)
     topic = h.str("topic")                # required
@@ -136,23 +138,6 @@ class Header:
 
     def has(self, name: str) -> bool:
         return self.fields.get(name) is not None
-
-
-def get_str(ext: Mapping[str, str], name: str, default: object = _REQUIRED, *,
-            empty_is_none: bool = False):  # noqa: ANN201
-    return Header(ext).str(name, default, empty_is_none=empty_is_none)
-
-
-def get_int(ext: Mapping[str, str], name: str, default: object = _REQUIRED):  # noqa: ANN201
-    return Header(ext).int(name, default)
-
-
-def get_long(ext: Mapping[str, str], name: str, default: object = _REQUIRED):  # noqa: ANN201
-    return Header(ext).long(name, default)
-
-
-def get_bool(ext: Mapping[str, str], name: str, default: object = _REQUIRED):  # noqa: ANN201
-    return Header(ext).bool(name, default)
 
 
 def to_ext(**fields: object) -> dict[str, str]:
