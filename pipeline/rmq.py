@@ -43,8 +43,8 @@ from rokka.gateway.rocketmq.client import (
 )
 from rokka.gateway.rocketmq.client.tools import first_offset_at_or_after
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import PullMessageRequestHeader
 from rokka.pipeline.options import EARLIEST, LATEST, OffsetSpec, queue_key
 
 log = structlog.get_logger(__name__)
@@ -178,14 +178,15 @@ class _Puller:
 
     async def pull(self, mq: MessageQueue, offset: int, max_nums: int) -> tuple[int, int, bytes, str | None]:
         s = self.spec
-        ext = to_ext(consumerGroup=s.group, topic=mq.topic, queueId=mq.queue_id, queueOffset=offset,
-                     maxMsgNums=max_nums, sysFlag=FLAG_SUBSCRIPTION, commitOffset=0, suspendTimeoutMillis=0,
-                     subscription=s.expression, subVersion=0, expressionType=s.expression_type)
+        header = PullMessageRequestHeader(
+            consumer_group=s.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset, max_msg_nums=max_nums,
+            sys_flag=FLAG_SUBSCRIPTION, commit_offset=0, suspend_timeout_millis=0, subscription=s.expression,
+            sub_version=0, expression_type=s.expression_type)
 
         async def once() -> RemotingCommand:
             addr = await self.consumer.broker_addr(mq)
             try:
-                return await self.rc.invoke_ok(addr, RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=ext),
+                return await self.rc.invoke_ok(addr, header.command(RequestCode.PULL_MESSAGE),
                                                15.0, _PULL_OK)
             except RETRYABLE:
                 await self.consumer.fetch_subscribe_queues(mq.topic)  # refresh the route

@@ -58,7 +58,7 @@ class SendMessageRequestHeader(RequestHeader):
         """Strict decode of a V1 or V2 (one-letter) header.  A V2 header is read under its one-letter names
         directly (the send path: renaming it into a new dict first cost about a third of the decode)."""
         ext = _ext(source)
-        if "b" in ext and (h := cls.decode_aliased(ext, _SEND_V2_PLAN)) is not None:
+        if "b" in ext and (h := _DECODE_V2(ext)) is not None:
             return h
         return cls.decode(normalize_send_header(ext))
 
@@ -77,7 +77,7 @@ class SendMessageRequestHeader(RequestHeader):
         return {V1_TO_V2_SEND[k]: v for k, v in self.encode().items()}
 
 
-_SEND_V2_PLAN = SendMessageRequestHeader.aliased_plan(V1_TO_V2_SEND)
+_DECODE_V2 = SendMessageRequestHeader.aliased_decoder(V1_TO_V2_SEND)
 
 
 @declare

@@ -7,7 +7,7 @@ import ast
 import pathlib
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from rokka.gateway.rocketmq.codec import namesrv_headers as nh
 from rokka.gateway.rocketmq.codec import request_headers as rh
@@ -255,6 +255,22 @@ def test_send_v2_read_in_place_is_the_renamed_decode(dropped: list[str], v1_name
     assert _decoded(send.decode_send, ext) == _decoded(send.decode, normalize_send_header(ext))
 
 
+@pytest.mark.parametrize("cls", DECLARED, ids=lambda c: c.__name__)
+@settings(max_examples=40)
+@given(data=st.data())
+def test_compiled_decode_is_the_loop(cls: type[RequestHeader], data: st.DataObject) -> None:
+    """Each declaration's ``decode`` is generated straight-line code; it gives exactly what the base class's
+    loop gives (value or error message), whatever fields are dropped or junk."""
+    golden = GOLDEN[cls]
+    dropped = data.draw(st.lists(st.sampled_from(sorted(golden)), unique=True))
+    junk = data.draw(st.dictionaries(st.sampled_from(sorted(golden)),
+                                     st.sampled_from(["", "x", "-1", "0", "TRUE", "2147483648", "٣", " 7"]),
+                                     max_size=3))
+    ext = {k: v for k, v in golden.items() if k not in dropped} | junk
+    assert cls.decode.__func__ is not RequestHeader.decode.__func__
+    assert _decoded(cls.decode, ext) == _decoded(RequestHeader.decode.__func__, cls, ext)
+
+
 def test_send_v2_errors_name_the_java_field() -> None:
     with pytest.raises(HeaderFieldError, match="<queueId> is not a number"):
         rh.SendMessageRequestHeader.decode_send({**_SEND_V2, "e": "x"})
@@ -268,6 +284,24 @@ def test_namesrv_response_headers_encode_as_the_dicts_they_replace() -> None:
     assert nh.QueryDataVersionResponseHeader(changed=False).encode() == {"changed": "false"}
     assert nh.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=3).encode() == {"wipeTopicCount": "3"}
     assert nh.AddWritePermOfBrokerResponseHeader(add_topic_count=0).encode() == {"addTopicCount": "0"}
+
+
+def test_controller_headers_encode_as_before_and_refuse_a_missing_field() -> None:
+    from rokka.core.namesrv.controller import Heartbeat, ReplicaInfo
+    from rokka.gateway.controller.codec import decode_heartbeat, decode_info, encode_heartbeat, encode_info
+
+    ext = encode_heartbeat(Heartbeat("C", "bs", "1.2.3.4:10911", "", 1, 5, 0))
+    assert ext == {"clusterName": "C", "brokerName": "bs", "brokerAddr": "1.2.3.4:10911", "haServerAddr": "",
+                   "brokerId": "1", "maxOffset": "5", "epoch": "0", "epochStartOffset": "-1",
+                   "heartbeatTimeoutMills": "3000"}
+    with pytest.raises(HeaderFieldError, match="<maxOffset> is null"):
+        decode_heartbeat({k: v for k, v in ext.items() if k != "maxOffset"})
+    minimal = {k: ext[k] for k in ("clusterName", "brokerName", "brokerAddr", "brokerId", "maxOffset")}
+    assert decode_heartbeat(minimal) == Heartbeat("C", "bs", "1.2.3.4:10911", "", 1, 5, 0)
+    unknown = encode_info(ReplicaInfo(None, None, 0, -1, ()))
+    assert unknown == {"masterEpoch": "0", "brokerId": "-1", "epochs": "", "syncStateSet": ""}
+    assert encode_info(ReplicaInfo("a:1", "a:2", 2, 0, ((2, 7),)))["masterBrokerId"] == "0"
+    assert decode_info({**unknown, "masterAddress": "", "masterHaAddress": ""}) == ReplicaInfo(None, None, 0, -1, ())
 
 
 def test_command_carries_the_encoded_header() -> None:
@@ -305,7 +339,8 @@ def test_typed_numbers_parse_as_the_string_helper(raw32: str, raw64: str) -> Non
 CONVERTED = ["handlers/client.py", "handlers/reset.py", "handlers/admin.py", "handlers/admin_stats.py",
              "handlers/admin_consumer.py", "handlers/admin_acl.py", "handlers/txn.py", "handlers/reply.py",
              "acl.py", "client/admin.py", "client/consumer.py", "client/producer.py", "client/tools.py",
-             "client/namesrv.py", "handlers/send.py", "handlers/pull.py", "../namesrv/handlers.py"]
+             "client/namesrv.py", "handlers/send.py", "handlers/pull.py", "../namesrv/handlers.py",
+             "../controller/codec.py", "../../pipeline/rmq.py"]
 
 
 @pytest.mark.parametrize("path", CONVERTED)
