@@ -14,6 +14,11 @@ field table, from which both directions derive:
   SYSTEM_ERROR with the message as remark, as before).  The whole header is
   decoded before the handler acts, as Java's ``decodeCommandCustomHeader`` does,
   so a junk optional field is refused whatever path the request then takes.
+  ``declare`` generates each class's ``decode`` as straight-line code (as
+  ``dataclasses`` writes ``__init__``): the loop in ``RequestHeader.decode`` is
+  the reference semantics, and the generated one is what the hot send and pull
+  paths run.  ``aliased_decoder`` does the same for a header under other wire
+  names (SEND_MESSAGE_V2's one-letter ones).
 * ``peek(cmd_or_ext)``: lenient, for the ACL, which must name the resources of
   a request before its handler has judged it: a missing or malformed field is
   ``None`` there, never an error.  ``pick(cmd_or_ext, "topic", ...)`` is the
