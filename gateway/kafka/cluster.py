@@ -219,6 +219,9 @@ class ClusterView:
 
     def local_queue(self, topic: str, partition: int) -> int | None:
         """This broker's queue for Kafka partition ``partition`` (None: not here)."""
+        if not self.clustered:      # one node: partition p is queue p (no layout built per produced batch)
+            local = self._local_queues(topic)
+            return partition if local is not None and 0 <= partition < local else None
         lay = self.layout(topic)
         found = lay.owner_of(partition) if lay is not None else None
         if found is None or found[0].broker != self.broker_name:
