@@ -5,6 +5,8 @@ being "missing": a skip there would report a capability as tested when it was no
 allowed skips are the interop matrix's ``n/a:`` cells (a client genuinely lacks the feature; the
 table in README says so).  Locally (no ``CI`` variable) skips stay skips, so a developer without,
 say, Spark can still run the rest.
+
+Also here: hypothesis runs without per-example deadlines (profile ``rokka``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,12 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check bytes and behaviour, never time: no per-example deadline (a loaded 2-core CI
+# machine made a 200 ms deadline fail a codec round trip), and slow data generation is no failure.
+settings.register_profile("rokka", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("rokka")
 
 ALLOWED_SKIP_PREFIX = "n/a:"
 
