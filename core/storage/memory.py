@@ -71,6 +71,7 @@ class _Index:
 class MemoryStore(reader.TimeQueries):
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
+        self.replica_only = False       # as DiskStore's (a slave's store; never set on a memory store)
         self._records: dict[int, bytes] = {}
         self._offsets: list[int] = []
         self._times: list[int] = []

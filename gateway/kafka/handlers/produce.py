@@ -382,7 +382,10 @@ async def _store(env: KafkaEnv, topic: str, queue: int, msgs: list[Message] | Un
     if not result.ok:
         log.warning("kafka.produce_failed", topic=topic, partition=queue, status=result.status.name,
                     remark=result.remark)
-        out.error_code = _store_error(result.status.name)
+        # a slave (or a controller-mode broker not yet named master) leads nothing: the client refreshes
+        # its metadata and looks for the leader, as after Kafka's NOT_LEADER_OR_FOLLOWER
+        out.error_code = (E.NOT_LEADER_OR_FOLLOWER if env.broker.store.replica_only
+                          else _store_error(result.status.name))
         out.error_message = result.remark or None
         return out
     # A delayed record is parked in SCHEDULE_TOPIC_XXXX, a transactional one in the half topic:

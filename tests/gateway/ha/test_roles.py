@@ -84,6 +84,10 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
                 assert "put to the slave" in (resp.remark or "")
                 assert sstore.max_offset("T", 0) == 4
+                # A Kafka produce to the slave: it leads nothing (the client refreshes its metadata)
+                refused = await trio.to_thread.run_sync(_kafka_acks_all, *slave.kafka_addr)
+                assert refused == "NotLeaderForPartitionError", refused
+                assert sstore.max_offset("T", 0) == 4
                 # A PULL on the slave reads the replicated records; its commitOffset is not stored there.
                 pull = to_ext(consumerGroup="cg", topic="T", queueId=0, queueOffset=0, maxMsgNums=32,
                               sysFlag=0x1 | 0x4, commitOffset=1, suspendTimeoutMillis=0, subscription="*",
