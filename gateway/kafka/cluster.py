@@ -173,9 +173,11 @@ class ClusterView:
 
     def __init__(self, broker_name: str, node: KafkaNode, broker_addr: str,
                  local_queues: Callable[[str], int | None], namesrv: NamesrvClient | None = None,
-                 ttl_s: float = TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+                 ttl_s: float = TTL_S, clock: Callable[[], float] = time.monotonic,
+                 follower: Callable[[], bool] = lambda: False) -> None:
         self.broker_name, self.node, self.broker_addr = broker_name, node, broker_addr
         self._local_queues = local_queues
+        self._follower = follower       # True while this broker is a slave of its set (store replica_only)
         self.namesrv = namesrv
         self.ttl_s = ttl_s
         self._clock = clock
@@ -195,8 +197,20 @@ class ClusterView:
     def nodes(self) -> dict[str, KafkaNode]:
         """Live brokers with a Kafka endpoint, by broker name (this broker always included)."""
         out = {n: ep for n, ep in self._endpoints.items() if n in self._live and n != self.broker_name}
-        out[self.broker_name] = self.node
+        out[self.broker_name] = self.set_leader()
         return dict(sorted(out.items()))
+
+    def set_leader(self) -> KafkaNode:
+        """The Kafka node of this broker's set as clients should see it: this broker, or, on a slave whose
+        master is live and has published its endpoint (``ROKKA_KAFKA/<brokerName>``, the same node id),
+        the master's, so clients produce (and read) there as Kafka clients follow a partition's leader.
+        With the master gone the slave names itself again and serves reads (a produce there answers
+        NOT_LEADER_OR_FOLLOWER)."""
+        if self._follower():
+            master = self._endpoints.get(self.broker_name)
+            if master is not None and self.broker_name in self._live and master != self.node:
+                return master
+        return self.node
 
     def node_of(self, broker: str) -> KafkaNode | None:
         return self.node if broker == self.broker_name else self._endpoints.get(broker)

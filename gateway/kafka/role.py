@@ -112,7 +112,8 @@ class KafkaRole:
         node = KafkaNode(cfg.kafka_node_id or derive_node_id(cfg.broker_name), cfg.advertised_host, port)
         view = ClusterView(cfg.broker_name, node, broker_addr,
                            lambda t: (tc.read_queue_nums or None) if (tc := broker.topics.get(t)) else None,
-                           NamesrvClient(client, cfg.namesrv_addrs) if cfg.namesrv_addrs else None)
+                           NamesrvClient(client, cfg.namesrv_addrs) if cfg.namesrv_addrs else None,
+                           follower=lambda: broker.store.replica_only)
         routed = RoutedOffsets(view, broker.offsets, client)
         live = _LiveKafkaGroups()
         ownership = GroupOwnership(broker.consumers.is_live, live)

@@ -24,6 +24,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _kafka_brokers(host: str, port: int) -> list[int]:
+    """The ports of the brokers a Kafka client learns from ``host:port`` (kafka-python's metadata)."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=f"{host}:{port}", request_timeout_ms=10000)
+    try:
+        return sorted(b["port"] for b in admin.describe_cluster()["brokers"])
+    finally:
+        admin.close()
+
+
 def _kafka_acks_all(host: str, port: int) -> str:
     """One acks=all record with kafka-python (no retries): the error's class name, or "ok"."""
     from kafka import KafkaProducer
@@ -84,10 +95,6 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
                 assert "put to the slave" in (resp.remark or "")
                 assert sstore.max_offset("T", 0) == 4
-                # A Kafka produce to the slave: it leads nothing (the client refreshes its metadata)
-                refused = await trio.to_thread.run_sync(_kafka_acks_all, *slave.kafka_addr)
-                assert refused == "NotLeaderForPartitionError", refused
-                assert sstore.max_offset("T", 0) == 4
                 # A PULL on the slave reads the replicated records; its commitOffset is not stored there.
                 pull = to_ext(consumerGroup="cg", topic="T", queueId=0, queueOffset=0, maxMsgNums=32,
                               sysFlag=0x1 | 0x4, commitOffset=1, suspendTimeoutMillis=0, subscription="*",
@@ -107,8 +114,23 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 kv = await nsc.kv_list("ROKKA_KAFKA")
                 assert str(master.kafka_addr[1]) in kv["broker-ha"]
                 assert str(slave.kafka_addr[1]) not in kv["broker-ha"]
-            await slave.shutdown()
+                # Kafka clients asking the slave are sent to the master (the set's node, its endpoint)
+                assert slave.kafka is not None
+                await slave.kafka.view.refresh_brokers()
+                assert await trio.to_thread.run_sync(_kafka_brokers, *slave.kafka_addr) == [master.kafka_addr[1]]
+                assert await trio.to_thread.run_sync(_kafka_acks_all, *slave.kafka_addr) == "ok"
             await master.shutdown()
+            # With the master gone the slave names itself; a produce there: it leads nothing
+            with trio.fail_after(30):
+                while True:
+                    await slave.kafka.view.refresh_brokers()
+                    if "broker-ha" not in slave.kafka.view._live:
+                        break
+                    await trio.sleep(0.2)
+            assert await trio.to_thread.run_sync(_kafka_brokers, *slave.kafka_addr) == [slave.kafka_addr[1]]
+            refused = await trio.to_thread.run_sync(_kafka_acks_all, *slave.kafka_addr)
+            assert refused == "NotLeaderForPartitionError", refused
+            await slave.shutdown()
             nursery.cancel_scope.cancel()
 
 
