@@ -242,7 +242,7 @@ class BrokerRole:
                 ctx = BrokerContext(broker, _fmt(self.broker_addr), nursery=nursery)
                 holder["ctx"] = ctx
                 self.ctx = ctx
-                ctx.extra["acl"] = acl     # the ACL request codes edit its file (handlers/admin_acl.py)
+                ctx.acl = acl     # the ACL request codes edit its file (handlers/admin_acl.py)
                 for code, handler in build_handlers(ctx).items():
                     rmq.register(code, handler if acl is None else guard(acl, handler))
                 if acl is not None:       # plain_acl.yml edits apply at once; the forward signer follows

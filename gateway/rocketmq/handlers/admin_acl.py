@@ -68,7 +68,7 @@ _edit_lock = trio.Lock()        # one read-modify-write of plain_acl.yml at a ti
 
 
 def _acl(ctx: BrokerContext) -> PlainAcl | None:
-    acl = ctx.extra.get("acl")
+    acl = ctx.acl
     return acl if isinstance(acl, PlainAcl) and acl.path is not None else None
 
 

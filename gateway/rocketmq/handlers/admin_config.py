@@ -117,7 +117,7 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def _data_version(ctx: BrokerContext) -> dict[str, int]:
-    return ctx.extra.setdefault("config_data_version", {"counter": 0, "timestamp": int(time.time() * 1000)})
+    return ctx.config_data_version
 
 
 async def handle_get_broker_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:

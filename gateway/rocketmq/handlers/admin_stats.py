@@ -194,7 +194,7 @@ async def handle_view_broker_stats(ctx: BrokerContext, channel: Any, req: Remoti
     if total is None:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
     now = _now()
-    samples = ctx.extra.setdefault("stats_samples", {}).setdefault((name, key), [])
+    samples = ctx.stats_samples.setdefault((name, key), [])
     samples[:] = [s for s in samples if now - s[0] <= _WINDOWS[-1][1]] + [(now, total)]
     body = {}
     for field_name, window in _WINDOWS:

@@ -273,7 +273,7 @@ def _mq_key(mq: dict[str, Any]) -> tuple[str, str, int]:
 
 
 def _locks(ctx: BrokerContext) -> dict[str, dict[tuple[str, str, int], tuple[str, int]]]:
-    return ctx.extra.setdefault("mq_locks", {})
+    return ctx.mq_locks
 
 
 def try_lock(ctx: BrokerContext, group: str, client_id: str, mqs: list[dict[str, Any]],

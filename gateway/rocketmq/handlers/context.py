@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
@@ -25,6 +25,9 @@ from rokka.core.broker import Broker
 from rokka.gateway.rocketmq.codec.codes import RequestCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.handlers.flow import SendGate
+
+if TYPE_CHECKING:
+    from rokka.gateway.rocketmq.acl import PlainAcl
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +56,14 @@ class BrokerContext:
     broker_addr: str                    # advertised "ip:port" of the main listener
     nursery: trio.Nursery | None = None  # for fire-and-forget wire actions
     topic_changed: Callable[[], None] = lambda: None  # re-register with name servers
-    extra: dict[str, Any] = field(default_factory=dict)     # RocketMQ handlers' own scratch state
+    acl: PlainAcl | None = None         # the broker's plain ACL, edited by the ACL request codes (admin_acl.py)
+    #: queue locks of orderly consumers: group -> (topic, brokerName, queueId) -> (clientId, locked at ms)
+    mq_locks: dict[str, dict[tuple[str, str, int], tuple[str, int]]] = field(default_factory=dict)
+    #: VIEW_BROKER_STATS_DATA samples: (stats name, key) -> [(ms, total)] (admin_stats.py)
+    stats_samples: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=dict)
+    #: the broker config's data version, bumped by UPDATE_BROKER_CONFIG (admin_config.py)
+    config_data_version: dict[str, int] = field(
+        default_factory=lambda: {"counter": 0, "timestamp": int(time.time() * 1000)})
     shared: SharedState = field(default_factory=SharedState)  # what the Kafka side and runtime share
     send_gate: SendGate = field(init=False)     # the send queue's bound and busy signals (handlers/flow.py)
 
