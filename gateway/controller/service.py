@@ -12,21 +12,31 @@ clients every 30 s or on a failed send; rokka's Kafka metadata every 3 s).
 REGISTER_BROKER of a broker set the controller manages is answered with the
 controller's view too (``NamesrvHandlers.controller``): the master's
 registration gets brokerId 0 whatever its broker.conf says.
+
+A heartbeat is refused (SYSTEM_ERROR, a rate-limited log line) when its broker
+name is not a valid RocketMQ name, or when it would add a broker set past
+``MAX_BROKER_SETS`` or a replica past ``MAX_REPLICAS`` in a set: the port takes
+anyone's requests, and the controller's state lives in memory.
 """
 
 from __future__ import annotations
 
 import structlog
 import trio
-from rokka.core.namesrv.controller import Controller
+from rokka.core import names
+from rokka.core.namesrv.controller import BrokerSet, Controller
 from rokka.core.namesrv.routes import RouteInfoManager
 from rokka.gateway.controller.codec import BROKER_HEARTBEAT, CONTROLLER_GET_REPLICA_INFO, decode_heartbeat, encode_info
+from rokka.gateway.logs import limited
 from rokka.gateway.rocketmq.channel import Channel
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.headers import Header
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
+
+MAX_BROKER_SETS = 1024      # broker sets one controller keeps
+MAX_REPLICAS = 16           # brokers (master + slaves) in one set
 
 
 class ControllerService:
@@ -39,12 +49,16 @@ class ControllerService:
         return {BROKER_HEARTBEAT: self.heartbeat, CONTROLLER_GET_REPLICA_INFO: self.replica_info}
 
     async def heartbeat(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
-        del channel
         try:
             hb = decode_heartbeat(cmd.ext_fields)
         except ValueError as exc:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
         before = self.controller.sets.get(hb.broker_name)
+        if (why := self._refusal(hb.broker_name, hb.broker_addr, before)) is not None:
+            peer = getattr(channel, "peer", None)
+            host = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+            limited(log, "warning", "controller.heartbeat_refused", host, peer=str(peer), reason=why)
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, why)
         old_master = before.master if before is not None else None
         info = self.controller.heartbeat(hb)
         if info.master_addr is not None and info.master_addr != old_master:
@@ -52,6 +66,16 @@ class ControllerService:
                      epoch=info.epoch, old=old_master)
             self.routes.set_master(hb.broker_name, info.master_addr)
         return cmd.make_response(ResponseCode.SUCCESS, ext_fields=encode_info(info))
+
+    def _refusal(self, broker_name: str, broker_addr: str, known: BrokerSet | None) -> str | None:
+        """Why a heartbeat may not change the controller's state, or None."""
+        if (bad := names.topic_problem(broker_name)) is not None:
+            return bad.replace("topic", "broker name")
+        if known is None and len(self.controller.sets) >= MAX_BROKER_SETS:
+            return f"the controller already manages {MAX_BROKER_SETS} broker sets"
+        if known is not None and broker_addr not in known.replicas and len(known.replicas) >= MAX_REPLICAS:
+            return f"broker set {broker_name} already has {MAX_REPLICAS} brokers"
+        return None
 
     async def replica_info(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
         del channel

@@ -110,3 +110,4 @@ def test_set_master_moves_the_elected_slave_to_id_0_and_drops_the_old_master() -
     assert routes.set_master("bs", "10.9.9.9:1") is None             # not registered: nothing changes
     res = routes.register_broker("C", "bs", A, 1, "a:1", table, {"v": 1}, "chA2")
     assert res.master_addr == B and res.ha_addr == "b:1"
+
