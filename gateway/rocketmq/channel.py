@@ -42,9 +42,18 @@ go out together in the next write, each write shielded from its caller's
 cancellation and ended only by the write timeout or close().  The channel
 ends on EOF, on a protocol violation (logged, no reply: Netty closes too),
 after ``idle_timeout_s`` without incoming bytes, or on ``close()``.  Ending
-cancels in-flight handlers, fails pending ``send_request`` calls with
+cancels in-flight handlers (a oneway request already read is served first: up
+to ``ONEWAY_GRACE_S``), fails pending ``send_request`` calls with
 ``ChannelClosedError``, closes the socket and calls ``on_closed(channel)``
 (sync or async; async ones run shielded for at most 5 s).
+
+A write the kernel refuses because the peer is gone (EPIPE, ECONNRESET) does
+not end the reader: the bytes the peer sent before it left are still read and
+served (a client that sends oneway UPDATE_CONSUMER_OFFSETs and closes at once
+resets the connection when a response it never read is still in its buffer),
+only nothing more is written; the reader then ends at EOF, at the reset, or
+after ``GONE_READ_S`` without bytes.  A write that times out (a peer that does
+not read) or a budget that is spent closes the channel at once.
 
 Budgets (server channels, see ``rokka.gateway.budget``): a ``lease`` is told
 after every read how many bytes of an unfinished frame the decoder holds, and
@@ -92,6 +101,10 @@ HostPort = tuple[str, int]
 RECEIVE_BYTES = 64 * 1024
 #: Request bodies being served at once on one connection; above it reading pauses (backpressure).
 MAX_INFLIGHT_BYTES = 64 << 20
+#: How long oneway requests already read may still run once the connection has ended.
+ONEWAY_GRACE_S = 5.0
+#: How long the reader waits for more bytes once a write found the peer gone.
+GONE_READ_S = 1.0
 _ids = itertools.count(1)
 
 
@@ -173,6 +186,8 @@ class Channel:
         self._slot_freed = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._close_requested = False
+        self._write_dead = False        # a write found the peer gone: read what it sent, write nothing
+        self._oneways = 0               # oneway requests being served in their own tasks
         self._closed_event = trio.Event()
         self.name = name
         sock = getattr(stream, "socket", None)
@@ -190,7 +205,7 @@ class Channel:
 
     @property
     def closed(self) -> bool:
-        return self._closed_event.is_set() or self._close_requested
+        return self._closed_event.is_set() or self._close_requested or self._write_dead
 
     @property
     def inflight(self) -> int:
@@ -259,6 +274,12 @@ class Channel:
                     nursery.cancel_scope.cancel()
                 task_status.started()
                 await self._read_loop(nursery)
+                if self._oneways and not self._close_requested:
+                    # oneway requests already read are served although the peer left (nobody is told)
+                    with trio.move_on_after(ONEWAY_GRACE_S):
+                        while self._oneways:
+                            self._slot_freed = trio.Event()
+                            await self._slot_freed.wait()
                 nursery.cancel_scope.cancel()
         except Exception:  # noqa: BLE001 - a channel must never take its server down
             self._note("error", "channel crashed", exc_info=True)
@@ -308,9 +329,11 @@ class Channel:
                 if self._answered:      # the inline handlers' responses of this read: one write
                     answered, self._answered = self._answered, []
                     try:
-                        await self._write(answered[0] if len(answered) == 1 else b"".join(answered))
+                        if not self._write_dead:
+                            await self._write(answered[0] if len(answered) == 1 else b"".join(answered))
                     except ChannelClosedError:
-                        return
+                        if not self._write_dead:
+                            return
                 if not data:
                     return
                 if self._unyielded:     # data came without waiting: let other tasks run before the next read
@@ -330,7 +353,8 @@ class Channel:
         is ``_watch_idle``'s, and only a read inside an unfinished frame carries its own deadline."""
         fd = self._fd
         if fd is None:
-            with trio.move_on_after(self._frame_clock.timeout(self._idle_timeout_s, pending)) as scope:
+            limit = self._frame_clock.timeout(self._idle_timeout_s, pending)
+            with trio.move_on_after(min(limit, GONE_READ_S) if self._write_dead else limit) as scope:
                 return await self._stream.receive_some(RECEIVE_BYTES)
             return None if scope.cancelled_caught else b""
         waited = False
@@ -350,6 +374,11 @@ class Channel:
                     await trio.lowlevel.wait_readable(fd)
                 if scope.cancelled_caught:
                     return None
+            elif self._write_dead:         # the peer is gone: what it sent is there already
+                with trio.move_on_after(GONE_READ_S) as scope:
+                    await trio.lowlevel.wait_readable(fd)
+                if scope.cancelled_caught:
+                    return b""
             else:
                 self._read_waiting = trio.current_time()
                 try:
@@ -406,6 +435,8 @@ class Channel:
         if inline is not None and inline(cmd):
             await self._run_inline(cmd)
         else:
+            if cmd.is_oneway:
+                self._oneways += 1
             nursery.start_soon(self._run_handler, cmd)
 
     async def _run_inline(self, cmd: RemotingCommand) -> None:
@@ -428,6 +459,8 @@ class Channel:
         finally:
             self._inflight -= 1
             self._inflight_bytes -= len(cmd.body)
+            if cmd.is_oneway:
+                self._oneways -= 1
             self._slot_freed.set()
 
     async def _call_handler(self, cmd: RemotingCommand) -> RemotingCommand | None:
@@ -467,9 +500,28 @@ class Channel:
             raise ChannelClosedError(f"channel {self.id} is closed")
         return self._conn.start_request(cmd, oneway=oneway)
 
+    def _peer_gone(self, exc: BaseException) -> None:
+        """A write found the peer gone: write nothing more, but keep reading what it sent (module doc)."""
+        if not self._write_dead:
+            self._log.info("rocketmq.peer_gone_on_write", error=repr(exc))
+        self._write_dead = True
+        self._outbox.cancel()
+
+    def _write_failed(self, exc: BaseException) -> None:
+        """A failed write: the peer gone (reading goes on) or not reading in time (the channel closes)."""
+        if self._write_dead:        # a write cancelled by _peer_gone, or a later one
+            return
+        if isinstance(exc, (OSError, trio.BrokenResourceError)):
+            self._peer_gone(exc)
+        else:
+            self._log.info("rocketmq.write_failed_closing", error=repr(exc))
+            self.close()
+
     async def _write(self, data: bytes) -> None:
         if not data:
             return
+        if self._write_dead:
+            raise ChannelClosedError(f"channel {self.id}: the peer is gone")
         if self._fd is not None and not self._outbox.writing:
             # nothing queued: try the socket at once, without a task switch or a cancel scope; what the
             # kernel does not take now goes the coalesced, timed way below
@@ -480,8 +532,7 @@ class Channel:
             except BlockingIOError:
                 sent = 0
             except OSError as exc:
-                self._log.info("rocketmq.write_failed_closing", error=repr(exc))
-                self.close()
+                self._write_failed(exc)
                 raise ChannelClosedError(f"channel {self.id}: write failed: {exc!r}") from None
             if sent == len(data):
                 if self._lease is not None:
@@ -504,8 +555,7 @@ class Channel:
         try:
             await self._outbox.send(data)
         except WRITE_ERRORS as exc:
-            self._log.info("rocketmq.write_failed_closing", error=repr(exc))
-            self.close()
+            self._write_failed(exc)
             raise ChannelClosedError(f"channel {self.id}: write failed: {exc!r}") from None
         finally:
             self._pending_write -= len(data)
@@ -526,8 +576,7 @@ class Channel:
         try:
             await lead()
         except WRITE_ERRORS as exc:
-            self._log.info("rocketmq.write_failed_closing", error=repr(exc))
-            self.close()
+            self._write_failed(exc)
 
     def _check_pending_write(self, size: int) -> None:
         if self._pending_write and self._pending_write + size > self._max_pending_write:

@@ -109,11 +109,31 @@ _INLINE: dict[Callable[..., Awaitable[RemotingCommand | None]], Callable[[Broker
 }
 
 
+#: Requests a client sends through its "oneway" call without setting the oneway flag, and whose answer it never
+#: reads, by the language its header names: rocketmq-client-go (GO) sends UPDATE_CONSUMER_OFFSET and
+#: END_TRANSACTION that way.  It closes its connection with such answers unread, and a close with unread bytes is a
+#: reset that drops the client's own writes still in its kernel (the offsets a push consumer persists on
+#: shutdown: Go writes a frame in four small writes); so they get no answer, as if they were flagged oneway.
+_ANSWER_NEVER_READ: dict[int, frozenset[str]] = {
+    RC.UPDATE_CONSUMER_OFFSET: frozenset({"GO"}),
+    RC.END_TRANSACTION: frozenset({"GO"}),
+}
+
+
+def _unanswered_for(languages: frozenset[str], handler: Handler) -> Handler:
+    async def serve(channel: Any, req: RemotingCommand) -> RemotingCommand | None:
+        response = await handler(channel, req)
+        return None if req.language in languages else response
+    return serve
+
+
 def build_handlers(ctx: BrokerContext) -> dict[int, Handler]:
     out: dict[int, Handler] = {}
     for code, fn in _TABLE.items():
-        handler = functools.partial(fn, ctx)
+        handler: Handler = functools.partial(fn, ctx)
         if (inline := _INLINE.get(fn)) is not None:
             handler.inline = functools.partial(inline, ctx)  # type: ignore[attr-defined]
+        if (languages := _ANSWER_NEVER_READ.get(int(code))) is not None:
+            handler = _unanswered_for(languages, handler)
         out[int(code)] = handler
     return out

@@ -7,6 +7,7 @@ raw peers speaking bytes, no mocks, no timed assertions.
 
 from __future__ import annotations
 
+import socket
 import struct
 
 import pytest
@@ -114,4 +115,36 @@ async def test_idle_watchdog_spares_a_connection_that_keeps_talking(autojump_clo
             quiet_since = trio.current_time()
             await peer.wait_eof()
             assert trio.current_time() - quiet_since >= 120
+            await server.aclose()
+
+
+async def test_requests_read_before_the_peer_left_are_served_when_a_write_finds_it_gone() -> None:
+    """A peer that resets its connection (a close with answers unread) leaves oneway requests behind it: the
+    write that finds it gone does not end the reader, which still serves what the peer sent before it left."""
+    release, all_served, served = trio.Event(), trio.Event(), []
+
+    async def parked(channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
+        await release.wait()
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def note(channel: Channel, cmd: RemotingCommand) -> None:
+        served.append(cmd.body)
+        if len(served) == 3:
+            all_served.set()
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            server, addr = await start(nursery, {10: parked, 11: note}, max_inflight=1)
+            peer = await RawPeer.connect(addr)
+            oneways = [peer.conn.start_request(RemotingCommand(code=11, body=b"%d" % i), oneway=True)
+                       for i in range(3)]
+            # one request in flight (the slot), then three oneways the reader must hold back (backpressure)
+            await peer.stream.send_all(peer.conn.start_request(RemotingCommand(code=10)) + b"".join(oneways))
+            while not any(c.inflight for c in server._channels.values()):  # noqa: ASYNC110 - the parked one was read
+                await trio.sleep(0.01)
+            peer.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            peer.stream.socket.close()                  # reset: its answer can no longer be written
+            release.set()
+            await all_served.wait()
+            assert served == [b"0", b"1", b"2"]
             await server.aclose()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
 from rokka.gateway.rocketmq.client import MessageQueue, Producer, PullConsumer
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.headers import to_ext
@@ -47,3 +48,30 @@ async def test_query_none_answers_and_group_deletion(tmp_path: Path) -> None:
         await delete_group(cleanOffset=True)             # mqadmin deleteSubGroup -r
         assert await plain_query() == ResponseCode.QUERY_NOT_FOUND
         assert role.broker.offsets.topics_of_group("go-g") == set()
+
+
+async def test_go_clients_fire_and_forget_offset_updates_get_no_answer(tmp_path: Path) -> None:
+    """rocketmq-client-go sends UPDATE_CONSUMER_OFFSET through its "oneway" call without the oneway flag and
+    never reads the answer; a push consumer's shutdown then closes with answers unread, a reset that drops its
+    own offset writes still queued.  So a GO update is stored but not answered; a JAVA one is answered."""
+    from tests.gateway.rocketmq.test_server import RawPeer
+
+    async with routed_stack(tmp_path, "GU") as (_ns_addr, broker, role, _rc, _ns):
+        host, port = broker.rsplit(":", 1)
+        peer = await RawPeer.connect((host, int(port)))
+
+        def update(offset: int, language: str) -> RemotingCommand:
+            return RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, language=language, ext_fields=to_ext(
+                consumerGroup="gu-g", topic="GU", queueId=0, commitOffset=offset))
+
+        query = RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, language="GO",
+                                ext_fields=to_ext(consumerGroup="gu-g", topic="GU", queueId=0))
+        await peer.stream.send_all(peer.conn.start_request(update(7, "GO")))
+        while role.broker.offsets.query("gu-g", "GU", 0) != 7:  # noqa: ASYNC110 - stored (bounded)
+            await trio.sleep(0.01)
+        answer = await peer.request(query)          # the next frame answers the query, not the update
+        assert answer.opaque == query.opaque and answer.ext_fields["offset"] == "7"
+        java = update(8, "JAVA")
+        assert (await peer.request(java)).opaque == java.opaque
+        assert role.broker.offsets.query("gu-g", "GU", 0) == 8
+        await peer.stream.aclose()
