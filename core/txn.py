@@ -51,7 +51,7 @@ op offset over op records whose half is behind the half offset.  A crash
 before the offsets are persisted re-checks some halves (harmless: commits
 are idempotent by UNIQ_KEY, see above).
 
-Kafka transactions (``rokka.core.kafka_txn``) park their records as halves too,
+Kafka transactions (``rokka.gateway.kafka.txn.coordinator``) park their records as halves too,
 marked with the ``KAFKA_TXN`` property.  Their fate is decided by the Kafka
 transaction coordinator alone: the check-back scan passes over them (they
 never hold the half offset back and are never checked or discarded), and
@@ -112,7 +112,7 @@ log = structlog.get_logger(__name__)
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 OP_TAG = "d"
 SCAN_BATCH = 64
-PROP_KAFKA_TXN = "KAFKA_TXN"   # "<producer id>:<epoch>" on halves owned by core.kafka_txn
+PROP_KAFKA_TXN = "KAFKA_TXN"   # "<producer id>:<epoch>" on halves owned by the Kafka transaction coordinator
 PROP_KAFKA_CTRL = "KAFKA_CTRL"  # "<kind>:<producer id>:<epoch>" on Kafka control entries (module doc)
 CTRL_COMMIT, CTRL_ABORT, CTRL_ABORTED = "C", "A", "X"
 _CTRL_NEEDLE = PROP_KAFKA_CTRL.encode("ascii") + b"\x01"

@@ -253,7 +253,7 @@ class BrokerRole:
                     nursery.start_soon(partial(watch_files, [path], partial(PlainAcl.load, path), reloaded,
                                                what="plain_acl.yml", errors=(AclConfigError,)))
                 self.kafka_addr = await self._start_kafka(nursery, ctx, rc)
-                from rokka.gateway.kafka.txn_participants import install as install_txn_shares
+                from rokka.gateway.kafka.txn.participants import install as install_txn_shares
                 assert self.kafka is not None   # transactions spanning brokers: requests between brokers
                 install_txn_shares(self.kafka.transactions, self.kafka.view, rc, broker.offsets, rmq.register, acl)
                 if cfg.metrics_exporter_type.upper() == "PROM":

@@ -2,7 +2,7 @@
 aborted transactions invisible to read_committed, read_uncommitted and RocketMQ readers, transaction
 timeout, broker restarts mid-transaction, and kafka-python's transactional producer.
 
-rokka keeps transactional records as RocketMQ half messages until EndTxn (core/kafka_txn.py), so
+rokka keeps transactional records as RocketMQ half messages until EndTxn (gateway/kafka/txn/coordinator.py), so
 read_uncommitted consumers see exactly what read_committed ones see: committed records only.
 """
 

@@ -7,7 +7,7 @@ Kafka writes one COMMIT/ABORT control record into every partition of a transacti
 an aborted transaction's records keep their offsets.  So on a one-partition topic, a committed
 transaction of 5 records, an aborted one of 3 and a committed one of 2 take offsets 0-4 (records),
 5 (COMMIT), 6-8 (aborted), 9 (ABORT), 10-11 (records), 12 (COMMIT): the high watermark is 13 and a
-read_committed consumer that read everything stands at 13 (core/kafka_txn.py, docs/compat.md).
+read_committed consumer that read everything stands at 13 (gateway/kafka/txn/coordinator.py, docs/compat.md).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ tombstones is decided by a ``KeyReader`` (raw stored record -> (key, is
 tombstone) or None: never dropped), which the Kafka gateway registers
 (``set_key_reader``): core does not know Kafka's record mapping.  Kafka
 transaction markers and aborted placeholders have no key and stay; data of a
-transaction only reach the topic's queue at commit (``rokka.core.kafka_txn``),
+transaction only reach the topic's queue at commit (``rokka.gateway.kafka.txn.coordinator``),
 so everything scanned is committed.  After a restart the maps are rebuilt by
 scanning from the log start again (holes are skipped).
 

@@ -34,8 +34,6 @@ from rokka.compat.groups import GroupOwnership
 from rokka.compat.views import ViewRegistry
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
-from rokka.core.kafka_txn import KafkaTxnCoordinator
-from rokka.core.producer_state import ProducerStateManager
 from rokka.gateway.budget import Budget
 from rokka.gateway.filewatch import watch_files
 from rokka.gateway.kafka.acls import AclStore
@@ -46,6 +44,7 @@ from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
 from rokka.gateway.kafka.groups.types import GroupConfig
 from rokka.gateway.kafka.handlers import KafkaEnv
 from rokka.gateway.kafka.handlers.txn import attach as attach_transactions
+from rokka.gateway.kafka.producers.state import ProducerStateManager
 from rokka.gateway.kafka.sasl import SaslConfigError, UserStore
 from rokka.gateway.kafka.sasl import configure as configure_sasl
 from rokka.gateway.kafka.scram_admin import ScramAdmin
@@ -53,6 +52,7 @@ from rokka.gateway.kafka.server import KafkaServer
 from rokka.gateway.kafka.shared_acls import acl_store
 from rokka.gateway.kafka.tls import TlsConfigError, TlsSettings, server_context
 from rokka.gateway.kafka.tls import settings_from as tls_settings
+from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator
 from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient
 
 __all__ = ["KafkaRole", "SaslUsers"]

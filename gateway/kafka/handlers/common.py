@@ -37,15 +37,15 @@ from rokka.compat.views import ViewRegistry
 from rokka.core import names
 from rokka.core.broker import Broker
 from rokka.core.filter import ExpressionFilter
-from rokka.core.kafka_txn import KafkaTxnCoordinator
 from rokka.core.model import DLQ_PREFIX, RETRY_PREFIX, TOPIC_SCHEDULE
-from rokka.core.producer_state import ProducerStateManager
 from rokka.core.storage import RecordRun, release_runs
 from rokka.core.topics import TopicConfig, is_system_topic
 from rokka.gateway.kafka.codec import records as R
 from rokka.gateway.kafka.codec.primitives import Pieces
 from rokka.gateway.kafka.codec.stored_records import walk as stored_walk
 from rokka.gateway.kafka.errors import ErrorCode as E
+from rokka.gateway.kafka.producers.state import ProducerStateManager
+from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator
 
 if TYPE_CHECKING:
     from rokka.gateway.kafka.cluster import ClusterView

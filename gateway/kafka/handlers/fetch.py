@@ -5,7 +5,7 @@ Theory of operation
 Offsets of a partition (kafka-wire.md §7.1) on one node: log start =
 ConsumeQueue min offset, HW = LEO = LSO = ConsumeQueue max offset: a Kafka
 transaction's records enter their queue only when it ends, followed by its
-COMMIT/ABORT marker (``rokka.core.kafka_txn``), so no transaction is ever open
+COMMIT/ABORT marker (``rokka.gateway.kafka.txn.coordinator``), so no transaction is ever open
 in a queue.  Markers and the placeholders of aborted records are sent as
 control batches at their offsets (``common.build_batches``); consumers skip
 them and move their position past them, as in Kafka.  Aborted data are never

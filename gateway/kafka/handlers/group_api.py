@@ -32,12 +32,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from rokka.core.producer_state import InitOutcome, ProducerStateManager
 from rokka.gateway.kafka.acls import AUTH_OPS_NOT_REQUESTED, Res, authorized_operations
 from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
 from rokka.gateway.kafka.groups.types import CommitOffset, JoinRequest, LeavingMember, PartitionError, SyncRequest
+from rokka.gateway.kafka.producers.state import InitOutcome, ProducerStateManager
 
 if TYPE_CHECKING:
     from rokka.gateway.kafka.cluster import RoutedOffsets

@@ -36,14 +36,14 @@ base_offset in the reply is the ConsumeQueue offset of the first record.  Produc
 topics (3 UNKNOWN_TOPIC_OR_PARTITION).  acks=0: the server sends no reply.
 
 Idempotent producers (producer id >= 0): the batch's sequence range is
-checked against ``rokka.core.producer_state`` *before* appending: a duplicate of
+checked against ``rokka.gateway.kafka.producers.state`` *before* appending: a duplicate of
 one of the last five batches is answered with its original base offset and
 not written again; a gap gets OUT_OF_ORDER_SEQUENCE_NUMBER (45), an old
 epoch INVALID_PRODUCER_EPOCH (47).  Check, append and record happen with no
 await in between; only the fsync wait (acks=all under SYNC_FLUSH) follows.
 
 Transactional batches (attribute bit 0x10): the transaction coordinator
-(``rokka.core.kafka_txn``) first checks that the producer's transaction is open
+(``rokka.gateway.kafka.txn.coordinator``) first checks that the producer's transaction is open
 and holds this partition (else 48 INVALID_TXN_STATE; a fenced epoch gets
 47, an unknown producer id 49); the sequence check above still applies;
 the records are then stored as *half messages* (``append_halves``), which
@@ -78,9 +78,7 @@ from rokka.compat.kafka_records import (
     plain_span_run,
 )
 from rokka.core.broker import now_ms
-from rokka.core.kafka_txn import TxnOutcome
 from rokka.core.model import Message, UniformBatch
-from rokka.core.producer_state import SequenceOutcome, last_sequence
 from rokka.core.topic_retention import compaction_policy
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.codec import records as R
@@ -90,6 +88,8 @@ from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers.common import KafkaEnv, ensure_routes, local_queue, partition_error, resolve
 from rokka.gateway.kafka.handlers.topic_configs import MAX_MESSAGE_BYTES, MIN_INSYNC, TIMESTAMP_TYPE
+from rokka.gateway.kafka.producers.state import SequenceOutcome, last_sequence
+from rokka.gateway.kafka.txn.coordinator import TxnOutcome
 
 try:
     from rokka.gateway.kafka.codec import _crecords
@@ -353,7 +353,7 @@ async def _store(env: KafkaEnv, topic: str, queue: int, msgs: list[Message] | Un
             return out
     # An idempotent batch bound for this partition is journaled *before* the append, with the
     # offsets it will get (the event loop appends nothing else in between): a kill -9 after the
-    # append but before the acknowledgement must still know it (rokka.core.producer_journal).
+    # append but before the acknowledgement must still know it (rokka.gateway.kafka.producers.journal).
     intent = idempotent and not transactional and not delayed
     if intent:
         expect_first = env.broker.store.max_offset(topic, queue)

@@ -1,4 +1,4 @@
-"""Kafka transaction APIs: wire structs <-> ``rokka.core.kafka_txn.KafkaTxnCoordinator``.
+"""Kafka transaction APIs: wire structs <-> ``rokka.gateway.kafka.txn.coordinator.KafkaTxnCoordinator``.
 
 Theory of operation
 -------------------
@@ -23,8 +23,8 @@ manager, which fences it, without touching the live transaction.
 AddPartitionsToTxn: an unknown partition gets 3 and every other partition
 of the request 55 OPERATION_NOT_ATTEMPTED (nothing is added).  In a cluster a
 partition led by another broker (or a group coordinated there) is a share of
-the transaction opened on that broker (``rokka.core.kafka_txn_peers``,
-``rokka.gateway.kafka.txn_participants``); TxnOffsetCommit reaching a group
+the transaction opened on that broker (``rokka.gateway.kafka.txn.peers``,
+``rokka.gateway.kafka.txn.participants``); TxnOffsetCommit reaching a group
 coordinator that holds a share is answered from the share.  FindCoordinator
 for a transactional id names ``ClusterView.txn_coordinator_for`` (stable across
 restarts; 15 COORDINATOR_NOT_AVAILABLE while that broker is down).
@@ -47,8 +47,6 @@ from functools import partial
 from typing import Any
 
 import structlog
-from rokka.core.kafka_txn import KafkaTxnCoordinator, TxnOutcome, TxnState
-from rokka.core.producer_state import MAX_TXN_TIMEOUT_MS, NO_PRODUCER_ID, ProducerStateManager
 from rokka.core.topics import is_system_topic
 from rokka.gateway.kafka.cluster import RoutedOffsets
 from rokka.gateway.kafka.context import KafkaRequestContext
@@ -63,6 +61,8 @@ from rokka.gateway.kafka.handlers.common import (
     partition_error,
     resolve,
 )
+from rokka.gateway.kafka.producers.state import MAX_TXN_TIMEOUT_MS, NO_PRODUCER_ID, ProducerStateManager
+from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator, TxnOutcome, TxnState
 
 log = structlog.get_logger(__name__)
 
@@ -116,7 +116,7 @@ async def init_producer_id(txns: KafkaTxnCoordinator, producers: ProducerStateMa
 
 
 def _kafka_partition(env: KafkaEnv, topic: str, partition: int) -> bool:
-    """A Kafka partition of the cluster: here, or led by another broker (``txn_participants``)."""
+    """A Kafka partition of the cluster: here, or led by another broker (``txn.participants``)."""
     if is_system_topic(topic):
         return False
     if has_partition(env, topic, partition):

@@ -9,8 +9,6 @@ import pytest
 import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
-from rokka.core.kafka_txn import KafkaTxnCoordinator
-from rokka.core.producer_state import ProducerStateManager
 from rokka.core.storage.memory import MemoryStore
 from rokka.gateway.kafka import KafkaServer
 from rokka.gateway.kafka import authz as az
@@ -31,6 +29,8 @@ from rokka.gateway.kafka.codec.framing import decode_api_versions_any, encode_re
 from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
 from rokka.gateway.kafka.groups.types import GroupConfig
 from rokka.gateway.kafka.handlers import KafkaEnv
+from rokka.gateway.kafka.producers.state import ProducerStateManager
+from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator
 
 ROOT = Path(__file__).resolve().parents[3]
 

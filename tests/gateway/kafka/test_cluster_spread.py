@@ -20,8 +20,8 @@ def test_round_robin_counts_and_stable_start() -> None:
 
 
 async def test_producer_id_ranges_are_disjoint_and_js_safe() -> None:
-    from rokka.core.producer_state import ProducerStateManager
     from rokka.gateway.kafka.cluster_topics import producer_id_base
+    from rokka.gateway.kafka.producers.state import ProducerStateManager
 
     names = [f"broker-{i}" for i in range(64)] + ["broker-a", "broker-b", "east-1"]
     bases = [producer_id_base(n) for n in names]

@@ -1,4 +1,4 @@
-"""The share requests between brokers (``rokka.gateway.kafka.txn_participants``).
+"""The share requests between brokers (``rokka.gateway.kafka.txn.participants``).
 
 A real ``KafkaTxnCoordinator`` on a tmp_path store answers OPEN_SHARE / END_SHARE through the
 handlers the runtime registers; the ACL wrapper lets only the brokers' own account through.
@@ -12,11 +12,11 @@ from pathlib import Path
 import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
-from rokka.core.kafka_txn import KafkaTxnCoordinator
-from rokka.core.producer_state import ProducerStateManager
 from rokka.core.storage.engine import DiskStore
 from rokka.gateway.kafka.cluster import ClusterView, KafkaNode
-from rokka.gateway.kafka.txn_participants import END_SHARE, OPEN_SHARE, QUERY_SHARE, brokers_only, share_handlers
+from rokka.gateway.kafka.producers.state import ProducerStateManager
+from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator
+from rokka.gateway.kafka.txn.participants import END_SHARE, OPEN_SHARE, QUERY_SHARE, brokers_only, share_handlers
 from rokka.gateway.rocketmq.acl import ACCESS_KEY, SIGNATURE, PlainAcl, sign
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand

@@ -14,8 +14,6 @@ import pytest
 import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
-from rokka.core.kafka_txn import KafkaTxnCoordinator, TxnState
-from rokka.core.producer_state import ProducerStateManager
 from rokka.core.storage.memory import MemoryStore
 from rokka.gateway.kafka import KafkaServer
 from rokka.gateway.kafka.apis import KafkaServices, routes
@@ -27,7 +25,9 @@ from rokka.gateway.kafka.handlers import KafkaEnv
 from rokka.gateway.kafka.handlers import fetch as F
 from rokka.gateway.kafka.handlers import produce as P
 from rokka.gateway.kafka.handlers import txn as X
+from rokka.gateway.kafka.producers.state import ProducerStateManager
 from rokka.gateway.kafka.server import KafkaRequestContext
+from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator, TxnState
 
 
 class Env:

@@ -34,12 +34,12 @@ resumes at the last reserved block end, so an id is never reused, crash or
 not.  Transactional ids keep one producer id; every InitProducerId bumps the
 epoch (fencing older instances) and rotates to a fresh id when the epoch is
 exhausted.  These answers are persisted before they are returned.  The
-transaction state machine lives in ``rokka.core.kafka_txn``, which reads entries
+transaction state machine lives in ``rokka.gateway.kafka.txn.coordinator``, which reads entries
 through ``transactional_entry`` and fences a timed-out producer with
 ``bump_epoch`` (``TxnIdEntry.state`` stays "Empty" here).
 
 Persistence (``config/producerState.msgpack``, atomic, see
-``rokka.core.storage.packfile``, plus the journal ``rokka.core.producer_journal``):
+``rokka.core.storage.packfile``, plus the journal ``rokka.gateway.kafka.producers.journal``):
 
 * ``record_batch`` appends every batch to the journal before the produce is
   answered; the journal is fdatasynced by the store's flush before the
@@ -77,9 +77,9 @@ from typing import Any
 
 import structlog
 import trio
-from rokka.core.producer_journal import ProducerJournal, journal_files, read_entries
 from rokka.core.storage.metafile import MetadataCorrupt
 from rokka.core.storage.packfile import load_msgpack, pack, take_ticket, write_packed_atomic
+from rokka.gateway.kafka.producers.journal import ProducerJournal, journal_files, read_entries
 
 log = structlog.get_logger(__name__)
 

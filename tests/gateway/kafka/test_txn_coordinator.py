@@ -14,12 +14,12 @@ from pathlib import Path
 import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
-from rokka.core.kafka_txn import KafkaTxnCoordinator
-from rokka.core.kafka_txn_states import TRANSITIONS, Txn, TxnEvent, TxnOutcome, TxnState, next_state
 from rokka.core.model import TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF, TRANSACTION_COMMIT_TYPE, Message, StoredMessage
-from rokka.core.producer_state import ProducerStateManager
 from rokka.core.storage.engine import DiskStore
 from rokka.core.txn import PROP_KAFKA_CTRL, PROP_KAFKA_TXN, EndOutcome
+from rokka.gateway.kafka.producers.state import ProducerStateManager
+from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator
+from rokka.gateway.kafka.txn.states import TRANSITIONS, Txn, TxnEvent, TxnOutcome, TxnState, next_state
 
 OK = TxnOutcome.OK
 

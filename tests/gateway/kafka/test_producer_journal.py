@@ -7,12 +7,15 @@ crash (kill -9).  A "crash" here is a manager that is dropped without ``close()`
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from rokka.core.producer_journal import PREFIX, journal_files
-from rokka.core.producer_state import ProducerStateManager, SequenceOutcome
 from rokka.core.storage.engine import DiskStore
-from storage_helpers import msg, small_config
+from rokka.gateway.kafka.producers.journal import PREFIX, journal_files
+from rokka.gateway.kafka.producers.state import ProducerStateManager, SequenceOutcome
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core" / "storage"))
+from storage_helpers import msg, small_config  # noqa: E402
 
 A = SequenceOutcome.APPEND
 D = SequenceOutcome.DUPLICATE

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rokka.core.producer_state import (
+from rokka.core.storage.metafile import MetadataCorrupt
+from rokka.gateway.kafka.producers.state import (
     EPOCH_EXHAUSTED,
     FILE_NAME,
     MAX_SEQUENCE,
@@ -14,7 +15,6 @@ from rokka.core.producer_state import (
     SequenceOutcome,
     last_sequence,
 )
-from rokka.core.storage.metafile import MetadataCorrupt
 
 A = SequenceOutcome.APPEND
 

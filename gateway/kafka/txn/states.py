@@ -9,7 +9,7 @@ not list is INVALID_TXN_STATE)::
     Empty/Complete* --ADD--> Ongoing --COMMIT--> PrepareCommit --COMPLETE--> CompleteCommit
                              Ongoing --ABORT/TIMEOUT/INIT--> PrepareAbort --COMPLETE--> CompleteAbort
 
-``Txn`` is what the coordinator (``rokka.core.kafka_txn``) keeps and persists per
+``Txn`` is what the coordinator (``rokka.gateway.kafka.txn.coordinator``) keeps and persists per
 transactional id.  Nothing here does I/O.
 """
 

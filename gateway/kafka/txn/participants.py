@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-``rokka.core.kafka_txn_peers`` describes the protocol (a coordinator opens a
+``rokka.gateway.kafka.txn.peers`` describes the protocol (a coordinator opens a
 *share* of a transaction on every other broker that leads one of its
 partitions or coordinates one of its groups, and ends each share after its own
 Prepare* is durable).  This module carries it between rokka brokers over the
@@ -36,9 +36,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from rokka.core.kafka_txn import KafkaTxnCoordinator, TxnOutcome
-from rokka.core.kafka_txn_states import Partition
 from rokka.gateway.kafka.cluster import _ERRORS, REMOTE_TIMEOUT_S, ClusterView, RoutedOffsets
+from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator, TxnOutcome
+from rokka.gateway.kafka.txn.states import Partition
 from rokka.gateway.rocketmq.client.remoting import RemotingClient
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand

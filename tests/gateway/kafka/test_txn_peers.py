@@ -3,7 +3,7 @@
 Two real ``Node``s (a tmp_path DiskStore under a real ``Broker`` each, see ``test_kafka_txn``):
 broker "a" coordinates, broker "b" leads topic B and group "gb".  ``Link`` is the coordinator's
 ``TxnPeers``: it calls the participant's coordinator object directly (what the broker-to-broker
-request does, ``rokka.gateway.kafka.txn_participants``) and can be "down" (the call fails).
+request does, ``rokka.gateway.kafka.txn.participants``) and can be "down" (the call fails).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
-from rokka.core.kafka_txn_peers import SHARE_CHECK_GRACE_MS
-from rokka.core.kafka_txn_states import Partition, TxnOutcome, TxnState
+from rokka.gateway.kafka.txn.peers import SHARE_CHECK_GRACE_MS
+from rokka.gateway.kafka.txn.states import Partition, TxnOutcome, TxnState
 
-from tests.core.test_kafka_txn import OK, Clock, Node
+from tests.gateway.kafka.test_txn_coordinator import OK, Clock, Node
 
 S = TxnState
 

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 In a cluster (``rokka serve --brokers N``) a transactional id has one
-*coordinator* broker (``rokka.core.kafka_txn.KafkaTxnCoordinator`` there owns
+*coordinator* broker (``rokka.gateway.kafka.txn.coordinator.KafkaTxnCoordinator`` there owns
 its state: producer id, epoch, Ongoing/Prepare*/Complete*).  A partition of the
 transaction led by another broker, and a consumer group coordinated by another
 broker (AddOffsetsToTxn), make that broker a *participant*:
@@ -17,7 +17,7 @@ broker (AddOffsetsToTxn), make that broker a *participant*:
   ``txn_offset_commit`` accepts TxnOffsetCommit for those groups.  A failed
   open answers CONCURRENT_TRANSACTIONS (retriable); nothing is added.
 * **end** (EndTxn, timeout, InitProducerId fencing): the coordinator writes
-  PrepareCommit/PrepareAbort durably first (rule 2 of ``kafka_txn``), then asks
+  PrepareCommit/PrepareAbort durably first (rule 2 of ``coordinator``), then asks
   each participant that has not acknowledged yet to end its share with that
   outcome; the participant writes its share's Prepare* (with its marks), stores
   the whole share's completion (real records or placeholders, its markers, op
@@ -45,9 +45,9 @@ of any one partition sees a transaction wholly or not at all; across brokers,
 as in Kafka (markers are written per partition), a commit becomes visible
 broker by broker within one completion round.
 
-``TxnPeers`` is what the core needs from the gateway (``rokka.gateway.kafka.
-txn_participants`` implements it with the cluster view and broker-to-broker
-requests); None = a single broker, everything local.
+``TxnPeers`` is what the coordinator needs from the cluster
+(``rokka.gateway.kafka.txn.participants`` implements it with the cluster view
+and broker-to-broker requests); None = a single broker, everything local.
 """
 
 from __future__ import annotations
@@ -56,13 +56,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
-from rokka.core.kafka_txn_states import PREPARED, Partition, Txn, TxnOutcome, TxnState, txn_row
 from rokka.core.model import TOPIC_TRANS_HALF, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK
 from rokka.core.txn import PROP_KAFKA_CTRL, SCAN_BATCH
+from rokka.gateway.kafka.txn.states import PREPARED, Partition, Txn, TxnOutcome, TxnState, txn_row
 
 if TYPE_CHECKING:
-    from rokka.core.kafka_txn import KafkaTxnCoordinator
-    from rokka.core.storage.api import MessageStore as Store
+    from rokka.core.storage import MessageStore as Store
+    from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator
 
 __all__ = ["ParticipantMixin", "TxnPeers", "already_put"]
 

@@ -39,9 +39,9 @@ The RocketMQ check-back loop skips ``KAFKA_TXN`` halves (``rokka.core.txn``).
 
 In a cluster a transaction may span brokers: partitions and groups led elsewhere are *shares*
 opened on their brokers before AddPartitionsToTxn/AddOffsetsToTxn answers and ended by the
-completion before this broker's own part (``rokka.core.kafka_txn_peers``).
+completion before this broker's own part (``rokka.gateway.kafka.txn.peers``).
 
-State machine: ``rokka.core.kafka_txn_states`` (``TRANSITIONS``, ``next_state``;
+State machine: ``rokka.gateway.kafka.txn.states`` (``TRANSITIONS``, ``next_state``;
 Empty/Complete* -> Ongoing -> Prepare* -> Complete*), which also holds the
 per-id record ``Txn``.
 
@@ -89,20 +89,6 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
-from rokka.core.kafka_txn_peers import ParticipantMixin, TxnPeers, already_put
-from rokka.core.kafka_txn_states import (
-    ID_EXPIRATION_MS,
-    IDLE,
-    PREPARED,
-    Partition,
-    Txn,
-    TxnEvent,
-    TxnOutcome,
-    TxnState,
-    next_state,
-    txn_from_row,
-    txn_row,
-)
 from rokka.core.model import PROP_TRAN_MSG, TOPIC_TRANS_HALF, Message
 from rokka.core.storage.packfile import load_msgpack, pack, take_ticket, write_packed_atomic
 from rokka.core.txn import (
@@ -115,10 +101,24 @@ from rokka.core.txn import (
     control_message,
     op_message,
 )
+from rokka.gateway.kafka.txn.peers import ParticipantMixin, TxnPeers, already_put
+from rokka.gateway.kafka.txn.states import (
+    ID_EXPIRATION_MS,
+    IDLE,
+    PREPARED,
+    Partition,
+    Txn,
+    TxnEvent,
+    TxnOutcome,
+    TxnState,
+    next_state,
+    txn_from_row,
+    txn_row,
+)
 
 if TYPE_CHECKING:
     from rokka.core.broker import Broker
-    from rokka.core.producer_state import ProducerStateManager
+    from rokka.gateway.kafka.producers.state import ProducerStateManager
 
 __all__ = ["KafkaTxnCoordinator", "KafkaTxnStatistics", "Txn", "TxnOutcome", "TxnState"]
 
@@ -162,7 +162,7 @@ class KafkaTxnCoordinator(ParticipantMixin):
     ``queue_of`` (attribute) maps a Kafka partition of a transaction to the local (topic, queue)
     that gets its marker (None: not here); the Kafka gateway sets it (views resolve to their
     source topic), the default is (topic, partition).  ``peers`` (attribute, None = one broker)
-    reaches the other brokers of a cluster (``rokka.core.kafka_txn_peers``), ``offsets_flush``
+    reaches the other brokers of a cluster (``rokka.gateway.kafka.txn.peers``), ``offsets_flush``
     (None = nothing) is awaited after committed offsets were applied (forwarding remote ones).
 
     Raises:

@@ -1,0 +1,1 @@
+"""Kafka producer ids: idempotent-producer state per partition (``state``) and its journal (``journal``)."""
