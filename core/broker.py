@@ -26,6 +26,7 @@ Everything here is synchronous except ``put`` (it may wait for fsync) and
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -55,6 +56,7 @@ from rokka.core.model import (
     UniformBatch,
 )
 from rokka.core.offsets import ConsumerOffsetManager
+from rokka.core.ports import ServicePorts
 from rokka.core.storage.api import FlushDiskType, MessageStore, PutResult, PutStatus
 from rokka.core.topic_retention import TopicRetention
 from rokka.core.topics import TopicManager
@@ -101,8 +103,12 @@ class Broker:
         self._background: trio.CancelScope | None = None
         self._background_done = trio.Event()
         self._closed = False
-        self.schedule = ScheduleService(self, config_dir)     # delayed delivery (core.delay)
-        self.transactions = TransactionService(self)          # END_TRANSACTION + check-back (core.txn)
+        ports = ServicePorts(
+            store=self.store, offsets=self.offsets, arrivals=self.arrivals, prepare=self.prepare,
+            put_prepared=functools.partial(self.put, prepared=True), wait_durable=self._flushed_to,
+            store_host=self.store_config.store_host)
+        self.schedule = ScheduleService(ports, self.delay_levels_ms, config_dir)  # delayed delivery (core.delay)
+        self.transactions = TransactionService(ports, cfg)   # END_TRANSACTION + check-back (core.txn)
 
     # -- the send pipeline ---------------------------------------------------
     def prepare(self, msg: Message, *, stamp_cluster: bool = True) -> Message:
@@ -210,6 +216,14 @@ class Broker:
         if self._flush_service is None:
             return self.store.flushed_offset >= offset
         return bool(await self._flush_service.wait_durable(offset))
+
+    async def _flushed_to(self, offset: int) -> None:
+        """``ServicePorts.wait_durable``: the CommitLog on disk up to ``offset``, whatever the flush policy
+        (without the flush service, as in embedded use, the store is flushed here)."""
+        if self._flush_service is not None:
+            await self.wait_flushed(offset)
+        else:
+            await trio.to_thread.run_sync(self.store.flush)
 
     async def put(self, messages: Sequence[Message], *, prepared: bool = False) -> PutResult:
         """Store messages (already validated by the gateway) and honour the flush policy."""

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,7 +70,7 @@ from rokka.core.model import (
 from rokka.core.storage.metafile import MetadataCorrupt, read_json, write_json_atomic
 
 if TYPE_CHECKING:
-    from rokka.core.broker import Broker
+    from rokka.core.ports import ServicePorts
 
 log = structlog.get_logger(__name__)
 
@@ -136,11 +136,12 @@ def read_offset_table(path: Path) -> dict[int, int]:
 class ScheduleService:
     """Delivers parked delay messages when due.  ``run`` until cancelled."""
 
-    def __init__(self, broker: Broker, config_dir: Path, *, clock: Callable[[], int] = wall_ms) -> None:
-        self.broker = broker
+    def __init__(self, ports: ServicePorts, levels_ms: Sequence[int], config_dir: Path, *,
+                 clock: Callable[[], int] = wall_ms) -> None:
+        self.ports = ports
         self.path = config_dir / "delayOffset.json"
         self.clock = clock
-        self.levels_ms = list(broker.delay_levels_ms)
+        self.levels_ms = list(levels_ms)
         self.offsets: dict[int, int] = {}
         for level, off in read_offset_table(self.path).items():
             if 1 <= level <= len(self.levels_ms):
@@ -158,7 +159,7 @@ class ScheduleService:
 
     # -- public ----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        tokens = [self.broker.arrivals.subscribe(TOPIC_SCHEDULE, lv - 1, self._waker(lv))
+        tokens = [self.ports.arrivals.subscribe(TOPIC_SCHEDULE, lv - 1, self._waker(lv))
                   for lv in self.levels()]
         try:
             async with trio.open_nursery() as nursery:
@@ -167,10 +168,10 @@ class ScheduleService:
                 task_status.started()
         finally:
             for t in tokens:
-                self.broker.arrivals.unsubscribe(t)
+                self.ports.arrivals.unsubscribe(t)
 
     def statistics(self) -> ScheduleStatistics:
-        store = self.broker.store
+        store = self.ports.store
         pending = {}
         for lv in self.levels():
             mx = store.max_offset(TOPIC_SCHEDULE, lv - 1)
@@ -192,7 +193,7 @@ class ScheduleService:
         return wake
 
     def _start_offset(self, level: int) -> int:
-        store = self.broker.store
+        store = self.ports.store
         qid = level - 1
         off = self.offsets.get(level, 0)
         lo, hi = store.min_offset(TOPIC_SCHEDULE, qid), store.max_offset(TOPIC_SCHEDULE, qid)
@@ -217,7 +218,7 @@ class ScheduleService:
         """Deliver every due message of one level.
 
         Returns seconds until the head is due, 0 to go again at once, None if the queue is drained."""
-        store = self.broker.store
+        store = self.ports.store
         qid = level - 1
         offset = self._start_offset(level)
         units = store.cq_units(TOPIC_SCHEDULE, qid, offset, BATCH)
@@ -251,7 +252,7 @@ class ScheduleService:
         """Re-put one parked message.
 
         Returns the offset that must be durable (0 if nothing was written), None on failure."""
-        parked = self.broker.store.read_message(commitlog_offset)
+        parked = self.ports.store.read_message(commitlog_offset)
         msg = timeup_message(parked) if parked is not None else None
         if parked is None or msg is None:
             self._skipped += 1
@@ -265,7 +266,7 @@ class ScheduleService:
                 log.info("delay.already_delivered", level=level,
                          uniq_key=parked.properties.get(PROP_UNIQ_KEY))
                 return 0
-        result = await self.broker.put([msg], prepared=True)
+        result = await self.ports.put_prepared([msg])
         if not result.ok:
             log.warning("delay.delivery_refused_will_retry", level=level,
                         status=result.status.value, remark=result.remark)
@@ -282,7 +283,7 @@ class ScheduleService:
         real_topic = parked.properties.get(PROP_REAL_TOPIC, "")
         if not uniq:
             return False
-        store = self.broker.store
+        store = self.ports.store
         for off in store.query_by_key(real_topic, uniq, 64, parked.store_timestamp, self.clock() + 60_000):
             m = store.read_message(off)
             if (m is not None and m.topic == real_topic and m.commitlog_offset > parked.commitlog_offset
@@ -301,10 +302,7 @@ class ScheduleService:
 
     async def _wait_flushed(self, offset: int) -> None:
         """The re-put bytes must be on disk before the offset that skips them is (any flush policy)."""
-        if self.broker.flush_running:
-            await self.broker.wait_flushed(offset)
-        else:  # the broker's upkeep is not running (embedded use): flush ourselves
-            await trio.to_thread.run_sync(self.broker.store.flush)
+        await self.ports.wait_durable(offset)
 
     def _write(self, table: dict[int, int]) -> None:
         write_json_atomic(self.path, {"offsetTable": {str(k): v for k, v in sorted(table.items())}})

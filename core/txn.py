@@ -105,7 +105,8 @@ from rokka.core.storage import layout
 from rokka.core.storage.api import GetResult, GetStatus
 
 if TYPE_CHECKING:
-    from rokka.core.broker import Broker
+    from rokka.core.config import BrokerConfig
+    from rokka.core.ports import ServicePorts
 
 log = structlog.get_logger(__name__)
 
@@ -248,9 +249,8 @@ def _int(value: str | None, default: int = 0) -> int:
 
 
 class TransactionService:
-    def __init__(self, broker: Broker, *, clock: Callable[[], int] | None = None) -> None:
-        self.broker = broker
-        cfg = broker.cfg
+    def __init__(self, ports: ServicePorts, cfg: BrokerConfig, *, clock: Callable[[], int] | None = None) -> None:
+        self.ports = ports
         self.timeout_ms = cfg.transaction_timeout
         self.check_interval_ms = cfg.transaction_check_interval
         self.check_max = cfg.transaction_check_max
@@ -276,7 +276,7 @@ class TransactionService:
                 log.warning("txn.invalid_commit_or_rollback_ignored",
                             value=commit_or_rollback, group=producer_group)
             return EndResult(EndOutcome.IGNORED)
-        half = self.broker.store.read_message(commitlog_offset)
+        half = self.ports.store.read_message(commitlog_offset)
         if half is None or half.topic != TOPIC_TRANS_HALF:
             return EndResult(EndOutcome.NOT_FOUND, "Find prepared transaction message failed")
         bad = self._validate(half, producer_group, tran_state_table_offset, commitlog_offset)
@@ -319,10 +319,10 @@ class TransactionService:
             return None
         # the send pipeline (a DELAY still parks it), but WAIT stays: Java stores the half's properties
         wait = msg.properties.get(PROP_WAIT)
-        msg = self.broker.prepare(msg)
+        msg = self.ports.prepare(msg)
         if wait is not None:
             msg.properties[PROP_WAIT] = wait
-        result = await self.broker.put([msg], prepared=True)
+        result = await self.ports.put_prepared([msg])
         if not result.ok:
             log.warning("txn.commit_refused_by_store", status=result.status.value,
                         remark=result.remark)
@@ -334,7 +334,7 @@ class TransactionService:
         uniq = half.properties.get(PROP_UNIQ_KEY)
         if not uniq:
             return False
-        store = self.broker.store
+        store = self.ports.store
         for off in store.query_by_key(topic, uniq, 16, 0, self.clock() + 86_400_000):
             m = store.read_message(off)
             if m is not None and (m.sysflag & TRANSACTION_MASK) == TRANSACTION_COMMIT_TYPE \
@@ -343,8 +343,8 @@ class TransactionService:
         return False
 
     async def _write_op(self, half: StoredMessage) -> bool:
-        op = op_message(half, self.clock(), self.broker.store_config.store_host)
-        result = await self.broker.put([op], prepared=True)
+        op = op_message(half, self.clock(), self.ports.store_host)
+        result = await self.ports.put_prepared([op])
         if result.ok:
             self._done.add(half.queue_offset)
         else:
@@ -354,14 +354,14 @@ class TransactionService:
     # -- check-back ----------------------------------------------------------------
     @property
     def half_offset(self) -> int:
-        store = self.broker.store
-        off = self.broker.offsets.query(CHECK_GROUP, TOPIC_TRANS_HALF, 0)
+        store = self.ports.store
+        off = self.ports.offsets.query(CHECK_GROUP, TOPIC_TRANS_HALF, 0)
         return max(off if off is not None else 0, store.min_offset(TOPIC_TRANS_HALF, 0))
 
     @property
     def op_offset(self) -> int:
-        store = self.broker.store
-        off = self.broker.offsets.query(CHECK_GROUP, TOPIC_TRANS_OP_HALF, 0)
+        store = self.ports.store
+        off = self.ports.offsets.query(CHECK_GROUP, TOPIC_TRANS_OP_HALF, 0)
         return max(off if off is not None else 0, store.min_offset(TOPIC_TRANS_OP_HALF, 0))
 
     def wake(self) -> None:
@@ -386,7 +386,7 @@ class TransactionService:
         async with self._round_lock:
             self._load_ops()
             start = self.half_offset
-            end = self.broker.store.max_offset(TOPIC_TRANS_HALF, 0)
+            end = self.ports.store.max_offset(TOPIC_TRANS_HALF, 0)
             sent = 0
             unanswered: collections.Counter[str] = collections.Counter()
 
@@ -415,7 +415,7 @@ class TransactionService:
             return sent
 
     def _load_ops(self) -> None:
-        store = self.broker.store
+        store = self.ports.store
         off = max(self.op_offset, self._op_scanned + 1)
         end = store.max_offset(TOPIC_TRANS_OP_HALF, 0)
         while off < end:
@@ -440,7 +440,7 @@ class TransactionService:
                     hand_over: Callable[[str, StoredMessage], Awaitable[None]]) -> int:
         """Walk the half queue from ``start`` to ``end``: discard halves checked too often, put back and
         hand over the ones due for a check; returns where the next round starts."""
-        store = self.broker.store
+        store = self.ports.store
         pos = start
         now = self.clock()
         while pos < end:
@@ -487,17 +487,17 @@ class TransactionService:
         props[PROP_TRANSACTION_CHECK_TIMES] = str(_int(props.get(PROP_TRANSACTION_CHECK_TIMES)) + 1)
         copy = Message(TOPIC_TRANS_HALF, half.queue_id, half.body, props, half.flag, half.sysflag,
                        half.born_timestamp, half.born_host, half.reconsume_times)
-        result = await self.broker.put([copy], prepared=True)
+        result = await self.ports.put_prepared([copy])
         if not result.ok:
             log.warning("txn.half_reput_failed", status=result.status.value)
             return None
         a = result.appended[0]
         return dataclasses.replace(half, properties=props, queue_offset=a.queue_offset,
                                    commitlog_offset=a.commitlog_offset, store_timestamp=a.store_timestamp,
-                                   size=a.size, store_host=self.broker.store_config.store_host)
+                                   size=a.size, store_host=self.ports.store_host)
 
     def _advance(self, new_half: int) -> None:
-        offsets = self.broker.offsets
+        offsets = self.ports.offsets
         offsets.commit(CHECK_GROUP, TOPIC_TRANS_HALF, 0, new_half)
         self._done = {q for q in self._done if q >= new_half}
         op_off = self.op_offset
@@ -509,6 +509,6 @@ class TransactionService:
 
     def statistics(self) -> TransactionStatistics:
         half = self.half_offset
-        pending = max(0, self.broker.store.max_offset(TOPIC_TRANS_HALF, 0) - half)
+        pending = max(0, self.ports.store.max_offset(TOPIC_TRANS_HALF, 0) - half)
         return TransactionStatistics(self.committed, self.rolled_back, self.duplicates, self.checks_sent,
                                      self.unanswerable, self.discarded, half, self.op_offset, pending)
