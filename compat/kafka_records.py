@@ -71,6 +71,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import structlog
+from rokka.compat.kafka_control import CTRL_ABORTED, PROP_KAFKA_CTRL, parse_control
 from rokka.core import record as layout
 from rokka.core.inflate import inflate_zlib
 from rokka.core.model import (
@@ -82,7 +83,6 @@ from rokka.core.model import (
     StoredMessage,
     UniformBatch,
 )
-from rokka.core.txn import CTRL_ABORTED, PROP_KAFKA_CTRL, parse_control
 
 __all__ = ["KafkaControl", "KafkaRecord", "KafkaRow", "apply_delay", "kafka_row", "kafka_rows", "message_from_record",
            "props_view", "messages_from_batch", "plain_run", "plain_span_run", "mapped_span_run",

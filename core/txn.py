@@ -22,10 +22,8 @@ error remarks), then
     it still applies).  A committed copy is told from a half by its sysflag
     (COMMIT), never by TRAN_MSG: ``Broker.prepare`` parks only TRAN_MSG
     messages whose transaction bits are NOT/PREPARED, the dispatcher indexes
-    COMMIT like a plain message.  A Kafka half's commit (``KAFKA_TXN``) still
-    drops REAL_*/TRAN_MSG/KAFKA_TXN: a Kafka record keeps only its mapping's
-    properties;
-    then the op record.  A commit whose UNIQ_KEY is already committed in the
+    COMMIT like a plain message (an owner's commit drops the properties it
+    names, see below); then the op record.  A commit whose UNIQ_KEY is already committed in the
     real topic (a duplicate END_TRANSACTION, or the answer to a check of a
     re-put copy) stores nothing new and only writes the op record;
   * ROLLBACK: the op record only;
@@ -51,22 +49,13 @@ op offset over op records whose half is behind the half offset.  A crash
 before the offsets are persisted re-checks some halves (harmless: commits
 are idempotent by UNIQ_KEY, see above).
 
-Kafka transactions (``rokka.gateway.kafka.txn.coordinator``) park their records as halves too,
-marked with the ``KAFKA_TXN`` property.  Their fate is decided by the Kafka
-transaction coordinator alone: the check-back scan passes over them (they
-never hold the half offset back and are never checked or discarded), and
-END_TRANSACTION refuses them.  ``commit_message`` and ``op_message`` are
-the shared building blocks of both commit paths.
-
-Kafka control entries (``KAFKA_CTRL`` property): when a Kafka transaction
-ends, its coordinator writes, as Kafka does, one *marker* per partition of
-the transaction (``C:<pid>:<epoch>`` commit, ``A:<pid>:<epoch>`` abort) and,
-for an abort, one empty *aborted-record placeholder* (``X:<pid>:<epoch>``)
-per record it drops, so queue offsets advance exactly as Kafka's do.  The
-Kafka gateway shows them as control batches; RocketMQ readers never see them:
-``without_control`` drops them from a PULL body and ``visible_result`` from a
-store read (``is_control_record`` for one record), the pull answering as for
-filtered-out records.
+Halves another coordinator owns: a half that carries ``PROP_OWNED_HALF``
+(the Kafka gateway's transactions park their records as halves marked so) is decided by
+that coordinator alone: the check-back scan passes over it (it never holds
+the half offset back and is never checked or discarded), and END_TRANSACTION
+refuses it.  ``commit_message`` (with the properties that owner strips) and
+``op_message`` are the shared building blocks of both commit paths.  Control
+entries such owners write beside the records are ``rokka.compat.kafka_control``'s.
 """
 
 from __future__ import annotations
@@ -74,9 +63,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
-import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -88,7 +76,6 @@ from rokka.core.model import (
     PROP_REAL_QID,
     PROP_REAL_TOPIC,
     PROP_TAGS,
-    PROP_TRAN_MSG,
     PROP_TRANSACTION_CHECK_TIMES,
     PROP_UNIQ_KEY,
     PROP_WAIT,
@@ -101,8 +88,6 @@ from rokka.core.model import (
     Message,
     StoredMessage,
 )
-from rokka.core.storage import layout
-from rokka.core.storage.api import GetResult, GetStatus
 
 if TYPE_CHECKING:
     from rokka.core.config import BrokerConfig
@@ -113,11 +98,9 @@ log = structlog.get_logger(__name__)
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 OP_TAG = "d"
 SCAN_BATCH = 64
-PROP_KAFKA_TXN = "KAFKA_TXN"   # "<producer id>:<epoch>" on halves owned by the Kafka transaction coordinator
-PROP_KAFKA_CTRL = "KAFKA_CTRL"  # "<kind>:<producer id>:<epoch>" on Kafka control entries (module doc)
-CTRL_COMMIT, CTRL_ABORT, CTRL_ABORTED = "C", "A", "X"
-_CTRL_NEEDLE = PROP_KAFKA_CTRL.encode("ascii") + b"\x01"
-_RECORD_SIZE = struct.Struct(">i")
+#: Marks a half whose fate another coordinator decides (module doc); the value is that owner's (Kafka's:
+#: "<producer id>:<epoch>").  The name is what the store holds since the first owner, Kafka, used it.
+PROP_OWNED_HALF = "KAFKA_TXN"
 
 # (producer group, the half copy to ask about) -> True if a producer was asked.
 Checker = Callable[[str, StoredMessage], Awaitable[bool]]
@@ -155,90 +138,28 @@ class TransactionStatistics:
     pending_halves: int        # half queue entries at or after half_offset
 
 
-def commit_message(half: StoredMessage) -> Message:
-    """The real message a COMMIT stores for ``half`` (a RocketMQ half keeps all its properties, as in
-    Java; a Kafka half drops the transaction ones)."""
+def commit_message(half: StoredMessage, strip: Iterable[str] = ()) -> Message:
+    """The real message a COMMIT stores for ``half``: a RocketMQ half keeps all its properties, as in
+    Java; an owner (module doc) names the properties its records drop in ``strip``."""
     props = dict(half.properties)
     topic = props[PROP_REAL_TOPIC]
     queue_id = int(props[PROP_REAL_QID])
-    if PROP_KAFKA_TXN in props:
-        for name in (PROP_REAL_TOPIC, PROP_REAL_QID, PROP_TRAN_MSG, PROP_KAFKA_TXN, PROP_WAIT):
-            props.pop(name, None)
+    for name in strip:
+        props.pop(name, None)
     sysflag = (half.sysflag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
     return Message(topic, queue_id, half.body, props, half.flag, sysflag, half.born_timestamp,
                    half.born_host, half.reconsume_times, half.commitlog_offset, half.store_timestamp)
 
 
-def is_kafka_half(half: StoredMessage) -> bool:
-    """True for a half owned by the Kafka transaction coordinator (never checked back)."""
-    return PROP_KAFKA_TXN in half.properties
+def owned_elsewhere(half: StoredMessage) -> bool:
+    """True for a half another coordinator owns (never checked back, refused by END_TRANSACTION)."""
+    return PROP_OWNED_HALF in half.properties
 
 
 def op_message(half: StoredMessage, born_ms: int, born_host: tuple[str, int]) -> Message:
     """The op record that marks ``half`` as decided (commit or rollback alike)."""
     return Message(TOPIC_TRANS_OP_HALF, half.queue_id, str(half.queue_offset).encode("ascii"),
                    {PROP_TAGS: OP_TAG}, born_timestamp=born_ms, born_host=born_host)
-
-
-def control_message(topic: str, queue_id: int, kind: str, producer_id: int, epoch: int, born_ms: int,
-                    born_host: tuple[str, int], *, half: StoredMessage | None = None) -> Message:
-    """A Kafka control entry for queue ``queue_id`` of ``topic`` (module doc): a marker, or (``half``
-    given) the placeholder of an aborted record, which points at its half as a commit does."""
-    props = {PROP_KAFKA_CTRL: f"{kind}:{producer_id}:{epoch}"}
-    if half is None:
-        return Message(topic, queue_id, b"", props, born_timestamp=born_ms, born_host=born_host)
-    sysflag = (half.sysflag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
-    return Message(topic, queue_id, b"", props, 0, sysflag, half.born_timestamp, half.born_host, 0,
-                   half.commitlog_offset)
-
-
-def parse_control(value: str) -> tuple[str, int, int] | None:
-    """(kind, producer id, epoch) of a ``KAFKA_CTRL`` value, or None if malformed."""
-    kind, _, rest = value.partition(":")
-    pid, _, epoch = rest.partition(":")
-    try:
-        return (kind, int(pid), int(epoch)) if kind in (CTRL_COMMIT, CTRL_ABORT, CTRL_ABORTED) else None
-    except ValueError:
-        return None
-
-
-def is_control_record(raw: bytes | memoryview, offset: int = 0) -> bool:
-    """True if the CommitLog record at ``raw[offset:]`` is a Kafka control entry."""
-    return PROP_KAFKA_CTRL in layout.properties_of(raw, offset)
-
-
-def without_control(body: bytes | memoryview) -> tuple[bytes | memoryview, int]:
-    """``body`` (CommitLog records back to back, a PULL body) less its Kafka control entries, and
-    how many were dropped.  A body without the property's name anywhere is returned as is."""
-    if _CTRL_NEEDLE not in body:
-        return body, 0
-    kept: list[bytes | memoryview] = []
-    pos = dropped = 0
-    view = memoryview(body)
-    while pos + 4 <= len(view):
-        size = _RECORD_SIZE.unpack_from(view, pos)[0]
-        if size <= 0:
-            break
-        if is_control_record(view, pos):
-            dropped += 1
-        else:
-            kept.append(view[pos:pos + size])
-        pos += size
-    if not dropped:
-        return body, 0
-    return b"".join(kept), dropped
-
-
-def visible_result(result: GetResult) -> GetResult:
-    """``result`` (``get_messages``) less its Kafka control entries: NO_MATCHED_MESSAGE when only
-    they were found (the reader moves on to ``next_begin_offset``, as past filtered-out records)."""
-    if not result.records or not any(_CTRL_NEEDLE in r for r in result.records):
-        return result
-    keep = [(r, q) for r, q in zip(result.records, result.queue_offsets, strict=True) if not is_control_record(r)]
-    if len(keep) == len(result.records):
-        return result
-    return dataclasses.replace(result, status=GetStatus.FOUND if keep else GetStatus.NO_MATCHED_MESSAGE,
-                               records=tuple(r for r, _ in keep), queue_offsets=tuple(q for _, q in keep))
 
 
 def _int(value: str | None, default: int = 0) -> int:
@@ -298,8 +219,8 @@ class TransactionService:
 
     @staticmethod
     def _validate(half: StoredMessage, group: str, queue_offset: int, commitlog_offset: int) -> str:
-        if is_kafka_half(half):
-            return "The prepared message belongs to a Kafka transaction"
+        if owned_elsewhere(half):
+            return "The prepared message is decided by another transaction coordinator"
         if half.properties.get(PROP_PGROUP) != group:
             return "The producer group wrong"
         if half.queue_offset != queue_offset:
@@ -451,7 +372,7 @@ class TransactionService:
             for u in units:
                 if u.queue_offset not in self._done:
                     half = store.read_message(u.commitlog_offset)
-                    if half is not None and not is_kafka_half(half):
+                    if half is not None and not owned_elsewhere(half):
                         action = self._classify(half, now)
                         if action == "young":
                             return pos

@@ -21,12 +21,12 @@ Kafka's control markers:
   data are never visible anywhere, but they take their offsets as in Kafka;
 * either way the same ``put_messages`` call ends with one Kafka control
   marker per partition of the transaction (``KAFKA_CTRL=C|A:<pid>:<epoch>``,
-  ``rokka.core.txn.control_message``), at the offset where Kafka writes its
+  ``rokka.compat.kafka_control.control_message``), at the offset where Kafka writes its
   COMMIT/ABORT control batch, even for a partition the transaction added but
   wrote nothing to.  Kafka consumers get markers and placeholders as control
   batches (they skip them and their position moves past them, so positions,
   end offsets and lag are Kafka's); RocketMQ readers never see them
-  (``rokka.core.txn.without_control``).
+  (``rokka.compat.kafka_control.without_control``).
 So committed data only ever appears at commit: every partition's LSO = HW,
 and read_uncommitted consumers see exactly what read_committed ones see.
 Consequence for Produce: a transactional record has no partition offset until EndTxn re-puts
@@ -89,18 +89,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
-from rokka.core.model import PROP_TRAN_MSG, TOPIC_TRANS_HALF, Message
+from rokka.compat.kafka_control import CTRL_ABORT, CTRL_ABORTED, CTRL_COMMIT, control_message
+from rokka.core.model import PROP_REAL_QID, PROP_REAL_TOPIC, PROP_TRAN_MSG, PROP_WAIT, TOPIC_TRANS_HALF, Message
 from rokka.core.storage.packfile import load_msgpack, pack, take_ticket, write_packed_atomic
-from rokka.core.txn import (
-    CTRL_ABORT,
-    CTRL_ABORTED,
-    CTRL_COMMIT,
-    PROP_KAFKA_TXN,
-    SCAN_BATCH,
-    commit_message,
-    control_message,
-    op_message,
-)
+from rokka.core.txn import PROP_OWNED_HALF as PROP_KAFKA_TXN
+from rokka.core.txn import SCAN_BATCH, commit_message, op_message
 from rokka.gateway.kafka.txn.peers import ParticipantMixin, TxnPeers, already_put
 from rokka.gateway.kafka.txn.states import (
     ID_EXPIRATION_MS,
@@ -123,6 +116,9 @@ if TYPE_CHECKING:
 __all__ = ["KafkaTxnCoordinator", "KafkaTxnStatistics", "Txn", "TxnOutcome", "TxnState"]
 
 log = structlog.get_logger(__name__)
+
+#: A Kafka half's properties its committed record drops: the record keeps only its mapping's properties.
+KAFKA_HALF_ONLY = (PROP_REAL_TOPIC, PROP_REAL_QID, PROP_TRAN_MSG, PROP_KAFKA_TXN, PROP_WAIT)
 
 FILE_NAME = "kafkaTxn.msgpack"
 VERSION = 1
@@ -450,7 +446,7 @@ class KafkaTxnCoordinator(ParticipantMixin):
                 continue
             found.append(clo)
             if clo not in already:
-                msg = commit_message(half)
+                msg = commit_message(half, KAFKA_HALF_ONLY)
                 real.append(broker.prepare(msg, stamp_cluster=False) if commit else control_message(
                     msg.topic, msg.queue_id, CTRL_ABORTED, txn.producer_id, txn.epoch, now, host, half=half))
             ops.append(op_message(half, now, host))

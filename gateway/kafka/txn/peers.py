@@ -56,8 +56,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
+from rokka.compat.kafka_control import PROP_KAFKA_CTRL
 from rokka.core.model import TOPIC_TRANS_HALF, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK
-from rokka.core.txn import PROP_KAFKA_CTRL, SCAN_BATCH
+from rokka.core.txn import SCAN_BATCH
 from rokka.gateway.kafka.txn.states import PREPARED, Partition, Txn, TxnOutcome, TxnState, txn_row
 
 if TYPE_CHECKING:

@@ -35,11 +35,11 @@ from typing import Any, NamedTuple
 
 import structlog
 import trio
+from rokka.compat.kafka_control import without_control
 from rokka.core import names
 from rokka.core.filter import EXPR_SQL92, ExpressionFilter, Subscription, SubscriptionParseError, build_subscription
 from rokka.core.groups import MESSAGE_MODEL_BROADCASTING
 from rokka.core.storage import GetResult, GetStatus
-from rokka.core.txn import without_control
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.codec.request_headers import PullMessageRequestHeader

@@ -12,11 +12,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
+from rokka.compat.kafka_control import PROP_KAFKA_CTRL
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
 from rokka.core.model import TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF, TRANSACTION_COMMIT_TYPE, Message, StoredMessage
 from rokka.core.storage.engine import DiskStore
-from rokka.core.txn import PROP_KAFKA_CTRL, PROP_KAFKA_TXN, EndOutcome
+from rokka.core.txn import PROP_OWNED_HALF as PROP_KAFKA_TXN
+from rokka.core.txn import EndOutcome
 from rokka.gateway.kafka.producers.state import ProducerStateManager
 from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator
 from rokka.gateway.kafka.txn.states import TRANSITIONS, Txn, TxnEvent, TxnOutcome, TxnState, next_state
@@ -263,9 +265,10 @@ async def test_restart_resumes_ongoing_and_completes_prepared(tmp_path: Path) ->
         # Crash in the middle of a commit: PrepareCommit is durable, one record already re-put.
         txn = await n.prepared("prep", TxnState.PREPARE_COMMIT, {("B", 1): 0})
         from rokka.core.txn import commit_message
+        from rokka.gateway.kafka.txn.coordinator import KAFKA_HALF_ONLY
 
         first = n.broker.store.read_message(min(txn.halves))
-        assert first is not None and n.broker.append([commit_message(first)]).ok
+        assert first is not None and n.broker.append([commit_message(first, KAFKA_HALF_ONLY)]).ok
     n.crash()
 
     async with restarted(tmp_path, clock) as n:
@@ -359,7 +362,7 @@ async def test_restart_mid_abort_neither_loses_nor_doubles_markers(tmp_path: Pat
         assert n.produce(pid, ep, "B", 0, [b"p1", b"p2"]) is OK
         # crash mid-abort: one placeholder and B/1's marker stored
         txn = await n.prepared("t1", TxnState.PREPARE_ABORT, {("B", 0): 0, ("B", 1): 0})
-        from rokka.core.txn import CTRL_ABORT, CTRL_ABORTED, control_message
+        from rokka.compat.kafka_control import CTRL_ABORT, CTRL_ABORTED, control_message
 
         first = n.broker.store.read_message(min(txn.halves))
         assert first is not None
@@ -378,10 +381,10 @@ async def test_restart_mid_abort_neither_loses_nor_doubles_markers(tmp_path: Pat
 async def test_rocketmq_reads_drop_control_entries(tmp_path: Path) -> None:
     """``without_control`` (a PULL body of runs) and ``visible_result`` (a filtered read) keep the
     committed records only; a read of control entries alone is NO_MATCHED_MESSAGE past them."""
+    from rokka.compat.kafka_control import visible_result, without_control
     from rokka.core.filter import ExpressionFilter, build_subscription
     from rokka.core.storage.api import GetStatus
     from rokka.core.storage.layout import iter_records
-    from rokka.core.txn import visible_result, without_control
 
     async with opened(tmp_path) as n:
         pid, ep = await n.init("t1")
