@@ -44,7 +44,8 @@ QUERY_CONSUMER_OFFSET (``prefetch``) and answered from that per-request snapshot
 every offset of a group first asks the other brokers which topics it has offsets for there,
 GET_CONSUME_STATS without a topic).  Kafka commit
 metadata and leader epochs travel with them as two extra header fields, ``kafkaMetadata`` and
-``kafkaLeaderEpoch`` (on the commit request and the query response); a RocketMQ broker ignores
+``kafkaLeaderEpoch`` (on the commit request and the query response, declared in
+``request_headers`` / ``response_headers``); a RocketMQ broker ignores
 fields it does not know, so an owner that is not rokka keeps the offset and drops the extras.
 """
 
@@ -67,8 +68,14 @@ from rokka.gateway.rocketmq.client.remoting import ClientError, RemotingClient
 from rokka.gateway.rocketmq.client.types import PERM_READ, MessageQueue, TopicRoute
 from rokka.gateway.rocketmq.codec.bodies import loads_body
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import (
+    DeleteSubscriptionGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from rokka.gateway.rocketmq.codec.response_headers import QueryConsumerOffsetResponseHeader
 
 log = structlog.get_logger(__name__)
 
@@ -352,8 +359,6 @@ class ClusterView:
             return []
 
 
-META_FIELD = "kafkaMetadata"
-EPOCH_FIELD = "kafkaLeaderEpoch"
 
 
 @dataclass(frozen=True)
@@ -441,8 +446,8 @@ class RoutedOffsets:
         ok = True
         for broker in self.view.nodes():
             if broker != self.view.broker_name:
-                resp = await self._call(broker, RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                                        to_ext(groupName=group, cleanOffset=True))
+                header = DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=True)
+                resp = await self._call(broker, RequestCode.DELETE_SUBSCRIPTIONGROUP, header.encode())
                 ok = ok and resp is not None
         return ok
 
@@ -456,9 +461,10 @@ class RoutedOffsets:
         """UPDATE_CONSUMER_OFFSET on each owner; returns the (topic, partition)s that failed."""
         failed: set[tuple[str, int]] = set()
         for c in commits:
-            ext = to_ext(consumerGroup=c.group, topic=c.topic, queueId=c.queue_id, commitOffset=c.offset)
-            if c.metadata is not None:
-                ext.update(to_ext(**{META_FIELD: c.metadata, EPOCH_FIELD: c.leader_epoch}))
+            extras = c.metadata is not None
+            ext = UpdateConsumerOffsetRequestHeader(
+                consumer_group=c.group, topic=c.topic, queue_id=c.queue_id, commit_offset=c.offset,
+                kafka_metadata=c.metadata, kafka_leader_epoch=c.leader_epoch if extras else None).encode()
             if await self._call(c.broker, RequestCode.UPDATE_CONSUMER_OFFSET, ext) is None:
                 failed.add((c.topic, c.partition))
         return failed
@@ -487,13 +493,13 @@ class RoutedOffsets:
                 continue
             # setZeroIfNotFound=false: a queue the group never committed must read as "none"
             # (-1), not as RocketMQ's "0 while the queue's first message is in memory".
-            resp = await self._call(broker, RequestCode.QUERY_CONSUMER_OFFSET,
-                                    to_ext(consumerGroup=group, topic=topic, queueId=q, setZeroIfNotFound=False))
+            resp = await self._call(broker, RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader(
+                consumer_group=group, topic=topic, queue_id=q, set_zero_if_not_found=False).encode())
             if resp is not None and resp.code == ResponseCode.SUCCESS:
-                fetched[(group, topic, partition)] = int(resp.ext_fields.get("offset", "-1"))
-                epoch = resp.ext_fields.get(EPOCH_FIELD, "-1")
-                meta[(group, topic, partition)] = (resp.ext_fields.get(META_FIELD, ""),
-                                                   int(epoch) if epoch.lstrip("-").isdigit() else -1)
+                got = QueryConsumerOffsetResponseHeader.peek(resp)     # lenient: a bad field reads as none
+                fetched[(group, topic, partition)] = -1 if got.offset is None else got.offset
+                meta[(group, topic, partition)] = (got.kafka_metadata or "",
+                                                   -1 if got.kafka_leader_epoch is None else got.kafka_leader_epoch)
         self._remote, self._remote_meta = fetched, meta
 
     async def _remote_topics_of(self, group: str) -> set[str]:
@@ -503,7 +509,8 @@ class RoutedOffsets:
         for broker in self.view.nodes():
             if broker == self.view.broker_name:
                 continue
-            resp = await self._call(broker, RequestCode.GET_CONSUME_STATS, to_ext(consumerGroup=group))
+            resp = await self._call(broker, RequestCode.GET_CONSUME_STATS,
+                                    GetConsumeStatsRequestHeader(consumer_group=group).encode())
             try:
                 table = loads_body(resp.body).get("offsetTable") or {} if resp is not None and resp.body else {}
                 out.update(MessageQueue.from_json(k).topic for k in table)

@@ -30,6 +30,14 @@ from rokka.gateway.rocketmq.codec import request_headers as rh
 from rokka.gateway.rocketmq.codec.bodies import dumps, loads_body
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.response_headers import (
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetResponseHeader,
+    PullMessageResponseHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetResponseHeader,
+)
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -119,11 +127,11 @@ class PullConsumer:
             expression_type="TAG").encode()
         timeout = timeout_s or (suspend_ms / 1000 + 5 if suspend_ms else self.timeout_s)
         resp = await self._call(mq, RequestCode.PULL_MESSAGE, ext, timeout, _PULL_OK)
-        e = resp.ext_fields
+        e = PullMessageResponseHeader.decode(resp)
         return PullResult(
-            code=resp.code, next_begin_offset=int(e.get("nextBeginOffset", offset)),
-            min_offset=int(e.get("minOffset", 0)), max_offset=int(e.get("maxOffset", 0)),
-            suggest_which_broker_id=int(e.get("suggestWhichBrokerId", 0)),
+            code=resp.code, next_begin_offset=offset if e.next_begin_offset is None else e.next_begin_offset,
+            min_offset=e.min_offset or 0, max_offset=e.max_offset or 0,
+            suggest_which_broker_id=e.suggest_which_broker_id or 0,
             messages=decode_messages(resp.body) if resp.code == ResponseCode.SUCCESS else (), remark=resp.remark)
 
     # -- offsets -------------------------------------------------------------------------------
@@ -133,7 +141,7 @@ class PullConsumer:
                                 rh.QueryConsumerOffsetRequestHeader(consumer_group=self.group, topic=mq.topic,
                                                                     queue_id=mq.queue_id).encode(),
                                 ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
-        return int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else None
+        return QueryConsumerOffsetResponseHeader.decode(resp).offset if resp.code == ResponseCode.SUCCESS else None
 
     async def update_offset(self, mq: MessageQueue, offset: int, *, oneway: bool = False) -> None:
         ext = rh.UpdateConsumerOffsetRequestHeader(consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
@@ -147,23 +155,23 @@ class PullConsumer:
     async def max_offset(self, mq: MessageQueue) -> int:
         resp = await self._call(mq, RequestCode.GET_MAX_OFFSET,
                                 rh.GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id).encode())
-        return int(resp.ext_fields["offset"])
+        return GetMaxOffsetResponseHeader.decode(resp).offset
 
     async def min_offset(self, mq: MessageQueue) -> int:
         resp = await self._call(mq, RequestCode.GET_MIN_OFFSET,
                                 rh.GetMinOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id).encode())
-        return int(resp.ext_fields["offset"])
+        return GetMinOffsetResponseHeader.decode(resp).offset
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         resp = await self._call(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
                                 rh.SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id,
                                                              timestamp=timestamp_ms).encode())
-        return int(resp.ext_fields["offset"])
+        return SearchOffsetResponseHeader.decode(resp).offset
 
     async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
         resp = await self._call(mq, RequestCode.GET_EARLIEST_MSG_STORETIME,
                                 rh.GetEarliestMsgStoretimeRequestHeader(topic=mq.topic, queue_id=mq.queue_id).encode())
-        return int(resp.ext_fields["timestamp"])
+        return GetEarliestMsgStoretimeResponseHeader.decode(resp).timestamp
 
     # -- membership -------------------------------------------------------------------------------
     def heartbeat_body(self, subscriptions: dict[str, str], *, consume_type: str = "CONSUME_ACTIVELY",

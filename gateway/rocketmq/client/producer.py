@@ -35,6 +35,7 @@ from rokka.gateway.rocketmq.codec.batch import encode_batch
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.codec.headers import V1_TO_V2_SEND  # noqa: F401 - re-exported (tests build V2 headers)
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.response_headers import SendMessageResponseHeader
 
 _SEND_STATUS: dict[int, str] = {
     ResponseCode.SUCCESS: "SEND_OK",
@@ -250,9 +251,9 @@ def _send_result(resp: RemotingCommand, mq: MessageQueue, uniq: str, what: str) 
     status = _SEND_STATUS.get(resp.code)  # IntEnum keys match plain ints
     if status is None:
         raise ResponseError(resp, what)
-    ext = resp.ext_fields
-    queue_id = int(ext.get("queueId", mq.queue_id))
-    return SendResult(status=status, msg_id=uniq, offset_msg_id=ext.get("msgId", ""),
+    h = SendMessageResponseHeader.decode(resp)
+    queue_id = mq.queue_id if h.queue_id is None else h.queue_id
+    return SendResult(status=status, msg_id=uniq, offset_msg_id=h.msg_id or "",
                       queue=MessageQueue(mq.topic, mq.broker_name, queue_id),
-                      queue_offset=int(ext.get("queueOffset", "-1")), region_id=ext.get("MSG_REGION"),
-                      transaction_id=ext.get("transactionId"))
+                      queue_offset=-1 if h.queue_offset is None else h.queue_offset, region_id=h.msg_region,
+                      transaction_id=h.transaction_id)

@@ -1,4 +1,4 @@
-"""Declaring a RocketMQ request header once: decode from and encode to ``extFields``.
+"""Declaring a RocketMQ request or response header once: decode from and encode to ``extFields``.
 
 Theory of operation
 -------------------
@@ -24,8 +24,10 @@ field table, from which both directions derive:
   ``None`` there, never an error.  ``pick(cmd_or_ext, "topic", ...)`` is the
   same for just the named attributes (a tuple), which is what the ACL uses on
   every request.
-* ``encode()``: for clients; ``None`` fields are dropped, booleans are Java's
-  ``true``/``false``, numbers decimal.
+* ``encode()``: for clients (a request) and the broker (a response, base
+  ``ResponseHeader``: ``response_headers.py``); ``None`` fields are dropped,
+  booleans are Java's ``true``/``false``, numbers decimal.  Generated as
+  straight-line code too (a send's response header is encoded on every send).
 
 Declaring::
 
@@ -58,7 +60,7 @@ from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
 from rokka.gateway.rocketmq.codec.headers import INT32_MAX, INT32_MIN, parse_bool, parse_int
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
-__all__ = ["I32", "I64", "FieldSpec", "RequestHeader", "declare", "java"]
+__all__ = ["I32", "I64", "FieldSpec", "RequestHeader", "ResponseHeader", "declare", "java"]
 
 I32 = Annotated[int, "int32"]
 I64 = Annotated[int, "int64"]
@@ -173,7 +175,7 @@ class RequestHeader:
         return RemotingCommand(code, ext_fields=self.encode(), body=body)
 
     def encode(self) -> dict[str, str]:
-        """extFields for a request carrying this header (None dropped, booleans Java-style)."""
+        """extFields carrying this header (None dropped, booleans Java-style)."""
         out: dict[str, str] = {}
         for f in self.FIELDS:
             value = getattr(self, f.attr)
@@ -185,6 +187,13 @@ class RequestHeader:
                 out[f.name] = str(value)
         return out
 
+
+
+class ResponseHeader(RequestHeader):
+    """Base of declared response headers (Java's ``*ResponseHeader``): the broker ``encode``s one into a
+    response's extFields, a client ``decode``s it; the same declaration rules as a request's."""
+
+    __slots__ = ()
 
 def _int32(raw: str, name: str) -> int:
     if len(raw) < 10 and raw.isdecimal():                 # the common case: up to 9 digits
@@ -222,7 +231,24 @@ def declare(cls: H) -> H:
                      for f in specs)
     dc._PICKS = {}
     dc.decode = classmethod(_compile_decode(dc, specs))     # type: ignore[method-assign]
+    dc.encode = _compile_encode(dc, specs)                  # type: ignore[method-assign]
     return dc
+
+
+def _compile_encode(cls: type, specs: Sequence[FieldSpec]) -> Callable[..., dict[str, str]]:
+    """``RequestHeader.encode`` unrolled for ``cls`` (a send's response header is encoded on every send);
+    same semantics as the loop in the base class, which a test compares it with."""
+    lines = ["def encode(self):", "    out = {}"]
+    for f in specs:
+        value = ('"true" if v else "false"' if f.kind == _BOOL else "v" if f.kind == _STR else "str(v)")
+        lines += [f"    v = self.{f.attr}", "    if v is not None:", f"        out[{f.name!r}] = {value}"]
+    lines.append("    return out")
+    env: dict[str, Any] = {}
+    exec("\n".join(lines), env)                     # noqa: S102 - text built above from the declaration only
+    fn = env["encode"]
+    fn.__qualname__ = f"{cls.__qualname__}.encode"
+    fn.__doc__ = RequestHeader.encode.__doc__
+    return fn
 
 
 def _compile_decode(cls: type, specs: Sequence[FieldSpec], aliases: Mapping[str, str] | None = None

@@ -51,6 +51,13 @@ from rokka.gateway.rocketmq.codec.request_headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rokka.gateway.rocketmq.codec.response_headers import (
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetResponseHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetResponseHeader,
+)
 from rokka.gateway.rocketmq.handlers.context import BrokerContext, physical_memory_bytes
 
 log = structlog.get_logger(__name__)
@@ -224,11 +231,11 @@ async def handle_query_offset(ctx: BrokerContext, channel: Any, req: RemotingCom
         else:
             return req.make_response(ResponseCode.QUERY_NOT_FOUND,
                                      "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
-    ext = {"offset": str(offset)}
     metadata, epoch = ctx.broker.offsets.commit_metadata(group, topic, queue_id)
-    if metadata or epoch >= 0:  # Kafka commit extras for a routed OffsetFetch (kafka/cluster.py)
-        ext.update(kafkaMetadata=metadata, kafkaLeaderEpoch=str(epoch))
-    return req.make_response(ResponseCode.SUCCESS, ext_fields=ext)
+    extras = metadata or epoch >= 0     # Kafka commit extras for a routed OffsetFetch (kafka/cluster.py)
+    header = QueryConsumerOffsetResponseHeader(offset=offset, kafka_metadata=metadata if extras else None,
+                                               kafka_leader_epoch=epoch if extras else None)
+    return req.make_response(ResponseCode.SUCCESS, ext_fields=header.encode())
 
 
 async def handle_update_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
@@ -244,26 +251,27 @@ async def handle_update_offset(ctx: BrokerContext, channel: Any, req: RemotingCo
 async def handle_max_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = GetMaxOffsetRequestHeader.decode(req)
     offset = ctx.broker.store.max_offset(h.topic, h.queue_id)
-    return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+    return req.make_response(ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).encode())
 
 
 async def handle_min_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = GetMinOffsetRequestHeader.decode(req)
     offset = ctx.broker.store.min_offset(h.topic, h.queue_id)
-    return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+    return req.make_response(ResponseCode.SUCCESS, ext_fields=GetMinOffsetResponseHeader(offset=offset).encode())
 
 
 async def handle_search_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = SearchOffsetRequestHeader.decode(req)
     offset = ctx.broker.store.offset_by_time(h.topic, h.queue_id, h.timestamp)
-    return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+    return req.make_response(ResponseCode.SUCCESS, ext_fields=SearchOffsetResponseHeader(offset=offset).encode())
 
 
 async def handle_earliest_time(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = GetEarliestMsgStoretimeRequestHeader.decode(req)
     topic, queue_id = h.topic, h.queue_id
     ts = ctx.broker.store.earliest_store_time(topic, queue_id) if topic in ctx.broker.topics else -1
-    return req.make_response(ResponseCode.SUCCESS, ext_fields={"timestamp": str(ts)})
+    return req.make_response(ResponseCode.SUCCESS,
+                             ext_fields=GetEarliestMsgStoretimeResponseHeader(timestamp=ts).encode())
 
 
 # -- queue locks ----------------------------------------------------------------

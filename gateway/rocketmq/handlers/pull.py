@@ -43,6 +43,7 @@ from rokka.core.storage import GetResult, GetStatus
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.codec.request_headers import PullMessageRequestHeader
+from rokka.gateway.rocketmq.codec.response_headers import PullMessageResponseHeader
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
@@ -144,10 +145,9 @@ def _read(ctx: BrokerContext, topic: str, queue_id: int, offset: int, max_msgs: 
 
 def _response(req: RemotingCommand, code: int, result: GetResult | _Found | None, remark: str | None = None,
               next_begin: int = 0) -> RemotingCommand:
-    ext = {"suggestWhichBrokerId": "0",
-           "nextBeginOffset": str(result.next_begin_offset if result else next_begin),
-           "minOffset": str(result.min_offset if result else 0),
-           "maxOffset": str(result.max_offset if result else 0)}
+    ext = PullMessageResponseHeader(
+        suggest_which_broker_id=0, next_begin_offset=result.next_begin_offset if result else next_begin,
+        min_offset=result.min_offset if result else 0, max_offset=result.max_offset if result else 0).encode()
     body = result.body if (result is not None and code == ResponseCode.SUCCESS) else b""
     if isinstance(result, GetResult) and remark is None and code != ResponseCode.SUCCESS:
         remark = result.status.value

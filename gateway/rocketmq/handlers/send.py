@@ -60,6 +60,7 @@ from rokka.gateway.rocketmq.codec.batch import BatchFormatError, decode_batch
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.codec.request_headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from rokka.gateway.rocketmq.codec.response_headers import SendMessageResponseHeader
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
@@ -114,9 +115,12 @@ def parse_properties(text: str | None) -> dict[str, str]:
     return decode_properties(text.encode("utf-8")) if text else {}
 
 
-def _base_response(req: RemotingCommand, ctx: BrokerContext, code: int, remark: str | None) -> RemotingCommand:
-    ext = {"MSG_REGION": ctx.cfg.region_id, "TRACE_ON": "true" if ctx.cfg.trace_on else "false"}
-    return req.make_response(code, remark, ext)
+def _base_response(req: RemotingCommand, ctx: BrokerContext, code: int, remark: str | None, *,
+                   msg_id: str | None = None, queue_id: int | None = None,
+                   queue_offset: int | None = None) -> RemotingCommand:
+    header = SendMessageResponseHeader(msg_id=msg_id, queue_id=queue_id, queue_offset=queue_offset,
+                                       msg_region=ctx.cfg.region_id, trace_on=ctx.cfg.trace_on)
+    return req.make_response(code, remark, header.encode())
 
 
 def check_topic_for_send(ctx: BrokerContext, topic: str, default_topic: str | None, default_queue_nums: int,
@@ -251,20 +255,17 @@ async def _handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -
 def send_response(ctx: BrokerContext, req: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
     code = PUT_STATUS_CODE.get(result.status, ResponseCode.SYSTEM_ERROR)
     remark = None if code == ResponseCode.SUCCESS else (result.remark or result.status.value)
-    resp = _base_response(req, ctx, code, remark)
     if appended := result.appended:
         prefix = _msg_id_prefix(ctx.broker.store_config.store_host)   # offsetMsgId = prefix + 16 hex digits
-        ext = resp.ext_fields
+        first = appended[0]
         if len(appended) == 1:
-            first = appended[0]
-            ext["msgId"] = f"{prefix}{first[0] & 0xFFFFFFFFFFFFFFFF:016X}"
+            msg_id = f"{prefix}{first[0] & 0xFFFFFFFFFFFFFFFF:016X}"
         else:
-            first = appended[0]
-            ext["msgId"] = ",".join([f"{prefix}{a[0] & 0xFFFFFFFFFFFFFFFF:016X}" for a in appended])
-        ext["queueId"] = str(queue_id)
-        ext["queueOffset"] = str(first.queue_offset)
+            msg_id = ",".join([f"{prefix}{a[0] & 0xFFFFFFFFFFFFFFFF:016X}" for a in appended])
+        resp = _base_response(req, ctx, code, remark, msg_id=msg_id, queue_id=queue_id,
+                              queue_offset=first.queue_offset)
     else:
-        resp.ext_fields.update(msgId="", queueId=str(queue_id), queueOffset="0")
+        resp = _base_response(req, ctx, code, remark, msg_id="", queue_id=queue_id, queue_offset=0)
     if code != ResponseCode.SUCCESS:
         log.info("rocketmq.send_rejected", code=int(code), remark=remark)
     return resp
