@@ -30,7 +30,7 @@ from rokka.gateway.controller.codec import BROKER_HEARTBEAT, CONTROLLER_GET_REPL
 from rokka.gateway.logs import limited
 from rokka.gateway.rocketmq.channel import Channel
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.headers import Header
+from rokka.gateway.rocketmq.codec.namesrv_headers import BrokerNameRequestHeader
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
@@ -79,7 +79,7 @@ class ControllerService:
 
     async def replica_info(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
         del channel
-        name = Header(cmd).str("brokerName", "")
+        name = BrokerNameRequestHeader.pick(cmd, "broker_name")[0] or ""
         if not self.controller.manages(name):
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"broker set {name!r} is not known")
         return cmd.make_response(ResponseCode.SUCCESS, ext_fields=encode_info(self.controller.info(name, "")))

@@ -39,8 +39,7 @@ from rokka.gateway.kafka.cluster import REMOTE_TIMEOUT_S, ClusterView
 from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
 from rokka.gateway.rocketmq.client.remoting import ClientError
 from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.gateway.rocketmq.codec.request_headers import CreateTopicRequestHeader, TopicRequestHeader
 
 log = structlog.get_logger(__name__)
 
@@ -89,9 +88,9 @@ async def create_spread(view: ClusterView, topic: str, counts: dict[str, int]) -
         if addr is None or client is None:
             log.warning("kafka.create_topic_spread_failed", topic=topic, broker=broker, reason="no master address")
             continue
-        cmd = RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=to_ext(
-            topic=topic, defaultTopic="TBW102", readQueueNums=n, writeQueueNums=n, perm=6,
-            topicFilterType="SINGLE_TAG", topicSysFlag=0, order=False))
+        cmd = CreateTopicRequestHeader(
+            topic=topic, default_topic="TBW102", read_queue_nums=n, write_queue_nums=n, perm=6,
+            topic_filter_type="SINGLE_TAG", topic_sys_flag=0, order=False).command(RequestCode.UPDATE_AND_CREATE_TOPIC)
         try:
             resp = await client.invoke(addr, cmd, REMOTE_TIMEOUT_S)
         except _ERRORS as exc:
@@ -138,8 +137,8 @@ async def delete_everywhere(view: ClusterView, topic: str) -> None:
         if o.broker == view.broker_name or addr is None or client is None:
             continue
         try:
-            await client.invoke(addr, RemotingCommand(RequestCode.DELETE_TOPIC_IN_BROKER,
-                                                      ext_fields=to_ext(topic=topic)), REMOTE_TIMEOUT_S)
+            await client.invoke(addr, TopicRequestHeader(topic=topic).command(RequestCode.DELETE_TOPIC_IN_BROKER),
+                                REMOTE_TIMEOUT_S)
         except _ERRORS as exc:
             log.warning("kafka.delete_topic_remote_failed", topic=topic, broker=o.broker, error=str(exc))
     if view.namesrv is not None:

@@ -14,7 +14,7 @@ request declaration.
 from __future__ import annotations
 
 from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
-from rokka.gateway.rocketmq.codec.header_decl import I32, I64, RequestHeader, declare, java
+from rokka.gateway.rocketmq.codec.header_decl import I32, I64, RequestHeader, ResponseHeader, declare, java
 
 
 @declare
@@ -91,23 +91,23 @@ class GetKVListByNamespaceRequestHeader(RequestHeader):
 
 
 @declare
-class RegisterBrokerResponseHeader(RequestHeader):
+class RegisterBrokerResponseHeader(ResponseHeader):
     ha_server_addr: str | None = None
     master_addr: str | None = None
 
 
 @declare
-class QueryDataVersionResponseHeader(RequestHeader):
+class QueryDataVersionResponseHeader(ResponseHeader):
     changed: bool
 
 
 @declare
-class WipeWritePermOfBrokerResponseHeader(RequestHeader):
+class WipeWritePermOfBrokerResponseHeader(ResponseHeader):
     wipe_topic_count: I32
 
 
 @declare
-class AddWritePermOfBrokerResponseHeader(RequestHeader):
+class AddWritePermOfBrokerResponseHeader(ResponseHeader):
     add_topic_count: I32
 
 
