@@ -95,6 +95,7 @@ class BrokerConfig:
     commit_log_cache_window: int = 0   # rokka: CommitLog bytes kept in page cache below the flushed tail (0 = no limit)
     commit_log_warm_ahead: int = 0     # rokka: CommitLog bytes past the tail cached while the store idles (0 = off)
     sync_flush_timeout: int = 5000
+    access_message_in_memory_max_ratio: int = 40   # % of RAM: a read further behind the CommitLog's end is "on disk"
     file_reserved_time: int = 72
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
@@ -258,6 +259,8 @@ class BrokerConfig:
             raise ValueError("commitLogCacheWindow must be >= 0 (0 leaves page-cache use to the kernel)")
         if self.commit_log_warm_ahead < 0:
             raise ValueError("commitLogWarmAhead must be >= 0 (0 turns the warm-ahead off)")
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
+            raise ValueError("accessMessageInMemoryMaxRatio must be within 0..100")
         if not 1 <= self.disk_max_used_space_ratio <= 95:
             raise ValueError("diskMaxUsedSpaceRatio must be within 1..95")
         for key in ("maxConnections", "maxConnectionsPerIp", "maxBufferedFrameBytes", "frameTimeoutSeconds",

@@ -58,7 +58,7 @@ from rokka.gateway.rocketmq.codec.response_headers import (
     QueryConsumerOffsetResponseHeader,
     SearchOffsetResponseHeader,
 )
-from rokka.gateway.rocketmq.handlers.context import BrokerContext, physical_memory_bytes
+from rokka.gateway.rocketmq.handlers.context import BrokerContext, in_memory
 
 log = structlog.get_logger(__name__)
 
@@ -200,8 +200,7 @@ def _first_message_in_memory(ctx: BrokerContext, topic: str, queue_id: int) -> b
     units = ctx.broker.store.cq_units(topic, queue_id, 0, 1)
     if not units:
         return True
-    behind = ctx.broker.store.commitlog_max_offset - units[0].commitlog_offset
-    return behind <= physical_memory_bytes() * 0.4
+    return in_memory(ctx, units[0].commitlog_offset)
 
 
 def _offset_names_refusal(ctx: BrokerContext, req: RemotingCommand, group: str, topic: str) -> RemotingCommand | None:

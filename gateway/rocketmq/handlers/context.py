@@ -39,6 +39,13 @@ def physical_memory_bytes() -> int:
         return 8 << 30
 
 
+def in_memory(ctx: BrokerContext, commitlog_offset: int) -> bool:
+    """Java's "in memory" rule for a read at ``commitlog_offset``: within accessMessageInMemoryMaxRatio % of
+    the machine's RAM of the CommitLog's end (farther back, a read is taken to hit the disk)."""
+    behind = ctx.broker.store.commitlog_max_offset - commitlog_offset
+    return behind <= physical_memory_bytes() * ctx.cfg.access_message_in_memory_max_ratio / 100
+
+
 @dataclass
 class SharedState:
     """What the two protocols share at run time, typed (set by ``rokka.gateway.runtime``)."""

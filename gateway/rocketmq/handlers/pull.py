@@ -38,13 +38,14 @@ import trio
 from rokka.compat.kafka_control import without_control
 from rokka.core import names
 from rokka.core.filter import EXPR_SQL92, ExpressionFilter, Subscription, SubscriptionParseError, build_subscription
-from rokka.core.groups import MESSAGE_MODEL_BROADCASTING
+from rokka.core.groups import MESSAGE_MODEL_BROADCASTING, SubscriptionGroupConfig
+from rokka.core.record import header_reader, header_size
 from rokka.core.storage import GetResult, GetStatus
 from rokka.gateway.rocketmq.codec.codes import ResponseCode
 from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.codec.request_headers import PullMessageRequestHeader
 from rokka.gateway.rocketmq.codec.response_headers import PullMessageResponseHeader
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerContext, in_memory
 
 log = structlog.get_logger(__name__)
 
@@ -143,10 +144,26 @@ def _read(ctx: BrokerContext, topic: str, queue_id: int, offset: int, max_msgs: 
     return status_to_code(result, offset), result
 
 
+_COMMITLOG_OFFSET = header_reader("commitlog_offset")
+HEADER_BYTES = header_size()
+
+
+def suggested_broker(ctx: BrokerContext, sub_cfg: SubscriptionGroupConfig, result: GetResult | _Found) -> int:
+    """``suggestWhichBrokerId`` under slaveReadEnable, as Java's PullMessageProcessor: the group's
+    ``whichBrokerWhenConsumeSlowly`` when what was read is no longer in memory (``in_memory``: farther
+    from the CommitLog's end than accessMessageInMemoryMaxRatio % of RAM), else its ``brokerId``.  Java
+    measures from the last record read, rokka from the first (one pull's bytes apart)."""
+    first = (result.records[0] if result.records else b"") if isinstance(result, GetResult) else result.body
+    if len(first) < HEADER_BYTES:
+        return sub_cfg.broker_id
+    (offset,) = _COMMITLOG_OFFSET(first, 0)
+    return sub_cfg.broker_id if in_memory(ctx, int(offset)) else sub_cfg.which_broker_when_consume_slowly
+
+
 def _response(req: RemotingCommand, code: int, result: GetResult | _Found | None, remark: str | None = None,
-              next_begin: int = 0) -> RemotingCommand:
+              next_begin: int = 0, suggest: int = 0) -> RemotingCommand:
     ext = PullMessageResponseHeader(
-        suggest_which_broker_id=0, next_begin_offset=result.next_begin_offset if result else next_begin,
+        suggest_which_broker_id=suggest, next_begin_offset=result.next_begin_offset if result else next_begin,
         min_offset=result.min_offset if result else 0, max_offset=result.max_offset if result else 0).encode()
     body = result.body if (result is not None and code == ResponseCode.SUCCESS) else b""
     if isinstance(result, GetResult) and remark is None and code != ResponseCode.SUCCESS:
@@ -206,7 +223,9 @@ async def handle_pull(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
             and ctx.cfg.long_polling_enable):
         await wait_for_arrival(ctx, topic, queue_id, offset, msg_filter, min(suspend_ms / 1000, MAX_SUSPEND_S))
         code, result = _read(ctx, topic, queue_id, offset, max_msgs, msg_filter)
-    return _response(req, code, result)
+    # slaveReadEnable: a consumer far behind is pointed at a slave (Java); without it, always the master
+    suggest = suggested_broker(ctx, sub_cfg, result) if ctx.cfg.slave_read_enable else 0
+    return _response(req, code, result, suggest=suggest)
 
 
 async def wait_for_arrival(ctx: BrokerContext, topic: str, queue_id: int, offset: int,
