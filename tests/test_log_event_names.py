@@ -1,5 +1,7 @@
 """Log events are dotted names (``area.what_happened``, details as key=value fields), as README promises.
 
+Rate-limited lines (``limited(...)``, a channel's ``_note(...)``) count too.
+
 A structlog call in core/gateway/compat/pipeline whose event is a literal must be dotted lower-case;
 the few free-text events that clients of the logs match today (interop tests, README, the serve
 contract, benchmarks) are listed here and the list may only shrink.
@@ -44,15 +46,32 @@ def _event(arg: ast.expr) -> str | None:
     return None
 
 
+def _event_arg(node: ast.AST) -> ast.expr | None:
+    """The event argument of a log call: ``log.<level>(event, ...)``, the rate-limited
+    ``limited(logger, level, event, key, ...)`` and a channel's ``self._note(level, event, ...)``."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in LEVELS and node.args \
+            and "log" in ast.unparse(func.value).lower():
+        return node.args[0]
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name == "limited" and len(node.args) >= 3:
+        return node.args[2]
+    if name == "_note" and len(node.args) >= 2:
+        return node.args[1]
+    return None
+
+
 def _free_text_events() -> set[tuple[str, str]]:
     found = set()
     for layer in LAYERS:
         for path in (ROOT / layer).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                        and node.func.attr in LEVELS and node.args and "log" in ast.unparse(node.func.value).lower()):
+                arg = _event_arg(node)
+                if arg is None:
                     continue
-                event = _event(node.args[0])
+                event = _event(arg)
                 if event is not None and not DOTTED.match(event):
                     found.add((str(path.relative_to(ROOT)), event))
     return found

@@ -282,7 +282,7 @@ class Channel:
                             await self._slot_freed.wait()
                 nursery.cancel_scope.cancel()
         except Exception:  # noqa: BLE001 - a channel must never take its server down
-            self._note("error", "channel crashed", exc_info=True)
+            self._note("error", "rocketmq.channel_crashed", exc_info=True)
         finally:
             await self._finish()
 
@@ -309,10 +309,10 @@ class Channel:
                 try:
                     commands = self._conn.receive_data(data)
                 except RemoteProtocolError as exc:
-                    self._note("warning", "protocol violation, closing connection", error=str(exc))
+                    self._note("warning", "rocketmq.protocol_violation", error=str(exc))
                     return
                 except Exception as exc:  # noqa: BLE001 - undecodable input is the peer's fault: one line
-                    self._note("warning", "protocol violation, closing connection",
+                    self._note("warning", "rocketmq.protocol_violation",
                                error=f"{type(exc).__name__}: {str(exc)[:200]}")
                     return
                 if pending or clock.spent_s:
@@ -320,7 +320,7 @@ class Channel:
                                  pending and self._conn.buffered > 0, bool(commands))
                 if self._lease is not None and not self._lease.buffer(self._conn.buffered):
                     budget = self._lease.budget
-                    self._note("warning", "memory budget for unfinished frames spent, closing connection",
+                    self._note("warning", "rocketmq.memory_budget",
                                buffered=self._conn.buffered, budget_in_use=budget.buffered,
                                max_buffered_frame_bytes=budget.limits.max_buffered_frame_bytes)
                     return
@@ -340,7 +340,7 @@ class Channel:
                     self._unyielded = False
                     await trio.lowlevel.checkpoint()
         if pending:
-            self._note("warning", "frame not finished in time, closing connection",
+            self._note("warning", "rocketmq.frame_timeout",
                        frame_timeout_s=clock.limit_s, buffered=self._conn.buffered)
         else:
             self._log.info("rocketmq.idle_connection_closing", idle_timeout_s=self._idle_timeout_s)
@@ -417,7 +417,7 @@ class Channel:
                     self._slot_freed = trio.Event()
                     await self._slot_freed.wait()
             else:
-                self._note("warning", "too many requests in flight", code=cmd.code, inflight=self._inflight)
+                self._note("warning", "rocketmq.too_many_inflight", code=cmd.code, inflight=self._inflight)
                 busy = cmd.make_response(ResponseCode.SYSTEM_BUSY, REMARK_SYSTEM_BUSY)
                 await self._reply(cmd, busy)
                 return
@@ -466,17 +466,17 @@ class Channel:
     async def _call_handler(self, cmd: RemotingCommand) -> RemotingCommand | None:
         handler = self._handlers.get(cmd.code)
         if handler is None:
-            self._note("info", "request code not supported", code=cmd.code)
+            self._note("info", "rocketmq.code_not_supported", code=cmd.code)
             return cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark_not_supported(cmd.code))
         try:
             return await handler(self, cmd)
         except HeaderFieldError as exc:
-            self._note("info", "bad request header", code=cmd.code, error=str(exc))
+            self._note("info", "rocketmq.bad_header", code=cmd.code, error=str(exc))
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
         except ChannelClosedError:
             return None
         except Exception as exc:  # noqa: BLE001 - answered as SYSTEM_ERROR, server keeps going
-            self._note("error", "handler failed", code=cmd.code, exc_info=True)
+            self._note("error", "rocketmq.handler_failed", code=cmd.code, exc_info=True)
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or type(exc).__name__)
 
     async def _reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
@@ -545,7 +545,7 @@ class Channel:
         budget = self._lease.budget if self._lease is not None else None
         queued = len(data) if budget is not None and len(data) >= SMALL_FRAME and self._pending_write else 0
         if budget is not None and queued and not budget.reserve_unread(queued):
-            self._note("warning", "responses not read beyond the budget, closing connection",
+            self._note("warning", "rocketmq.unread_budget",
                        unread_in_use=budget.unread, max_unread_response_bytes=budget.limits.max_unread_response_bytes)
             self.close()
             raise ChannelClosedError(f"channel {self.id}: responses not read beyond the budget")
@@ -580,7 +580,7 @@ class Channel:
 
     def _check_pending_write(self, size: int) -> None:
         if self._pending_write and self._pending_write + size > self._max_pending_write:
-            self._note("warning", "peer does not read its responses, closing connection",
+            self._note("warning", "rocketmq.slow_reader",
                        pending_write_bytes=self._pending_write, max_pending_write_bytes=self._max_pending_write)
             self.close()
             raise ChannelClosedError(f"channel {self.id}: {self._pending_write} bytes of responses not read")

@@ -238,7 +238,7 @@ async def test_unfinished_frames_share_one_budget_and_the_connection_crossing_it
                 await trio.sleep(0.01)
             assert budget.buffered == 0     # everything given back
             nursery.cancel_scope.cancel()
-    name = "memory budget for unfinished frames spent, closing connection" if listener == "namesrv" \
+    name = "rocketmq.memory_budget" if listener == "namesrv" \
         else "kafka.memory_budget"
     assert len(events(captured, name)) == 1
 
@@ -301,7 +301,7 @@ async def test_a_frame_must_be_finished_in_time_while_an_idle_connection_stays(l
             await idle.aclose()
             await slow.aclose()
             nursery.cancel_scope.cancel()
-    name = "frame not finished in time, closing connection" if listener == "broker" else "kafka.frame_timeout"
+    name = "rocketmq.frame_timeout" if listener == "broker" else "kafka.frame_timeout"
     assert len(events(captured, name)) == 1
 
 
@@ -339,7 +339,7 @@ async def test_a_reader_that_stops_is_closed_after_the_write_timeout() -> None:
 
 async def test_a_rocketmq_peer_that_never_reads_its_responses_is_closed() -> None:
     budget = Budget(Limits(max_pending_write_bytes=2 << 20))
-    event = "peer does not read its responses, closing connection"
+    event = "rocketmq.slow_reader"
     captured = await rocketmq_unread_answers(budget, 64, event)     # 64 MiB of answers asked for, none read
     assert len(events(captured, event)) == 1
 
@@ -373,8 +373,8 @@ async def test_hostile_json_headers_are_one_warning_without_traceback(header: by
             nursery.cancel_scope.cancel()
     assert len(_remoting_frame(b'{"code":1e400}')) == 22
     bad_lines = [e for e in captured if e["log_level"] in ("warning", "error")]
-    assert [e["event"] for e in bad_lines] == ["protocol violation, closing connection"]
-    assert "exc_info" not in bad_lines[0] and "channel crashed" not in str(captured)
+    assert [e["event"] for e in bad_lines] == ["rocketmq.protocol_violation"]
+    assert "exc_info" not in bad_lines[0] and "rocketmq.channel_crashed" not in str(captured)
 
 
 async def test_hostile_bodies_are_answered_not_crashed() -> None:
@@ -467,7 +467,7 @@ async def test_request_bodies_in_service_are_bounded_per_connection(monkeypatch:
 
 async def test_rocketmq_responses_queued_for_non_readers_share_the_process_budget() -> None:
     budget = Budget(Limits(max_unread_response_bytes=3 << 20))
-    event = "responses not read beyond the budget, closing connection"
+    event = "rocketmq.unread_budget"
     # 32 MiB of answers asked for (below maxPendingWriteBytes), none read
     captured = await rocketmq_unread_answers(budget, 32, event)
     assert events(captured, event)
