@@ -13,7 +13,7 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml $(NATIVE_SRC)
+$(STAMP): $(BIN)/python pyproject.toml setup.py $(NATIVE_SRC)
 	$(BIN)/pip install -q -e .
 	touch $(STAMP)
 
@@ -64,7 +64,7 @@ conformance: install-test anchors
 	$(BIN)/python interop/conformance/run.py $(CONFORMANCE_ARGS)
 
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check gateway core compat pipeline
+	$(BIN)/ruff check gateway net core compat pipeline
 
 clean:
 	rm -rf $(VENV) build *.egg-info

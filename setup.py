@@ -12,7 +12,7 @@ import ctypes.util
 
 from setuptools import Extension, find_packages, setup
 
-LAYERS = ("core", "gateway", "compat", "pipeline")
+LAYERS = ("core", "net", "gateway", "compat", "pipeline")
 
 
 def _crc32_backend() -> dict[str, list]:  # type: ignore[type-arg]

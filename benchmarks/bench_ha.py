@@ -46,9 +46,9 @@ def _broker(workdir: Path, name: str, ns: str, **keys: Any) -> harness.ServerPro
 
 
 async def _load(ns: str, master: str, slave: str | None, args: argparse.Namespace) -> dict[str, Any]:
-    from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
-    from rokka.gateway.rocketmq.codec.codes import RequestCode
-    from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+    from rokka.net.remoting.client import Admin, NamesrvClient, Producer, RemotingClient
+    from rokka.net.remoting.codec.codes import RequestCode
+    from rokka.net.remoting.codec.remoting import RemotingCommand
 
     lat: list[float] = []
     body = b"x" * args.size

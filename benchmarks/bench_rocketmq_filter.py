@@ -185,7 +185,7 @@ def _role_main() -> None:
 
 async def _trio_role(p: dict[str, Any]) -> None:
     import structlog
-    from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient
+    from rokka.net.remoting.client import NamesrvClient, RemotingClient
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30),
                         logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     async with RemotingClient(timeout_s=20.0) as rc:
@@ -194,7 +194,7 @@ async def _trio_role(p: dict[str, Any]) -> None:
 
 
 async def _fill(rc: Any, ns: Any, p: dict[str, Any]) -> None:
-    from rokka.gateway.rocketmq.client import OutMessage, Producer
+    from rokka.net.remoting.client import OutMessage, Producer
     producer = Producer(rc, ns, f"PG_{uuid.uuid4().hex[:8]}", send_timeout_s=20.0)
     body, n, tags = b"x" * 100, int(p["count"]), int(p["tags"])
     sent = 0
@@ -208,7 +208,7 @@ async def _fill(rc: Any, ns: Any, p: dict[str, Any]) -> None:
 
 async def _trio_pull(rc: Any, ns: Any, p: dict[str, Any]) -> None:
     import trio
-    from rokka.gateway.rocketmq.client import PullConsumer
+    from rokka.net.remoting.client import PullConsumer
     consumer = PullConsumer(rc, ns, p["group"])
     queues = await consumer.fetch_subscribe_queues(p["topic"])
     stats = {"messages": 0, "requests": 0, "wrong": 0}
@@ -241,10 +241,10 @@ async def _pull_once(consumer: Any, mq: Any, offset: int, p: dict[str, Any]) -> 
     (the client's ``pull`` asks for TAG only)."""
     if not p.get("sql"):
         return await consumer.pull(mq, offset, max_nums=32, expression=p["expression"])
-    from rokka.gateway.rocketmq.client.consumer import decode_messages
-    from rokka.gateway.rocketmq.client.types import PullResult
-    from rokka.gateway.rocketmq.codec.codes import RequestCode
-    from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+    from rokka.net.remoting.client.consumer import decode_messages
+    from rokka.net.remoting.client.types import PullResult
+    from rokka.net.remoting.codec.codes import RequestCode
+    from rokka.net.remoting.codec.remoting import RemotingCommand
     ext = {k: str(v) for k, v in dict(consumerGroup=consumer.group, topic=mq.topic, queueId=mq.queue_id,
                                       queueOffset=offset, maxMsgNums=32, sysFlag=0x4, commitOffset=0,
                                       suspendTimeoutMillis=0, subscription=p["expression"], subVersion=0,

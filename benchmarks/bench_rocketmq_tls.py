@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import trio
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.net.remoting.client import Admin, NamesrvClient, Producer, PullConsumer, RemotingClient
 from rokka.gateway.rocketmq.tls import client_context
 
 from benchmarks.kafka_server_cpu import server_cpu

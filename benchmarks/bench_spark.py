@@ -35,7 +35,7 @@ from pathlib import Path
 
 import structlog
 import trio
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, OutMessage, Producer, RemotingClient
+from rokka.net.remoting.client import Admin, NamesrvClient, OutMessage, Producer, RemotingClient
 
 TOPIC_IN = "BenchSparkIn"
 TOPIC_OUT = "BenchSparkOut"

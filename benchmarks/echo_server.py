@@ -28,10 +28,10 @@ import sys
 
 import structlog
 import trio
-from rokka.gateway.rocketmq.channel import Channel
-from rokka.gateway.rocketmq.codec.bodies import dumps
-from rokka.gateway.rocketmq.codec.codes import RequestCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.channel import Channel
+from rokka.net.remoting.codec.bodies import dumps
+from rokka.net.remoting.codec.codes import RequestCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.server import RemotingServer
 
 READY_PREFIX = "echo ready"

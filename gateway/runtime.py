@@ -12,7 +12,7 @@ broker registers with its name servers, then exactly one line goes to stdout:
 
     rokka ready namesrv=H:P broker=H:P kafka=H:P
 
-Every listener (name server, broker ports, Kafka) shares one ``Budget`` (``rokka.gateway.budget``,
+Every listener (name server, broker ports, Kafka) shares one ``Budget`` (``rokka.net.budget``,
 from broker.conf's maxConnections, maxConnectionsPerIp, maxBufferedFrameBytes, frameTimeoutSeconds,
 connectionWriteTimeoutSeconds, maxPendingWriteBytes, maxReadAheadBytes, maxUnreadResponseBytes): caps count
 across all ports, and its trim loop gives memory freed by departed connections back to the kernel.
@@ -38,7 +38,7 @@ import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
 from rokka.gateway import allocator
-from rokka.gateway.budget import Budget, Limits, raise_fd_limit
+from rokka.net.budget import Budget, Limits, raise_fd_limit
 
 if TYPE_CHECKING:
     from rokka.gateway.kafka.cluster import KafkaNode
@@ -203,13 +203,13 @@ class BrokerRole:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         from rokka.gateway.filewatch import watch_files
         from rokka.gateway.rocketmq.acl import AclConfigError, PlainAcl, guard, record_topics
-        from rokka.gateway.rocketmq.client import RemotingClient
         from rokka.gateway.rocketmq.handlers import build_handlers
         from rokka.gateway.rocketmq.handlers.client import on_channel_closed, scan_expired_clients
         from rokka.gateway.rocketmq.handlers.context import BrokerContext
         from rokka.gateway.rocketmq.handlers.txn import run_transaction_checks
         from rokka.gateway.rocketmq.server import RemotingServer
         from rokka.gateway.rocketmq.tls import RemotingTls, client_context_from, settings_from
+        from rokka.net.remoting.client import RemotingClient
 
         cfg = self.cfg
         acl = _load_acl(cfg)
@@ -297,7 +297,7 @@ class BrokerRole:
 
     async def _start_registration(self, nursery: trio.Nursery, ctx: Any, rc: Any) -> Any:
         from rokka.gateway.kafka.cluster import PublishingRegistrar
-        from rokka.gateway.rocketmq.client.namesrv import BrokerRegistrar
+        from rokka.net.remoting.client.namesrv import BrokerRegistrar
 
         cfg = self.cfg
         # Each round also publishes this broker's Kafka endpoint (KV ROKKA_KAFKA/<brokerName>).

@@ -358,9 +358,9 @@ async def _cluster_formed(addr: str, n: int) -> bool:
 async def _registered(namesrv: str, n: int) -> None:
     """Wait until the name server knows ``n`` brokers with a published Kafka endpoint."""
     from rokka.gateway.kafka.cluster import KV_NAMESPACE
-    from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-    from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient
-    from rokka.gateway.rocketmq.client.remoting import ClientError
+    from rokka.net.remoting.channel import ChannelClosedError, RequestTimeoutError
+    from rokka.net.remoting.client import NamesrvClient, RemotingClient
+    from rokka.net.remoting.client.remoting import ClientError
 
     async with RemotingClient() as rc:
         ns = NamesrvClient(rc, [namesrv])

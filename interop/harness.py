@@ -681,7 +681,7 @@ def create_rocketmq_topic(srv: ServerProcess, topic: str, queues: int = 4, timeo
     For clients that cannot create topics themselves (ali-ons: see test_ali_ons.py).
     """
     import trio
-    from rokka.gateway.rocketmq.client import Admin, NamesrvClient, RemotingClient
+    from rokka.net.remoting.client import Admin, NamesrvClient, RemotingClient
 
     async def create() -> None:
         with trio.fail_after(timeout):

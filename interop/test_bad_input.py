@@ -90,7 +90,7 @@ def _kafka_round_trip(bootstrap: str, topic: str, value: bytes) -> None:
 
 
 async def _rocketmq_round_trip(namesrv: str, topic: str, value: bytes) -> None:
-    from rokka.gateway.rocketmq.client import NamesrvClient, Producer, PullConsumer, RemotingClient
+    from rokka.net.remoting.client import NamesrvClient, Producer, PullConsumer, RemotingClient
 
     with trio.fail_after(20):
         async with RemotingClient() as rc:

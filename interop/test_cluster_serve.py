@@ -195,7 +195,7 @@ def init_producer_id(addr: str) -> int:
 
 
 def route_brokers(srv: harness.ServerProcess, topic: str) -> set[str]:
-    from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient
+    from rokka.net.remoting.client import NamesrvClient, RemotingClient
 
     async def get() -> set[str]:
         with trio.fail_after(30):

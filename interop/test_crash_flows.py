@@ -2,7 +2,7 @@
 
 ``rokka serve`` runs with ``flushDiskType=SYNC_FLUSH`` (so an acknowledged send is on disk), short
 delay levels and a fast transaction check-back.  Each scenario does its flow with rokka's own client
-(``rokka.gateway.rocketmq.client``; kafka-python for the Kafka offset commit), SIGKILLs the server in the
+(``rokka.net.remoting.client``; kafka-python for the Kafka offset commit), SIGKILLs the server in the
 middle, restarts it on the same ports and data dir, and proves:
 
 * plain sync sends (4 concurrent senders, killed mid-stream): every acknowledged message is there
@@ -75,7 +75,7 @@ class Session:
 
     def __init__(self, rc: Any, namesrv: str, broker: str, group: str = "crash-cg",
                  pgroup: str = "crash-pg") -> None:
-        from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, PullConsumer
+        from rokka.net.remoting.client import Admin, NamesrvClient, Producer, PullConsumer
 
         self.rc = rc
         self.broker = broker
@@ -93,7 +93,7 @@ class Session:
             await trio.sleep(0.1)
 
     async def read_all(self, topic: str) -> list[Any]:
-        from rokka.gateway.rocketmq.client.tools import pull_range
+        from rokka.net.remoting.client.tools import pull_range
 
         await self.wait_route(topic)
         out = []
@@ -113,7 +113,7 @@ class Session:
 def run(server: harness.ServerProcess, flow: Callable[[Session], Awaitable[Any]], timeout: float = 60.0,
         handlers: dict[int, Any] | None = None) -> Any:
     """Run ``flow`` with a fresh client session (bounded)."""
-    from rokka.gateway.rocketmq.client import RemotingClient
+    from rokka.net.remoting.client import RemotingClient
 
     async def main() -> Any:
         with trio.fail_after(timeout):
@@ -132,8 +132,8 @@ def body_of(m: Any) -> str:
 
 @pytest.mark.timeout(120)
 def test_sync_sends_killed_mid_stream(srv: harness.ServerProcess) -> None:
-    from rokka.gateway.rocketmq.channel import ChannelClosedError
-    from rokka.gateway.rocketmq.client import ClientError, RequestTimeoutError
+    from rokka.net.remoting.channel import ChannelClosedError
+    from rokka.net.remoting.client import ClientError, RequestTimeoutError
 
     topic = uniq("T_crash_send")
     acked: list[str] = []
@@ -249,9 +249,9 @@ def test_send_back_in_progress(srv: harness.ServerProcess) -> None:
 def test_transaction_halves_survive_then_end(srv: harness.ServerProcess) -> None:
     from rokka.core.model import PROP_TRAN_MSG, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
     from rokka.core.storage.layout import decode_offset_msg_id
-    from rokka.gateway.rocketmq.codec.codes import RequestCode
-    from rokka.gateway.rocketmq.codec.headers import to_ext
-    from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+    from rokka.net.remoting.codec.codes import RequestCode
+    from rokka.net.remoting.codec.headers import to_ext
+    from rokka.net.remoting.codec.remoting import RemotingCommand
 
     topic, pgroup = uniq("T_crash_txn"), uniq("PG_crash_txn")
     halves: dict[str, Any] = {}
@@ -302,7 +302,7 @@ def test_transaction_halves_survive_then_end(srv: harness.ServerProcess) -> None
 
 @pytest.mark.timeout(120)
 def test_committed_offsets_resume(srv: harness.ServerProcess) -> None:
-    from rokka.gateway.rocketmq.client import MessageQueue
+    from rokka.net.remoting.client import MessageQueue
 
     topic, group = uniq("T_crash_off"), uniq("CG_crash_off")
     committed = {0: 3, 1: 5, 2: 7, 3: 11}

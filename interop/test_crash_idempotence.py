@@ -232,7 +232,7 @@ class KafkaLoad:
 
 
 def _rocketmq_load(namesrv: str, topic: str, stop: threading.Event, sent: list[int]) -> None:
-    from rokka.gateway.rocketmq.client import NamesrvClient, Producer, RemotingClient
+    from rokka.net.remoting.client import NamesrvClient, Producer, RemotingClient
 
     async def run() -> None:
         with trio.move_on_after(TIMEOUT_S):

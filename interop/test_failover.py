@@ -73,8 +73,8 @@ def _broker(workdir: Path, name: str, namesrv: str, broker_id: int, ha_port: int
 def replica_info(namesrv: str) -> dict[str, str]:
     """CONTROLLER_GET_REPLICA_INFO of the broker set, from the controller in the name server."""
     from rokka.gateway.controller.codec import CONTROLLER_GET_REPLICA_INFO
-    from rokka.gateway.rocketmq.client import RemotingClient
-    from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+    from rokka.net.remoting.client import RemotingClient
+    from rokka.net.remoting.codec.remoting import RemotingCommand
 
     async def ask() -> dict[str, str]:
         async with RemotingClient() as rc:

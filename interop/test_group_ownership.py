@@ -17,7 +17,7 @@ from interop.kafka_common import topic_name
 
 
 async def _heartbeat(namesrv: str, group: str, topic: str, *, unregister: bool = False) -> tuple[int, str]:
-    from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient, ResponseError
+    from rokka.net.remoting.client import NamesrvClient, PullConsumer, RemotingClient, ResponseError
 
     with trio.fail_after(20):
         async with RemotingClient() as rc:
@@ -32,7 +32,7 @@ async def _heartbeat(namesrv: str, group: str, topic: str, *, unregister: bool =
 
 
 async def _rocketmq_holds_group_while(rokka: harness.ServerProcess, group: str, topic: str) -> None:
-    from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
+    from rokka.net.remoting.client import NamesrvClient, PullConsumer, RemotingClient
 
     with trio.fail_after(60):
         async with RemotingClient() as rc:

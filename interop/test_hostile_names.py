@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import trio
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, PullConsumer, RemotingClient
-from rokka.gateway.rocketmq.client.types import MessageQueue, TopicRoute
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import Admin, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.net.remoting.client.types import MessageQueue, TopicRoute
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 from interop import harness
 

@@ -27,7 +27,7 @@ VALUE = b"the value"
 
 
 async def _pull(namesrv: str, topic: str) -> list[tuple[bytes, dict[str, str]]]:
-    from rokka.gateway.rocketmq.client import MessageQueue, NamesrvClient, PullConsumer, RemotingClient
+    from rokka.net.remoting.client import MessageQueue, NamesrvClient, PullConsumer, RemotingClient
 
     with trio.fail_after(30):
         async with RemotingClient() as rc:

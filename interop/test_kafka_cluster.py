@@ -36,7 +36,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition  # noqa: E402
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka.errors import KafkaError  # noqa: E402
 from rokka.gateway.kafka.cluster import derive_node_id  # noqa: E402
-from rokka.gateway.rocketmq.client import MessageQueue, NamesrvClient, PullConsumer, RemotingClient  # noqa: E402
+from rokka.net.remoting.client import MessageQueue, NamesrvClient, PullConsumer, RemotingClient  # noqa: E402
 
 QUEUES = 4
 PARTITIONS = 2 * QUEUES

@@ -137,7 +137,7 @@ def test_confluent_small_fetch_max_bytes_over_many_partitions(rokka: harness.Ser
 
 async def _send_compressed(namesrv: str, topic: str, queues: int, per: int, body: bytes) -> None:
     from rokka.core.model import COMPRESSED_FLAG
-    from rokka.gateway.rocketmq.client import NamesrvClient, Producer, RemotingClient
+    from rokka.net.remoting.client import NamesrvClient, Producer, RemotingClient
 
     with trio.fail_after(60):
         async with RemotingClient() as rc:

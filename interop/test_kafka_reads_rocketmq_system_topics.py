@@ -14,7 +14,7 @@ GROUP = "sysread"
 
 async def _park_messages(namesrv: str) -> None:
     """A retry copy (send-back), a dead letter (send-back with delayLevel -1) and a delayed message."""
-    from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
+    from rokka.net.remoting.client import Admin, NamesrvClient, Producer, RemotingClient
 
     with trio.fail_after(30):
         async with RemotingClient() as rc:

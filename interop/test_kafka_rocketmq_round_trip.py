@@ -25,7 +25,7 @@ RECORDS = [
 
 
 async def _relay(namesrv: str, src: str, dst: str, n: int) -> None:
-    from rokka.gateway.rocketmq.client import (
+    from rokka.net.remoting.client import (
         MessageQueue,
         NamesrvClient,
         OutMessage,

@@ -69,7 +69,7 @@ def read_all(srv: harness.ServerProcess, topic: str, isolation: str, expect: int
 def rocketmq_values(srv: harness.ServerProcess, topic: str) -> list[bytes]:
     """Every message body of ``topic`` pulled over the RocketMQ protocol (rokka's trio client)."""
     import trio
-    from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
+    from rokka.net.remoting.client import NamesrvClient, PullConsumer, RemotingClient
 
     async def pull_all() -> list[bytes]:
         out: list[bytes] = []

@@ -21,10 +21,10 @@ import harness
 import pytest
 import trio
 from rmq_acl import APP, OPS, acl_conf, plain_acl
-from rokka.gateway.rocketmq.client import RemotingClient
-from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import RemotingClient
+from rokka.net.remoting.codec.codes import RequestCode as RC
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 ACL = plain_acl(["Open=PUB|SUB", "Secret=DENY"], ["appGroup=SUB", "secretGroup=DENY"], default_group_perm="DENY")
 T = 10.0

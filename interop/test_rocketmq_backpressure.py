@@ -18,8 +18,8 @@ import harness
 import pytest
 import trio
 from rmq_cpp import pull_all, uniq
-from rokka.gateway.rocketmq.client import NamesrvClient, Producer, PullConsumer, RemotingClient
-from rokka.gateway.rocketmq.client.remoting import ResponseError
+from rokka.net.remoting.client import NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.net.remoting.client.remoting import ResponseError
 
 BUSY_CONF = {"flushDiskType": "SYNC_FLUSH", "sendThreadPoolQueueCapacity": "2"}
 #: the server's peak resident memory stays below this (a few hundred sends of 1 KiB at most in flight)

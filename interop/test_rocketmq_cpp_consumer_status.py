@@ -11,9 +11,9 @@ import harness
 import pytest
 import trio
 from rmq_cpp import send, start_push, uniq, wait_consuming
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, RemotingClient
-from rokka.gateway.rocketmq.client.remoting import ResponseError
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.net.remoting.client import Admin, NamesrvClient, RemotingClient
+from rokka.net.remoting.client.remoting import ResponseError
+from rokka.net.remoting.codec.codes import ResponseCode
 
 pytestmark = pytest.mark.usefixtures("need_cpp")
 

@@ -42,7 +42,7 @@ _BODY = re.compile(r"^q(\d+)-s(\d+)$")
 def prepare_retry_topic(srv: harness.ServerProcess, group: str, topic: str) -> None:
     """A consumer heartbeat of rokka's own client creates %RETRY%<group>; then that client leaves."""
     import trio
-    from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
+    from rokka.net.remoting.client import NamesrvClient, PullConsumer, RemotingClient
 
     async def run() -> None:
         with trio.fail_after(30):

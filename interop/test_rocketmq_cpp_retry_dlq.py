@@ -63,9 +63,9 @@ def prepare_group(srv: harness.ServerProcess, group: str, topic: str,
     appears with the consumer's first heartbeat would not be consumed for up to 30 s.  A heartbeat of
     rokka's own client creates it (as the Java broker does), then that client leaves again.
     """
-    from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
-    from rokka.gateway.rocketmq.codec.codes import RequestCode
-    from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+    from rokka.net.remoting.client import NamesrvClient, PullConsumer, RemotingClient
+    from rokka.net.remoting.codec.codes import RequestCode
+    from rokka.net.remoting.codec.remoting import RemotingCommand
 
     async def run() -> None:
         with trio.fail_after(30):
@@ -89,8 +89,8 @@ def prepare_group(srv: harness.ServerProcess, group: str, topic: str,
 def read_topic(srv: harness.ServerProcess, topic: str, *, want: int = 0,
                timeout: float = 20.0) -> list[Any]:
     """Every message of ``topic`` (waits until its route exists and it holds ``want`` messages)."""
-    from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
-    from rokka.gateway.rocketmq.client.tools import pull_range
+    from rokka.net.remoting.client import NamesrvClient, PullConsumer, RemotingClient
+    from rokka.net.remoting.client.tools import pull_range
 
     async def run() -> list[Any]:
         with trio.fail_after(timeout):

@@ -18,11 +18,11 @@ import harness
 import pytest
 import trio
 from rmq_cpp import pull_all, send, uniq
-from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
-from rokka.gateway.rocketmq.client.consumer import decode_messages
-from rokka.gateway.rocketmq.client.types import MessageQueue
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import NamesrvClient, PullConsumer, RemotingClient
+from rokka.net.remoting.client.consumer import decode_messages
+from rokka.net.remoting.client.types import MessageQueue
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 pytestmark = pytest.mark.usefixtures("need_cpp")
 

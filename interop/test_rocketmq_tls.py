@@ -16,10 +16,10 @@ import pytest
 import rmq_java
 import trio
 import trustme
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, PullConsumer, RemotingClient
-from rokka.gateway.rocketmq.client.remoting import ChannelClosedError
-from rokka.gateway.rocketmq.codec import RemotingCommand
-from rokka.gateway.rocketmq.codec.codes import RequestCode
+from rokka.net.remoting.client import Admin, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.net.remoting.client.remoting import ChannelClosedError
+from rokka.net.remoting.codec import RemotingCommand
+from rokka.net.remoting.codec.codes import RequestCode
 from rokka.gateway.rocketmq.tls import client_context
 
 

@@ -31,8 +31,8 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
 
 def _rocketmq_send(namesrv: str, topic: str, body: bytes) -> tuple[int, str]:
     """(0, "") when stored, else (response code, remark)."""
-    from rokka.gateway.rocketmq.client import NamesrvClient, Producer, RemotingClient
-    from rokka.gateway.rocketmq.client.remoting import ResponseError
+    from rokka.net.remoting.client import NamesrvClient, Producer, RemotingClient
+    from rokka.net.remoting.client.remoting import ResponseError
 
     async def run() -> tuple[int, str]:
         with trio.fail_after(TIMEOUT_S):

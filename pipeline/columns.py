@@ -32,7 +32,7 @@ from rokka.core.model import (
     STOREHOST_V6_FLAG,
 )
 from rokka.core.record import PROPS_LEN, TAIL_SIZE, header_reader, header_size
-from rokka.gateway.rocketmq.client import decode_messages
+from rokka.net.remoting.client import decode_messages
 from rokka.pipeline.rows import ARROW_SCHEMA, BatchBuilder
 
 #: the header fields the columns need, by name (IPv4 hosts: other host forms take the reference path)

@@ -27,8 +27,8 @@ from typing import TypeVar
 
 import structlog
 import trio
-from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-from rokka.gateway.rocketmq.client import (
+from rokka.net.remoting.channel import ChannelClosedError, RequestTimeoutError
+from rokka.net.remoting.client import (
     ClientError,
     ConnectError,
     MessageQueue,
@@ -41,10 +41,10 @@ from rokka.gateway.rocketmq.client import (
     ResponseError,
     SendResult,
 )
-from rokka.gateway.rocketmq.client.tools import first_offset_at_or_after
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import PullMessageRequestHeader
+from rokka.net.remoting.client.tools import first_offset_at_or_after
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import PullMessageRequestHeader
 from rokka.pipeline.options import EARLIEST, LATEST, OffsetSpec, queue_key
 
 log = structlog.get_logger(__name__)

@@ -37,7 +37,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, StringType, StructType
 from rokka.core.model import PROP_UNIQ_KEY
-from rokka.gateway.rocketmq.client import OutMessage, RemotingClient
+from rokka.net.remoting.client import OutMessage, RemotingClient
 from rokka.pipeline.options import SinkOptions
 from rokka.pipeline.rmq import run_with_client, send_all
 

@@ -38,7 +38,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
-from rokka.gateway.rocketmq.client import ClientError, MessageQueue, RemotingClient
+from rokka.net.remoting.client import ClientError, MessageQueue, RemotingClient
 from rokka.pipeline.columns import PullBatchBuilder
 from rokka.pipeline.options import Offsets, SinkOptions, SourceOptions, check_offsets, queue_key, split_queue_key
 from rokka.pipeline.rmq import (

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import trio
-from rokka.gateway.rocketmq.client import (
+from rokka.net.remoting.client import (
     ChannelClosedError,
     ClientError,
     MessageQueue,

@@ -9,13 +9,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN = {
-    "core": ("gateway", "compat", "pipeline"),
+    "core": ("net", "gateway", "compat", "pipeline"),
+    "net": ("gateway", "compat", "pipeline"),
     "compat": ("gateway", "pipeline"),
     "gateway": ("pipeline",),
 }
 
 
-LAYERS = ("core", "gateway", "compat", "pipeline")
+LAYERS = ("core", "net", "gateway", "compat", "pipeline")
 SOURCE_DIRS = (*LAYERS, "rokka", "tests", "interop", "benchmarks")
 
 

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("core", "gateway", "compat", "pipeline")
+LAYERS = ("core", "net", "gateway", "compat", "pipeline")
 LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "msg"}
 DOTTED = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
 

@@ -30,7 +30,7 @@ import pytest
 from interop.harness import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("core", "gateway", "compat", "pipeline")
+LAYERS = ("core", "net", "gateway", "compat", "pipeline")
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_installed_rokka_serves_and_spark_reads(fresh_venv: tuple[Path, dict[str
         job = textwrap.dedent(f"""
             import trio
             from pyspark.sql import SparkSession
-            from rokka.gateway.rocketmq.client import NamesrvClient, OutMessage, Producer, RemotingClient
+            from rokka.net.remoting.client import NamesrvClient, OutMessage, Producer, RemotingClient
             from rokka.pipeline import register
 
             async def produce():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("core", "gateway", "compat", "pipeline")
+LAYERS = ("core", "net", "gateway", "compat", "pipeline")
 
 # what defines each thing -> the one module allowed to define it
 SINGLE = {
@@ -43,7 +43,7 @@ def test_users_share_the_definitions() -> None:
     from rokka.gateway.kafka import cluster
     from rokka.gateway.kafka.groups import coordinator
     from rokka.gateway.rocketmq import acl
-    from rokka.gateway.rocketmq.client import types
+    from rokka.net.remoting.client import types
 
     assert routes.QueueData is types.QueueData is routing.QueueData
     assert (topics.PERM_READ, topics.PERM_WRITE, topics.PERM_INHERIT) == (4, 2, 1) == (

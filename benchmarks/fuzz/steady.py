@@ -190,7 +190,7 @@ class SteadyRocketMQ(_Steady):
 
     async def _main(self) -> None:
         import trio
-        from rokka.gateway.rocketmq.client import NamesrvClient, Producer, PullConsumer, RemotingClient
+        from rokka.net.remoting.client import NamesrvClient, Producer, PullConsumer, RemotingClient
 
         async with RemotingClient() as rc:
             ns = NamesrvClient(rc, [self.namesrv])
@@ -217,7 +217,7 @@ class SteadyRocketMQ(_Steady):
 
     def read_all(self, timeout: float) -> set[bytes]:
         import trio
-        from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
+        from rokka.net.remoting.client import NamesrvClient, PullConsumer, RemotingClient
 
         got: set[bytes] = set()
 

@@ -32,8 +32,8 @@ from typing import Any
 
 import structlog
 import trio
-from rokka.gateway.rocketmq.client import NamesrvClient, OutMessage, Producer, PullConsumer, RemotingClient
-from rokka.gateway.rocketmq.client.types import MessageQueue
+from rokka.net.remoting.client import NamesrvClient, OutMessage, Producer, PullConsumer, RemotingClient
+from rokka.net.remoting.client.types import MessageQueue
 
 
 def emit(event: str, **fields: Any) -> None:

@@ -162,7 +162,7 @@ def read_kafka(bootstrap: str, topic: str, timeout: float = 180.0) -> Counter[st
 
 def read_rocketmq(server: harness.ServerProcess, topic: str, timeout: float = 180.0) -> Counter[str]:
     import trio
-    from rokka.gateway.rocketmq.client import NamesrvClient, PullConsumer, RemotingClient
+    from rokka.net.remoting.client import NamesrvClient, PullConsumer, RemotingClient
 
     out: Counter[str] = Counter()
 

@@ -169,7 +169,7 @@ def run_plain(p: dict[str, Any], idempotent: bool = False) -> None:
 
 def run_rmq(p: dict[str, Any]) -> None:
     import trio
-    from rokka.gateway.rocketmq.client import NamesrvClient, Producer, RemotingClient
+    from rokka.net.remoting.client import NamesrvClient, Producer, RemotingClient
 
     async def main() -> None:
         pace, n = Pacer(p["rate"]), 0

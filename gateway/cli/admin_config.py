@@ -21,10 +21,10 @@ import click
 from rokka.gateway.cli import admin_render as render
 from rokka.gateway.cli.admin_group import _json_option, admin, run
 from rokka.gateway.cli.admin_ops import AdminError, Session, _all_masters, master_addrs, route_of
-from rokka.gateway.rocketmq.client import NamesrvClient
-from rokka.gateway.rocketmq.client.tools import subscription_groups
-from rokka.gateway.rocketmq.codec.codes import RequestCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import NamesrvClient
+from rokka.net.remoting.client.tools import subscription_groups
+from rokka.net.remoting.codec.codes import RequestCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 
 async def _targets(s: Session, broker: str | None, cluster: str | None) -> list[str]:

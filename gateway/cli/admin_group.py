@@ -24,8 +24,8 @@ import click
 import trio
 from rokka.gateway.cli import admin_render as render
 from rokka.gateway.cli.admin_ops import AdminError, Session
-from rokka.gateway.logs import configure_logging
-from rokka.gateway.rocketmq.client import (
+from rokka.net.logs import configure_logging
+from rokka.net.remoting.client import (
     Admin,
     ChannelClosedError,
     ClientError,

@@ -31,7 +31,7 @@ from rokka.core.model import (
     StoredMessage,
 )
 from rokka.core.record import decode_offset_msg_id, encode_offset_msg_id
-from rokka.gateway.rocketmq.client import (
+from rokka.net.remoting.client import (
     Admin,
     NamesrvClient,
     Producer,
@@ -40,16 +40,16 @@ from rokka.gateway.rocketmq.client import (
     ResponseError,
     TopicRoute,
 )
-from rokka.gateway.rocketmq.client.tools import (
+from rokka.net.remoting.client.tools import (
     first_offset_at_or_after,
     invoke_reset_offset,
     producer_connections,
     pull_range,
     subscription_groups,
 )
-from rokka.gateway.rocketmq.client.types import MessageQueue, OutMessage
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client.types import MessageQueue, OutMessage
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 TOOLS_CONSUMER = "TOOLS_CONSUMER"
 TOOLS_PRODUCER = "TOOLS_PRODUCER"

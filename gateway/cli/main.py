@@ -21,7 +21,7 @@ from typing import Any
 import click
 import structlog
 from rokka.core.config import BrokerConfig, load_broker_conf
-from rokka.gateway.logs import configure_logging
+from rokka.net.logs import configure_logging
 
 log = structlog.get_logger("rokka")
 

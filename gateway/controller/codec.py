@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rokka.core.namesrv.controller import Heartbeat, ReplicaInfo
-from rokka.gateway.rocketmq.codec.header_decl import I64, RequestHeader, ResponseHeader, declare, java
+from rokka.net.remoting.codec.header_decl import I64, RequestHeader, ResponseHeader, declare, java
 
 BROKER_HEARTBEAT = 904                  # RocketMQ 5 RequestCode.BROKER_HEARTBEAT
 CONTROLLER_GET_REPLICA_INFO = 1004      # RocketMQ 5 RequestCode.CONTROLLER_GET_REPLICA_INFO

@@ -27,11 +27,11 @@ from rokka.core import names
 from rokka.core.namesrv.controller import BrokerSet, Controller
 from rokka.core.namesrv.routes import RouteInfoManager
 from rokka.gateway.controller.codec import BROKER_HEARTBEAT, CONTROLLER_GET_REPLICA_INFO, decode_heartbeat, encode_info
-from rokka.gateway.logs import limited
-from rokka.gateway.rocketmq.channel import Channel
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.namesrv_headers import BrokerNameRequestHeader
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.logs import limited
+from rokka.net.remoting.channel import Channel
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.namesrv_headers import BrokerNameRequestHeader
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 

@@ -50,8 +50,8 @@ from rokka.gateway.controller.codec import BROKER_HEARTBEAT, decode_info, encode
 from rokka.gateway.ha.master import HAMaster, HAParams, sync_result
 from rokka.gateway.ha.slave import HASlave
 from rokka.gateway.ha.sync import SlaveSync
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 if TYPE_CHECKING:
     from rokka.core.storage import DiskStore

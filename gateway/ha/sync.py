@@ -24,9 +24,9 @@ from typing import Any
 import structlog
 import trio
 from rokka.core.topics import TopicConfig
-from rokka.gateway.rocketmq.codec.bodies import loads_body
-from rokka.gateway.rocketmq.codec.codes import RequestCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.bodies import loads_body
+from rokka.net.remoting.codec.codes import RequestCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 

@@ -62,20 +62,20 @@ import structlog
 import trio
 from rokka.core.namesrv.routes import RegisterResult
 from rokka.core.offsets import OffsetStore
-from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-from rokka.gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient
-from rokka.gateway.rocketmq.client.remoting import ClientError, RemotingClient
-from rokka.gateway.rocketmq.client.types import PERM_READ, MessageQueue, TopicRoute
-from rokka.gateway.rocketmq.codec.bodies import loads_body
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import (
+from rokka.net.remoting.channel import ChannelClosedError, RequestTimeoutError
+from rokka.net.remoting.client.namesrv import BrokerRegistrar, NamesrvClient
+from rokka.net.remoting.client.remoting import ClientError, RemotingClient
+from rokka.net.remoting.client.types import PERM_READ, MessageQueue, TopicRoute
+from rokka.net.remoting.codec.bodies import loads_body
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import (
     DeleteSubscriptionGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rokka.gateway.rocketmq.codec.response_headers import QueryConsumerOffsetResponseHeader
+from rokka.net.remoting.codec.response_headers import QueryConsumerOffsetResponseHeader
 
 log = structlog.get_logger(__name__)
 

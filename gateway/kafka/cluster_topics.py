@@ -36,10 +36,10 @@ from collections.abc import Iterable
 import structlog
 import trio
 from rokka.gateway.kafka.cluster import REMOTE_TIMEOUT_S, ClusterView
-from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-from rokka.gateway.rocketmq.client.remoting import ClientError
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.request_headers import CreateTopicRequestHeader, TopicRequestHeader
+from rokka.net.remoting.channel import ChannelClosedError, RequestTimeoutError
+from rokka.net.remoting.client.remoting import ClientError
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.request_headers import CreateTopicRequestHeader, TopicRequestHeader
 
 log = structlog.get_logger(__name__)
 

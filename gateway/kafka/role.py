@@ -34,7 +34,6 @@ from rokka.compat.groups import GroupOwnership
 from rokka.compat.views import ViewRegistry
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
-from rokka.gateway.budget import Budget
 from rokka.gateway.filewatch import watch_files
 from rokka.gateway.kafka.acls import AclStore
 from rokka.gateway.kafka.apis import KafkaServices, routes
@@ -53,7 +52,8 @@ from rokka.gateway.kafka.shared_acls import acl_store
 from rokka.gateway.kafka.tls import TlsConfigError, TlsSettings, server_context
 from rokka.gateway.kafka.tls import settings_from as tls_settings
 from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator
-from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient
+from rokka.net.budget import Budget
+from rokka.net.remoting.client import NamesrvClient, RemotingClient
 
 __all__ = ["KafkaRole", "SaslUsers"]
 

@@ -55,7 +55,7 @@ import structlog
 from rokka.gateway.kafka.codec.schema import Struct
 from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode, KafkaProtocolError
-from rokka.gateway.logs import limited
+from rokka.net.logs import limited
 
 log = structlog.get_logger(__name__)
 

@@ -46,7 +46,7 @@ Lifecycle (as ``RemotingServer``): ``serve`` / ``serve_on`` run until cancelled 
 finish the requests they hold (then cancels what is left after ``grace_s``); ``aclose`` also waits
 until serving has ended; ``statistics()`` is a snapshot of the counters.
 
-Budgets (``budget``, see ``rokka.gateway.budget``; shared by every listener of the process when
+Budgets (``budget``, see ``rokka.net.budget``; shared by every listener of the process when
 the runtime passes one): a connection is admitted (``maxConnections``, ``maxConnectionsPerIp``)
 before anything is read, else closed at once; after each read its unfinished frame is reported to
 its lease and the connection is closed when the process-wide ``maxBufferedFrameBytes`` would be
@@ -57,7 +57,7 @@ most; and responses the peers have not read (what the first ``sendmsg`` left uns
 exceed ``maxUnreadResponseBytes`` over all connections: the connection that would cross it is
 closed at once.  Hooks in ``conn_state[ON_CLOSE]`` run when the connection ends (Fetch read-ahead gives its
 bytes back there).  Lines caused by the peer's input are rate-limited per address
-(``rokka.gateway.logs.limited``): malformed input is one warning line without traceback.
+(``rokka.net.logs.limited``): malformed input is one warning line without traceback.
 
 TLS (``tls`` = an SSLContext, see ``rokka.gateway.kafka.tls``): each connection is wrapped in a
 ``TlsStream`` (``rokka.gateway.kafka.tls_stream``: bulk reads and writes) and must finish its handshake
@@ -77,7 +77,6 @@ from typing import Any
 
 import structlog
 import trio
-from rokka.gateway.budget import SMALL_FRAME, Budget, FrameClock, Lease
 from rokka.gateway.kafka.codec.framing import API_VERSIONS_KEY, APIS
 from rokka.gateway.kafka.codec.schema import Struct
 from rokka.gateway.kafka.connection import KafkaRequest, KafkaServerConnection
@@ -87,7 +86,8 @@ from rokka.gateway.kafka.sasl import MAX_UNAUTHENTICATED_FRAME, SESSION, UserSto
 from rokka.gateway.kafka.tls import HANDSHAKE_TIMEOUT_S
 from rokka.gateway.kafka.tls import principal as tls_principal
 from rokka.gateway.kafka.tls_stream import TlsStream
-from rokka.gateway.logs import limited
+from rokka.net.budget import SMALL_FRAME, Budget, FrameClock, Lease
+from rokka.net.logs import limited
 
 __all__ = ["ON_CLOSE", "Handler", "KafkaRequestContext", "KafkaServer", "KafkaServerStatistics", "Route"]
 

@@ -45,11 +45,11 @@ from rokka.core import names
 from rokka.core.namesrv.config import PATH_KEYS, PATH_REMARK, NamesrvConfig, rewrite_properties_file
 from rokka.core.namesrv.controller import Controller
 from rokka.core.namesrv.routes import RouteInfoManager
-from rokka.gateway.rocketmq.channel import Channel, Handler
-from rokka.gateway.rocketmq.codec import namesrv_headers as nh
-from rokka.gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, dumps, kv_table_json, loads_body
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.channel import Channel, Handler
+from rokka.net.remoting.codec import namesrv_headers as nh
+from rokka.net.remoting.codec.bodies import RegisterBrokerBody, body_crc32, dumps, kv_table_json, loads_body
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 

@@ -26,14 +26,14 @@ import trio
 from rokka.core.namesrv.config import KVConfigStore, NamesrvConfig
 from rokka.core.namesrv.controller import Controller
 from rokka.core.namesrv.routes import BROKER_EXPIRED_MS, RouteInfoManager
-from rokka.gateway.budget import Budget
 from rokka.gateway.controller.service import ControllerService
 from rokka.gateway.kafka.cluster import KV_NAMESPACE as KAFKA_KV_NAMESPACE
 from rokka.gateway.namesrv.handlers import NamesrvHandlers
-from rokka.gateway.rocketmq.channel import Channel, HostPort
-from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
 from rokka.gateway.rocketmq.server import RemotingServer
 from rokka.gateway.rocketmq.tls import RemotingTls
+from rokka.net.budget import Budget
+from rokka.net.remoting.channel import Channel, HostPort
+from rokka.net.remoting.codec.remoting import DEFAULT_MAX_FRAME_BYTES
 
 log = structlog.get_logger(__name__)
 
@@ -46,7 +46,7 @@ class NamesrvServer:
         scan_interval_s: how often expired brokers are removed.
         broker_expired_ms: silence after which a broker is dropped.
         budget: connection and memory budget shared with the process's other listeners
-            (``rokka.gateway.budget``; default: a private one).
+            (``rokka.net.budget``; default: a private one).
         config: name server configuration; with one, KV config and config updates are persisted
             (a damaged ``kvConfig.json`` raises ValueError here) and its
             ``serverChannelMaxIdleTimeSeconds`` replaces ``idle_timeout_s`` (0 = never).

@@ -85,7 +85,6 @@ exact, ``*`` per dotted part, and ``{a,b}`` / ``a-b`` lists in the last part.
 
 from __future__ import annotations
 
-import base64
 import hmac
 import json
 import re
@@ -98,11 +97,11 @@ from typing import Any
 import structlog
 from rokka.core.model import RETRY_PREFIX
 from rokka.core.storage.metafile import write_bytes_atomic
-from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.header_decl import RequestHeader
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import (
+from rokka.net.remoting.codec.codes import RequestCode as RC
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.header_decl import RequestHeader
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import (
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetConsumeStatsRequestHeader,
@@ -116,6 +115,7 @@ from rokka.gateway.rocketmq.codec.request_headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
+from rokka.net.remoting.signing import ACCESS_KEY, SIGNATURE, sign
 
 __all__ = ["AclConfigError", "AclEditError", "PlainAcl", "acl_config", "delete_account", "guard", "guard_namesrv",
            "record_topics", "sign", "update_account", "update_global_white"]
@@ -123,8 +123,6 @@ __all__ = ["AclConfigError", "AclEditError", "PlainAcl", "acl_config", "delete_a
 log = structlog.get_logger(__name__)
 
 DENY, PUB, SUB = 1, 2, 4
-ACCESS_KEY, SIGNATURE = "AccessKey", "Signature"
-UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 ADMIN_CODES = frozenset({RC.UPDATE_AND_CREATE_TOPIC, RC.UPDATE_BROKER_CONFIG, RC.DELETE_TOPIC_IN_BROKER,
                          RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RC.DELETE_SUBSCRIPTIONGROUP,
                          RC.GET_ALL_TOPIC_CONFIG, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
@@ -155,13 +153,6 @@ class AclConfigError(ValueError):
 
 class AclEditError(ValueError):
     """An edit of ``plain_acl.yml`` by an ACL request code is refused (the text is the remark)."""
-
-
-def sign(ext_fields: Mapping[str, str], body: bytes, secret_key: str) -> str:
-    """RocketMQ's request signature: HmacSHA1 over the sorted extField values (Signature excluded)
-    followed by the body, Base64."""
-    content = "".join(v for k, v in sorted(ext_fields.items()) if k not in (SIGNATURE, UNIQUE_KEY_QUERY))
-    return base64.b64encode(hmac.digest(secret_key.encode(), content.encode() + (body or b""), "sha1")).decode()
 
 
 def _perm(text: str) -> int:

@@ -18,7 +18,7 @@ instead closes everything at once.
 Handlers are looked up per request in the live ``handlers`` mapping, so
 ``register()`` works while serving.
 
-Budgets: every accepted socket asks the ``Budget`` (``rokka.gateway.budget``;
+Budgets: every accepted socket asks the ``Budget`` (``rokka.net.budget``;
 shared by all listeners of the process when the runtime passes one) for a
 lease before anything is read; a refused one is closed at once (the refusal
 is logged, rate-limited).  The channel reports its unfinished frame to the
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import structlog
 import trio
-from rokka.gateway.budget import Budget
-from rokka.gateway.rocketmq.channel import Channel, ClosedCallback, Handler, HostPort
-from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES
 from rokka.gateway.rocketmq.tls import RemotingTls
+from rokka.net.budget import Budget
+from rokka.net.remoting.channel import Channel, ClosedCallback, Handler, HostPort
+from rokka.net.remoting.codec.remoting import DEFAULT_MAX_FRAME_BYTES
 
 log = structlog.get_logger(__name__)
 

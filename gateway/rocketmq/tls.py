@@ -42,11 +42,11 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import structlog
 import trio
 from rokka.gateway.kafka.tls import TlsConfigError as _StartupTlsError
+from rokka.net.remoting.tls_stream import TlsSocketStream
 
 __all__ = ["HANDSHAKE_TIMEOUT_S", "MODES", "RemotingTls", "TlsConfigError", "TlsSettings", "TlsSocketStream",
            "client_context", "client_context_from", "read_tls_config_file", "settings_from"]
@@ -221,33 +221,6 @@ def _self_signed() -> tuple[bytes, bytes]:
     return _SELF_SIGNED
 
 
-class TlsSocketStream(trio.abc.Stream):
-    """A ``trio.SSLStream`` over a socket stream, exposing ``socket`` (for ``Channel``)."""
-
-    def __init__(self, transport: trio.SocketStream, context: ssl.SSLContext, *, server_side: bool,
-                 server_hostname: str | None = None) -> None:
-        self.transport = transport
-        self.socket = transport.socket
-        self.ssl = trio.SSLStream(transport, context, server_side=server_side, server_hostname=server_hostname,
-                                  https_compatible=True)
-
-    async def do_handshake(self) -> None:
-        await self.ssl.do_handshake()
-
-    def getpeercert(self) -> dict[str, Any] | None:
-        return self.ssl.getpeercert()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        return await self.ssl.receive_some(max_bytes)
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.ssl.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.ssl.wait_send_all_might_not_block()
-
-    async def aclose(self) -> None:
-        await self.ssl.aclose()
 
 
 class RemotingTls:

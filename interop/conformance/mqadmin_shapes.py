@@ -123,7 +123,7 @@ class LiveProducer:
             self._ready.set()
 
     async def _run(self) -> None:
-        from rokka.gateway.rocketmq.client import NamesrvClient, Producer, RemotingClient  # noqa: PLC0415
+        from rokka.net.remoting.client import NamesrvClient, Producer, RemotingClient  # noqa: PLC0415
 
         async with RemotingClient() as rc:
             producer = Producer(rc, NamesrvClient(rc, [self.namesrv]), PRODUCER)

@@ -1,4 +1,4 @@
-"""rokka's own RocketMQ client (``rokka.gateway.rocketmq.client``) roles of the interop matrix (see ``_role``).
+"""rokka's own RocketMQ client (``rokka.net.remoting.client``) roles of the interop matrix (see ``_role``).
 
 argv: ``rokka_role.py <producer|consumer>``.
 Producer params: namesrv, group.  One ``RemotingClient`` lives for the whole process (so a broker
@@ -22,7 +22,7 @@ import trio
 from _role import Counts, emit, finish, read_params
 from rokka.core.model import PROP_PGROUP, PROP_TRAN_MSG, TRANSACTION_PREPARED_TYPE
 from rokka.core.storage.layout import decode_offset_msg_id
-from rokka.gateway.rocketmq.client import (
+from rokka.net.remoting.client import (
     TRANSACTION_COMMIT,
     TRANSACTION_ROLLBACK,
     Admin,

@@ -113,7 +113,7 @@ def start_server(workdir: Path) -> harness.ServerProcess:
 
 
 def create_topics(srv: harness.ServerProcess, topics: list[str], queues: int = 2) -> None:
-    from rokka.gateway.rocketmq.client import Admin, NamesrvClient, RemotingClient
+    from rokka.net.remoting.client import Admin, NamesrvClient, RemotingClient
 
     async def create() -> None:
         with trio.fail_after(60):

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import trio
-from rokka.gateway.rocketmq.client import NamesrvClient, OutMessage, Producer, RemotingClient
+from rokka.net.remoting.client import NamesrvClient, OutMessage, Producer, RemotingClient
 
 CATEGORIES = ("BOOKS", "GAMES", "MUSIC", "TOYS")
 TICK = "TICK"

@@ -17,14 +17,14 @@ import pytest
 import structlog
 import trio
 import trio.testing
-from rokka.gateway import logs
-from rokka.gateway.budget import SMALL_FRAME, Budget, Limits
+from rokka.net import logs
+from rokka.net.budget import SMALL_FRAME, Budget, Limits
 from rokka.gateway.kafka import KafkaRequestContext, KafkaServer, Route
 from rokka.gateway.kafka.codec import APIS, Struct, decode_response_frame, encode_request_frame
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.channel import Channel
-from rokka.gateway.rocketmq.codec import RemotingCommand, ResponseCode
-from rokka.gateway.rocketmq.connection import RemotingConnection
+from rokka.net.remoting.channel import Channel
+from rokka.net.remoting.codec import RemotingCommand, ResponseCode
+from rokka.net.remoting.connection import RemotingConnection
 from rokka.gateway.rocketmq.server import RemotingServer
 
 DESCRIBE_CLUSTER = APIS[60]
@@ -378,7 +378,7 @@ async def test_hostile_json_headers_are_one_warning_without_traceback(header: by
 
 
 async def test_hostile_bodies_are_answered_not_crashed() -> None:
-    from rokka.gateway.rocketmq.codec.bodies import loads_body
+    from rokka.net.remoting.codec.bodies import loads_body
 
     async def parse(channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.make_response(ResponseCode.SUCCESS, body=json.dumps(loads_body(cmd.body)).encode())
@@ -430,7 +430,7 @@ async def test_malformed_kafka_frames_are_rate_limited_per_peer(monkeypatch: pyt
 
 
 async def test_request_bodies_in_service_are_bounded_per_connection(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rokka.gateway.rocketmq import channel as channel_mod
+    from rokka.net.remoting import channel as channel_mod
 
     monkeypatch.setattr(channel_mod, "MAX_INFLIGHT_BYTES", 3 << 19)     # 1.5 MiB
     release = trio.Event()

@@ -11,9 +11,9 @@ import trio
 from rokka.core.config import BrokerConfig
 from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
-from rokka.gateway.rocketmq.codec.codes import RequestCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.net.remoting.codec.codes import RequestCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 
 async def test_shared_state_is_typed_and_shutdown_stops_the_kafka_listener_first(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import trio
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, OutMessage, Producer, PullConsumer, RemotingClient
+from rokka.net.remoting.client import Admin, NamesrvClient, OutMessage, Producer, PullConsumer, RemotingClient
 
 
 def produce(namesrv: str, topic: str, messages: Sequence[OutMessage], *, batch: int = 128,

@@ -15,7 +15,7 @@ pytest.importorskip("pyarrow", reason="pyarrow is needed: pip install -e '.[pipe
 from rokka.compat.kafka_records import message_from_record  # noqa: E402
 from rokka.core.model import COMPRESSED_FLAG, Message  # noqa: E402
 from rokka.core.storage.layout import encode_record  # noqa: E402
-from rokka.gateway.rocketmq.client import decode_messages  # noqa: E402
+from rokka.net.remoting.client import decode_messages  # noqa: E402
 from rokka.pipeline.columns import PullBatchBuilder  # noqa: E402
 from rokka.pipeline.rows import BatchBuilder  # noqa: E402
 

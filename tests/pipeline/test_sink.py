@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pyspark", reason="pyspark>=4 and pyarrow are needed: pip install -e '.[pipeline]'")
 
-from rokka.gateway.rocketmq.client import OutMessage  # noqa: E402
+from rokka.net.remoting.client import OutMessage  # noqa: E402
 from rokka.pipeline.sink import uniq_key  # noqa: E402
 
 from tests.pipeline.helpers import produce, read_all  # noqa: E402

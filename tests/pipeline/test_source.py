@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("pyspark", reason="pyspark>=4 and pyarrow are needed: pip install -e '.[pipeline]'")
 
-from rokka.gateway.rocketmq.client import OutMessage  # noqa: E402
+from rokka.net.remoting.client import OutMessage  # noqa: E402
 from rokka.pipeline.options import SourceOptions  # noqa: E402
 from rokka.pipeline.rows import SCHEMA, SCHEMA_DDL  # noqa: E402
 

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("pyspark", reason="pyspark>=4 and pyarrow are needed: pip install -e '.[pipeline]'")
 
-from rokka.gateway.rocketmq.client import OutMessage  # noqa: E402
+from rokka.net.remoting.client import OutMessage  # noqa: E402
 
 from tests.pipeline.conftest import start_rokka  # noqa: E402
 from tests.pipeline.helpers import group_offsets, produce  # noqa: E402

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rokka.core.topics import TopicConfig
-from rokka.gateway.budget import Budget
 from rokka.gateway.kafka.context import ON_CLOSE, KafkaRequestContext
 from rokka.gateway.kafka.handlers.common import KafkaEnv, read_batches
+from rokka.net.budget import Budget
 
 #: Most bytes of Kafka batches kept per connection.
 MAX_BYTES = 16 << 20

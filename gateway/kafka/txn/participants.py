@@ -39,9 +39,9 @@ import structlog
 from rokka.gateway.kafka.cluster import _ERRORS, REMOTE_TIMEOUT_S, ClusterView, RoutedOffsets
 from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator, TxnOutcome
 from rokka.gateway.kafka.txn.states import Partition
-from rokka.gateway.rocketmq.client.remoting import RemotingClient
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client.remoting import RemotingClient
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 

@@ -12,8 +12,6 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.handlers import (
     admin,
     admin_acl,
@@ -28,6 +26,8 @@ from rokka.gateway.rocketmq.handlers import (
     txn,
 )
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.net.remoting.codec.codes import RequestCode as RC
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 Handler = Callable[[Any, RemotingCommand], Awaitable[RemotingCommand | None]]
 

@@ -34,9 +34,10 @@ from rokka.core import names
 from rokka.core.groups import SubscriptionGroupConfig
 from rokka.core.record import decode_offset_msg_id
 from rokka.core.topics import MAX_QUEUE_NUMS, TopicConfig, is_system_topic
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import (
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     GetConsumerConnectionListRequestHeader,
@@ -46,7 +47,6 @@ from rokka.gateway.rocketmq.codec.request_headers import (
     TopicRequestHeader,
     ViewMessageRequestHeader,
 )
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
 

@@ -50,15 +50,15 @@ from rokka.gateway.rocketmq.acl import (
     update_account,
     update_global_white,
 )
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import (
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import (
     CreateAccessConfigRequestHeader,
     DeleteAccessConfigRequestHeader,
     QueryCorrectionOffsetHeader,
     UpdateGlobalWhiteAddrsConfigRequestHeader,
 )
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
 

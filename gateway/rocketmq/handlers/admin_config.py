@@ -50,9 +50,9 @@ from typing import Any
 import structlog
 from rokka.core.config import TLS_FIELD_KEYS, TLS_KEYS, BrokerConfig, apply_settings, camel_to_snake
 from rokka.core.namesrv.config import rewrite_properties_file
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 

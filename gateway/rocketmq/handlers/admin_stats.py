@@ -52,9 +52,11 @@ import structlog
 from rokka.core.model import PROP_TRANSACTION_CHECK_TIMES, Message
 from rokka.core.record import decode_offset_msg_id
 from rokka.core.topics import SYSTEM_TOPICS, TOPIC_SCHEDULE, TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import (
+from rokka.gateway.rocketmq.handlers.admin import _mq, _mq_key
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import (
     CloneGroupOffsetRequestHeader,
     GetConsumeStatsInBrokerHeader,
     QueryConsumeQueueRequestHeader,
@@ -63,8 +65,6 @@ from rokka.gateway.rocketmq.codec.request_headers import (
     TopicRequestHeader,
     ViewBrokerStatsDataRequestHeader,
 )
-from rokka.gateway.rocketmq.handlers.admin import _mq, _mq_key
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
 

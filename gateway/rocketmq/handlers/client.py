@@ -39,9 +39,10 @@ import structlog
 from rokka.core import names
 from rokka.core.filter import SubscriptionParseError, build_subscription
 from rokka.core.groups import MESSAGE_MODEL_CLUSTERING, ClientInfo
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import (
+from rokka.gateway.rocketmq.handlers.context import BrokerContext, in_memory
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import (
     GetConsumerListByGroupRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
@@ -51,14 +52,13 @@ from rokka.gateway.rocketmq.codec.request_headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rokka.gateway.rocketmq.codec.response_headers import (
+from rokka.net.remoting.codec.response_headers import (
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetResponseHeader,
     GetMinOffsetResponseHeader,
     QueryConsumerOffsetResponseHeader,
     SearchOffsetResponseHeader,
 )
-from rokka.gateway.rocketmq.handlers.context import BrokerContext, in_memory
 
 log = structlog.get_logger(__name__)
 

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 import structlog
 import trio
 from rokka.core.broker import Broker
-from rokka.gateway.rocketmq.codec.codes import RequestCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.handlers.flow import SendGate
+from rokka.net.remoting.codec.codes import RequestCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 if TYPE_CHECKING:
     from rokka.gateway.rocketmq.acl import PlainAcl

@@ -53,12 +53,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from rokka.gateway.logs import limited
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.net.logs import limited
+from rokka.net.remoting.codec.codes import ResponseCode
 
 if TYPE_CHECKING:
     from rokka.core.broker import Broker
-    from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+    from rokka.net.remoting.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 

@@ -41,11 +41,11 @@ from rokka.core.filter import EXPR_SQL92, ExpressionFilter, Subscription, Subscr
 from rokka.core.groups import MESSAGE_MODEL_BROADCASTING, SubscriptionGroupConfig
 from rokka.core.record import header_reader, header_size
 from rokka.core.storage import GetResult, GetStatus
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import PullMessageRequestHeader
-from rokka.gateway.rocketmq.codec.response_headers import PullMessageResponseHeader
 from rokka.gateway.rocketmq.handlers.context import BrokerContext, in_memory
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import PullMessageRequestHeader
+from rokka.net.remoting.codec.response_headers import PullMessageResponseHeader
 
 log = structlog.get_logger(__name__)
 

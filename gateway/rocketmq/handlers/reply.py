@@ -22,11 +22,11 @@ from typing import Any
 
 import structlog
 import trio
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import ReplyMessageRequestHeader, SendMessageRequestHeader
 from rokka.gateway.rocketmq.handlers import send
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import ReplyMessageRequestHeader, SendMessageRequestHeader
 
 log = structlog.get_logger(__name__)
 

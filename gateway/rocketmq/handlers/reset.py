@@ -26,10 +26,10 @@ from typing import Any
 
 import structlog
 from rokka.core import names
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import ResetOffsetRequestHeader
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import ResetOffsetRequestHeader
 
 log = structlog.get_logger(__name__)
 

@@ -56,12 +56,12 @@ from rokka.core.model import (
 from rokka.core.record import decode_properties, encode_offset_msg_id, msg_id_prefix
 from rokka.core.storage import PutResult, PutStatus
 from rokka.core.topics import NOT_ALLOWED_SEND, PERM_WRITE
-from rokka.gateway.rocketmq.codec.batch import BatchFormatError, decode_batch
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
-from rokka.gateway.rocketmq.codec.response_headers import SendMessageResponseHeader
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.net.remoting.codec.batch import BatchFormatError, decode_batch
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from rokka.net.remoting.codec.response_headers import SendMessageResponseHeader
 
 log = structlog.get_logger(__name__)
 

@@ -34,13 +34,13 @@ import trio
 from rokka.core.model import PROP_REAL_QID, PROP_REAL_TOPIC, PROP_UNIQ_KEY, Message, StoredMessage
 from rokka.core.record import encode_offset_msg_id, encode_record
 from rokka.core.txn import EndOutcome
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.request_headers import (
+from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.request_headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
 )
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
 
 log = structlog.get_logger(__name__)
 

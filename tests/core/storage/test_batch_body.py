@@ -13,7 +13,7 @@ from rokka.core.storage import layout
 from rokka.core.storage.api import PutStatus
 from rokka.core.storage.engine import DiskStore
 from rokka.core.storage.memory import MemoryStore
-from rokka.gateway.rocketmq.codec.batch import decode_batch, encode_batch
+from rokka.net.remoting.codec.batch import decode_batch, encode_batch
 from storage_helpers import small_config
 
 

@@ -15,7 +15,7 @@ import click
 import pytest
 import trio
 from rokka.gateway.cli.admin import TIMESTAMP
-from rokka.gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.net.remoting.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
 
 from interop import harness
 from tests.gateway.cli.conftest import AdminFn, create_topic, wait_for

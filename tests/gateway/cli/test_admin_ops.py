@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import trio
-from rokka.gateway.rocketmq.client import MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.client import MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
 
 from interop import harness
 from tests.gateway.cli.conftest import AdminFn, create_topic, run_admin, wait_for

@@ -6,8 +6,8 @@ from rokka.core.namesrv.controller import Controller
 from rokka.core.namesrv.routes import RouteInfoManager
 from rokka.gateway.controller import service as svc
 from rokka.gateway.controller.codec import BROKER_HEARTBEAT, BrokerHeartbeatRequestHeader
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 
 async def test_heartbeats_with_bad_names_or_past_the_bounds_are_refused() -> None:

@@ -13,7 +13,7 @@ from rokka.core.config import BrokerConfig
 from rokka.core.namesrv.config import NamesrvConfig
 from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.net.remoting.client import Admin, NamesrvClient, Producer, RemotingClient
 
 
 def _free_port() -> int:

@@ -11,10 +11,10 @@ import trio
 from rokka.core.config import BrokerConfig
 from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.headers import to_ext
+from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.gateway.rocketmq.handlers import build_handlers
 
 

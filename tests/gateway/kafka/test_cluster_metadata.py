@@ -28,8 +28,8 @@ from rokka.gateway.kafka.handlers import produce as P
 from rokka.gateway.kafka.handlers.common import local_queue
 from rokka.gateway.kafka.server import KafkaRequestContext
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient, register_broker
-from rokka.gateway.rocketmq.client.namesrv import dumps_wrapper
+from rokka.net.remoting.client import NamesrvClient, RemotingClient, register_broker
+from rokka.net.remoting.client.namesrv import dumps_wrapper
 
 A_NODE = KafkaNode(11, "127.0.0.1", 19092)
 B_NODE = KafkaNode(22, "127.0.0.1", 29092)

@@ -12,8 +12,8 @@ from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.handlers import KafkaEnv
 from rokka.gateway.kafka.handlers import metadata as M
-from rokka.gateway.rocketmq.client import NamesrvClient, RemotingClient, register_broker
-from rokka.gateway.rocketmq.client.namesrv import dumps_wrapper
+from rokka.net.remoting.client import NamesrvClient, RemotingClient, register_broker
+from rokka.net.remoting.client.namesrv import dumps_wrapper
 
 from tests.gateway.kafka.test_cluster_metadata import (  # noqa: F401 (namesrv: the fixture)
     A_NODE,

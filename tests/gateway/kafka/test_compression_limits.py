@@ -32,8 +32,8 @@ from rokka.gateway.kafka.codec import records as R
 from rokka.gateway.kafka.codec.fetch_limits import truncate_batches
 from rokka.gateway.kafka.codec.legacy import decode_legacy_message_set
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client import NamesrvClient, Producer, RemotingClient
-from rokka.gateway.rocketmq.client.remoting import ResponseError
+from rokka.net.remoting.client import NamesrvClient, Producer, RemotingClient
+from rokka.net.remoting.client.remoting import ResponseError
 
 MiB = 1 << 20
 LIMIT = 1 * MiB                 # the broker's maxMessageSize in these tests
@@ -370,9 +370,9 @@ def test_truncate_batches_cuts_at_record_boundaries() -> None:
 
 async def test_rocketmq_compressed_batch_bomb_is_refused_at_send(tmp_path: Path) -> None:
     """A C++-client style batch body (sysFlag COMPRESSED over the whole batch) that inflates past the limit."""
-    from rokka.gateway.rocketmq.codec.batch import encode_batch
-    from rokka.gateway.rocketmq.codec.codes import RequestCode
-    from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+    from rokka.net.remoting.codec.batch import encode_batch
+    from rokka.net.remoting.codec.codes import RequestCode
+    from rokka.net.remoting.codec.remoting import RemotingCommand
 
     elements = encode_batch([(0, bytes(256 << 10), b"") for _ in range(64)])    # 16 MiB of batch body
     with trio.fail_after(60):
@@ -392,7 +392,7 @@ async def test_rocketmq_compressed_batch_bomb_is_refused_at_send(tmp_path: Path)
 
 def test_a_compressed_register_broker_body_bomb_is_refused() -> None:
     """The name server's REGISTER_BROKER accepts zlib bodies (compressedRegister): bounded too."""
-    from rokka.gateway.rocketmq.codec.bodies import MAX_REGISTER_BODY, BodyFormatError, RegisterBrokerBody
+    from rokka.net.remoting.codec.bodies import MAX_REGISTER_BODY, BodyFormatError, RegisterBrokerBody
 
     bomb = zlib.compress(bytes(4 * MAX_REGISTER_BODY), 9)
     tracemalloc.start()

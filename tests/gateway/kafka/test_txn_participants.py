@@ -18,8 +18,8 @@ from rokka.gateway.kafka.producers.state import ProducerStateManager
 from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator
 from rokka.gateway.kafka.txn.participants import END_SHARE, OPEN_SHARE, QUERY_SHARE, brokers_only, share_handlers
 from rokka.gateway.rocketmq.acl import ACCESS_KEY, SIGNATURE, PlainAcl, sign
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 
 class Peer:

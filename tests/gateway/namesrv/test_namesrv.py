@@ -1,7 +1,7 @@
 """Name server end to end: NamesrvServer on 127.0.0.1:0, driven by our client library.
 
 Rules: real sockets on loopback; each test bounded by ``trio.fail_after``;
-the broker side is ``rokka.gateway.rocketmq.client.namesrv.register_broker`` /
+the broker side is ``rokka.net.remoting.client.namesrv.register_broker`` /
 ``BrokerRegistrar`` (what the real broker uses).
 """
 
@@ -12,11 +12,11 @@ import zlib
 
 import trio
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient, dumps_wrapper, register_broker
-from rokka.gateway.rocketmq.client.remoting import RemotingClient
-from rokka.gateway.rocketmq.client.types import MessageQueue
-from rokka.gateway.rocketmq.codec import RemotingCommand, RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, topic_config_json
+from rokka.net.remoting.client.namesrv import BrokerRegistrar, NamesrvClient, dumps_wrapper, register_broker
+from rokka.net.remoting.client.remoting import RemotingClient
+from rokka.net.remoting.client.types import MessageQueue
+from rokka.net.remoting.codec import RemotingCommand, RequestCode, ResponseCode
+from rokka.net.remoting.codec.bodies import RegisterBrokerBody, body_crc32, topic_config_json
 
 
 class Clock:

@@ -9,11 +9,11 @@ import pytest
 import trio
 from rokka.core.namesrv.config import NamesrvConfig, load_namesrv_conf
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, RemotingClient
-from rokka.gateway.rocketmq.client.namesrv import register_broker
-from rokka.gateway.rocketmq.client.remoting import ResponseError
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import Admin, NamesrvClient, RemotingClient
+from rokka.net.remoting.client.namesrv import register_broker
+from rokka.net.remoting.client.remoting import ResponseError
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 
 async def _serve(nursery: trio.Nursery, config: NamesrvConfig | None = None) -> tuple[NamesrvServer, str]:

@@ -22,8 +22,8 @@ from rokka.core.config import BrokerConfig
 from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
 from rokka.gateway.rocketmq.acl import PlainAcl, sign
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, RemotingClient
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import Admin, NamesrvClient, RemotingClient
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from rokka.core.config import BrokerConfig
 from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
 from rokka.gateway.rocketmq.acl import AclConfigError, PlainAcl, resources, sign
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
-from rokka.gateway.rocketmq.client.remoting import ResponseError
-from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.net.remoting.client.remoting import ResponseError
+from rokka.net.remoting.codec.codes import RequestCode as RC
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 ACL = """\
 globalWhiteRemoteAddresses:

@@ -11,10 +11,10 @@ import pytest
 import trio
 from rokka.gateway.namesrv.server import NamesrvServer
 from rokka.gateway.rocketmq.acl import PUB, SUB, PlainAcl, resources, sign
-from rokka.gateway.rocketmq.client import RemotingClient
-from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import RemotingClient
+from rokka.net.remoting.codec.codes import RequestCode as RC
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 ACL = """\
 accounts:

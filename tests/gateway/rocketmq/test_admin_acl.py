@@ -19,11 +19,11 @@ import yaml
 from rokka.core.config import BrokerConfig
 from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, OutMessage, Producer, RemotingClient
-from rokka.gateway.rocketmq.client.remoting import ResponseError
-from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import Admin, NamesrvClient, OutMessage, Producer, RemotingClient
+from rokka.net.remoting.client.remoting import ResponseError
+from rokka.net.remoting.codec.codes import RequestCode as RC
+from rokka.net.remoting.codec.codes import ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 ROKKA = str(Path(sys.executable).parent / "rokka")
 OPS = ("ops-admin", "ops-secret-1")

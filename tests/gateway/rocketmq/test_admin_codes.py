@@ -14,11 +14,11 @@ from rokka.core.config import BrokerConfig
 from rokka.core.storage.layout import decode_offset_msg_id
 from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
-from rokka.gateway.rocketmq.client.remoting import ResponseError
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.net.remoting.client.remoting import ResponseError
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.headers import to_ext
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 
 async def start(nursery: trio.Nursery, root: Path, conf: Path | None = None) -> tuple[str, str, object]:

@@ -14,10 +14,10 @@ import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rokka.gateway.rocketmq.channel import Channel
-from rokka.gateway.rocketmq.codec import RemotingCommand, ResponseCode
-from rokka.gateway.rocketmq.codec.errors import RemoteProtocolError
-from rokka.gateway.rocketmq.codec.remoting import FrameDecoder
+from rokka.net.remoting.channel import Channel
+from rokka.net.remoting.codec import RemotingCommand, ResponseCode
+from rokka.net.remoting.codec.errors import RemoteProtocolError
+from rokka.net.remoting.codec.remoting import FrameDecoder
 
 from tests.gateway.rocketmq.test_server import RawPeer, echo, start
 

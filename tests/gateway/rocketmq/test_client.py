@@ -13,7 +13,7 @@ import rokka.gateway.runtime as runtime  # noqa: E402
 import trio
 from rokka.core.config import BrokerConfig
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client import (
+from rokka.net.remoting.client import (
     Admin,
     MessageQueue,
     NamesrvClient,

@@ -13,7 +13,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rokka.gateway.rocketmq.codec import (
+from rokka.net.remoting.codec import (
     FLAG_ONEWAY,
     SERIALIZE_ROCKETMQ,
     Header,
@@ -27,7 +27,7 @@ from rokka.gateway.rocketmq.codec import (
     encode_command,
     normalize_send_header,
 )
-from rokka.gateway.rocketmq.connection import ConnectionState, RemotingConnection
+from rokka.net.remoting.connection import ConnectionState, RemotingConnection
 
 # C++ 1.2.3 SEND_MESSAGE: jsoncpp FastWriter (sorted keys, trailing newline, mixed
 # number/string extFields, remark "", language CPP, version 63).

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import trio
-from rokka.gateway.rocketmq.client import Admin, NamesrvClient, Producer, RemotingClient
-from rokka.gateway.rocketmq.client.remoting import ResponseError
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.net.remoting.client import Admin, NamesrvClient, Producer, RemotingClient
+from rokka.net.remoting.client.remoting import ResponseError
+from rokka.net.remoting.codec.codes import ResponseCode
 
 from tests.gateway.rocketmq.test_txn_handlers import addr_of, start_stack, wait_route
 

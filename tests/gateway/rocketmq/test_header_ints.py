@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
-from rokka.gateway.rocketmq.codec.headers import INT32_MAX, INT32_MIN, Header, parse_int
+from rokka.net.remoting.codec.errors import HeaderFieldError
+from rokka.net.remoting.codec.headers import INT32_MAX, INT32_MIN, Header, parse_int
 
 texts = st.one_of(st.text(max_size=25), st.integers(-(1 << 70), 1 << 70).map(str),
                   st.text(alphabet="0123456789²٣ -+_", max_size=21))

@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 
 import trio
-from rokka.gateway.rocketmq.client import Producer, RemotingClient
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import Producer, RemotingClient
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 from tests.gateway.rocketmq.broker_stack import check_needs_sub, stack_with_topic
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rokka.gateway.rocketmq.client import Producer
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import Producer
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.headers import to_ext
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 from tests.gateway.rocketmq.test_txn_handlers import routed_stack
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from rokka.gateway.rocketmq.client import RemotingClient
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client import RemotingClient
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 from tests.gateway.rocketmq.broker_stack import running_stack
 

@@ -10,14 +10,14 @@ import pathlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rokka.gateway.rocketmq.codec import namesrv_headers as nh
-from rokka.gateway.rocketmq.codec import request_headers as rh
-from rokka.gateway.rocketmq.codec import response_headers as resp_h
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
-from rokka.gateway.rocketmq.codec.header_decl import RequestHeader
-from rokka.gateway.rocketmq.codec.headers import INT32_MAX, INT32_MIN, Header, normalize_send_header, parse_int
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec import namesrv_headers as nh
+from rokka.net.remoting.codec import request_headers as rh
+from rokka.net.remoting.codec import response_headers as resp_h
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.errors import HeaderFieldError
+from rokka.net.remoting.codec.header_decl import RequestHeader
+from rokka.net.remoting.codec.headers import INT32_MAX, INT32_MIN, Header, normalize_send_header, parse_int
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 # Golden extFields, written by hand from the Java classes' field names (every declared field set).
 GOLDEN: dict[type[RequestHeader], dict[str, str]] = {
@@ -338,17 +338,21 @@ def test_typed_numbers_parse_as_the_string_helper(raw32: str, raw64: str) -> Non
     assert q == _outcome(parse_int, raw32, "queueId", INT32_MIN, INT32_MAX)
 
 
-CONVERTED = ["handlers/client.py", "handlers/reset.py", "handlers/admin.py", "handlers/admin_stats.py",
-             "handlers/admin_consumer.py", "handlers/admin_acl.py", "handlers/txn.py", "handlers/reply.py",
-             "acl.py", "client/admin.py", "client/consumer.py", "client/producer.py", "client/tools.py",
-             "client/namesrv.py", "handlers/send.py", "handlers/pull.py", "../namesrv/handlers.py",
-             "../controller/codec.py", "../../pipeline/rmq.py"]
+CONVERTED = ["gateway/rocketmq/handlers/client.py", "gateway/rocketmq/handlers/reset.py",
+             "gateway/rocketmq/handlers/admin.py", "gateway/rocketmq/handlers/admin_stats.py",
+             "gateway/rocketmq/handlers/admin_consumer.py", "gateway/rocketmq/handlers/admin_acl.py",
+             "gateway/rocketmq/handlers/txn.py", "gateway/rocketmq/handlers/reply.py", "gateway/rocketmq/acl.py",
+             "net/remoting/client/admin.py", "net/remoting/client/consumer.py", "net/remoting/client/producer.py",
+             "net/remoting/client/tools.py", "net/remoting/client/namesrv.py", "gateway/rocketmq/handlers/send.py",
+             "gateway/rocketmq/handlers/pull.py", "gateway/namesrv/handlers.py", "gateway/controller/codec.py",
+             "gateway/controller/service.py", "gateway/kafka/cluster.py", "gateway/kafka/cluster_topics.py",
+             "pipeline/rmq.py"]
 
 
 @pytest.mark.parametrize("path", CONVERTED)
 def test_converted_modules_use_no_untyped_lookups(path: str) -> None:
     """The handlers, the client and the ACL read and write request headers through the declarations."""
-    root = pathlib.Path(rh.__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[3]      # the repository
     tree = ast.parse((root / path).read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert not names & {"Header", "to_ext", "get_str", "get_int", "get_long", "get_bool", "normalize_send_header"}

@@ -17,17 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import rokka.gateway.rocketmq.channel as channel_mod
+import rokka.net.remoting.channel as channel_mod
 import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
-from rokka.gateway.rocketmq.channel import Channel
-from rokka.gateway.rocketmq.client import RemotingClient
-from rokka.gateway.rocketmq.client.producer import V1_TO_V2_SEND
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.connection import RemotingConnection
+from rokka.net.remoting.channel import Channel
+from rokka.net.remoting.client import RemotingClient
+from rokka.net.remoting.client.producer import V1_TO_V2_SEND
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.headers import to_ext
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.connection import RemotingConnection
 from rokka.gateway.rocketmq.handlers import build_handlers
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 from rokka.gateway.rocketmq.handlers.flow import SendGate

@@ -10,15 +10,15 @@ from __future__ import annotations
 import struct
 
 import trio
-from rokka.gateway.rocketmq.channel import Channel
-from rokka.gateway.rocketmq.codec import (
+from rokka.net.remoting.channel import Channel
+from rokka.net.remoting.codec import (
     FLAG_ONEWAY,
     REMARK_SYSTEM_BUSY,
     RemotingCommand,
     ResponseCode,
     encode_command,
 )
-from rokka.gateway.rocketmq.connection import RemotingConnection
+from rokka.net.remoting.connection import RemotingConnection
 from rokka.gateway.rocketmq.server import RemotingServer
 
 
@@ -89,7 +89,7 @@ async def test_echo_unknown_and_exception() -> None:
 
 
 async def test_bad_header_field_is_system_error() -> None:
-    from rokka.gateway.rocketmq.codec import Header
+    from rokka.net.remoting.codec import Header
 
     async def needs_topic(channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
         Header(cmd).str("topic")
@@ -216,7 +216,7 @@ async def test_broker_to_client_request_and_close_callback() -> None:
 
 
 async def test_send_request_timeout_and_channel_close() -> None:
-    from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
+    from rokka.net.remoting.channel import ChannelClosedError, RequestTimeoutError
 
     got: list[Channel] = []
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rokka.gateway.rocketmq.client import MessageQueue, Producer, PullConsumer
+from rokka.net.remoting.client import MessageQueue, Producer, PullConsumer
 
 from tests.gateway.rocketmq.test_txn_handlers import routed_stack
 

@@ -16,7 +16,7 @@ from rokka.core.config import BrokerConfig, apply_settings, load_broker_conf
 from rokka.core.namesrv.config import load_namesrv_conf
 from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.client import (
+from rokka.net.remoting.client import (
     Admin,
     ConnectError,
     NamesrvClient,
@@ -25,8 +25,8 @@ from rokka.gateway.rocketmq.client import (
     RemotingClient,
     ResponseError,
 )
-from rokka.gateway.rocketmq.codec import RemotingCommand
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec import RemotingCommand
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
 from rokka.gateway.rocketmq.tls import RemotingTls, TlsConfigError, client_context, settings_from
 
 LIMIT_S = 60

@@ -19,12 +19,12 @@ from rokka.core.config import BrokerConfig
 from rokka.core.model import PROP_REAL_TOPIC, PROP_TRAN_MSG, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK
 from rokka.core.storage.layout import decode_offset_msg_id
 from rokka.gateway.namesrv.server import NamesrvServer
-from rokka.gateway.rocketmq.channel import Channel
-from rokka.gateway.rocketmq.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
-from rokka.gateway.rocketmq.client.consumer import decode_messages
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import to_ext
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.channel import Channel
+from rokka.net.remoting.client import Admin, MessageQueue, NamesrvClient, Producer, PullConsumer, RemotingClient
+from rokka.net.remoting.client.consumer import decode_messages
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.headers import to_ext
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 GROUP = "txn-pg"
 

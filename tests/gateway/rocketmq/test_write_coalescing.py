@@ -14,10 +14,10 @@ import trio
 import trio.testing
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
-from rokka.gateway.rocketmq.channel import Channel
-from rokka.gateway.rocketmq.codec.codes import RequestCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.connection import RemotingConnection
+from rokka.net.remoting.channel import Channel
+from rokka.net.remoting.codec.codes import RequestCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.connection import RemotingConnection
 from rokka.gateway.rocketmq.handlers import build_handlers
 from rokka.gateway.rocketmq.handlers.context import BrokerContext
 

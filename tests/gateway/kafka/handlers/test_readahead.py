@@ -107,7 +107,7 @@ async def test_read_ahead_is_not_used_after_delete_records_or_recreation(env: Ka
 
 
 async def test_read_ahead_is_bounded_by_the_process_budget_and_given_back(env: KafkaEnv) -> None:
-    from rokka.gateway.budget import Budget, Limits
+    from rokka.net.budget import Budget, Limits
     from rokka.gateway.kafka.server import ON_CLOSE
 
     env.broker.topics.ensure("t", 1)

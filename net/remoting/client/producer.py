@@ -26,16 +26,16 @@ from collections.abc import Sequence
 import trio
 from rokka.core.model import PROP_DELAY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, PROP_WAIT, TOPIC_DEFAULT
 from rokka.core.record import encode_properties
-from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
-from rokka.gateway.rocketmq.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError
-from rokka.gateway.rocketmq.client.types import MessageQueue, OutMessage, SendResult, TopicRoute
-from rokka.gateway.rocketmq.codec import request_headers as rh
-from rokka.gateway.rocketmq.codec.batch import encode_batch
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.headers import V1_TO_V2_SEND  # noqa: F401 - re-exported (tests build V2 headers)
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.response_headers import SendMessageResponseHeader
+from rokka.net.remoting.channel import ChannelClosedError, RequestTimeoutError
+from rokka.net.remoting.client.namesrv import NamesrvClient
+from rokka.net.remoting.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError
+from rokka.net.remoting.client.types import MessageQueue, OutMessage, SendResult, TopicRoute
+from rokka.net.remoting.codec import request_headers as rh
+from rokka.net.remoting.codec.batch import encode_batch
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.headers import V1_TO_V2_SEND  # noqa: F401 - re-exported (tests build V2 headers)
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.response_headers import SendMessageResponseHeader
 
 _SEND_STATUS: dict[int, str] = {
     ResponseCode.SUCCESS: "SEND_OK",
@@ -208,7 +208,7 @@ class Producer:
     # -- lifecycle -----------------------------------------------------------------------------
     async def heartbeat(self, client_id: str) -> None:
         """HEART_BEAT with this producer group to every master address in the cached routes."""
-        from rokka.gateway.rocketmq.codec.bodies import dumps  # noqa: PLC0415
+        from rokka.net.remoting.codec.bodies import dumps  # noqa: PLC0415
 
         body = dumps({"clientID": client_id, "consumerDataSet": [], "producerDataSet": [{"groupName": self.group}]})
         for addr in self._master_addrs():

@@ -23,14 +23,14 @@ import zlib
 
 from rokka.core.model import COMPRESSED_FLAG, StoredMessage
 from rokka.core.record import iter_records
-from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
-from rokka.gateway.rocketmq.client.remoting import ClientError, NoRouteError, RemotingClient, ResponseError
-from rokka.gateway.rocketmq.client.types import MessageQueue, PullResult, TopicRoute
-from rokka.gateway.rocketmq.codec import request_headers as rh
-from rokka.gateway.rocketmq.codec.bodies import dumps, loads_body
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.codec.response_headers import (
+from rokka.net.remoting.client.namesrv import NamesrvClient
+from rokka.net.remoting.client.remoting import ClientError, NoRouteError, RemotingClient, ResponseError
+from rokka.net.remoting.client.types import MessageQueue, PullResult, TopicRoute
+from rokka.net.remoting.codec import request_headers as rh
+from rokka.net.remoting.codec.bodies import dumps, loads_body
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.response_headers import (
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetResponseHeader,
     GetMinOffsetResponseHeader,

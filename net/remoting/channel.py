@@ -55,7 +55,7 @@ only nothing more is written; the reader then ends at EOF, at the reset, or
 after ``GONE_READ_S`` without bytes.  A write that times out (a peer that does
 not read) or a budget that is spent closes the channel at once.
 
-Budgets (server channels, see ``rokka.gateway.budget``): a ``lease`` is told
+Budgets (server channels, see ``rokka.net.budget``): a ``lease`` is told
 after every read how many bytes of an unfinished frame the decoder holds, and
 the channel closes when the process-wide budget refuses them; a frame must be
 finished within ``frame_timeout_s`` of waiting once its first byte arrived
@@ -65,7 +65,7 @@ waiting to be written may not exceed ``max_pending_write_bytes`` on the
 connection, and large ones queued behind a write in progress count against
 the process-wide ``maxUnreadResponseBytes`` (a peer that sends requests but
 never reads is closed).  Lines caused by what the peer sends are rate-limited
-per address (``rokka.gateway.logs.limited``); malformed input is one line,
+per address (``rokka.net.logs.limited``); malformed input is one line,
 no traceback.
 
 Editing rule: nothing here knows a request code's meaning; that lives in
@@ -84,13 +84,13 @@ from typing import Any
 
 import structlog
 import trio
-from rokka.gateway.budget import SMALL_FRAME, FrameClock, Lease
-from rokka.gateway.logs import limited
-from rokka.gateway.rocketmq.codec.codes import REMARK_SYSTEM_BUSY, ResponseCode, remark_not_supported
-from rokka.gateway.rocketmq.codec.errors import HeaderFieldError, LocalProtocolError, RemoteProtocolError
-from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCommand
-from rokka.gateway.rocketmq.connection import ConnectionState, RemotingConnection
-from rokka.gateway.rocketmq.outbox import WRITE_ERRORS, Outbox
+from rokka.net.budget import SMALL_FRAME, FrameClock, Lease
+from rokka.net.logs import limited
+from rokka.net.remoting.codec.codes import REMARK_SYSTEM_BUSY, ResponseCode, remark_not_supported
+from rokka.net.remoting.codec.errors import HeaderFieldError, LocalProtocolError, RemoteProtocolError
+from rokka.net.remoting.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCommand
+from rokka.net.remoting.connection import ConnectionState, RemotingConnection
+from rokka.net.remoting.outbox import WRITE_ERRORS, Outbox
 
 log = structlog.get_logger(__name__)
 

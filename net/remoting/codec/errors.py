@@ -19,7 +19,7 @@ As in h11, errors are split by who broke the protocol:
 
 from __future__ import annotations
 
-from rokka.gateway.rocketmq.codec.codes import ResponseCode
+from rokka.net.remoting.codec.codes import ResponseCode
 
 
 class RemotingProtocolError(Exception):

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rokka.core.inflate import inflate_zlib
-from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
-from rokka.gateway.rocketmq.codec.lenient_json import loads_lenient
+from rokka.net.remoting.codec.errors import HeaderFieldError
+from rokka.net.remoting.codec.lenient_json import loads_lenient
 
 _I32 = struct.Struct(">i")
 #: Most bytes a compressed REGISTER_BROKER body may inflate to: the frame limit an uncompressed one

@@ -56,9 +56,9 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Self, TypeVar
 
-from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
-from rokka.gateway.rocketmq.codec.headers import INT32_MAX, INT32_MIN, parse_bool, parse_int
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.errors import HeaderFieldError
+from rokka.net.remoting.codec.headers import INT32_MAX, INT32_MIN, parse_bool, parse_int
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 __all__ = ["I32", "I64", "FieldSpec", "RequestHeader", "ResponseHeader", "declare", "java"]
 

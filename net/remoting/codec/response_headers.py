@@ -11,7 +11,7 @@ as an error answer leaves them out (a client reads what there is and falls back 
 
 from __future__ import annotations
 
-from rokka.gateway.rocketmq.codec.header_decl import I32, I64, ResponseHeader, declare, java
+from rokka.net.remoting.codec.header_decl import I32, I64, ResponseHeader, declare, java
 
 
 @declare

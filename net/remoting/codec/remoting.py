@@ -44,7 +44,7 @@ import re
 import struct
 from dataclasses import dataclass, field, replace
 
-from rokka.gateway.rocketmq.codec.codes import (
+from rokka.net.remoting.codec.codes import (
     DEFAULT_VERSION,
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -52,7 +52,7 @@ from rokka.gateway.rocketmq.codec.codes import (
     SERIALIZE_ROCKETMQ,
     LanguageCode,
 )
-from rokka.gateway.rocketmq.codec.errors import LocalProtocolError, RemoteProtocolError
+from rokka.net.remoting.codec.errors import LocalProtocolError, RemoteProtocolError
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 _MAX_HEADER_BYTES = 0xFFFFFF

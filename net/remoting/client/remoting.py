@@ -25,9 +25,9 @@ from types import TracebackType
 
 import structlog
 import trio
-from rokka.gateway.rocketmq.channel import Channel, ChannelClosedError, Handler, RequestTimeoutError
-from rokka.gateway.rocketmq.codec.codes import DEFAULT_VERSION, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCommand
+from rokka.net.remoting.channel import Channel, ChannelClosedError, Handler, RequestTimeoutError
+from rokka.net.remoting.codec.codes import DEFAULT_VERSION, ResponseCode
+from rokka.net.remoting.codec.remoting import DEFAULT_MAX_FRAME_BYTES, RemotingCommand
 
 log = structlog.get_logger(__name__)
 
@@ -82,7 +82,7 @@ class RemotingClient:
         language / version: what our request headers claim (Java 4.9.7 by default).
         credentials: (accessKey, secretKey): every request is signed as RocketMQ's
             ``AclClientRPCHook`` does (brokers with ``aclEnable``).
-        tls: an ``ssl.SSLContext`` (``rokka.gateway.rocketmq.tls.client_context``): every
+        tls: an ``ssl.SSLContext`` (``rokka.gateway.rocketmq.tls.client_context`` builds one): every
             connection speaks TLS, as Java's ``tls.enable=true``; the handshake is bounded by
             ``connect_timeout_s`` and a failed one raises ``ConnectError``.
 
@@ -160,7 +160,7 @@ class RemotingClient:
             return channel
 
     async def _tls_handshake(self, stream: trio.abc.Stream, host: str) -> trio.abc.Stream:
-        from rokka.gateway.rocketmq.tls import TlsSocketStream
+        from rokka.net.remoting.tls_stream import TlsSocketStream
 
         assert isinstance(stream, trio.SocketStream) and self.tls is not None
         tls = TlsSocketStream(stream, self.tls, server_side=False,
@@ -176,7 +176,7 @@ class RemotingClient:
         cmd.language = self.language
         cmd.version = self.version
         if self.credentials is not None:
-            from rokka.gateway.rocketmq.acl import ACCESS_KEY, SIGNATURE, sign
+            from rokka.net.remoting.signing import ACCESS_KEY, SIGNATURE, sign
 
             access_key, secret_key = self.credentials
             ext = dict(cmd.ext_fields or {})

@@ -10,12 +10,12 @@ Typical use::
         pulled = await consumer.pull(result.queue, result.queue_offset)
 """
 
-from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-from rokka.gateway.rocketmq.client.admin import TRANSACTION_COMMIT, TRANSACTION_ROLLBACK, Admin
-from rokka.gateway.rocketmq.client.consumer import PullConsumer, decode_messages
-from rokka.gateway.rocketmq.client.namesrv import BrokerRegistrar, NamesrvClient, register_broker, unregister_broker
-from rokka.gateway.rocketmq.client.producer import Producer, new_uniq_key
-from rokka.gateway.rocketmq.client.remoting import (
+from rokka.net.remoting.channel import ChannelClosedError, RequestTimeoutError
+from rokka.net.remoting.client.admin import TRANSACTION_COMMIT, TRANSACTION_ROLLBACK, Admin
+from rokka.net.remoting.client.consumer import PullConsumer, decode_messages
+from rokka.net.remoting.client.namesrv import BrokerRegistrar, NamesrvClient, register_broker, unregister_broker
+from rokka.net.remoting.client.producer import Producer, new_uniq_key
+from rokka.net.remoting.client.remoting import (
     ClientError,
     ConnectError,
     NoRouteError,
@@ -23,8 +23,8 @@ from rokka.gateway.rocketmq.client.remoting import (
     ResponseError,
     split_addr,
 )
-from rokka.gateway.rocketmq.client.types import MessageQueue, OutMessage, PullResult, SendResult, TopicRoute
-from rokka.gateway.rocketmq.codec.lenient_json import loads_lenient
+from rokka.net.remoting.client.types import MessageQueue, OutMessage, PullResult, SendResult, TopicRoute
+from rokka.net.remoting.codec.lenient_json import loads_lenient
 
 __all__ = [
     "TRANSACTION_COMMIT", "TRANSACTION_ROLLBACK", "Admin", "BrokerRegistrar", "ChannelClosedError", "ClientError",

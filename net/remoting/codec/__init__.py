@@ -1,7 +1,7 @@
 """Sans-IO RocketMQ remoting codec: frames, headers, codes, batch bodies."""
 
-from rokka.gateway.rocketmq.codec.batch import BatchElement, BatchFormatError, decode_batch, encode_batch
-from rokka.gateway.rocketmq.codec.codes import (
+from rokka.net.remoting.codec.batch import BatchElement, BatchFormatError, decode_batch, encode_batch
+from rokka.net.remoting.codec.codes import (
     DEFAULT_VERSION,
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -13,14 +13,14 @@ from rokka.gateway.rocketmq.codec.codes import (
     ResponseCode,
     remark_not_supported,
 )
-from rokka.gateway.rocketmq.codec.errors import (
+from rokka.net.remoting.codec.errors import (
     HeaderFieldError,
     LocalProtocolError,
     RemoteProtocolError,
     RemotingProtocolError,
 )
-from rokka.gateway.rocketmq.codec.headers import Header, normalize_send_header, to_ext
-from rokka.gateway.rocketmq.codec.remoting import (
+from rokka.net.remoting.codec.headers import Header, normalize_send_header, to_ext
+from rokka.net.remoting.codec.remoting import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameDecoder,
     RemotingCommand,

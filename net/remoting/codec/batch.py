@@ -25,7 +25,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
+from rokka.net.remoting.codec.errors import HeaderFieldError
 
 _HEAD = struct.Struct(">iiiii")  # totalsize, magic, bodycrc, flag, bodylen
 

@@ -21,13 +21,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from rokka.core.model import StoredMessage
-from rokka.gateway.rocketmq.client.consumer import PullConsumer
-from rokka.gateway.rocketmq.client.remoting import RemotingClient, ResponseError
-from rokka.gateway.rocketmq.client.types import MessageQueue
-from rokka.gateway.rocketmq.codec import request_headers as rh
-from rokka.gateway.rocketmq.codec.bodies import loads_body
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client.consumer import PullConsumer
+from rokka.net.remoting.client.remoting import RemotingClient, ResponseError
+from rokka.net.remoting.client.types import MessageQueue
+from rokka.net.remoting.codec import request_headers as rh
+from rokka.net.remoting.codec.bodies import loads_body
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 PULL_FOUND, PULL_NO_NEW, PULL_NO_MATCH, PULL_OFFSET_ILLEGAL = 0, 19, 20, 21
 

@@ -24,13 +24,13 @@ from typing import Any
 import structlog
 import trio
 from rokka.core.namesrv.routes import RegisterResult
-from rokka.gateway.rocketmq.channel import ChannelClosedError, RequestTimeoutError
-from rokka.gateway.rocketmq.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError
-from rokka.gateway.rocketmq.client.types import TopicRoute
-from rokka.gateway.rocketmq.codec import namesrv_headers as nh
-from rokka.gateway.rocketmq.codec.bodies import RegisterBrokerBody, body_crc32, loads_body
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.channel import ChannelClosedError, RequestTimeoutError
+from rokka.net.remoting.client.remoting import ClientError, ConnectError, RemotingClient, ResponseError
+from rokka.net.remoting.client.types import TopicRoute
+from rokka.net.remoting.codec import namesrv_headers as nh
+from rokka.net.remoting.codec.bodies import RegisterBrokerBody, body_crc32, loads_body
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 

@@ -38,10 +38,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from rokka.gateway.rocketmq.codec.errors import HeaderFieldError
+from rokka.net.remoting.codec.errors import HeaderFieldError
 
 if TYPE_CHECKING:
-    from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+    from rokka.net.remoting.codec.remoting import RemotingCommand
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

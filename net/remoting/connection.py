@@ -33,9 +33,9 @@ from __future__ import annotations
 import enum
 import time
 
-from rokka.gateway.rocketmq.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE
-from rokka.gateway.rocketmq.codec.errors import LocalProtocolError, RemoteProtocolError
-from rokka.gateway.rocketmq.codec.remoting import (
+from rokka.net.remoting.codec.codes import FLAG_ONEWAY, FLAG_RESPONSE
+from rokka.net.remoting.codec.errors import LocalProtocolError, RemoteProtocolError
+from rokka.net.remoting.codec.remoting import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameDecoder,
     RemotingCommand,

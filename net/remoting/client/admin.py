@@ -17,16 +17,16 @@ from typing import Any
 
 from rokka.core.model import StoredMessage
 from rokka.core.record import decode_offset_msg_id
-from rokka.gateway.rocketmq.client.consumer import decode_messages
-from rokka.gateway.rocketmq.client.namesrv import NamesrvClient
-from rokka.gateway.rocketmq.client.remoting import ClientError, RemotingClient, ResponseError
-from rokka.gateway.rocketmq.client.types import MessageQueue
-from rokka.gateway.rocketmq.codec import request_headers as rh
-from rokka.gateway.rocketmq.codec.bodies import dumps, loads_body, topic_config_json
-from rokka.gateway.rocketmq.codec.codes import RequestCode, ResponseCode
-from rokka.gateway.rocketmq.codec.header_decl import RequestHeader
-from rokka.gateway.rocketmq.codec.namesrv_headers import BrokerNameRequestHeader
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.client.consumer import decode_messages
+from rokka.net.remoting.client.namesrv import NamesrvClient
+from rokka.net.remoting.client.remoting import ClientError, RemotingClient, ResponseError
+from rokka.net.remoting.client.types import MessageQueue
+from rokka.net.remoting.codec import request_headers as rh
+from rokka.net.remoting.codec.bodies import dumps, loads_body, topic_config_json
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
+from rokka.net.remoting.codec.header_decl import RequestHeader
+from rokka.net.remoting.codec.namesrv_headers import BrokerNameRequestHeader
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 TRANSACTION_COMMIT = 8
 TRANSACTION_ROLLBACK = 12

@@ -28,10 +28,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
-from rokka.gateway.rocketmq.codec.header_decl import I32, I64, RequestHeader, declare, java
-from rokka.gateway.rocketmq.codec.headers import V1_TO_V2_SEND, normalize_send_header
-from rokka.gateway.rocketmq.codec.remoting import RemotingCommand
+from rokka.net.remoting.codec.codes import RequestCode as RC
+from rokka.net.remoting.codec.header_decl import I32, I64, RequestHeader, declare, java
+from rokka.net.remoting.codec.headers import V1_TO_V2_SEND, normalize_send_header
+from rokka.net.remoting.codec.remoting import RemotingCommand
 
 # -- sending, pulling, replies ------------------------------------------------------------------
 

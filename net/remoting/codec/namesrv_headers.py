@@ -13,8 +13,8 @@ request declaration.
 
 from __future__ import annotations
 
-from rokka.gateway.rocketmq.codec.codes import RequestCode as RC
-from rokka.gateway.rocketmq.codec.header_decl import I32, I64, RequestHeader, ResponseHeader, declare, java
+from rokka.net.remoting.codec.codes import RequestCode as RC
+from rokka.net.remoting.codec.header_decl import I32, I64, RequestHeader, ResponseHeader, declare, java
 
 
 @declare

@@ -51,8 +51,8 @@ from typing import Any
 
 import structlog
 import trio
-from rokka.gateway import logs
-from rokka.gateway.logs import limited
+from rokka.net import logs
+from rokka.net.logs import limited
 
 __all__ = ["Budget", "FrameClock", "Lease", "Limits", "raise_fd_limit"]
 
