@@ -5,7 +5,7 @@ Theory of operation
 One definition of Java's ``PermName`` bits (a topic's or a broker's ``perm``) and of
 ``QueueData`` (one broker's queues of a topic in a TopicRouteData), so the name server's
 registry (``rokka.core.namesrv.routes``), the topic table (``rokka.core.topics``) and the
-RocketMQ client (``rokka.gateway.rocketmq.client.types``) cannot drift apart.  ``QueueData``
+RocketMQ client (``rokka.net.remoting.client.types``) cannot drift apart.  ``QueueData``
 is frozen: the registry replaces an entry to change its ``perm``.
 """
 
