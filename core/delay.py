@@ -67,6 +67,7 @@ from rokka.core.model import (
     Message,
     StoredMessage,
 )
+from rokka.core.storage import PutStatus
 from rokka.core.storage.metafile import MetadataCorrupt, read_json, write_json_atomic
 
 if TYPE_CHECKING:
@@ -267,6 +268,13 @@ class ScheduleService:
                          uniq_key=parked.properties.get(PROP_UNIQ_KEY))
                 return 0
         result = await self.ports.put_prepared([msg])
+        if not result.ok and result.status is PutStatus.MESSAGE_ILLEGAL:
+            # the real message can never be stored (e.g. a retry topic past 127 characters): retrying it
+            # would stop the level for good; it stays in the schedule topic, readable by its offset
+            self._skipped += 1
+            log.error("delay.undeliverable_skipped", level=level, commitlog_offset=commitlog_offset,
+                      topic=msg.topic[:200], remark=result.remark)
+            return 0
         if not result.ok:
             log.warning("delay.delivery_refused_will_retry", level=level,
                         status=result.status.value, remark=result.remark)

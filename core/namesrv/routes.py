@@ -11,8 +11,8 @@ is the only caller):
   (brokerId 0) registration writes queue data, as in Java;
 * ``live``: brokerAddr -> ``BrokerLive`` (last registration time from the
   injected clock, data version, channel id, HA address);
-* ``kv``: namespace -> {key: value}; every change calls ``on_kv_change``
-  (the name server persists ``kvConfig.json`` there, ``rokka.core.namesrv.config``).
+* ``kv``: namespace -> {key: value}, bounded (``KV_MAX_ENTRIES``, ``KV_MAX_BYTES``); every change calls
+  ``on_kv_change`` (the name server persists ``kvConfig.json`` then, ``rokka.core.namesrv.config``).
 
 Invariants:
 
@@ -45,6 +45,13 @@ from rokka.core.routing import PERM_READ, PERM_WRITE, QueueData
 
 BROKER_EXPIRED_MS = 120_000
 MASTER_ID = 0
+#: Bounds of the KV table (``put_kv``): entries, and bytes of namespace + key + value over all entries.
+KV_MAX_ENTRIES = 10_000
+KV_MAX_BYTES = 1 << 20
+
+
+class KVTableFull(ValueError):
+    """A PUT_KV_CONFIG that would take the KV table past its bounds (answered SYSTEM_ERROR)."""
 
 
 def _now_ms() -> int:
@@ -110,6 +117,7 @@ class RouteInfoManager:
         self.live: dict[str, BrokerLive] = {}
         self.filter_servers: dict[str, list[str]] = {}
         self.kv: dict[str, dict[str, str]] = {}
+        self._kv_entries = self._kv_bytes = 0          # what put_kv bounds (KV_MAX_ENTRIES, KV_MAX_BYTES)
         self.on_kv_change: Callable[[dict[str, dict[str, str]]], None] = lambda table: None
 
     # -- registration --------------------------------------------------------------
@@ -318,8 +326,25 @@ class RouteInfoManager:
 
     # -- KV config -----------------------------------------------------------------------
     def put_kv(self, namespace: str, key: str, value: str) -> None:
+        """Store one entry.  Raises ``KVTableFull`` past ``KV_MAX_ENTRIES`` entries or ``KV_MAX_BYTES``
+        bytes of names and values in the whole table (the name server takes anyone's PUT_KV_CONFIG, and
+        every change rewrites ``kvConfig.json``: an unbounded table grew to megabytes under a fuzzer)."""
+        table = self.kv.get(namespace)
+        old = table.get(key) if table is not None else None
+        added = len(value) - (len(old) if old is not None else -len(namespace) - len(key))
+        entries = self._kv_entries + (old is None)
+        if added > 0 and (entries > KV_MAX_ENTRIES or self._kv_bytes + added > KV_MAX_BYTES):
+            raise KVTableFull(f"the KV config is full ({self._kv_entries} entries, {self._kv_bytes} bytes; "
+                              f"limits {KV_MAX_ENTRIES} entries, {KV_MAX_BYTES} bytes)")
         self.kv.setdefault(namespace, {})[key] = value
+        self._kv_entries, self._kv_bytes = entries, self._kv_bytes + added
         self.on_kv_change(self.kv)
+
+    def load_kv(self, table: dict[str, dict[str, str]]) -> None:
+        """The table read at start (``kvConfig.json``), counted against the bounds as it is."""
+        self.kv = table
+        self._kv_entries = sum(len(kv) for kv in table.values())
+        self._kv_bytes = sum(len(ns) + len(k) + len(v) for ns, kv in table.items() for k, v in kv.items())
 
     def get_kv(self, namespace: str, key: str) -> str | None:
         return self.kv.get(namespace, {}).get(key)
@@ -327,7 +352,10 @@ class RouteInfoManager:
     def delete_kv(self, namespace: str, key: str) -> None:
         table = self.kv.get(namespace)
         if table is not None:
-            table.pop(key, None)
+            old = table.pop(key, None)
+            if old is not None:
+                self._kv_entries -= 1
+                self._kv_bytes -= len(namespace) + len(key) + len(old)
             if not table:
                 del self.kv[namespace]
             self.on_kv_change(self.kv)

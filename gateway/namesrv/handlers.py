@@ -37,6 +37,7 @@ Editing rule: no state here; everything lives in the manager.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import structlog
@@ -44,7 +45,8 @@ import trio
 from rokka.core import names
 from rokka.core.namesrv.config import PATH_KEYS, PATH_REMARK, NamesrvConfig, rewrite_properties_file
 from rokka.core.namesrv.controller import Controller
-from rokka.core.namesrv.routes import RouteInfoManager
+from rokka.core.namesrv.routes import KVTableFull, RouteInfoManager
+from rokka.net.logs import limited
 from rokka.net.remoting.channel import Channel, Handler
 from rokka.net.remoting.codec import namesrv_headers as nh
 from rokka.net.remoting.codec.bodies import RegisterBrokerBody, body_crc32, dumps, kv_table_json, loads_body
@@ -62,6 +64,10 @@ def route_not_found_remark(topic: str) -> str:
     return f"No topic route info in name server for the topic: {topic}{FAQ_SUFFIX}"
 
 
+async def _nothing() -> None:
+    return None
+
+
 class NamesrvHandlers:
     """Binds the name server request codes to one ``RouteInfoManager``."""
 
@@ -71,6 +77,7 @@ class NamesrvHandlers:
         self.config = config if config is not None else NamesrvConfig()
         self.persist_config = persist_config
         self.controller: Controller | None = None      # controller mode: it decides which id is the master
+        self.persist_kv: Callable[[], Awaitable[None]] = _nothing     # the server's kvConfig.json writer
 
     def table(self) -> dict[int, Handler]:
         return {
@@ -172,7 +179,13 @@ class NamesrvHandlers:
     # -- KV config ---------------------------------------------------------------------------
     async def put_kv(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
         h = nh.PutKVConfigRequestHeader.decode(cmd)
-        self.routes.put_kv(h.namespace, h.key, h.value)
+        try:
+            self.routes.put_kv(h.namespace, h.key, h.value)
+        except KVTableFull as exc:
+            peer = getattr(channel, "peer", ("", 0))
+            limited(log, "warning", "namesrv.kv_config_full", str(peer[0]), peer=str(peer), error=str(exc))
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        await self.persist_kv()
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def get_kv(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
@@ -186,6 +199,7 @@ class NamesrvHandlers:
     async def delete_kv(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:
         h = nh.KVConfigRequestHeader.decode(cmd)
         self.routes.delete_kv(h.namespace, h.key)
+        await self.persist_kv()
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def kv_list(self, channel: Channel, cmd: RemotingCommand) -> RemotingCommand:

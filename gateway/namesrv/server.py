@@ -9,7 +9,9 @@ so brokers silent for 120 s disappear from routes.  A closed connection
 drops the brokers registered over it at once (Java ``onChannelDestroy``).
 
 With a ``NamesrvConfig`` (``rokka namesrv -c namesrv.properties``) the KV table
-is loaded from ``kvConfigPath`` at start and rewritten after every change, and
+is loaded from ``kvConfigPath`` at start and rewritten after every change,
+before the change is answered (by a worker thread: the event loop never waits
+for the file), and
 UPDATE_NAMESRV_CONFIG persists to ``configStorePath``; without one (tests,
 embedded use) both live in memory only.
 
@@ -60,12 +62,17 @@ class NamesrvServer:
         self.routes = (RouteInfoManager(clock, broker_expired_ms) if clock is not None
                        else RouteInfoManager(broker_expired_ms=broker_expired_ms))
         self.config = config if config is not None else NamesrvConfig()
+        self._kv_store: KVConfigStore | None = None
+        self._kv_generation = 0
+        self._kv_on_disk = 0
+        self._kv_lock = trio.Lock()
         if config is not None:
             idle_timeout_s = float(config.server_channel_max_idle_time_seconds or 0) or None
-            kv_store = KVConfigStore(Path(config.kv_config_path), ephemeral=frozenset({KAFKA_KV_NAMESPACE}))
-            self.routes.kv = kv_store.load()
-            self.routes.on_kv_change = kv_store.persist
+            self._kv_store = KVConfigStore(Path(config.kv_config_path), ephemeral=frozenset({KAFKA_KV_NAMESPACE}))
+            self.routes.load_kv(self._kv_store.load())
+            self.routes.on_kv_change = self._kv_changed
         self.handlers = NamesrvHandlers(self.routes, self.config, persist_config=config is not None)
+        self.handlers.persist_kv = self.persist_kv
         self.scan_interval_s = scan_interval_s
         table = self.handlers.table()
         self.controller: ControllerService | None = None
@@ -79,6 +86,36 @@ class NamesrvServer:
             table, name="namesrv", idle_timeout_s=idle_timeout_s,
             max_frame_bytes=max_frame_bytes, on_channel_closed=self._channel_closed, budget=budget,
             tls=tls)
+
+    # -- kvConfig.json: written before a change is answered, off the event loop ---------------------------
+    def _kv_changed(self, table: dict[str, dict[str, str]]) -> None:
+        del table
+        self._kv_generation += 1
+
+    def _kv_snapshot(self) -> tuple[dict[str, dict[str, str]], int]:
+        return {ns: dict(kv) for ns, kv in self.routes.kv.items()}, self._kv_generation
+
+    async def persist_kv(self) -> None:
+        """Return once the KV table as it is now is on disk (Java answers a KV change after writing the
+        file too).  A worker thread writes, so the JSON and the fsync never hold the event loop; callers
+        that arrive during a write share the next one."""
+        store = self._kv_store
+        if store is None or self._kv_on_disk >= self._kv_generation:
+            return
+        want = self._kv_generation
+        async with self._kv_lock:
+            if self._kv_on_disk >= want:
+                return
+            table, generation = self._kv_snapshot()
+            await trio.to_thread.run_sync(store.persist, table, generation)
+            self._kv_on_disk = generation
+
+    def flush_kv(self) -> None:
+        """Write the KV table now if a change is not on disk yet (synchronous: at stop)."""
+        if self._kv_store is not None and self._kv_on_disk < self._kv_generation:
+            table, generation = self._kv_snapshot()
+            self._kv_store.persist(table, generation)
+            self._kv_on_disk = generation
 
     def _channel_closed(self, channel: Channel) -> None:
         gone = self.routes.on_channel_closed(channel.id)
@@ -105,8 +142,12 @@ class NamesrvServer:
             if self.controller is not None:
                 nursery.start_soon(self.controller.run)
             task_status.started(addrs[0])
-            await self.remoting.wait_stopped()
+            try:
+                await self.remoting.wait_stopped()
+            finally:
+                self.flush_kv()
             nursery.cancel_scope.cancel()
 
     def stop(self, grace_s: float = 5.0) -> None:
+        self.flush_kv()
         self.remoting.stop(grace_s)

@@ -202,3 +202,25 @@ async def test_delivered_copy_keeps_delay_and_wait_as_java(tmp_path: Path) -> No
         assert got is not None and "WAIT" not in got.properties
     finally:
         broker.close()
+
+
+async def test_an_undeliverable_parked_message_does_not_stop_its_level(tmp_path: Path) -> None:
+    """A parked message whose real message can never be stored (its REAL_TOPIC is longer than the record
+    format's 127 bytes: a fuzz run parked such ones) is skipped with an error line; the messages behind it
+    in the same level are delivered (before: it was retried every second, forever, holding the level)."""
+    broker = make_broker(tmp_path)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.run)
+            with trio.fail_after(10):
+                now = int(time.time() * 1000)
+                bad = Message(TOPIC_SCHEDULE, 0, b"never", {PROP_DELAY: "1", PROP_REAL_TOPIC: "x" * 130,
+                                                          PROP_REAL_QID: "0"}, born_timestamp=now)
+                assert (await broker.put([bad], prepared=True)).ok
+                assert (await broker.put([delayed("T", 1, b"after", "U9")])).ok
+                await wait_for(broker, "T", 1)
+            nursery.cancel_scope.cancel()
+        assert [m.body for m in read_all(broker, "T")] == [b"after"]
+        assert broker.schedule.statistics().offsets[1] == 2
+    finally:
+        broker.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from rokka.core.namesrv.routes import RouteInfoManager
 
 
@@ -82,3 +83,28 @@ def test_delete_topic_wipe_perm_kv() -> None:
     assert m.get_kv("NS", "k") == "v" and m.kv_list("NS") == {"k": "v"}
     m.delete_kv("NS", "k")
     assert m.get_kv("NS", "k") is None and m.kv_list("NS") is None
+
+
+def test_the_kv_table_is_bounded_in_entries_and_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Anyone may PUT_KV_CONFIG, and every change rewrites kvConfig.json: past the bounds a put is refused,
+    while replacing a value with one no longer, and deleting, still work."""
+    from rokka.core.namesrv import routes as routes_mod
+
+    monkeypatch.setattr(routes_mod, "KV_MAX_ENTRIES", 3)
+    monkeypatch.setattr(routes_mod, "KV_MAX_BYTES", 40)
+    r = RouteInfoManager()
+    r.put_kv("ns", "a", "1234")                     # 7 bytes
+    r.put_kv("ns", "b", "12345678")                 # 11
+    with pytest.raises(routes_mod.KVTableFull, match="full"):
+        r.put_kv("ns", "c", "x" * 30)               # past 40 bytes
+    r.put_kv("ns", "c", "1")                        # 4: 22 bytes, 3 entries
+    with pytest.raises(routes_mod.KVTableFull):
+        r.put_kv("ns2", "d", "")                    # a 4th entry
+    r.put_kv("ns", "b", "123")                      # shorter: always fine
+    r.delete_kv("ns", "a")
+    r.put_kv("ns2", "d", "v")
+    assert r.kv == {"ns": {"b": "123", "c": "1"}, "ns2": {"d": "v"}}
+    fresh = RouteInfoManager()
+    fresh.load_kv({"ns": {"b": "123", "c": "1"}, "ns2": {"d": "v"}})
+    with pytest.raises(routes_mod.KVTableFull):
+        fresh.put_kv("ns", "e", "")                 # the loaded table counts
