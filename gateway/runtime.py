@@ -205,7 +205,7 @@ class BrokerRole:
         from rokka.gateway.rocketmq.acl import AclConfigError, PlainAcl, guard, record_topics
         from rokka.gateway.rocketmq.handlers import build_handlers
         from rokka.gateway.rocketmq.handlers.client import on_channel_closed, scan_expired_clients
-        from rokka.gateway.rocketmq.handlers.context import BrokerContext
+        from rokka.gateway.rocketmq.handlers.context import BrokerEnv
         from rokka.gateway.rocketmq.handlers.txn import run_transaction_checks
         from rokka.gateway.rocketmq.server import RemotingServer
         from rokka.gateway.rocketmq.tls import RemotingTls, client_context_from, settings_from
@@ -221,13 +221,13 @@ class BrokerRole:
         with self._cancel:
             client_tls = client_context_from(cfg.tls_properties())     # tls.enable: to name servers too
             async with RemotingClient(credentials=signer, tls=client_tls) as rc, trio.open_nursery() as nursery:
-                holder: dict[str, BrokerContext] = {}
+                holder: dict[str, BrokerEnv] = {}
                 rmq = RemotingServer({}, name="broker", max_frame_bytes=cfg.max_frame_bytes,
                                      idle_timeout_s=cfg.server_channel_max_idle_time_seconds,
                                      budget=self.budget, tls=RemotingTls(settings_from(cfg.tls_properties())),
                                      write_timeout_s=float(cfg.connection_write_timeout_seconds or 1e9),
-                                     on_channel_closed=lambda ch: on_channel_closed(holder["ctx"], ch)
-                                     if "ctx" in holder else None)
+                                     on_channel_closed=lambda ch: on_channel_closed(holder["env"], ch)
+                                     if "env" in holder else None)
                 ports = [cfg.listen_port, cfg.vip_port] if cfg.listen_port else [0, 0]
                 addrs = await nursery.start(rmq.serve, cfg.listen_host, ports)
                 self._servers.append(rmq)
@@ -239,11 +239,11 @@ class BrokerRole:
                 if acl is not None:     # a record named by CommitLog offset is checked against its topic
                     acl.topic_at = record_topics(broker.store)
                 await nursery.start(broker.run)
-                ctx = BrokerContext(broker, _fmt(self.broker_addr), nursery=nursery)
-                holder["ctx"] = ctx
-                self.ctx = ctx
-                ctx.acl = acl     # the ACL request codes edit its file (handlers/admin_acl.py)
-                for code, handler in build_handlers(ctx).items():
+                env = BrokerEnv(broker, _fmt(self.broker_addr), nursery=nursery)
+                holder["env"] = env
+                self.env = env
+                env.acl = acl     # the ACL request codes edit its file (handlers/admin_acl.py)
+                for code, handler in build_handlers(env).items():
                     rmq.register(code, handler if acl is None else guard(acl, handler))
                 if acl is not None:       # plain_acl.yml edits apply at once; the forward signer follows
                     def reloaded(fresh: PlainAcl) -> None:
@@ -252,7 +252,7 @@ class BrokerRole:
                     path = _acl_path(cfg)
                     nursery.start_soon(partial(watch_files, [path], partial(PlainAcl.load, path), reloaded,
                                                what="plain_acl.yml", errors=(AclConfigError,)))
-                self.kafka_addr = await self._start_kafka(nursery, ctx, rc)
+                self.kafka_addr = await self._start_kafka(nursery, env, rc)
                 from rokka.gateway.kafka.txn.participants import install as install_txn_shares
                 assert self.kafka is not None   # transactions spanning brokers: requests between brokers
                 install_txn_shares(self.kafka.transactions, self.kafka.view, rc, broker.offsets, rmq.register, acl)
@@ -260,25 +260,25 @@ class BrokerRole:
                     self.metrics_addr = await self._start_metrics(nursery, broker)
                 from rokka.gateway.ha.service import start_ha  # master/slave replication (brokerRole)
                 self.ha = await start_ha(nursery, cfg, broker, lambda: self._registrar)
-                self._registrar = await self._start_registration(nursery, ctx, rc)
-                nursery.start_soon(self._expiry_loop, ctx, scan_expired_clients)
-                await nursery.start(run_transaction_checks, ctx)
+                self._registrar = await self._start_registration(nursery, env, rc)
+                nursery.start_soon(self._expiry_loop, env, scan_expired_clients)
+                await nursery.start(run_transaction_checks, env)
                 task_status.started()
 
-    async def _start_kafka(self, nursery: trio.Nursery, ctx: Any, rc: Any) -> tuple[str, int]:
+    async def _start_kafka(self, nursery: trio.Nursery, env: Any, rc: Any) -> tuple[str, int]:
         """Kafka listener over the same core broker (built by ``KafkaRole.build``: cluster view, group
         coordinator, producer ids, transactions, security, routes from the API registry)."""
         from rokka.gateway.kafka.role import KafkaRole
 
-        kafka = self.kafka = await KafkaRole.build(self.cfg, ctx.broker, rc, _fmt(self.broker_addr), self.budget)
-        ctx.shared.refuse_rocketmq_group = kafka.refuse_rocketmq_group
+        kafka = self.kafka = await KafkaRole.build(self.cfg, env.broker, rc, _fmt(self.broker_addr), self.budget)
+        env.shared.refuse_rocketmq_group = kafka.refuse_rocketmq_group
         kafka.start_watches(nursery)
         await nursery.start(self._run_kafka_services, kafka)
         self.kafka_node, self.kafka_server = kafka.node, kafka.server
         nursery.start_soon(kafka.server.serve_on, kafka.listeners)
         self._servers.append(kafka.server)
         self._closers.append(kafka.close)
-        ctx.shared.kafka_addr = kafka.address
+        env.shared.kafka_addr = kafka.address
         return kafka.address
 
     async def _start_metrics(self, nursery: trio.Nursery, broker: Broker) -> tuple[str, int]:
@@ -295,7 +295,7 @@ class BrokerRole:
         return await nursery.start(server.serve, self.cfg.metrics_prom_exporter_host or self.cfg.listen_host,
                                    self.cfg.metrics_prom_exporter_port)
 
-    async def _start_registration(self, nursery: trio.Nursery, ctx: Any, rc: Any) -> Any:
+    async def _start_registration(self, nursery: trio.Nursery, env: Any, rc: Any) -> Any:
         from rokka.gateway.kafka.cluster import PublishingRegistrar
         from rokka.net.remoting.client.namesrv import BrokerRegistrar
 
@@ -305,20 +305,20 @@ class BrokerRole:
         publish: dict[str, Any] = {} if cfg.is_slave else {"kafka_node": self.kafka_node}
         registrar = (BrokerRegistrar if cfg.is_slave else PublishingRegistrar)(
             rc, cfg.namesrv_addrs, cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
-            broker_addr=ctx.broker_addr, topic_configs=ctx.broker.topics.serialize, broker_id=cfg.broker_id,
+            broker_addr=env.broker_addr, topic_configs=env.broker.topics.serialize, broker_id=cfg.broker_id,
             ha_addr=f"{cfg.advertised_host}:{cfg.ha_port}",
             interval_s=cfg.register_name_server_period / 1000, **publish)
-        ctx.topic_changed = registrar.trigger
+        env.topic_changed = registrar.trigger
         # Every topic change, whichever protocol made it (Kafka CreateTopics, auto-create, retry/DLQ
         # topics), is registered with the name servers at once so RocketMQ clients can route to it.
-        ctx.broker.topics.on_change(registrar.trigger)
+        env.broker.topics.on_change(registrar.trigger)
         await nursery.start(registrar.run)
         return registrar
 
-    async def _expiry_loop(self, ctx: Any, scan: Any) -> None:
+    async def _expiry_loop(self, env: Any, scan: Any) -> None:
         while True:
             await trio.sleep(EXPIRY_SCAN_S)
-            scan(ctx)
+            scan(env)
 
     async def _run_kafka_services(self, kafka: KafkaRole, *,
                                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -24,7 +24,7 @@ async def test_shared_state_is_typed_and_shutdown_stops_the_kafka_listener_first
                                namesrv_addr=f"{host}:{port}")
             role = runtime.BrokerRole(cfg)
             await nursery.start(role.run)
-            shared = role.ctx.shared
+            shared = role.env.shared
             assert shared.kafka_addr == role.kafka_addr and shared.boot_ms > 0
             assert shared.refuse_rocketmq_group is not None and shared.refuse_rocketmq_group("g") is None
             broker = f"{role.broker_addr[0]}:{role.broker_addr[1]}"

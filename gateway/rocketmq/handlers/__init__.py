@@ -1,6 +1,6 @@
 """RocketMQ broker request handlers, keyed by request code.
 
-``build_handlers(ctx)`` returns the dispatch table the remoting server uses;
+``build_handlers(env)`` returns the dispatch table the remoting server uses;
 each entry is ``async (channel, request) -> response | None`` bound to the
 broker context.  Codes not in the table get REQUEST_CODE_NOT_SUPPORTED from
 the server.
@@ -25,7 +25,7 @@ from rokka.gateway.rocketmq.handlers import (
     send,
     txn,
 )
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv
 from rokka.net.remoting.codec.codes import RequestCode as RC
 from rokka.net.remoting.codec.remoting import RemotingCommand
 
@@ -101,11 +101,11 @@ def register(code: int, fn: Callable[..., Awaitable[RemotingCommand | None]]) ->
     _TABLE[int(code)] = fn
 
 
-#: Handlers that complete without waiting when ``inline(ctx, request)`` says so: the channel runs them in its
+#: Handlers that complete without waiting when ``inline(env, request)`` says so: the channel runs them in its
 #: reader (no task per request) and writes the responses of one read together.  A send waits only for a
 #: SYNC_FLUSH group commit or a SYNC_MASTER slave ack (``Broker.replica_wait``, gateway/ha).
-_INLINE: dict[Callable[..., Awaitable[RemotingCommand | None]], Callable[[BrokerContext, RemotingCommand], bool]] = {
-    send.handle_send: lambda ctx, req: not ctx.broker.sync_flush and ctx.broker.replica_wait is None,
+_INLINE: dict[Callable[..., Awaitable[RemotingCommand | None]], Callable[[BrokerEnv, RemotingCommand], bool]] = {
+    send.handle_send: lambda env, req: not env.broker.sync_flush and env.broker.replica_wait is None,
 }
 
 
@@ -127,12 +127,12 @@ def _unanswered_for(languages: frozenset[str], handler: Handler) -> Handler:
     return serve
 
 
-def build_handlers(ctx: BrokerContext) -> dict[int, Handler]:
+def build_handlers(env: BrokerEnv) -> dict[int, Handler]:
     out: dict[int, Handler] = {}
     for code, fn in _TABLE.items():
-        handler: Handler = functools.partial(fn, ctx)
+        handler: Handler = functools.partial(fn, env)
         if (inline := _INLINE.get(fn)) is not None:
-            handler.inline = functools.partial(inline, ctx)  # type: ignore[attr-defined]
+            handler.inline = functools.partial(inline, env)  # type: ignore[attr-defined]
         if (languages := _ANSWER_NEVER_READ.get(int(code))) is not None:
             handler = _unanswered_for(languages, handler)
         out[int(code)] = handler

@@ -50,7 +50,7 @@ from rokka.gateway.rocketmq.acl import (
     update_account,
     update_global_white,
 )
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv
 from rokka.net.remoting.codec.codes import ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.net.remoting.codec.request_headers import (
@@ -67,8 +67,8 @@ NOT_ENABLED = "ACL is not enabled on this broker (aclEnable=false)"
 _edit_lock = trio.Lock()        # one read-modify-write of plain_acl.yml at a time
 
 
-def _acl(ctx: BrokerContext) -> PlainAcl | None:
-    acl = ctx.acl
+def _acl(env: BrokerEnv) -> PlainAcl | None:
+    acl = env.acl
     return acl if isinstance(acl, PlainAcl) and acl.path is not None else None
 
 
@@ -82,10 +82,10 @@ def _peer(channel: Any) -> str:
     return f"{peer[0]}:{peer[1]}"
 
 
-async def _edit(ctx: BrokerContext, channel: Any, req: RemotingCommand, failed: int, what: str,
+async def _edit(env: BrokerEnv, channel: Any, req: RemotingCommand, failed: int, what: str,
                 edit: Any, **log_fields: Any) -> RemotingCommand:
     """Run ``edit(path)`` (in a thread, one at a time), reload the ACL, answer SUCCESS or ``failed``."""
-    acl = _acl(ctx)
+    acl = _acl(env)
     if acl is None:
         log.warning("rocketmq.acl_edit_refused", op=what, peer=_peer(channel), reason=NOT_ENABLED)
         return req.make_response(failed, NOT_ENABLED)
@@ -105,29 +105,29 @@ async def _edit(ctx: BrokerContext, channel: Any, req: RemotingCommand, failed: 
     return req.make_response(ResponseCode.SUCCESS)
 
 
-async def handle_update_acl(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_update_acl(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = CreateAccessConfigRequestHeader.decode(req)
     config = {"accessKey": h.access_key, "secretKey": h.secret_key, "whiteRemoteAddress": h.white_remote_address,
               "defaultTopicPerm": h.default_topic_perm, "defaultGroupPerm": h.default_group_perm,
               "topicPerms": _split(h.topic_perms), "groupPerms": _split(h.group_perms), "admin": h.admin}
     failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
-    resp = await _edit(ctx, channel, req, failed, "update_account",
+    resp = await _edit(env, channel, req, failed, "update_account",
                        lambda path: update_account(path, config) or True, access_key=config["accessKey"])
     if resp.code == failed and resp.remark is None:
         resp.remark = f"The accessKey[{config['accessKey']}] corresponding to accessConfig has been updated failed."
     return resp
 
 
-async def handle_delete_acl(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_delete_acl(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     access_key = DeleteAccessConfigRequestHeader.decode(req).access_key
-    resp = await _edit(ctx, channel, req, ResponseCode.DELETE_ACL_CONFIG_FAILED, "delete_account",
+    resp = await _edit(env, channel, req, ResponseCode.DELETE_ACL_CONFIG_FAILED, "delete_account",
                        lambda path: delete_account(path, access_key), access_key=access_key)
     if resp.code == ResponseCode.DELETE_ACL_CONFIG_FAILED and resp.remark is None:
         resp.remark = f"The accessKey[{access_key}] corresponding to accessConfig has been deleted failed."
     return resp
 
 
-async def handle_update_global_white(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_update_global_white(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = UpdateGlobalWhiteAddrsConfigRequestHeader.decode(req)
     raw = h.global_white_addrs
     failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
@@ -136,7 +136,7 @@ async def handle_update_global_white(ctx: BrokerContext, channel: Any, req: Remo
                     reason="no globalWhiteAddrs")
         return req.make_response(failed, "Parameter value globalWhiteAddrsList is null,Please check your parameter")
     addresses, file_path = _split(raw) or [], h.acl_file_full_path
-    resp = await _edit(ctx, channel, req, failed, "update_global_white",
+    resp = await _edit(env, channel, req, failed, "update_global_white",
                        lambda path: update_global_white(path, addresses, file_path), addresses=addresses)
     if resp.code == failed and resp.remark is None:
         resp.remark = f"The globalWhiteAddresses[{raw}] has been updated failed."
@@ -147,20 +147,20 @@ def _version_json(counter: int, timestamp: int) -> dict[str, int]:
     return {"counter": counter, "stateVersion": 0, "timestamp": timestamp}
 
 
-async def handle_acl_info(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    acl = _acl(ctx)
+async def handle_acl_info(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    acl = _acl(env)
     if acl is None:
         return req.make_response(ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
     version = _version_json(*acl.data_version)
     ext = {"version": json.dumps(version, separators=(",", ":")),
            "allAclFileVersion": json.dumps({str(acl.path): version}, separators=(",", ":")),
-           "brokerName": ctx.cfg.broker_name, "brokerAddr": ctx.broker_addr,
-           "clusterName": ctx.cfg.broker_cluster_name}
+           "brokerName": env.cfg.broker_name, "brokerAddr": env.broker_addr,
+           "clusterName": env.cfg.broker_cluster_name}
     return req.make_response(ResponseCode.SUCCESS, ext_fields=ext)
 
 
-async def handle_acl_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    acl = _acl(ctx)
+async def handle_acl_config(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    acl = _acl(env)
     if acl is None:
         return req.make_response(ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
     try:
@@ -171,14 +171,14 @@ async def handle_acl_config(ctx: BrokerContext, channel: Any, req: RemotingComma
     return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
 
 
-async def handle_delete_expired_commitlog(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    ctx.broker.delete_expired_files_manually()
+async def handle_delete_expired_commitlog(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    env.broker.delete_expired_files_manually()
     log.info("rocketmq.delete_expired_commitlog", peer=_peer(channel))
     return req.make_response(ResponseCode.SUCCESS)
 
 
-def correction_offsets(ctx: BrokerContext, topic: str, compare_group: str, filter_groups: set[str]) -> dict[int, int]:
-    broker = ctx.broker
+def correction_offsets(env: BrokerEnv, topic: str, compare_group: str, filter_groups: set[str]) -> dict[int, int]:
+    broker = env.broker
     out: dict[int, int] = {}
     for group, t, queues in broker.offsets.entries():
         if t != topic or group in filter_groups:
@@ -192,10 +192,10 @@ def correction_offsets(ctx: BrokerContext, topic: str, compare_group: str, filte
     return out
 
 
-async def handle_query_correction_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_query_correction_offset(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = QueryCorrectionOffsetHeader.decode(req)
     topic, compare = h.topic, h.compare_group
     filters = set(_split(h.filter_groups) or [])
-    offsets = correction_offsets(ctx, topic, compare, filters)
+    offsets = correction_offsets(env, topic, compare, filters)
     body = {"correctionOffsets": {str(q): off for q, off in sorted(offsets.items())}}
     return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())

@@ -50,7 +50,7 @@ from typing import Any
 import structlog
 from rokka.core.config import TLS_FIELD_KEYS, TLS_KEYS, BrokerConfig, apply_settings, camel_to_snake
 from rokka.core.namesrv.config import rewrite_properties_file
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv
 from rokka.net.remoting.codec.codes import ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 
@@ -116,13 +116,13 @@ def parse_properties(text: str) -> dict[str, str]:
     return {str(k): str(v.data) for k, v in props.items()}
 
 
-def _data_version(ctx: BrokerContext) -> dict[str, int]:
-    return ctx.config_data_version
+def _data_version(env: BrokerEnv) -> dict[str, int]:
+    return env.config_data_version
 
 
-async def handle_get_broker_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    body = properties_text(config_properties(ctx.cfg)).encode("utf-8")
-    version = json.dumps(_data_version(ctx), separators=(",", ":"))
+async def handle_get_broker_config(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    body = properties_text(config_properties(env.cfg)).encode("utf-8")
+    version = json.dumps(_data_version(env), separators=(",", ":"))
     return req.make_response(ResponseCode.SUCCESS, ext_fields={"version": version}, body=body)
 
 
@@ -142,23 +142,23 @@ def _check_keys(cfg: BrokerConfig, props: dict[str, str]) -> tuple[int, str] | N
     return None
 
 
-def _apply_runtime(ctx: BrokerContext, props: dict[str, str]) -> list[str]:
+def _apply_runtime(env: BrokerEnv, props: dict[str, str]) -> list[str]:
     """Apply the ``RUNTIME_KEYS`` of ``props``; return the keys left for the next start."""
-    cfg, broker = ctx.cfg, ctx.broker
+    cfg, broker = env.cfg, env.broker
     apply_settings(cfg, {k: v for k, v in props.items() if k in RUNTIME_KEYS})
     if "brokerPermission" in props:
         broker.topics.broker_perm = cfg.broker_permission
         broker.topics.data_version.bump()
-        ctx.topic_changed()
+        env.topic_changed()
     if "autoCreateSubscriptionGroup" in props:
         broker.sub_groups.auto_create = cfg.auto_create_subscription_group
-    dv = _data_version(ctx)
+    dv = _data_version(env)
     dv["counter"] += 1
     dv["timestamp"] = int(time.time() * 1000)
     return sorted(k for k in props if k not in RUNTIME_KEYS)
 
 
-async def handle_update_broker_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_update_broker_config(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     peer = str(getattr(channel, "peer", ""))
     if not req.body:
         return req.make_response(ResponseCode.SUCCESS)
@@ -167,12 +167,12 @@ async def handle_update_broker_config(ctx: BrokerContext, channel: Any, req: Rem
     except (UnicodeDecodeError, ValueError, Exception) as exc:  # noqa: BLE001 - jproperties' own errors
         log.warning("rocketmq.update_broker_config_refused", peer=peer, reason=f"string2Properties error: {exc}")
         return req.make_response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
-    refused = _check_keys(ctx.cfg, props)
+    refused = _check_keys(env.cfg, props)
     if refused is not None:
         log.warning("rocketmq.update_broker_config_refused", peer=peer, keys=sorted(props), reason=refused[1])
         return req.make_response(refused[0], refused[1])
-    later = _apply_runtime(ctx, props)
-    conf = ctx.cfg.extra.get(CONFIG_PATH_KEY)
+    later = _apply_runtime(env, props)
+    conf = env.cfg.extra.get(CONFIG_PATH_KEY)
     log.info("rocketmq.update_broker_config", peer=peer, config=props, at_next_start=later, file=conf)
     if conf:
         try:

@@ -31,7 +31,7 @@ from typing import Any
 
 import structlog
 from rokka.core.record import decode_offset_msg_id
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv
 from rokka.net.remoting.channel import ChannelClosedError, RequestTimeoutError
 from rokka.net.remoting.codec.bodies import loads_body
 from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
@@ -50,9 +50,9 @@ V3_0_7_SNAPSHOT = 28    # ... that answers GET_CONSUMER_STATUS_FROM_CLIENT
 CONSUMER_STATUS_TIMEOUT_S = 5.0
 
 
-async def call_consumer(ctx: BrokerContext, req: RemotingCommand, code: int, group: str, client_id: str,
+async def call_consumer(env: BrokerEnv, req: RemotingCommand, code: int, group: str, client_id: str,
                         body: bytes) -> RemotingCommand:
-    info = ctx.broker.consumers.get(group)
+    info = env.broker.consumers.get(group)
     client = info.clients.get(client_id) if info is not None else None
     if client is None:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
@@ -74,26 +74,26 @@ async def call_consumer(ctx: BrokerContext, req: RemotingCommand, code: int, gro
     return req.make_response(answer.code, answer.remark, answer.ext_fields, answer.body)
 
 
-async def handle_consumer_running_info(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_consumer_running_info(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = GetConsumerRunningInfoRequestHeader.decode(req)
-    return await call_consumer(ctx, req, RequestCode.GET_CONSUMER_RUNNING_INFO, h.consumer_group, h.client_id,
+    return await call_consumer(env, req, RequestCode.GET_CONSUMER_RUNNING_INFO, h.consumer_group, h.client_id,
                                req.body)
 
 
-async def handle_consume_message_directly(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_consume_message_directly(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = ConsumeMessageDirectlyResultRequestHeader.decode(req)
     group, client_id, msg_id = h.consumer_group, h.client_id, h.msg_id
-    req.ext_fields["brokerName"] = ctx.cfg.broker_name
+    req.ext_fields["brokerName"] = env.cfg.broker_name
     body = req.body
     try:
-        record = ctx.broker.store.read_record(decode_offset_msg_id(msg_id)[2])
+        record = env.broker.store.read_record(decode_offset_msg_id(msg_id)[2])
     except (ValueError, IndexError, OSError):
         record = None
     if record is not None:
         body = record
     else:
         log.info("rocketmq.consume_directly_no_message", msg_id=msg_id, group=group)
-    return await call_consumer(ctx, req, RequestCode.CONSUME_MESSAGE_DIRECTLY, group, client_id, body)
+    return await call_consumer(env, req, RequestCode.CONSUME_MESSAGE_DIRECTLY, group, client_id, body)
 
 
 async def _client_status(client: Any, topic: str, group: str) -> dict[str, Any] | None:
@@ -109,10 +109,10 @@ async def _client_status(client: Any, topic: str, group: str) -> dict[str, Any] 
         return None
 
 
-async def handle_get_consumer_status(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_get_consumer_status(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = GetConsumerStatusRequestHeader.decode(req)
     topic, group, only = h.topic, h.group, h.client_addr
-    info = ctx.broker.consumers.get(group)
+    info = env.broker.consumers.get(group)
     if info is None or not info.clients:
         return req.make_response(ResponseCode.SYSTEM_ERROR,
                                  f"No Any Consumer online in the consumer group: [{group}]")

@@ -53,7 +53,7 @@ from rokka.core.model import PROP_TRANSACTION_CHECK_TIMES, Message
 from rokka.core.record import decode_offset_msg_id
 from rokka.core.topics import SYSTEM_TOPICS, TOPIC_SCHEDULE, TOPIC_TRANS_HALF, TOPIC_TRANS_OP_HALF
 from rokka.gateway.rocketmq.handlers.admin import _mq, _mq_key
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv
 from rokka.net.remoting.codec.codes import ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.net.remoting.codec.request_headers import (
@@ -81,57 +81,57 @@ def _ok(req: RemotingCommand, body: Any) -> RemotingCommand:
     return req.make_response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
 
 
-def _time(ctx: BrokerContext, topic: str, q: int, offset: int) -> int:
+def _time(env: BrokerEnv, topic: str, q: int, offset: int) -> int:
     if offset < 0:
         return -1
-    t = ctx.broker.store.store_time_at(topic, q, offset)
+    t = env.broker.store.store_time_at(topic, q, offset)
     return -1 if t is None else t
 
 
-async def handle_all_consumer_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    return _ok(req, {"offsetTable": ctx.broker.offsets.serialize()["offsetTable"]})
+async def handle_all_consumer_offset(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    return _ok(req, {"offsetTable": env.broker.offsets.serialize()["offsetTable"]})
 
 
-async def handle_all_delay_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    offsets = ctx.broker.schedule.offsets
+async def handle_all_delay_offset(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    offsets = env.broker.schedule.offsets
     return _ok(req, {"offsetTable": {str(lv): off for lv, off in sorted(offsets.items())}})
 
 
-def groups_of_topic(ctx: BrokerContext, topic: str) -> list[str]:
-    online = {g for g, info in ctx.broker.consumers.groups().items() if topic in info.subscriptions}
-    return sorted(online | set(ctx.broker.offsets.groups_of_topic(topic)))
+def groups_of_topic(env: BrokerEnv, topic: str) -> list[str]:
+    online = {g for g, info in env.broker.consumers.groups().items() if topic in info.subscriptions}
+    return sorted(online | set(env.broker.offsets.groups_of_topic(topic)))
 
 
-async def handle_topic_consume_by_who(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    return _ok(req, {"groupList": groups_of_topic(ctx, TopicRequestHeader.decode(req).topic)})
+async def handle_topic_consume_by_who(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    return _ok(req, {"groupList": groups_of_topic(env, TopicRequestHeader.decode(req).topic)})
 
 
-async def handle_consume_time_span(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_consume_time_span(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = QueryConsumeTimeSpanRequestHeader.decode(req)
     topic, group = h.topic, h.group
-    tc = ctx.broker.topics.get(topic)
+    tc = env.broker.topics.get(topic)
     if tc is None:
         return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-    store, spans = ctx.broker.store, []
+    store, spans = env.broker.store, []
     for q in range(tc.write_queue_nums):
         min_time = store.earliest_store_time(topic, q)
         max_off = store.max_offset(topic, q)
-        consumer = ctx.broker.offsets.query(group, topic, q)
+        consumer = env.broker.offsets.query(group, topic, q)
         consumer = -1 if consumer is None else consumer
-        span = {"messageQueue": _mq(ctx, topic, q), "minTimeStamp": min_time,
-                "maxTimeStamp": _time(ctx, topic, q, max_off - 1),
-                "consumeTimeStamp": _time(ctx, topic, q, consumer - 1) if consumer > 0 else min_time,
+        span = {"messageQueue": _mq(env, topic, q), "minTimeStamp": min_time,
+                "maxTimeStamp": _time(env, topic, q, max_off - 1),
+                "consumeTimeStamp": _time(env, topic, q, consumer - 1) if consumer > 0 else min_time,
                 "delayTime": 0}
         if consumer < max_off:
-            span["delayTime"] = _now() - _time(ctx, topic, q, consumer)
+            span["delayTime"] = _now() - _time(env, topic, q, consumer)
         spans.append(span)
     return _ok(req, {"consumeTimeSpanSet": spans})
 
 
-async def handle_clone_group_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_clone_group_offset(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = CloneGroupOffsetRequestHeader.decode(req)
     src, dest, topic, offline = h.src_group, h.dest_group, h.topic, h.offline
-    broker = ctx.broker
+    broker = env.broker
     topics = [topic] if topic else sorted(broker.offsets.topics_of_group(src))
     online = broker.consumers.get(src)
     cloned = []
@@ -150,9 +150,9 @@ async def handle_clone_group_offset(ctx: BrokerContext, channel: Any, req: Remot
     return req.make_response(ResponseCode.SUCCESS)
 
 
-def _stored_since(ctx: BrokerContext, topic: str, q: int, since_ms: int) -> int:
+def _stored_since(env: BrokerEnv, topic: str, q: int, since_ms: int) -> int:
     """Messages of the queue stored at or after ``since_ms`` (bisect over ConsumeQueue store times)."""
-    store = ctx.broker.store
+    store = env.broker.store
     lo, hi = store.min_offset(topic, q), store.max_offset(topic, q)
     end = hi
     while lo < hi:
@@ -165,18 +165,18 @@ def _stored_since(ctx: BrokerContext, topic: str, q: int, since_ms: int) -> int:
     return end - lo
 
 
-def _topic_put_stats(ctx: BrokerContext, topic: str, queues: int) -> dict[str, Any]:
+def _topic_put_stats(env: BrokerEnv, topic: str, queues: int) -> dict[str, Any]:
     now, body = _now(), {}
     for field_name, window in _WINDOWS:
-        total = sum(_stored_since(ctx, topic, q, now - window) for q in range(queues))
+        total = sum(_stored_since(env, topic, q, now - window) for q in range(queues))
         body[field_name] = {"sum": total, "tps": total / (window / 1000), "avgpt": 0.0}
     return body
 
 
-def _stat_total(ctx: BrokerContext, name: str, key: str) -> int | None:
-    broker = ctx.broker
-    if name == "BROKER_PUT_NUMS" and key == ctx.cfg.broker_cluster_name:
-        return ctx.shared.put_total
+def _stat_total(env: BrokerEnv, name: str, key: str) -> int | None:
+    broker = env.broker
+    if name == "BROKER_PUT_NUMS" and key == env.cfg.broker_cluster_name:
+        return env.shared.put_total
     if name == "GROUP_GET_NUMS" and "@" in key:
         topic, group = key.split("@", 1)
         offsets = broker.offsets.offsets(group, topic)
@@ -185,16 +185,16 @@ def _stat_total(ctx: BrokerContext, name: str, key: str) -> int | None:
     return None
 
 
-async def handle_view_broker_stats(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_view_broker_stats(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = ViewBrokerStatsDataRequestHeader.decode(req)
     name, key = h.stats_name, h.stats_key
-    if name == "TOPIC_PUT_NUMS" and (tc := ctx.broker.topics.get(key)) is not None:
-        return _ok(req, _topic_put_stats(ctx, key, tc.write_queue_nums))
-    total = _stat_total(ctx, name, key)
+    if name == "TOPIC_PUT_NUMS" and (tc := env.broker.topics.get(key)) is not None:
+        return _ok(req, _topic_put_stats(env, key, tc.write_queue_nums))
+    total = _stat_total(env, name, key)
     if total is None:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
     now = _now()
-    samples = ctx.stats_samples.setdefault((name, key), [])
+    samples = env.stats_samples.setdefault((name, key), [])
     samples[:] = [s for s in samples if now - s[0] <= _WINDOWS[-1][1]] + [(now, total)]
     body = {}
     for field_name, window in _WINDOWS:
@@ -204,8 +204,8 @@ async def handle_view_broker_stats(ctx: BrokerContext, channel: Any, req: Remoti
     return _ok(req, body)
 
 
-def _group_stats(ctx: BrokerContext, group: str, only_order: bool) -> tuple[list[dict[str, Any]], int]:
-    broker, out, diff = ctx.broker, [], 0
+def _group_stats(env: BrokerEnv, group: str, only_order: bool) -> tuple[list[dict[str, Any]], int]:
+    broker, out, diff = env.broker, [], 0
     online = broker.consumers.get(group)
     for topic in sorted(broker.offsets.topics_of_group(group)):
         tc = broker.topics.get(topic)
@@ -217,34 +217,34 @@ def _group_stats(ctx: BrokerContext, group: str, only_order: bool) -> tuple[list
         for q in range(tc.write_queue_nums):
             b_off = max(broker.store.max_offset(topic, q), 0)
             c_off = max(broker.offsets.query(group, topic, q) or 0, 0)
-            last = _time(ctx, topic, q, c_off - 1) if c_off else 0
-            table[_mq_key(ctx, topic, q)] = {"brokerOffset": b_off, "consumerOffset": c_off,
+            last = _time(env, topic, q, c_off - 1) if c_off else 0
+            table[_mq_key(env, topic, q)] = {"brokerOffset": b_off, "consumerOffset": c_off,
                                               "lastTimestamp": max(last, 0)}
             diff += b_off - c_off
         out.append({"consumeTps": 0.0, "offsetTable": table})
     return out, diff
 
 
-async def handle_broker_consume_stats(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_broker_consume_stats(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     only_order = GetConsumeStatsInBrokerHeader.decode(req).is_order
     stats_list, total = [], 0
-    for group in sorted(ctx.broker.sub_groups.all()):
-        stats, diff = _group_stats(ctx, group, only_order)
+    for group in sorted(env.broker.sub_groups.all()):
+        stats, diff = _group_stats(env, group, only_order)
         stats_list.append({group: stats})
         total += diff
-    return _ok(req, {"brokerAddr": ctx.broker_addr, "consumeStatsList": stats_list, "totalDiff": total})
+    return _ok(req, {"brokerAddr": env.broker_addr, "consumeStatsList": stats_list, "totalDiff": total})
 
 
-async def handle_query_consume_queue(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_query_consume_queue(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = QueryConsumeQueueRequestHeader.decode(req)
     topic, queue_id, index, count, group = h.topic, h.queue_id, h.index, h.count, h.consumer_group
-    store = ctx.broker.store
+    store = env.broker.store
     if queue_id not in store.queues().get(topic, []):
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
     body: dict[str, Any] = {"maxQueueIndex": store.max_offset(topic, queue_id),
                             "minQueueIndex": store.min_offset(topic, queue_id)}
     if group is not None:
-        info = ctx.broker.consumers.get(group)
+        info = env.broker.consumers.get(group)
         sub = info.subscriptions.get(topic) if info is not None else None
         if sub is None:
             body["filterData"] = f"{group}@{topic} is not online!"
@@ -258,7 +258,7 @@ async def handle_query_consume_queue(ctx: BrokerContext, channel: Any, req: Remo
     return _ok(req, body)
 
 
-def clean_expired_consume_queues(ctx: BrokerContext) -> list[str]:
+def clean_expired_consume_queues(env: BrokerEnv) -> list[str]:
     """Drop the ConsumeQueues of topics whose every entry points below the CommitLog's min offset.
 
     Java's ``cleanExpiredConsumerQueue`` destroys each such queue, configured topic or not (its
@@ -266,7 +266,7 @@ def clean_expired_consume_queues(ctx: BrokerContext) -> list[str]:
     configured topic never loses its logical offsets; the retention pass already trims the
     expired head of live queues.  Returns the topics removed.
     """
-    broker, store = ctx.broker, ctx.broker.store
+    broker, store = env.broker, env.broker.store
     clog_min = store.commitlog_min_offset
     gone = []
     for topic, queue_ids in store.queues().items():
@@ -285,10 +285,10 @@ def clean_expired_consume_queues(ctx: BrokerContext) -> list[str]:
     return gone
 
 
-def clean_unused_topics(ctx: BrokerContext) -> list[str]:
+def clean_unused_topics(env: BrokerEnv) -> list[str]:
     """Java's ``cleanUnusedTopic``: ConsumeQueues of topics not in the topic table are destroyed
     (the delay topic and the transaction op topic are kept).  Returns the topics removed."""
-    broker = ctx.broker
+    broker = env.broker
     gone = [t for t in broker.store.queues() if t not in broker.topics
             and t not in (TOPIC_SCHEDULE, TOPIC_TRANS_OP_HALF, TOPIC_TRANS_HALF)]
     for topic in gone:
@@ -296,28 +296,28 @@ def clean_unused_topics(ctx: BrokerContext) -> list[str]:
     return gone
 
 
-async def _clean(event: str, clean: Callable[[BrokerContext], list[str]], ctx: BrokerContext, channel: Any,
+async def _clean(event: str, clean: Callable[[BrokerEnv], list[str]], env: BrokerEnv, channel: Any,
                  req: RemotingCommand) -> RemotingCommand:
     """An operator's clean-up request: logged (``event``, then ``event_done`` with the topics removed)."""
     log.warning(event, peer=str(getattr(channel, "peer", "")))
-    gone = clean(ctx)
+    gone = clean(env)
     log.warning(f"{event}_done", topics=gone)
     return req.make_response(ResponseCode.SUCCESS)
 
 
-async def handle_clean_expired_cq(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    return await _clean("rocketmq.clean_expired_consumequeue", clean_expired_consume_queues, ctx, channel, req)
+async def handle_clean_expired_cq(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    return await _clean("rocketmq.clean_expired_consumequeue", clean_expired_consume_queues, env, channel, req)
 
 
-async def handle_clean_unused_topic(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    return await _clean("rocketmq.clean_unused_topic", clean_unused_topics, ctx, channel, req)
+async def handle_clean_unused_topic(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    return await _clean("rocketmq.clean_unused_topic", clean_unused_topics, env, channel, req)
 
 
-async def handle_resume_check_half(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_resume_check_half(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     failed = "Exception was thrown when putting message back to RMQ_SYS_TRANS_HALF_TOPIC."
     msg_id = ResumeCheckHalfMessageRequestHeader.decode(req).msg_id
     try:
-        half = ctx.broker.store.read_message(decode_offset_msg_id(msg_id)[2])
+        half = env.broker.store.read_message(decode_offset_msg_id(msg_id)[2])
     except (ValueError, IndexError, OSError):
         half = None
     if half is None or half.topic not in (TOPIC_TRANS_HALF, TRANS_CHECK_MAX_TIME_TOPIC):
@@ -328,7 +328,7 @@ async def handle_resume_check_half(ctx: BrokerContext, channel: Any, req: Remoti
     props[PROP_TRANSACTION_CHECK_TIMES] = "0"
     copy = Message(TOPIC_TRANS_HALF, 0, half.body, props, half.flag, half.sysflag, half.born_timestamp,
                    half.born_host, half.reconsume_times)
-    result = await ctx.broker.put([copy], prepared=True)
+    result = await env.broker.put([copy], prepared=True)
     if not result.ok:
         log.error("rocketmq.resume_check_half_failed", msg_id=msg_id, status=result.status.value)
         return req.make_response(ResponseCode.SYSTEM_ERROR, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed.")
@@ -336,13 +336,13 @@ async def handle_resume_check_half(ctx: BrokerContext, channel: Any, req: Remoti
     return req.make_response(ResponseCode.SUCCESS)
 
 
-async def handle_system_topics(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_system_topics(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     return _ok(req, {"topicList": sorted(SYSTEM_TOPICS)})
 
 
-async def handle_all_producer_info(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_all_producer_info(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     # remoteIP as Java's ``channel.remoteAddress().toString()``: "/127.0.0.1:52034"
     data = {group: [{"clientId": c.client_id, "remoteIP": f"/{c.addr}", "language": c.language,
                      "version": c.version, "lastUpdateTimestamp": c.last_update_ms} for c in members]
-            for group, members in sorted(ctx.broker.producers.groups().items()) if members}
+            for group, members in sorted(env.broker.producers.groups().items()) if members}
     return _ok(req, {"data": data})

@@ -39,7 +39,7 @@ import structlog
 from rokka.core import names
 from rokka.core.filter import SubscriptionParseError, build_subscription
 from rokka.core.groups import MESSAGE_MODEL_CLUSTERING, ClientInfo
-from rokka.gateway.rocketmq.handlers.context import BrokerContext, in_memory
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv, in_memory
 from rokka.net.remoting.codec.codes import ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.net.remoting.codec.request_headers import (
@@ -91,13 +91,13 @@ def _client_info(channel: Any, client_id: str, req: RemotingCommand) -> ClientIn
                       addr=f"{peer[0]}:{peer[1]}" if peer else "")
 
 
-async def handle_heartbeat(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_heartbeat(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     try:
         data = json.loads(req.body.decode("utf-8") or "{}")
     except (UnicodeDecodeError, ValueError) as exc:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad heartbeat body: {exc}")
     client_id = str(data.get("clientID") or "")
-    broker = ctx.broker
+    broker = env.broker
     for pd in data.get("producerDataSet") or []:
         group = str(pd.get("groupName") or "")
         if group:
@@ -109,7 +109,7 @@ async def handle_heartbeat(ctx: BrokerContext, channel: Any, req: RemotingComman
         if (bad := names.consumer_group_problem(group)) is not None:
             names.refused("rocketmq", "group", group, bad, op="heartbeat", peer=str(getattr(channel, "peer", "")))
             return req.make_response(ResponseCode.SYSTEM_ERROR, bad)
-        refusal = ctx.shared.refuse_rocketmq_group
+        refusal = env.shared.refuse_rocketmq_group
         if refusal is not None and (reason := refusal(group)):
             return req.make_response(ResponseCode.SYSTEM_ERROR, reason)
         sub_cfg = broker.sub_groups.get(group)
@@ -118,7 +118,7 @@ async def handle_heartbeat(ctx: BrokerContext, channel: Any, req: RemotingComman
             continue
         if f"%RETRY%{group}" not in broker.topics:
             broker.topics.ensure_retry(group, sub_cfg.retry_queue_nums)
-            ctx.topic_changed()
+            env.topic_changed()
         subs = []
         for sd in cd.get("subscriptionDataSet") or []:
             topic = str(sd.get("topic"))
@@ -137,11 +137,11 @@ async def handle_heartbeat(ctx: BrokerContext, channel: Any, req: RemotingComman
             consume_from_where=_enum(cd.get("consumeFromWhere"), CONSUME_FROM, CONSUME_FROM[0]),
             subscriptions=subs, now_ms=now_ms())
         if changed:
-            ctx.notify_consumer_ids_changed(group)
+            env.notify_consumer_ids_changed(group)
     return req.make_response(ResponseCode.SUCCESS)
 
 
-async def handle_check_client_config(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_check_client_config(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     """CHECK_CLIENT_CONFIG (46): the Java push consumer asks before it starts whether the broker can
     serve its subscription (SQL92 needs enablePropertyFilter and an expression that compiles)."""
     try:
@@ -152,7 +152,7 @@ async def handle_check_client_config(ctx: BrokerContext, channel: Any, req: Remo
     etype = str((sd or {}).get("expressionType") or "TAG").upper()
     if sd is None or etype == "TAG":
         return req.make_response(ResponseCode.SUCCESS)
-    if not ctx.cfg.enable_property_filter:
+    if not env.cfg.enable_property_filter:
         log.info("rocketmq.check_client_config_refused", group=data.get("group"), expression_type=etype)
         return req.make_response(ResponseCode.SYSTEM_ERROR,
                                  f"The broker does not support consumer to filter message by {etype}")
@@ -164,50 +164,50 @@ async def handle_check_client_config(ctx: BrokerContext, channel: Any, req: Remo
     return req.make_response(ResponseCode.SUCCESS)
 
 
-async def handle_unregister(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_unregister(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = UnregisterClientRequestHeader.decode(req)
     client_id, pgroup, cgroup = h.client_id, h.producer_group, h.consumer_group
     if pgroup:
-        ctx.broker.producers.unregister(pgroup, client_id)
-    if cgroup and ctx.broker.consumers.unregister(cgroup, client_id):
-        ctx.notify_consumer_ids_changed(cgroup)
+        env.broker.producers.unregister(pgroup, client_id)
+    if cgroup and env.broker.consumers.unregister(cgroup, client_id):
+        env.notify_consumer_ids_changed(cgroup)
     return req.make_response(ResponseCode.SUCCESS)
 
 
-def on_channel_closed(ctx: BrokerContext, channel: Any) -> None:
-    ctx.broker.producers.drop_handle(channel)
-    for group in set(ctx.broker.consumers.drop_handle(channel)):
-        ctx.notify_consumer_ids_changed(group)
+def on_channel_closed(env: BrokerEnv, channel: Any) -> None:
+    env.broker.producers.drop_handle(channel)
+    for group in set(env.broker.consumers.drop_handle(channel)):
+        env.notify_consumer_ids_changed(group)
 
 
-def scan_expired_clients(ctx: BrokerContext) -> None:
+def scan_expired_clients(env: BrokerEnv) -> None:
     now = now_ms()
-    ctx.broker.producers.scan_expired(now)
-    for group in set(ctx.broker.consumers.scan_expired(now)):
-        ctx.notify_consumer_ids_changed(group)
+    env.broker.producers.scan_expired(now)
+    for group in set(env.broker.consumers.scan_expired(now)):
+        env.notify_consumer_ids_changed(group)
 
 
-async def handle_consumer_list(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_consumer_list(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     group = GetConsumerListByGroupRequestHeader.decode(req).consumer_group
-    info = ctx.broker.consumers.get(group)
+    info = env.broker.consumers.get(group)
     if info is None or not info.clients:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
     body = json.dumps({"consumerIdList": info.client_ids()}).encode()
     return req.make_response(ResponseCode.SUCCESS, body=body)
 
 
-def _first_message_in_memory(ctx: BrokerContext, topic: str, queue_id: int) -> bool:
-    units = ctx.broker.store.cq_units(topic, queue_id, 0, 1)
+def _first_message_in_memory(env: BrokerEnv, topic: str, queue_id: int) -> bool:
+    units = env.broker.store.cq_units(topic, queue_id, 0, 1)
     if not units:
         return True
-    return in_memory(ctx, units[0].commitlog_offset)
+    return in_memory(env, units[0].commitlog_offset)
 
 
-def _offset_names_refusal(ctx: BrokerContext, req: RemotingCommand, group: str, topic: str) -> RemotingCommand | None:
+def _offset_names_refusal(env: BrokerEnv, req: RemotingCommand, group: str, topic: str) -> RemotingCommand | None:
     """SYSTEM_ERROR for an offset request with an empty group or an unknown topic no protocol allows."""
     why = "The specified group is blank." if not group else None
     kind, name = "group", group
-    if why is None and topic not in ctx.broker.topics:
+    if why is None and topic not in env.broker.topics:
         why, kind, name = names.store_topic_problem(topic), "topic", topic
     if why is None:
         return None
@@ -215,60 +215,60 @@ def _offset_names_refusal(ctx: BrokerContext, req: RemotingCommand, group: str, 
     return req.make_response(ResponseCode.SYSTEM_ERROR, why)
 
 
-async def handle_query_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_query_offset(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = QueryConsumerOffsetRequestHeader.decode(req)
     group, topic, queue_id = h.consumer_group, h.topic, h.queue_id
-    if (refused := _offset_names_refusal(ctx, req, group, topic)) is not None:
+    if (refused := _offset_names_refusal(env, req, group, topic)) is not None:
         return refused
-    offset = ctx.broker.offsets.query(group, topic, queue_id)
+    offset = env.broker.offsets.query(group, topic, queue_id)
     if offset is None or offset < 0:   # a committed -1 reads as none, as in RocketMQ
         # RocketMQ 5's setZeroIfNotFound=false (4.x clients never send it) asks for the plain answer.
         zero_if_not_found = h.set_zero_if_not_found is not False
-        if (zero_if_not_found and ctx.broker.store.min_offset(topic, queue_id) <= 0
-                and _first_message_in_memory(ctx, topic, queue_id)):
+        if (zero_if_not_found and env.broker.store.min_offset(topic, queue_id) <= 0
+                and _first_message_in_memory(env, topic, queue_id)):
             offset = 0
         else:
             return req.make_response(ResponseCode.QUERY_NOT_FOUND,
                                      "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
-    metadata, epoch = ctx.broker.offsets.commit_metadata(group, topic, queue_id)
+    metadata, epoch = env.broker.offsets.commit_metadata(group, topic, queue_id)
     extras = metadata or epoch >= 0     # Kafka commit extras for a routed OffsetFetch (kafka/cluster.py)
     header = QueryConsumerOffsetResponseHeader(offset=offset, kafka_metadata=metadata if extras else None,
                                                kafka_leader_epoch=epoch if extras else None)
     return req.make_response(ResponseCode.SUCCESS, ext_fields=header.encode())
 
 
-async def handle_update_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_update_offset(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = UpdateConsumerOffsetRequestHeader.decode(req)
     group, topic = h.consumer_group, h.topic
-    if (refused := _offset_names_refusal(ctx, req, group, topic)) is not None:
+    if (refused := _offset_names_refusal(env, req, group, topic)) is not None:
         return refused
     epoch = -1 if h.kafka_leader_epoch is None else h.kafka_leader_epoch
-    ctx.broker.offsets.commit(group, topic, h.queue_id, h.commit_offset, metadata=h.kafka_metadata, leader_epoch=epoch)
+    env.broker.offsets.commit(group, topic, h.queue_id, h.commit_offset, metadata=h.kafka_metadata, leader_epoch=epoch)
     return req.make_response(ResponseCode.SUCCESS)
 
 
-async def handle_max_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_max_offset(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = GetMaxOffsetRequestHeader.decode(req)
-    offset = ctx.broker.store.max_offset(h.topic, h.queue_id)
+    offset = env.broker.store.max_offset(h.topic, h.queue_id)
     return req.make_response(ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).encode())
 
 
-async def handle_min_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_min_offset(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = GetMinOffsetRequestHeader.decode(req)
-    offset = ctx.broker.store.min_offset(h.topic, h.queue_id)
+    offset = env.broker.store.min_offset(h.topic, h.queue_id)
     return req.make_response(ResponseCode.SUCCESS, ext_fields=GetMinOffsetResponseHeader(offset=offset).encode())
 
 
-async def handle_search_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_search_offset(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = SearchOffsetRequestHeader.decode(req)
-    offset = ctx.broker.store.offset_by_time(h.topic, h.queue_id, h.timestamp)
+    offset = env.broker.store.offset_by_time(h.topic, h.queue_id, h.timestamp)
     return req.make_response(ResponseCode.SUCCESS, ext_fields=SearchOffsetResponseHeader(offset=offset).encode())
 
 
-async def handle_earliest_time(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_earliest_time(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = GetEarliestMsgStoretimeRequestHeader.decode(req)
     topic, queue_id = h.topic, h.queue_id
-    ts = ctx.broker.store.earliest_store_time(topic, queue_id) if topic in ctx.broker.topics else -1
+    ts = env.broker.store.earliest_store_time(topic, queue_id) if topic in env.broker.topics else -1
     return req.make_response(ResponseCode.SUCCESS,
                              ext_fields=GetEarliestMsgStoretimeResponseHeader(timestamp=ts).encode())
 
@@ -279,13 +279,13 @@ def _mq_key(mq: dict[str, Any]) -> tuple[str, str, int]:
     return (str(mq.get("topic")), str(mq.get("brokerName")), int(mq.get("queueId", 0)))
 
 
-def _locks(ctx: BrokerContext) -> dict[str, dict[tuple[str, str, int], tuple[str, int]]]:
-    return ctx.mq_locks
+def _locks(env: BrokerEnv) -> dict[str, dict[tuple[str, str, int], tuple[str, int]]]:
+    return env.mq_locks
 
 
-def try_lock(ctx: BrokerContext, group: str, client_id: str, mqs: list[dict[str, Any]],
+def try_lock(env: BrokerEnv, group: str, client_id: str, mqs: list[dict[str, Any]],
              now: int) -> list[dict[str, Any]]:
-    table = _locks(ctx).setdefault(group, {})
+    table = _locks(env).setdefault(group, {})
     granted = []
     for mq in mqs:
         key = _mq_key(mq)
@@ -296,26 +296,26 @@ def try_lock(ctx: BrokerContext, group: str, client_id: str, mqs: list[dict[str,
     return granted
 
 
-async def handle_lock(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_lock(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     try:
         data = json.loads(req.body or b"{}")
         group, client_id = str(data["consumerGroup"]), str(data["clientId"])
         mqs = list(data.get("mqSet") or [])
     except (ValueError, KeyError, TypeError) as exc:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad lock body: {exc}")
-    granted = try_lock(ctx, group, client_id, mqs, now_ms())
+    granted = try_lock(env, group, client_id, mqs, now_ms())
     log.debug("rocketmq.lock_batch_mq", group=group, client=client_id, asked=len(mqs), granted=len(granted))
     return req.make_response(ResponseCode.SUCCESS, body=json.dumps({"lockOKMQSet": granted}).encode())
 
 
-async def handle_unlock(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_unlock(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     try:
         data = json.loads(req.body or b"{}")
         group, client_id = str(data["consumerGroup"]), str(data["clientId"])
         mqs = list(data.get("mqSet") or [])
     except (ValueError, KeyError, TypeError) as exc:
         return req.make_response(ResponseCode.SYSTEM_ERROR, f"bad unlock body: {exc}")
-    table = _locks(ctx).get(group, {})
+    table = _locks(env).get(group, {})
     log.debug("rocketmq.unlock_batch_mq", group=group, client=client_id, queues=len(mqs))
     for mq in mqs:
         key = _mq_key(mq)

@@ -2,12 +2,12 @@
 
 Theory of operation
 -------------------
-``BrokerContext`` is built once per broker process.  It holds the core
+``BrokerEnv`` is built once per broker process.  It holds the core
 ``Broker`` facade, the advertised address (what goes into STOREHOST and the
 name server registration), and the wire-level actions that need a client
 connection: notifying a consumer group that its membership changed
 (NOTIFY_CONSUMER_IDS_CHANGED, oneway, to every member).  Handlers are plain
-async functions ``(ctx, channel, request) -> response | None`` bound to the
+async functions ``(env, channel, request) -> response | None`` bound to the
 context by ``rokka.gateway.rocketmq.handlers.build_handlers``.
 """
 
@@ -39,11 +39,11 @@ def physical_memory_bytes() -> int:
         return 8 << 30
 
 
-def in_memory(ctx: BrokerContext, commitlog_offset: int) -> bool:
+def in_memory(env: BrokerEnv, commitlog_offset: int) -> bool:
     """Java's "in memory" rule for a read at ``commitlog_offset``: within accessMessageInMemoryMaxRatio % of
     the machine's RAM of the CommitLog's end (farther back, a read is taken to hit the disk)."""
-    behind = ctx.broker.store.commitlog_max_offset - commitlog_offset
-    return behind <= physical_memory_bytes() * ctx.cfg.access_message_in_memory_max_ratio / 100
+    behind = env.broker.store.commitlog_max_offset - commitlog_offset
+    return behind <= physical_memory_bytes() * env.cfg.access_message_in_memory_max_ratio / 100
 
 
 @dataclass
@@ -58,7 +58,7 @@ class SharedState:
 
 
 @dataclass
-class BrokerContext:
+class BrokerEnv:
     broker: Broker
     broker_addr: str                    # advertised "ip:port" of the main listener
     nursery: trio.Nursery | None = None  # for fire-and-forget wire actions

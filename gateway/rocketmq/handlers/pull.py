@@ -41,7 +41,7 @@ from rokka.core.filter import EXPR_SQL92, ExpressionFilter, Subscription, Subscr
 from rokka.core.groups import MESSAGE_MODEL_BROADCASTING, SubscriptionGroupConfig
 from rokka.core.record import header_reader, header_size
 from rokka.core.storage import GetResult, GetStatus
-from rokka.gateway.rocketmq.handlers.context import BrokerContext, in_memory
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv, in_memory
 from rokka.net.remoting.codec.codes import ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.net.remoting.codec.request_headers import PullMessageRequestHeader
@@ -63,7 +63,7 @@ class PullError(Exception):
         self.remark = remark
 
 
-def resolve_subscription(ctx: BrokerContext, h: PullMessageRequestHeader, group: str, topic: str,
+def resolve_subscription(env: BrokerEnv, h: PullMessageRequestHeader, group: str, topic: str,
                          sysflag: int) -> Subscription:
     if sysflag & FLAG_SUBSCRIPTION:
         try:
@@ -72,11 +72,11 @@ def resolve_subscription(ctx: BrokerContext, h: PullMessageRequestHeader, group:
             raise PullError(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                             f"parse the consumer's subscription failed: {exc}") from None
     else:
-        info = ctx.broker.consumers.get(group)
+        info = env.broker.consumers.get(group)
         if info is None:
             raise PullError(ResponseCode.SUBSCRIPTION_NOT_EXIST,
                             f"the consumer's group info not exist, group: {group}")
-        sub_cfg = ctx.broker.sub_groups.get(group)
+        sub_cfg = env.broker.sub_groups.get(group)
         if (info.message_model == MESSAGE_MODEL_BROADCASTING and sub_cfg is not None
                 and not sub_cfg.consume_broadcast_enable):
             raise PullError(ResponseCode.NO_PERMISSION,
@@ -88,7 +88,7 @@ def resolve_subscription(ctx: BrokerContext, h: PullMessageRequestHeader, group:
         if found.sub_version < (h.sub_version or 0):
             raise PullError(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
         sub = found
-    if sub.expression_type == EXPR_SQL92 and not ctx.cfg.enable_property_filter:
+    if sub.expression_type == EXPR_SQL92 and not env.cfg.enable_property_filter:
         raise PullError(ResponseCode.SYSTEM_ERROR,
                         "The broker does not support consumer to filter message by SQL92")
     return sub
@@ -125,13 +125,13 @@ def _found(body: bytes | memoryview, next_offset: int, lo: int, hi: int) -> tupl
             _Found(body, next_offset, lo, hi))
 
 
-def _read(ctx: BrokerContext, topic: str, queue_id: int, offset: int, max_msgs: int,
+def _read(env: BrokerEnv, topic: str, queue_id: int, offset: int, max_msgs: int,
           msg_filter: ExpressionFilter) -> tuple[int, GetResult | _Found]:
     """(response code, result).  Without filtering, records are copied out run by run (one slice
     per run of adjacent records); with a tag or SQL92 filter, the store's read filters natively
     (``reader.get_messages``: candidates only, nothing dropped is copied); every miss is answered
     from ``get_messages``' status."""
-    store = ctx.broker.store
+    store = env.broker.store
     if msg_filter.matches_all:
         runs, next_offset = store.get_runs(topic, queue_id, offset, max_msgs, MAX_PULL_BYTES)
         if runs:
@@ -148,7 +148,7 @@ _COMMITLOG_OFFSET = header_reader("commitlog_offset")
 HEADER_BYTES = header_size()
 
 
-def suggested_broker(ctx: BrokerContext, sub_cfg: SubscriptionGroupConfig, result: GetResult | _Found) -> int:
+def suggested_broker(env: BrokerEnv, sub_cfg: SubscriptionGroupConfig, result: GetResult | _Found) -> int:
     """``suggestWhichBrokerId`` under slaveReadEnable, as Java's PullMessageProcessor: the group's
     ``whichBrokerWhenConsumeSlowly`` when what was read is no longer in memory (``in_memory``: farther
     from the CommitLog's end than accessMessageInMemoryMaxRatio % of RAM), else its ``brokerId``.  Java
@@ -157,7 +157,7 @@ def suggested_broker(ctx: BrokerContext, sub_cfg: SubscriptionGroupConfig, resul
     if len(first) < HEADER_BYTES:
         return sub_cfg.broker_id
     (offset,) = _COMMITLOG_OFFSET(first, 0)
-    return sub_cfg.broker_id if in_memory(ctx, int(offset)) else sub_cfg.which_broker_when_consume_slowly
+    return sub_cfg.broker_id if in_memory(env, int(offset)) else sub_cfg.which_broker_when_consume_slowly
 
 
 def _response(req: RemotingCommand, code: int, result: GetResult | _Found | None, remark: str | None = None,
@@ -184,13 +184,13 @@ def _name_refusal(req: RemotingCommand, channel: Any, broker: Any, group: str, t
     return None
 
 
-async def handle_pull(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_pull(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = PullMessageRequestHeader.decode(req)
     group, topic, queue_id, offset, sysflag = h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.sys_flag
     max_msgs = max(1, min(h.max_msg_nums, 1024))
     commit_offset = h.commit_offset or 0
     suspend_ms = h.suspend_timeout_millis or 0
-    broker = ctx.broker
+    broker = env.broker
     if (bad := _name_refusal(req, channel, broker, group, topic)) is not None:
         return bad
     sub_cfg = broker.sub_groups.get(group)
@@ -210,25 +210,25 @@ async def handle_pull(ctx: BrokerContext, channel: Any, req: RemotingCommand) ->
                          f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
                          f"[{tc.read_queue_nums}]")
     try:
-        sub = resolve_subscription(ctx, h, group, topic, sysflag)
+        sub = resolve_subscription(env, h, group, topic, sysflag)
         msg_filter = ExpressionFilter(sub)
     except PullError as exc:
         return _response(req, exc.code, None, exc.remark)
     except SubscriptionParseError as exc:
         return _response(req, ResponseCode.SUBSCRIPTION_PARSE_FAILED, None, str(exc))
-    if sysflag & FLAG_COMMIT_OFFSET and not ctx.cfg.is_slave:   # RocketMQ: a slave keeps no offset a PULL carries
+    if sysflag & FLAG_COMMIT_OFFSET and not env.cfg.is_slave:   # RocketMQ: a slave keeps no offset a PULL carries
         broker.offsets.commit(group, topic, queue_id, commit_offset)
-    code, result = _read(ctx, topic, queue_id, offset, max_msgs, msg_filter)
+    code, result = _read(env, topic, queue_id, offset, max_msgs, msg_filter)
     if (code == ResponseCode.PULL_NOT_FOUND and sysflag & FLAG_SUSPEND and suspend_ms > 0
-            and ctx.cfg.long_polling_enable):
-        await wait_for_arrival(ctx, topic, queue_id, offset, msg_filter, min(suspend_ms / 1000, MAX_SUSPEND_S))
-        code, result = _read(ctx, topic, queue_id, offset, max_msgs, msg_filter)
+            and env.cfg.long_polling_enable):
+        await wait_for_arrival(env, topic, queue_id, offset, msg_filter, min(suspend_ms / 1000, MAX_SUSPEND_S))
+        code, result = _read(env, topic, queue_id, offset, max_msgs, msg_filter)
     # slaveReadEnable: a consumer far behind is pointed at a slave (Java); without it, always the master
-    suggest = suggested_broker(ctx, sub_cfg, result) if ctx.cfg.slave_read_enable else 0
+    suggest = suggested_broker(env, sub_cfg, result) if env.cfg.slave_read_enable else 0
     return _response(req, code, result, suggest=suggest)
 
 
-async def wait_for_arrival(ctx: BrokerContext, topic: str, queue_id: int, offset: int,
+async def wait_for_arrival(env: BrokerEnv, topic: str, queue_id: int, offset: int,
                            msg_filter: ExpressionFilter, timeout_s: float) -> bool:
     """Park until a matching message at or after ``offset`` is dispatched; False on timeout."""
     event = trio.Event()
@@ -239,12 +239,12 @@ async def wait_for_arrival(ctx: BrokerContext, topic: str, queue_id: int, offset
                 props is None or msg_filter.match_properties(props)):
             event.set()
 
-    token = ctx.broker.arrivals.subscribe(topic, queue_id, on_arrival)
+    token = env.broker.arrivals.subscribe(topic, queue_id, on_arrival)
     try:
-        if ctx.broker.store.max_offset(topic, queue_id) > offset:
+        if env.broker.store.max_offset(topic, queue_id) > offset:
             return True  # arrived between the read and the subscription
         with trio.move_on_after(timeout_s):
             await event.wait()
         return event.is_set()
     finally:
-        ctx.broker.arrivals.unsubscribe(token)
+        env.broker.arrivals.unsubscribe(token)

@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 import trio
 from rokka.gateway.rocketmq.handlers import send
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv
 from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.net.remoting.codec.request_headers import ReplyMessageRequestHeader, SendMessageRequestHeader
@@ -34,10 +34,10 @@ PUSH_TIMEOUT_S = 3.0
 PROP_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
 
 
-def _push_request(ctx: BrokerContext, channel: Any, req: RemotingCommand,
+def _push_request(env: BrokerEnv, channel: Any, req: RemotingCommand,
                   h: SendMessageRequestHeader) -> RemotingCommand:
     born = send.ipv4_host(getattr(channel, "peer", None))
-    store = ctx.broker.store_config.store_host
+    store = env.broker.store_config.store_host
     push = ReplyMessageRequestHeader(
         producer_group=h.producer_group or "", topic=h.topic, default_topic=h.default_topic or "TBW102",
         default_topic_queue_nums=h.default_topic_queue_nums or 4, queue_id=h.queue_id or 0,
@@ -48,13 +48,13 @@ def _push_request(ctx: BrokerContext, channel: Any, req: RemotingCommand,
     return RemotingCommand(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, ext_fields=push.encode(), body=req.body)
 
 
-async def _push(ctx: BrokerContext, channel: Any, req: RemotingCommand, h: SendMessageRequestHeader) -> str | None:
+async def _push(env: BrokerEnv, channel: Any, req: RemotingCommand, h: SendMessageRequestHeader) -> str | None:
     """Push the reply to its requester; None when it answered SUCCESS, else why not."""
     client_id = send.parse_properties(h.properties).get(PROP_REPLY_TO_CLIENT)
     if not client_id:
         return "the reply message has no REPLY_TO_CLIENT property"
     target = None
-    for members in ctx.broker.producers.groups().values():
+    for members in env.broker.producers.groups().values():
         for client in members:
             if client.client_id == client_id and not getattr(client.handle, "closed", True):
                 target = client
@@ -62,7 +62,7 @@ async def _push(ctx: BrokerContext, channel: Any, req: RemotingCommand, h: SendM
         return f"push reply message fail, channel of <{client_id}> not found."
     try:
         with trio.fail_after(PUSH_TIMEOUT_S + 1):
-            answer = await target.handle.send_request(_push_request(ctx, channel, req, h), PUSH_TIMEOUT_S)
+            answer = await target.handle.send_request(_push_request(env, channel, req, h), PUSH_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - the requester's connection failed or timed out
         return f"push reply message to <{client_id}> failed: {exc!r}"
     if answer.code != ResponseCode.SUCCESS:
@@ -70,10 +70,10 @@ async def _push(ctx: BrokerContext, channel: Any, req: RemotingCommand, h: SendM
     return None
 
 
-async def handle_send_reply(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_send_reply(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = SendMessageRequestHeader.decode_send(req)       # the header send.handle_send decodes too
-    why_not = await _push(ctx, channel, req, h)
-    stored = await send.handle_send(ctx, channel, req)      # storeReplyMessageEnable (default true)
+    why_not = await _push(env, channel, req, h)
+    stored = await send.handle_send(env, channel, req)      # storeReplyMessageEnable (default true)
     if why_not is not None:
         log.warning("rocketmq.reply_not_pushed", topic=h.topic, reason=why_not)
         stored.code = ResponseCode.SYSTEM_ERROR

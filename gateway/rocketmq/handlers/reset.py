@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 from rokka.core import names
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv
 from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.net.remoting.codec.request_headers import ResetOffsetRequestHeader
@@ -34,8 +34,8 @@ from rokka.net.remoting.codec.request_headers import ResetOffsetRequestHeader
 log = structlog.get_logger(__name__)
 
 
-def compute_offsets(ctx: BrokerContext, group: str, topic: str, timestamp: int, force: bool) -> dict[int, int]:
-    broker = ctx.broker
+def compute_offsets(env: BrokerEnv, group: str, topic: str, timestamp: int, force: bool) -> dict[int, int]:
+    broker = env.broker
     tc = broker.topics.get(topic)
     table: dict[int, int] = {}
     if tc is None:
@@ -56,8 +56,8 @@ def compute_offsets(ctx: BrokerContext, group: str, topic: str, timestamp: int, 
     return table
 
 
-def _bodies(ctx: BrokerContext, topic: str, table: dict[int, int]) -> tuple[bytes, bytes]:
-    name = ctx.cfg.broker_name
+def _bodies(env: BrokerEnv, topic: str, table: dict[int, int]) -> tuple[bytes, bytes]:
+    name = env.cfg.broker_name
     array = [{"brokerName": name, "offset": off, "queueId": q, "topic": topic} for q, off in table.items()]
     c_style = json.dumps({"offsetTable": array}).encode()
     keyed = {json.dumps({"brokerName": name, "queueId": q, "topic": topic}, separators=(",", ":")): off
@@ -65,21 +65,21 @@ def _bodies(ctx: BrokerContext, topic: str, table: dict[int, int]) -> tuple[byte
     return c_style, json.dumps({"offsetTable": keyed}).encode()
 
 
-async def handle_reset_offset(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def handle_reset_offset(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = ResetOffsetRequestHeader.decode(req)
     topic, group, timestamp = h.topic, h.group, h.timestamp
     force = h.is_force is not False
     if not group:
         names.refused("rocketmq", "group", group, "The specified group is blank.", op="reset_offset")
         return req.make_response(ResponseCode.SYSTEM_ERROR, "The specified group is blank.")
-    if ctx.broker.topics.get(topic) is None:
+    if env.broker.topics.get(topic) is None:
         return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-    table = compute_offsets(ctx, group, topic, timestamp, force)
+    table = compute_offsets(env, group, topic, timestamp, force)
     for q, off in table.items():
-        ctx.broker.offsets.commit(group, topic, q, off)
-    ctx.broker.offsets.persist()
-    c_style, keyed = _bodies(ctx, topic, table)
-    info = ctx.broker.consumers.get(group)
+        env.broker.offsets.commit(group, topic, q, off)
+    env.broker.offsets.persist()
+    c_style, keyed = _bodies(env, topic, table)
+    info = env.broker.consumers.get(group)
     notified = 0
     for client in list(info.clients.values()) if info else []:
         cmd = RemotingCommand(code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET,

@@ -56,7 +56,7 @@ from rokka.core.model import (
 from rokka.core.record import decode_properties, encode_offset_msg_id, msg_id_prefix
 from rokka.core.storage import PutResult, PutStatus
 from rokka.core.topics import NOT_ALLOWED_SEND, PERM_WRITE
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv
 from rokka.net.remoting.codec.batch import BatchFormatError, decode_batch
 from rokka.net.remoting.codec.codes import ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
@@ -115,20 +115,20 @@ def parse_properties(text: str | None) -> dict[str, str]:
     return decode_properties(text.encode("utf-8")) if text else {}
 
 
-def _base_response(req: RemotingCommand, ctx: BrokerContext, code: int, remark: str | None, *,
+def _base_response(req: RemotingCommand, env: BrokerEnv, code: int, remark: str | None, *,
                    msg_id: str | None = None, queue_id: int | None = None,
                    queue_offset: int | None = None) -> RemotingCommand:
     header = SendMessageResponseHeader(msg_id=msg_id, queue_id=queue_id, queue_offset=queue_offset,
-                                       msg_region=ctx.cfg.region_id, trace_on=ctx.cfg.trace_on)
+                                       msg_region=env.cfg.region_id, trace_on=env.cfg.trace_on)
     return req.make_response(code, remark, header.encode())
 
 
-def check_topic_for_send(ctx: BrokerContext, topic: str, default_topic: str | None, default_queue_nums: int,
+def check_topic_for_send(env: BrokerEnv, topic: str, default_topic: str | None, default_queue_nums: int,
                          queue_id: int) -> tuple[int, str | None, int]:
     """Return (code, remark, queue_id) — code SUCCESS with the queue to use when sendable."""
-    broker = ctx.broker
+    broker = env.broker
     if not (broker.topics.broker_perm & PERM_WRITE):
-        return ResponseCode.NO_PERMISSION, f"the broker[{ctx.broker_addr}] sending message is forbidden", 0
+        return ResponseCode.NO_PERMISSION, f"the broker[{env.broker_addr}] sending message is forbidden", 0
     if (bad := names.topic_problem(topic)) is not None:
         names.refused("rocketmq", "topic", topic, bad, op="send")
         return ResponseCode.SYSTEM_ERROR, bad, 0
@@ -138,10 +138,10 @@ def check_topic_for_send(ctx: BrokerContext, topic: str, default_topic: str | No
     if tc is None and default_topic:
         tc = broker.topics.create_from_default(topic, default_topic, default_queue_nums)
         if tc is not None:
-            ctx.topic_changed()
+            env.topic_changed()
     if tc is None and topic.startswith(RETRY_PREFIX):
         tc = broker.topics.ensure(topic, 1)
-        ctx.topic_changed()
+        env.topic_changed()
     if tc is None:
         return ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!", 0
     if not tc.writable:
@@ -155,66 +155,66 @@ def check_topic_for_send(ctx: BrokerContext, topic: str, default_topic: str | No
     return ResponseCode.SUCCESS, None, queue_id
 
 
-def _dlq_redirect(ctx: BrokerContext, topic: str, reconsume_times: int, max_times: int | None,
+def _dlq_redirect(env: BrokerEnv, topic: str, reconsume_times: int, max_times: int | None,
                   props: dict[str, str]) -> str:
     """A %RETRY% send that exhausted its retries goes to %DLQ%<group>."""
     if not topic.startswith(RETRY_PREFIX):
         return topic
     group = topic[len(RETRY_PREFIX):]
-    sub_cfg = ctx.broker.sub_groups.get(group)
+    sub_cfg = env.broker.sub_groups.get(group)
     limit = max_times if max_times is not None else (sub_cfg.retry_max_times if sub_cfg else 16)
     if reconsume_times >= limit:
-        ctx.broker.topics.ensure_dlq(group)
-        ctx.topic_changed()
+        env.broker.topics.ensure_dlq(group)
+        env.topic_changed()
         props.pop(PROP_DELAY, None)
         return DLQ_PREFIX + group
     return topic
 
 
-async def handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    return await _gated(_handle_send, ctx, channel, req)
+async def handle_send(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    return await _gated(_handle_send, env, channel, req)
 
 
-async def handle_send_back(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
-    return await _gated(_handle_send_back, ctx, channel, req)
+async def handle_send_back(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
+    return await _gated(_handle_send_back, env, channel, req)
 
 
-async def _gated(handler: Any, ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def _gated(handler: Any, env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     """``handler`` behind the send queue (``handlers/flow.py``), as Java's send pool runs both sends and
     send-backs."""
-    gate = ctx.send_gate
+    gate = env.send_gate
     if (busy := gate.refusal(req, getattr(channel, "peer", None))) is not None:
-        return _base_response(req, ctx, ResponseCode.SYSTEM_BUSY, busy)
+        return _base_response(req, env, ResponseCode.SYSTEM_BUSY, busy)
     gate.inflight += 1
     try:
-        return await handler(ctx, channel, req)
+        return await handler(env, channel, req)
     finally:
         gate.inflight -= 1
 
 
-async def _handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def _handle_send(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = SendMessageRequestHeader.decode_send(req)
     topic, queue_id, sysflag, born_ts, flag = h.topic, h.queue_id, h.sys_flag, h.born_timestamp, h.flag
     reconsume = h.reconsume_times or 0
     batch = bool(h.batch) or req.code == 320                   # SEND_BATCH_MESSAGE is a batch whatever the header
     max_reconsume = h.max_reconsume_times if req.version >= 121 else None     # honoured from 4.9 clients on
     code, remark, queue_id = check_topic_for_send(
-        ctx, topic, h.default_topic, h.default_topic_queue_nums or 4, queue_id)
+        env, topic, h.default_topic, h.default_topic_queue_nums or 4, queue_id)
     if code != ResponseCode.SUCCESS:
-        return _base_response(req, ctx, code, remark)
-    if ctx.cfg.reject_transaction_message and (sysflag & TRANSACTION_MASK):
-        return _base_response(req, ctx, ResponseCode.NO_PERMISSION, "the broker rejects transaction messages")
-    if remark := compressed_body_error(req.body, sysflag, ctx.cfg.max_message_size):   # decompression bombs
-        return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, remark)
+        return _base_response(req, env, code, remark)
+    if env.cfg.reject_transaction_message and (sysflag & TRANSACTION_MASK):
+        return _base_response(req, env, ResponseCode.NO_PERMISSION, "the broker rejects transaction messages")
+    if remark := compressed_body_error(req.body, sysflag, env.cfg.max_message_size):   # decompression bombs
+        return _base_response(req, env, ResponseCode.MESSAGE_ILLEGAL, remark)
     batch_props = parse_properties(h.properties)
     # An empty body is accepted, as the Java broker does (only clients refuse it): records with an
     # empty or null Kafka value are stored that way, and a RocketMQ relay must be able to re-send them.
     if batch and not req.body:
-        return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, "the batch body is empty")
+        return _base_response(req, env, ResponseCode.MESSAGE_ILLEGAL, "the batch body is empty")
     born_host = ipv4_host(getattr(channel, "peer", None))
     if batch:
         if batch_props.get(PROP_DELAY) or (sysflag & TRANSACTION_MASK) or batch_props.get(PROP_TRAN_MSG):
-            return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL,
+            return _base_response(req, env, ResponseCode.MESSAGE_ILLEGAL,
                                   "batch messages cannot be delayed or transactional")
         body = req.body
         if sysflag & COMPRESSED_FLAG:
@@ -222,19 +222,19 @@ async def _handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -
             try:
                 body = zlib.decompress(body)
             except zlib.error as exc:
-                return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, f"bad compressed batch body: {exc}")
+                return _base_response(req, env, ResponseCode.MESSAGE_ILLEGAL, f"bad compressed batch body: {exc}")
             sysflag &= ~COMPRESSED_FLAG
-        raw = ctx.broker.append_batch_body(BatchBody(topic, queue_id, body, batch_props, sysflag, born_ts, born_host,
+        raw = env.broker.append_batch_body(BatchBody(topic, queue_id, body, batch_props, sysflag, born_ts, born_host,
                                                      reconsume))
         if raw is not None:     # stored straight from the wire form (native encoder)
-            result = await ctx.broker.wait_durable(raw)
+            result = await env.broker.wait_durable(raw)
             if result.ok:
-                ctx.shared.put_total += len(result.appended)
-            return send_response(ctx, req, result, queue_id)
+                env.shared.put_total += len(result.appended)
+            return send_response(env, req, result, queue_id)
         try:
             elements = decode_batch(body)
         except (BatchFormatError, ValueError) as exc:
-            return _base_response(req, ctx, ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}")
+            return _base_response(req, env, ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}")
         msgs = []
         for el in elements:
             props = decode_properties(el.properties_raw)
@@ -242,39 +242,39 @@ async def _handle_send(ctx: BrokerContext, channel: Any, req: RemotingCommand) -
                 props.update(batch_props)
             msgs.append(Message(topic, queue_id, el.body, props, el.flag, sysflag, born_ts, born_host, reconsume))
     else:
-        topic = _dlq_redirect(ctx, topic, reconsume, max_reconsume, batch_props)
+        topic = _dlq_redirect(env, topic, reconsume, max_reconsume, batch_props)
         if topic.startswith(DLQ_PREFIX):
             queue_id = 0
         msgs = [Message(topic, queue_id, req.body, batch_props, flag, sysflag, born_ts, born_host, reconsume)]
-    result = await ctx.broker.put(msgs)
+    result = await env.broker.put(msgs)
     if result.ok:
-        ctx.shared.put_total += len(result.appended)
-    return send_response(ctx, req, result, queue_id)
+        env.shared.put_total += len(result.appended)
+    return send_response(env, req, result, queue_id)
 
 
-def send_response(ctx: BrokerContext, req: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+def send_response(env: BrokerEnv, req: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
     code = PUT_STATUS_CODE.get(result.status, ResponseCode.SYSTEM_ERROR)
     remark = None if code == ResponseCode.SUCCESS else (result.remark or result.status.value)
     if appended := result.appended:
-        prefix = _msg_id_prefix(ctx.broker.store_config.store_host)   # offsetMsgId = prefix + 16 hex digits
+        prefix = _msg_id_prefix(env.broker.store_config.store_host)   # offsetMsgId = prefix + 16 hex digits
         first = appended[0]
         if len(appended) == 1:
             msg_id = f"{prefix}{first[0] & 0xFFFFFFFFFFFFFFFF:016X}"
         else:
             msg_id = ",".join([f"{prefix}{a[0] & 0xFFFFFFFFFFFFFFFF:016X}" for a in appended])
-        resp = _base_response(req, ctx, code, remark, msg_id=msg_id, queue_id=queue_id,
+        resp = _base_response(req, env, code, remark, msg_id=msg_id, queue_id=queue_id,
                               queue_offset=first.queue_offset)
     else:
-        resp = _base_response(req, ctx, code, remark, msg_id="", queue_id=queue_id, queue_offset=0)
+        resp = _base_response(req, env, code, remark, msg_id="", queue_id=queue_id, queue_offset=0)
     if code != ResponseCode.SUCCESS:
         log.info("rocketmq.send_rejected", code=int(code), remark=remark)
     return resp
 
 
-async def _handle_send_back(ctx: BrokerContext, channel: Any, req: RemotingCommand) -> RemotingCommand:
+async def _handle_send_back(env: BrokerEnv, channel: Any, req: RemotingCommand) -> RemotingCommand:
     h = ConsumerSendMsgBackRequestHeader.decode(req)
     offset, group, delay_level = h.offset, h.group, h.delay_level
-    broker = ctx.broker
+    broker = env.broker
     if (bad := names.consumer_group_problem(group)) is not None:
         names.refused("rocketmq", "group", group, bad, op="send_back", peer=str(getattr(channel, "peer", "")))
         return req.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -306,7 +306,7 @@ async def _handle_send_back(ctx: BrokerContext, channel: Any, req: RemotingComma
         props[PROP_DELAY] = str(3 + msg.reconsume_times if delay_level == 0 else delay_level)
     if max_times != 16:
         props[PROP_MAX_RECONSUME_TIMES] = str(max_times)
-    ctx.topic_changed()
+    env.topic_changed()
     new = Message(topic, queue_id, msg.body, props, msg.flag, msg.sysflag, msg.born_timestamp,
                   msg.born_host, msg.reconsume_times + 1)
     result = await broker.put([new])

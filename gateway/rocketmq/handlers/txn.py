@@ -34,7 +34,7 @@ import trio
 from rokka.core.model import PROP_REAL_QID, PROP_REAL_TOPIC, PROP_UNIQ_KEY, Message, StoredMessage
 from rokka.core.record import encode_offset_msg_id, encode_record
 from rokka.core.txn import EndOutcome
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv
 from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.net.remoting.codec.request_headers import (
@@ -47,15 +47,15 @@ log = structlog.get_logger(__name__)
 CHECK_SEND_TIMEOUT_S = 3.0
 
 
-async def handle_end_transaction(ctx: BrokerContext, channel: Any,
+async def handle_end_transaction(env: BrokerEnv, channel: Any,
                                  req: RemotingCommand) -> RemotingCommand | None:
-    if ctx.cfg.broker_id != 0:
+    if env.cfg.broker_id != 0:
         return req.make_response(ResponseCode.SLAVE_NOT_AVAILABLE,
                                  "Can't commit or rollback a transaction on a slave")
     h = EndTransactionRequestHeader.decode(req)
     group, queue_offset, commitlog_offset = h.producer_group, h.tran_state_table_offset, h.commit_log_offset
     decision, from_check = h.commit_or_rollback, h.from_transaction_check
-    result = await ctx.broker.transactions.end_transaction(
+    result = await env.broker.transactions.end_transaction(
         producer_group=group, tran_state_table_offset=queue_offset, commitlog_offset=commitlog_offset,
         commit_or_rollback=decision, from_check=from_check)
     if result.outcome is EndOutcome.IGNORED:
@@ -82,9 +82,9 @@ def check_request(half: StoredMessage) -> RemotingCommand:
     return RemotingCommand(code=RequestCode.CHECK_TRANSACTION_STATE, ext_fields=ext, body=body)
 
 
-async def send_check(ctx: BrokerContext, group: str, half: StoredMessage) -> bool:
+async def send_check(env: BrokerEnv, group: str, half: StoredMessage) -> bool:
     """Ask one live producer of ``group`` about ``half``; False if none could be reached."""
-    members = [c for c in ctx.broker.producers.members(group) if not getattr(c.handle, "closed", True)]
+    members = [c for c in env.broker.producers.members(group) if not getattr(c.handle, "closed", True)]
     random.shuffle(members)
     cmd = check_request(half)
     for client in members:
@@ -101,7 +101,7 @@ async def send_check(ctx: BrokerContext, group: str, half: StoredMessage) -> boo
     return False
 
 
-async def run_transaction_checks(ctx: BrokerContext, *,
+async def run_transaction_checks(env: BrokerEnv, *,
                                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """The broker's check-back loop (core.txn) with the remoting checker; runs until cancelled."""
-    await ctx.broker.transactions.run(functools.partial(send_check, ctx), task_status=task_status)
+    await env.broker.transactions.run(functools.partial(send_check, env), task_status=task_status)

@@ -72,7 +72,7 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 producer = Producer(rc, nsc, "pg", retries=0)
                 # A SYNC_MASTER send waits for a slave: never run inline in the connection's reader (that
                 # would hold every later request of the connection behind the slave's ack).
-                send_handler = build_handlers(master.ctx)[RequestCode.SEND_MESSAGE]
+                send_handler = build_handlers(master.env)[RequestCode.SEND_MESSAGE]
                 assert send_handler.inline(None) is False
                 alone = await producer.send("T", b"no slave yet", queue=0)
                 assert alone.status == "SLAVE_NOT_AVAILABLE"        # stored, but no slave has it

@@ -29,7 +29,7 @@ from rokka.net.remoting.codec.headers import to_ext
 from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.net.remoting.connection import RemotingConnection
 from rokka.gateway.rocketmq.handlers import build_handlers
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv
 from rokka.gateway.rocketmq.handlers.flow import SendGate
 from rokka.gateway.rocketmq.server import RemotingServer
 
@@ -63,7 +63,7 @@ async def broker_stack(root: Path, **cfg_kw: object) -> AsyncIterator[Stack]:
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run)
-            ctx = BrokerContext(broker, "127.0.0.1:0", nursery=nursery)
+            ctx = BrokerEnv(broker, "127.0.0.1:0", nursery=nursery)
             server = RemotingServer(build_handlers(ctx), name="broker")
             (host, port), *_ = await nursery.start(server.serve, "127.0.0.1", [0])
             yield Stack(broker, server, f"{host}:{port}", stall, stalling)

@@ -19,7 +19,7 @@ from rokka.net.remoting.codec.codes import RequestCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.net.remoting.connection import RemotingConnection
 from rokka.gateway.rocketmq.handlers import build_handlers
-from rokka.gateway.rocketmq.handlers.context import BrokerContext
+from rokka.gateway.rocketmq.handlers.context import BrokerEnv
 
 
 class CountingStream(trio.abc.HalfCloseableStream):
@@ -96,7 +96,7 @@ async def _broker_channel_sends(tmp_path: Path, flush: str, n: int) -> tuple[lis
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run)
-            handlers = build_handlers(BrokerContext(broker, "127.0.0.1:0", nursery=nursery))
+            handlers = build_handlers(BrokerEnv(broker, "127.0.0.1:0", nursery=nursery))
             a, b = trio.socket.socketpair()
             server_stream = CountingStream(trio.SocketStream(a))
             peer = trio.SocketStream(b)
