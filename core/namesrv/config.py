@@ -165,17 +165,17 @@ class KVConfigStore:
         log.info("namesrv.kv_config_loaded", path=str(self.path), namespaces=len(out))
         return out
 
-    def persist(self, table: dict[str, dict[str, str]], generation: int | None = None) -> None:
+    def persist(self, table: dict[str, dict[str, str]], generation: int) -> None:
         """Write ``table`` (a snapshot the caller no longer changes) unless a newer ``generation`` is on
         disk already (the name server writes from a worker thread and, at stop, from its own)."""
         if self.path is None:
             return
         with self._lock:
-            if generation is not None and generation <= self._written:
+            if generation <= self._written:
                 return
             try:
                 write_json_atomic(self.path, {"configTable": {ns: kv for ns, kv in table.items()
                                                               if ns not in self.ephemeral}})
-                self._written = self._written if generation is None else generation
+                self._written = generation
             except OSError as exc:
                 log.error("namesrv.kv_config_persist_failed", path=str(self.path), error=str(exc))
