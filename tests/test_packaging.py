@@ -17,6 +17,7 @@ own ``.pth`` files, so the editable install of the working tree stays out of the
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -33,11 +34,33 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("core", "net", "gateway", "compat", "pipeline")
 
 
+def _source_copy(dest: Path) -> Path:
+    """The working tree's files (tracked, and untracked but not ignored) copied to ``dest``.
+
+    The build runs there, not in the checkout: setuptools builds in place (``build/``, ``*.egg-info``),
+    and with ``-n 2`` both pytest workers build this module's wheel at once, each for its own tests;
+    two builds in one ``build/`` race (CI once failed that way). The copy also leaves out whatever
+    a developer's earlier builds left in the checkout, as a fresh clone would.
+    """
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            check=True, capture_output=True, timeout=60).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        src = ROOT / name
+        if src.is_file():                  # a tracked file deleted in the working tree is left out
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(ROOT)], check=True, timeout=600, cwd=out)
+    src = _source_copy(tmp_path_factory.mktemp("source"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                            "-w", str(out), str(src)], capture_output=True, text=True, timeout=600, cwd=out)
+    if built.returncode:
+        pytest.fail(f"pip wheel exited {built.returncode}; its output ends:\n"
+                    f"{(built.stdout + built.stderr)[-4000:]}", pytrace=False)
     (found,) = out.glob("rokka-*.whl")
     return found
 
