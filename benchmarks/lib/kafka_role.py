@@ -11,7 +11,7 @@ settings for every client of the role, e.g. ``security.protocol`` and ``ssl.ca.l
   over the partitions; ``shape`` other than ``plain`` adds keys and headers, see ``SHAPES``),
   ``acks`` 1 | all, default batching (linger.ms 5); timed from the first
   ``produce()`` to the end of ``flush()``.  ``result {messages, seconds, errors}``.
-* ``consume``: ``assign()`` every partition at the beginning (no group join; fetch.queue.backoff.ms
+* ``consume``: ``assign()`` every partition (or those in ``partition_list``) at the beginning (no group join; fetch.queue.backoff.ms
   10, see ``consume``) and count records
   until ``count`` or ``max_s``; timed from the first record to the last (``consume()`` asks for
   one record first, then never more than the records still missing, so neither the wait for a
@@ -94,10 +94,14 @@ def shape_parts(shape: str) -> tuple[list[bytes] | None, list[tuple[str, bytes]]
 
 def produce(p: dict[str, Any]) -> None:
     errors: list[str] = []
+    landed: dict[int, int] = {}      # partition -> records delivered there
 
     def on_delivery(err: Any, msg: Any) -> None:
-        if err is not None and len(errors) < 5:
-            errors.append(str(err))
+        if err is not None:
+            if len(errors) < 5:
+                errors.append(str(err))
+        else:
+            landed[msg.partition()] = landed.get(msg.partition(), 0) + 1
 
     prod = Producer({"bootstrap.servers": p["bootstrap"], "acks": str(p["acks"]), "linger.ms": 5,
                      "queue.buffering.max.messages": 200000, **p.get("client", {})})
@@ -120,7 +124,8 @@ def produce(p: dict[str, Any]) -> None:
             prod.poll(0.005)
     left = prod.flush(max(deadline - time.monotonic(), 5))
     dt = time.perf_counter() - t0
-    emit("result", messages=sent - left, seconds=dt, errors=errors)
+    # partitions: every record delivered, the warm-up one too (a reader of the topic sees it)
+    emit("result", messages=sent - left, seconds=dt, errors=errors, partitions={str(k): v for k, v in landed.items()})
 
 
 def consume(p: dict[str, Any]) -> None:
@@ -131,7 +136,8 @@ def consume(p: dict[str, Any]) -> None:
     cons = Consumer({"bootstrap.servers": p["bootstrap"], "group.id": p.get("group", "bench"),
                      "enable.auto.commit": False, "fetch.max.bytes": 52428800, "fetch.queue.backoff.ms": 10,
                      **p.get("client", {})})
-    cons.assign([TopicPartition(p["topic"], i, OFFSET_BEGINNING) for i in range(int(p["partitions"]))])
+    parts = p.get("partition_list") or range(int(p["partitions"]))     # a subset: one of several readers
+    cons.assign([TopicPartition(p["topic"], i, OFFSET_BEGINNING) for i in parts])
     count, n, nbytes = int(p["count"]), 0, 0
     t_first = t_last = 0.0
     deadline = time.monotonic() + float(p.get("max_s", 120))
