@@ -38,10 +38,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rokka.gateway.supervisor import resolve_brokers
+
 from benchmarks import bench_kafka as bk
 from benchmarks.lib import procs
 from benchmarks.lib.kafka_role import SHAPES
-from rokka.gateway.supervisor import resolve_brokers
 
 harness = procs.harness
 PARTITIONS = 8
@@ -121,7 +122,7 @@ def rows_for(label: str, bs: str, pids: list[int], opts: argparse.Namespace, cou
         c0 = cpu_of(pids)
         res = parallel([{"role": "consume", "bootstrap": bs, "topic": topic, "partition_list": hand,
                          "partitions": opts.partitions, "count": want, "max_s": max_s, "group": f"b-{i}"}
-                        for i, (hand, want) in enumerate(zip(hands, wants)) if want], wd, max_s + 60)
+                        for i, (hand, want) in enumerate(zip(hands, wants, strict=True)) if want], wd, max_s + 60)
         cpu = cpu_of(pids) - c0
         got = sum(int(r["messages"]) for r in res)
         if got < sum(wants):

@@ -10,9 +10,10 @@ settings for every client of the role, e.g. ``security.protocol`` and ``ssl.ca.l
 * ``produce``: ``count`` values of ``size`` bytes to ``topic`` (null key: librdkafka spreads them
   over the partitions; ``shape`` other than ``plain`` adds keys and headers, see ``SHAPES``),
   ``acks`` 1 | all, default batching (linger.ms 5); timed from the first
-  ``produce()`` to the end of ``flush()``.  ``result {messages, seconds, errors}``.
-* ``consume``: ``assign()`` every partition (or those in ``partition_list``) at the beginning (no group join; fetch.queue.backoff.ms
-  10, see ``consume``) and count records
+  ``produce()`` to the end of ``flush()``.  ``result {messages, seconds, errors, partitions}``
+  (partitions: records delivered to each).
+* ``consume``: ``assign()`` every partition (or those in ``partition_list``) at the beginning (no
+  group join; fetch.queue.backoff.ms 10, see ``consume``) and count records
   until ``count`` or ``max_s``; timed from the first record to the last (``consume()`` asks for
   one record first, then never more than the records still missing, so neither the wait for a
   full first batch nor the final timeout is in or out of the time by accident).
