@@ -81,6 +81,7 @@ log = structlog.get_logger(__name__)
 
 KV_NAMESPACE = "ROKKA_KAFKA"
 TTL_S = 3.0
+LAYOUT_MEMO_MAX = 10_000     # topics whose layout is kept (ClusterView.layout); past it, all are rebuilt
 REMOTE_TIMEOUT_S = 5.0
 _ERRORS = (ClientError, RequestTimeoutError, ChannelClosedError, OSError, ValueError)
 
@@ -192,6 +193,11 @@ class ClusterView:
         self._live: dict[str, str] = {}                # live broker name -> master RocketMQ address
         self._routes: dict[str, tuple[float, dict[str, int]]] = {}  # topic -> (fetched at, broker -> queues)
         self._locks: dict[str, trio.Lock] = {}
+        # topic -> (what it was built from, the layout): ``layout`` runs for every produced or fetched
+        # partition, and building one (sorting the brokers, an Owner each) cost more than the rest of a
+        # small batch's path on a 16-broker cluster.  The inputs are replaced, never changed in place
+        # (a refresh assigns new dicts and route tuples), so identity tells a stale entry.
+        self._layouts: dict[str, tuple[int | None, object, object, TopicLayout | None]] = {}
 
     # ------------------------------------------------------------------ queries (synchronous)
 
@@ -229,6 +235,16 @@ class ClusterView:
         """The topic's partitions as this broker knows them now (None: unknown everywhere)."""
         local = self._local_queues(topic)
         cached = self._routes.get(topic)
+        memo = self._layouts.get(topic)
+        if memo is not None and memo[0] == local and memo[1] is cached and memo[2] is self._live:
+            return memo[3]
+        lay = self._build_layout(local, cached)
+        if len(self._layouts) >= LAYOUT_MEMO_MAX:
+            self._layouts.clear()
+        self._layouts[topic] = (local, cached, self._live, lay)
+        return lay
+
+    def _build_layout(self, local: int | None, cached: tuple[float, dict[str, int]] | None) -> TopicLayout | None:
         queues = dict(cached[1]) if cached is not None and self.clustered else {}
         queues.pop(self.broker_name, None)
         if local is not None:
@@ -302,6 +318,7 @@ class ClusterView:
             if master:
                 live[str(name)] = str(master)
         self._endpoints, self._live = endpoints, live
+        self._layouts.clear()       # clustered (from the endpoints) may have changed
 
     async def ensure(self, topics: Iterable[str], force: bool = False) -> None:
         """Fetch the routes of ``topics`` older than ``ttl_s``, or whose entry for this broker

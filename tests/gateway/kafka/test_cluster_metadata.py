@@ -16,6 +16,7 @@ import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
 from rokka.core.storage.memory import MemoryStore
+from rokka.core.topics import TopicConfig
 from rokka.gateway.kafka import KafkaServer
 from rokka.gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, TopicLayout, derive_node_id
 from rokka.gateway.kafka.codec import APIS, Struct
@@ -67,6 +68,26 @@ def test_single_node_view_is_partition_equals_queue(tmp_path: Path) -> None:
     assert not view.clustered and list(view.nodes()) == ["broker-a"]
     assert [view.local_queue("T", p) for p in range(4)] == [0, 1, 2, None]
     assert view.coordinator_for("any-group") == A_NODE
+
+
+def test_layout_is_kept_until_what_it_was_built_from_changes(tmp_path: Path) -> None:
+    """``layout`` runs per produced or fetched partition, so it is kept; a route refresh, a change of
+    this broker's queue count or of the live brokers must still show at once."""
+    broker = make_broker(tmp_path, "broker-b")
+    broker.topics.ensure("T", 2)
+    view = ClusterView("broker-b", B_NODE, "127.0.0.1:2", lambda t: local_count(broker, t))
+    # what refresh_brokers assigns (new dicts each round): broker-a published its endpoint and is live
+    view._endpoints, view._live = {"broker-a": A_NODE, "broker-b": B_NODE}, {"broker-a": "127.0.0.1:1"}
+    view.remember_route("T", {"broker-a": 4})
+    first = view.layout("T")
+    assert first is not None and first.total == 6 and view.layout("T") is first
+    assert [view.local_queue("T", p) for p in (3, 4, 5, 6)] == [None, 0, 1, None]
+    broker.topics.put(TopicConfig("T", 3, 3))          # the topic grew here (updateTopic)
+    assert view.layout("T").total == 7 and view.local_queue("T", 6) == 2  # type: ignore[union-attr]
+    view.remember_route("T", {"broker-a": 5})
+    assert view.layout("T").total == 8 and view.local_queue("T", 5) == 0  # type: ignore[union-attr]
+    view._live = {}
+    assert view.layout("T").owner("broker-a").live is False  # type: ignore[union-attr]
 
 
 def make_broker(tmp_path: Path, name: str) -> Broker:
