@@ -187,6 +187,12 @@ class Reader:
 
     def uvarint(self, max_bytes: int = 5) -> int:
         """Unsigned varint (up to 5 bytes = 32 bits by default, 10 for 64 bits)."""
+        pos = self.pos
+        if pos < self.end:         # one byte (< 128): every compact length and tag count of a usual request
+            b = self.buf[pos]
+            if b < 0x80:
+                self.pos = pos + 1
+                return b  # type: ignore[no-any-return]
         result = 0
         shift = 0
         for _ in range(max_bytes):

@@ -21,6 +21,11 @@ Fields that do not exist at the encoded version are silently dropped.
 
 For each (struct, version) a *plan* is compiled once and cached: the ordered
 list of (name, reader, writer) for regular fields plus a tag -> field table.
+Decoding runs a function generated from the plan (``_compile_decoder``): the
+fields read in a straight line, fixed-width integers unpacked in place, and
+the empty tagged-field section (the usual case) taken as one byte; it builds
+exactly the ``Struct`` the plan-walking ``decode_generic`` builds and raises
+the same errors (a test compares them on every API and version).
 Flexible versions (>= the API's first flexible version) switch strings,
 bytes and arrays to compact encodings and append a tagged-field section to
 every struct (kafka-wire.md §1.5).  Unknown tags are skipped on read; tagged
@@ -31,6 +36,7 @@ Version ranges use Kafka's notation: "3+", "1-7", "4", "" (none).
 
 from __future__ import annotations
 
+import struct as _struct
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -178,6 +184,7 @@ class StructType:
 
     fields: tuple[Field, ...]
     _plans: dict[tuple[int, bool], _Plan] = field(default_factory=dict, repr=False)
+    _decoders: dict[tuple[int, bool], Callable[[Reader], Struct]] = field(default_factory=dict, repr=False)
 
     def defaults(self) -> Struct:
         return Struct(**{fl.name: fl.make_default() for fl in self.fields})
@@ -216,6 +223,13 @@ class StructType:
         return _Plan(regular, dict(sorted(tagged.items())), absent, flexible)
 
     def decode(self, r: Reader, version: int, flexible: bool) -> Struct:
+        fn = self._decoders.get((version, flexible))
+        if fn is None:
+            fn = self._decoders[(version, flexible)] = _compile_decoder(self.plan(version, flexible))
+        return fn(r)
+
+    def decode_generic(self, r: Reader, version: int, flexible: bool) -> Struct:
+        """``decode`` by walking the plan (the reference the generated decoders are held to)."""
         plan = self.plan(version, flexible)
         values: dict[str, Any] = {fl.name: fl.make_default() for fl in plan.absent}
         for fl, read, _ in plan.regular:
@@ -271,6 +285,81 @@ def _get(value: Any, fl: Field) -> Any:
     return fl.make_default() if v is _MISSING else v
 
 
+# Fixed-width integers the generated decoders unpack in place: kind -> (struct format, size).
+_INLINE: dict[str, tuple[str, int]] = {"int8": (">b", 1), "int16": (">h", 2), "int32": (">i", 4),
+                                       "int64": (">q", 8), "uint16": (">H", 2), "float64": (">d", 8)}
+_IMMUTABLE = (int, float, str, bytes, bool, type(None))
+
+
+def _read_tags(r: Reader, tagged: dict[int, tuple[Field, Reader_, Writer_]]) -> dict[str, Any]:
+    """A struct's tagged-field section: {field name: value} of the known tags present (unknown skipped)."""
+    found: dict[str, Any] = {}
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        size = r.uvarint()
+        end = r.pos + size
+        if end > r.end:
+            raise DecodeError(f"tagged field {tag} overruns its struct")
+        entry = tagged.get(tag)
+        if entry is not None:
+            sub = Reader(r.buf, r.pos, end)
+            found[entry[0].name] = entry[1](sub)
+            if sub.pos != end:
+                raise DecodeError(f"tagged field {tag} has {end - sub.pos} trailing bytes")
+        r.pos = end
+    return found
+
+
+def _compile_decoder(plan: _Plan) -> Callable[[Reader], Struct]:
+    """A decode function for one plan, generated as straight-line Python (module doc); the fields
+    come out in ``decode_generic``'s order: absent, regular, tagged."""
+    ns: dict[str, Any] = {"Struct": Struct, "read_tags": _read_tags, "TAGGED": plan.tagged}
+    body = ["def decode(r):", "    buf = r.buf"]
+    out: list[tuple[str, str]] = []
+
+    def default(key: str, fl: Field) -> str:
+        value = fl.make_default()
+        if isinstance(value, _IMMUTABLE):
+            ns[key] = value
+            return key
+        ns[key] = fl.make_default
+        return f"{key}()"
+
+    for i, fl in enumerate(plan.absent):
+        out.append((fl.name, default(f"A{i}", fl)))
+    for i, (fl, read, _) in enumerate(plan.regular):
+        inline = _INLINE.get(fl.type.name) if isinstance(fl.type, Primitive) else None
+        if inline is not None:
+            fmt, size = inline
+            ns[f"U{i}"] = _struct.Struct(fmt).unpack_from
+            body += ["    p = r.pos", f"    if p + {size} > r.end:", f"        r._need({size})",
+                     f"    v{i} = U{i}(buf, p)[0]", f"    r.pos = p + {size}"]
+        else:
+            ns[f"R{i}"] = read
+            body.append(f"    v{i} = R{i}(r)")
+        out.append((fl.name, f"v{i}"))
+    if plan.flexible:
+        tagged = [fl for fl, _, _ in plan.tagged.values()]
+        for k, fl in enumerate(tagged):
+            body.append(f"    t{k} = {default(f'T{k}', fl)}")
+            out.append((fl.name, f"t{k}"))
+        body += ["    p = r.pos", "    if p < r.end and buf[p] == 0:", "        r.pos = p + 1", "    else:",
+                 "        found = read_tags(r, TAGGED)"]
+        for k, fl in enumerate(tagged):
+            body.append(f"        t{k} = found.get({fl.name!r}, t{k})")
+    else:
+        for fl, _, _ in plan.tagged.values():     # none outside flexible versions (``_compile``)
+            out.append((fl.name, default(f"X{len(out)}", fl)))
+    if any(not name.isidentifier() or name in ns or name in ("r", "buf", "p", "found")
+           or (name[:1] in "vt" and name[1:].isdigit()) for name, _ in out):
+        ns["NAMES"] = tuple(name for name, _ in out)
+        body.append(f"    return Struct(**dict(zip(NAMES, ({', '.join(e for _, e in out)},))))")
+    else:
+        body.append(f"    return Struct({', '.join(f'{name}={e}' for name, e in out)})")
+    exec(compile("\n".join(body), "<kafka-decoder>", "exec"), ns)  # noqa: S102 - generated from declarations
+    return ns["decode"]  # type: ignore[no-any-return]
+
+
 def _codec(
     t: Primitive | Array | StructType, version: int, flexible: bool, nullable: bool, name: str
 ) -> tuple[Reader_, Writer_]:
@@ -309,8 +398,11 @@ def _struct_codec(
     if nullable:  # Kafka marks nullable structs with an int8 presence byte; none of ours are.
         raise ValueError(f"nullable struct {name} is not supported")
 
+    decoders = t._decoders
+
     def read(r: Reader) -> Struct:
-        return t.decode(r, version, flexible)
+        fn = decoders.get((version, flexible))
+        return fn(r) if fn is not None else t.decode(r, version, flexible)
 
     def write(out: bytearray, v: Any) -> None:
         t.encode(out, v, version, flexible)
