@@ -45,6 +45,7 @@ from rokka.core.storage.layout import tags_hash
 log = structlog.get_logger(__name__)
 
 _UNIT = struct.Struct(">qiq")   # a raw ConsumeQueue unit: commitlog offset, size, tags code
+Keyed = tuple[str, Sequence[str], int, int]     # an index entry to write: topic, keys, commitlog offset, store ts
 
 
 class ReplayGap(Exception):
@@ -119,7 +120,10 @@ class Dispatcher:
         self.index_from = 0
 
     def dispatch(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int, size: int,
-                 sysflag: int, props: dict[str, str], store_ts: int, replay: bool = False) -> None:
+                 sysflag: int, props: dict[str, str], store_ts: int, replay: bool = False,
+                 keyed: list[Keyed] | None = None) -> None:
+        """One record's unit, arrival and index entries; ``keyed``: collect the index entries there
+        instead, for one ``put_keyed`` after a scan of many records (the same entries, written natively)."""
         t = sysflag & TRANSACTION_MASK
         if t != TRANSACTION_PREPARED_TYPE and t != TRANSACTION_ROLLBACK_TYPE:
             if topic == TOPIC_SCHEDULE:
@@ -141,7 +145,15 @@ class Dispatcher:
                 and (not replay or commitlog_offset >= self.index_from)):
             keys = index_keys(props)
             if keys:
-                self.index.put(topic, keys, commitlog_offset, store_ts)
+                if keyed is not None:
+                    keyed.append((topic, keys, commitlog_offset, store_ts))
+                else:
+                    self.index.put(topic, keys, commitlog_offset, store_ts)
+
+    def put_keyed(self, keyed: Sequence[Keyed]) -> None:
+        """The index entries ``dispatch(..., keyed=)`` collected, in their order."""
+        if keyed and self.index is not None:
+            self.index.put_batch(keyed)
 
     def dispatch_batch(self, messages: Sequence[Message], appended: Sequence[Appended]) -> None:
         """``dispatch`` for every record of one append (same effects, in the same order per record).
@@ -153,7 +165,7 @@ class Dispatcher:
         queues = self.queues
         listeners = self.listeners
         index = self.index
-        keyed: list[tuple[str, Sequence[str], int, int]] = []
+        keyed: list[Keyed] = []
         arrived: list[tuple[str, int, int, int, dict[str, str]]] = []
         runs: dict[tuple[str, int], tuple[QueueLike, int, list[int]]] = {}
         run: tuple[QueueLike, int, list[int]] | None = None

@@ -46,7 +46,7 @@ import structlog
 from rokka.core.storage import layout
 from rokka.core.storage.commitlog import CommitLog
 from rokka.core.storage.consumequeue import ConsumeQueue
-from rokka.core.storage.dispatch import Dispatcher, ReplayGap, is_dispatched
+from rokka.core.storage.dispatch import Dispatcher, Keyed, ReplayGap, is_dispatched
 from rokka.core.storage.segment import Segment
 
 log = structlog.get_logger(__name__)
@@ -94,6 +94,7 @@ def _scan_segment(seg: Segment, pos: int, dispatcher: Dispatcher | None) -> tupl
     crc32 = layout.crc32
     magic_ok = layout.MESSAGE_MAGIC
     view = memoryview(mm)
+    keyed: list[Keyed] = []     # index entries of the records replayed, written together at the end
     try:
         while pos + 8 <= size:
             if pos + v4_size <= size:
@@ -126,18 +127,20 @@ def _scan_segment(seg: Segment, pos: int, dispatcher: Dispatcher | None) -> tupl
             if crc32(view[body_start:topic_pos]) & 0x7FFFFFFF != f[2]:
                 return pos, "BODYCRC mismatch", False
             if dispatcher is not None:
-                _replay(dispatcher, mm, f, topic_pos, props_pos, end)
+                _replay(dispatcher, mm, f, topic_pos, props_pos, end, keyed)
             pos = end
         return pos, None, False
     finally:
         view.release()
+        if keyed:
+            dispatcher.put_keyed(keyed)  # type: ignore[union-attr]
 
 
 _topic_cache: dict[bytes, str] = {}
 
 
 def _replay(dispatcher: Dispatcher, mm: mmap.mmap, f: tuple, topic_pos: int, props_pos: int,
-            end: int) -> None:
+            end: int, keyed: list[Keyed]) -> None:
     raw_topic = mm[topic_pos + 1:props_pos]
     topic = _topic_cache.get(raw_topic)
     if topic is None:
@@ -147,7 +150,7 @@ def _replay(dispatcher: Dispatcher, mm: mmap.mmap, f: tuple, topic_pos: int, pro
         if q is not None and f[5] < q.max_offset or not is_dispatched(f[7]):
             return
     props = layout.decode_properties(mm[props_pos + 2:end])
-    dispatcher.dispatch(topic, f[3], f[5], f[6], f[0], f[7], props, f[11], replay=True)
+    dispatcher.dispatch(topic, f[3], f[5], f[6], f[0], f[7], props, f[11], replay=True, keyed=keyed)
 
 
 def _data_regions(seg: Segment, pos: int) -> list[tuple[int, int]]:

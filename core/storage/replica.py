@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 import structlog
 from rokka.core.storage import layout
 from rokka.core.storage.consumequeue import UNIT, hole_of
+from rokka.core.storage.dispatch import Keyed
 from rokka.core.storage.recovery import _scan_segment, trim_queues
 
 if TYPE_CHECKING:
@@ -103,7 +104,8 @@ class _ReplicaDispatch:
         self.on_new_queue: list[Callable[[str, int], None]] = []
 
     def dispatch(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int, size: int,
-                 sysflag: int, props: dict[str, str], store_ts: int, replay: bool = False) -> None:
+                 sysflag: int, props: dict[str, str], store_ts: int, replay: bool = False,
+                 keyed: list[Keyed] | None = None) -> None:
         del replay
         q = self.store.cqs.get((topic, queue_id))
         new = q is None
@@ -120,8 +122,11 @@ class _ReplicaDispatch:
             for callback in self.on_new_queue:
                 callback(topic, queue_id)
         self.store.dispatcher.dispatch(topic, queue_id, queue_offset, commitlog_offset, size, sysflag, props,
-                                       store_ts)
+                                       store_ts, keyed=keyed)
         self.store._last_store_ts = store_ts
+
+    def put_keyed(self, keyed: list[Keyed]) -> None:
+        self.store.dispatcher.put_keyed(keyed)
 
 
 class ReplicaAppender:
