@@ -237,19 +237,7 @@ class StructType:
         for fl, _, _ in plan.tagged.values():
             values[fl.name] = fl.make_default()
         if flexible:
-            for _ in range(r.uvarint()):
-                tag = r.uvarint()
-                size = r.uvarint()
-                end = r.pos + size
-                if end > r.end:
-                    raise DecodeError(f"tagged field {tag} overruns its struct")
-                entry = plan.tagged.get(tag)
-                if entry is not None:
-                    sub = Reader(r.buf, r.pos, end)
-                    values[entry[0].name] = entry[1](sub)
-                    if sub.pos != end:
-                        raise DecodeError(f"tagged field {tag} has {end - sub.pos} trailing bytes")
-                r.pos = end
+            values.update(_read_tags(r, plan.tagged))
         return Struct(**values)
 
     def encode(self, out: bytearray, value: Any, version: int, flexible: bool) -> None:
