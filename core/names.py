@@ -25,6 +25,7 @@ path outside its root whatever the name (``rokka.core.storage.paths``).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -63,6 +64,7 @@ def topic_problem(name: str | None, *, kafka: bool = False, allow_dot: bool = Tr
     return None
 
 
+@functools.lru_cache(maxsize=4096)     # asked for every produced and fetched partition
 def _kafka_topic_problem(name: str | None) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
