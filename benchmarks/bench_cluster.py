@@ -23,7 +23,8 @@ Server CPU is user+system time from ``/proc/PID/stat`` summed over the server's 
 supervisor and every child for N > 1; Tansu's one process), before and after each row, divided by the
 records: it is less disturbed than msg/s by other load on a shared machine.  The defaults (2
 producers, 1 consumer, plain records) fit the project's 2-core machine; a 16-core machine row uses
-e.g. ``--brokers 1,auto --tansu --producers 6 --consumers 6 --partitions 32`` (BENCHMARKS.md).
+e.g. ``--brokers 1,auto --tansu --producers 6 --consumers 6 --partitions 32`` (BENCHMARKS.md; on a machine
+without a registry through ``benchmarks/multicore.sh``).
 Loopback only; every wait bounded.
 """
 
