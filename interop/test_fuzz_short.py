@@ -40,3 +40,16 @@ def test_short_fuzz_every_port(tmp_path: Path) -> None:
     failed += [c for c in res.checks(strict=True) if c.split(":")[0] in STRICT_NOW]
     assert all(p.frames == FRAMES for p in res.ports), [(p.port, p.frames) for p in res.ports]
     assert not failed, "\n".join(failed) + "\n" + res.table()
+
+
+@pytest.mark.timeout(240)
+def test_the_memory_safety_net_kills_by_own_memory_and_ends_the_run(tmp_path: Path) -> None:
+    """``kill_rss_mib`` counts the server's own memory (not the store pages it maps): with a limit below
+    any server's own memory it is killed at once, and the fuzzers stop then instead of running against a
+    dead port until their time limit; the checks report it."""
+    cfg = FuzzConfig(frames_per_port=10**9, seed=SEED, bomb_bytes=1 << 20, time_limit_s=600, rss_limit_mib=1024,
+                     kill_rss_mib=16, workdir=tmp_path, avoid=AVOID, steady=False)
+    res = run_fuzz(cfg, log=lambda line: None)
+    assert res.killed_for_rss and res.peak_own_mib > 16
+    assert res.seconds < 120, res.seconds
+    assert any(c.startswith("server_up") for c in res.checks(strict=False)), res.checks(strict=False)

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bomb-mib", type=int, default=256, help="how far a compressed bomb inflates")
     ap.add_argument("--time-limit-s", type=float, default=3 * 3600)
     ap.add_argument("--rss-limit-mib", type=int, default=512)
-    ap.add_argument("--kill-rss-mib", type=int, default=6144)
+    ap.add_argument("--kill-rss-mib", type=int, default=6144, help="kill the server when its own memory passes this")
     ap.add_argument("--no-steady", action="store_true")
     ap.add_argument("--strict", action="store_true")
     ap.add_argument("--json", default=None)

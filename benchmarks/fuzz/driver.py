@@ -16,8 +16,10 @@ count and time:
   is the process's own memory (RssAnon + RssShmem: heap, buffers).  The rest of VmRSS is file pages the
   store has mapped (CommitLog, ConsumeQueue, index): clean page cache that grows with the data written
   and that the kernel reclaims at will, so the strict ``rss_limit`` check bounds the process's own
-  memory and the report shows both.  Above ``kill_rss_mib`` of VmRSS it kills the server (the machine
-  is shared) and the run fails.
+  memory and the report shows both.  Above ``kill_rss_mib`` of its own memory it kills the server (the
+  machine is shared) and the run fails; mapped store pages do not count there (a run that writes 9 GB
+  maps 6 GiB of CommitLog while its own memory stays under 300 MiB).  A server that is gone (killed
+  or crashed) ends the fuzzers at once: the checks then say what failed.
 
 When the fuzzers are done the steady clients stop, every acknowledged record must have been read back,
 the server must still answer on every port and exit 0 on SIGTERM.  ``FuzzResult.checks()`` lists what
@@ -65,7 +67,7 @@ class FuzzConfig:
     bomb_bytes: int = 64 << 20
     time_limit_s: float = 600.0
     rss_limit_mib: int = 512           # the strict check (baseline main: ~590 MiB for one 256 MiB bomb)
-    kill_rss_mib: int = 4096           # the machine's safety net: the server is killed above this
+    kill_rss_mib: int = 4096           # the machine's safety net: the server is killed when its own memory passes this
     log_bytes_per_frame: int = 400     # the strict log check
     ports: tuple[str, ...] = PORTS
     steady: bool = True
@@ -189,8 +191,9 @@ def rss_mib(pid: int, fields: tuple[str, ...] = ("VmRSS:",)) -> float:
 
 
 class RssWatch(threading.Thread):
-    """Samples the server's RSS every 50 ms; the first time it passes ``limit_mib`` it calls ``on_limit``
-    (the driver saves the frames just sent, to reproduce); above ``kill_mib`` it kills the server."""
+    """Samples the server's RSS every 50 ms; the first time its own memory passes ``limit_mib`` it calls
+    ``on_limit`` (the driver saves the frames just sent, to reproduce); own memory above ``kill_mib``
+    kills the server."""
 
     def __init__(self, server: harness.ServerProcess, kill_mib: int, limit_mib: int,
                  on_limit: Any = None) -> None:
@@ -210,7 +213,7 @@ class RssWatch(threading.Thread):
             if own > self.limit_mib >= self.peak_own and self.on_limit is not None:
                 self.on_limit()
             self.peak, self.peak_own = max(self.peak, now), max(self.peak_own, own)
-            if now > self.kill_mib:
+            if own > self.kill_mib:
                 self.killed = True
                 os.kill(proc.pid, signal.SIGKILL)
 
@@ -436,6 +439,9 @@ def run_fuzz(cfg: FuzzConfig, log: Any = print) -> FuzzResult:
         last = 0.0
         while any(f.is_alive() for f in fuzzers):
             time.sleep(1.0)
+            if not server.running():        # killed or crashed: nothing left to fuzz (the checks say so)
+                for f in fuzzers:
+                    f.deadline = 0.0
             if time.monotonic() - last >= 10:  # a progress line every 10 s
                 last = time.monotonic()
                 done = sum(f.stats.frames for f in fuzzers)
