@@ -120,8 +120,8 @@ class FuzzResult:
         for name, s in self.steady.items():
             if s.get("errors") or s.get("missing") or s.get("reread_missing"):
                 bad.append(f"steady_{name}: {s.get('errors', [])[:3]} missing={s.get('missing')}")
-        if self.peak_rss_mib > cfg["kill_rss_mib"]:
-            bad.append(f"rss_kill: peak {self.peak_rss_mib:.0f} MiB > {cfg['kill_rss_mib']} MiB")
+        if self.killed_for_rss or self.peak_own_mib > cfg["kill_rss_mib"]:   # own memory, as RssWatch kills
+            bad.append(f"rss_kill: own memory peak {self.peak_own_mib:.0f} MiB > {cfg['kill_rss_mib']} MiB")
         if strict:
             frames = sum(p.frames for p in self.ports) or 1
             if self.peak_own_mib > cfg["rss_limit_mib"]:
