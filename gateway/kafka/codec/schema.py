@@ -335,9 +335,6 @@ def _compile_decoder(plan: _Plan) -> Callable[[Reader], Struct]:
                  "        found = read_tags(r, TAGGED)"]
         for k, fl in enumerate(tagged):
             body.append(f"        t{k} = found.get({fl.name!r}, t{k})")
-    else:
-        for fl, _, _ in plan.tagged.values():     # none outside flexible versions (``_compile``)
-            out.append((fl.name, default(f"X{len(out)}", fl)))
     if any(not name.isidentifier() or name in ns or name in ("r", "buf", "p", "found")
            or (name[:1] in "vt" and name[1:].isdigit()) for name, _ in out):
         ns["NAMES"] = tuple(name for name, _ in out)
