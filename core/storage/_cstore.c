@@ -630,47 +630,64 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "keys and phys differ in length, or start is out of range");
         goto done;
     }
+    /* Blocks of IDX_BLOCK keys: first every key's hash, with its slot prefetched, then the inserts in
+     * order.  Random keys (binary keys' base64) land on random pages of the 20 MB slot table: one cache
+     * and TLB miss each, overlapped this way instead of paid one after another. */
+    enum { IDX_BLOCK = 32 };
+    uint32_t hashes[IDX_BLOCK];
     Py_ssize_t entries = 40 + slots * 4, i = start;
-    for (; i < n && count < max_entries; i++) {
-        PyObject *key = PySequence_Fast_GET_ITEM(keys, i);
-        if (!PyUnicode_Check(key)) {
-            PyErr_SetString(PyExc_TypeError, "index keys must be str");
-            goto done;
-        }
-        long long phy;
-        if (raw) {
-            const unsigned char *u = (const unsigned char *)units.buf + i * 20;
-            phy = (long long)((uint64_t)be32(u) << 32 | be32(u + 4));
-        } else {
-            phy = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(phys, i));
-            if (phy == -1 && PyErr_Occurred())
+    while (i < n && count < max_entries) {
+        Py_ssize_t blk = n - i;
+        if (blk > IDX_BLOCK)
+            blk = IDX_BLOCK;
+        if (blk > max_entries - count)
+            blk = (Py_ssize_t)(max_entries - count);
+        for (Py_ssize_t b = 0; b < blk; b++) {
+            PyObject *key = PySequence_Fast_GET_ITEM(keys, i + b);
+            if (!PyUnicode_Check(key)) {
+                PyErr_SetString(PyExc_TypeError, "index keys must be str");
                 goto done;
+            }
+            int32_t sh = (int32_t)java_hash_from((uint32_t)prefix, key);
+            uint32_t kh = sh == INT32_MIN ? 0 : (uint32_t)(sh < 0 ? -sh : sh);
+            hashes[b] = kh;
+            __builtin_prefetch(m + 40 + (kh % (uint32_t)slots) * 4, 1, 1);
         }
-        int32_t sh = (int32_t)java_hash_from((uint32_t)prefix, key);
-        uint32_t kh = sh == INT32_MIN ? 0 : (uint32_t)(sh < 0 ? -sh : sh);
-        unsigned char *slot = m + 40 + (kh % (uint32_t)slots) * 4;
-        long long prev = (int32_t)be32(slot);
-        if (prev <= 0 || prev > count) {
-            prev = 0;
-            used++;
+        for (Py_ssize_t b = 0; b < blk; b++, i++) {
+            long long phy;
+            if (raw) {
+                const unsigned char *u = (const unsigned char *)units.buf + i * 20;
+                phy = (long long)((uint64_t)be32(u) << 32 | be32(u + 4));
+            } else {
+                phy = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(phys, i));
+                if (phy == -1 && PyErr_Occurred())
+                    goto done;
+            }
+            uint32_t kh = hashes[b];
+            unsigned char *slot = m + 40 + (kh % (uint32_t)slots) * 4;
+            long long prev = (int32_t)be32(slot);
+            if (prev <= 0 || prev > count) {
+                prev = 0;
+                used++;
+            }
+            if (count <= 1) {
+                begin_ts = store_ts;
+                begin_phy = phy;
+            }
+            long long diff = store_ts - begin_ts;
+            diff = diff < 0 ? 0 : diff / 1000;
+            if (diff > 0x7FFFFFFF)
+                diff = 0x7FFFFFFF;
+            unsigned char *e = m + entries + count * 20;
+            put_be32(e, kh);
+            put_be64(e + 4, (uint64_t)phy);
+            put_be32(e + 12, (uint32_t)diff);
+            put_be32(e + 16, (uint32_t)prev);
+            put_be32(slot, (uint32_t)count);
+            count++;
+            end_ts = store_ts;
+            end_phy = phy;
         }
-        if (count <= 1) {
-            begin_ts = store_ts;
-            begin_phy = phy;
-        }
-        long long diff = store_ts - begin_ts;
-        diff = diff < 0 ? 0 : diff / 1000;
-        if (diff > 0x7FFFFFFF)
-            diff = 0x7FFFFFFF;
-        unsigned char *e = m + entries + count * 20;
-        put_be32(e, kh);
-        put_be64(e + 4, (uint64_t)phy);
-        put_be32(e + 12, (uint32_t)diff);
-        put_be32(e + 16, (uint32_t)prev);
-        put_be32(slot, (uint32_t)count);
-        count++;
-        end_ts = store_ts;
-        end_phy = phy;
     }
     if (i > start) {
         put_be64(m, (uint64_t)begin_ts);
