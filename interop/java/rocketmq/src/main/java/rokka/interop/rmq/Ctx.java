@@ -116,10 +116,17 @@ final class Ctx {
     }
 
     static void waitUntil(BooleanSupplier cond, long timeoutMs, String what) {
+        waitUntil(cond, timeoutMs, what, () -> "");
+    }
+
+    /** As above; a timeout's message ends with {@code detail}'s account of what was there instead. */
+    static void waitUntil(BooleanSupplier cond, long timeoutMs, String what,
+                          java.util.function.Supplier<String> detail) {
         long deadline = System.currentTimeMillis() + timeoutMs;
         while (!cond.getAsBoolean()) {
             if (System.currentTimeMillis() > deadline) {
-                throw new IllegalStateException("timed out after " + timeoutMs + " ms waiting for " + what);
+                throw new IllegalStateException("timed out after " + timeoutMs + " ms waiting for " + what
+                    + detail.get());
             }
             try {
                 Thread.sleep(50);

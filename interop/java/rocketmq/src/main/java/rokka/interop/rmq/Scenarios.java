@@ -376,7 +376,10 @@ final class Scenarios {
         for (int i = 0; i < 60; i++) {
             p.send(msg(topic, "x", null, "a-" + i));
         }
-        Ctx.waitUntil(() -> distinct(byConsumer) >= 60, 30000, "60 messages over the group");
+        // 60 s: on a loaded 2-core machine a rebalance under way (three members joining) can hold a queue's
+        // first pull for a while; the detail says which bodies were missing and who owned which queue.
+        Ctx.waitUntil(() -> distinct(byConsumer) >= 60, 60000, "60 messages over the group",
+            () -> clusterDetail(c, "a-", 60, byConsumer, members));
         out.put("round1", copy(byConsumer));
         members.get(2).shutdown();
         Ctx.waitUntil(() -> {
@@ -389,8 +392,47 @@ final class Scenarios {
         for (int i = 0; i < 30; i++) {
             p.send(msg(topic, "x", null, "b-" + i));
         }
-        Ctx.waitUntil(() -> distinct(byConsumer) >= 90, 40000, "30 more messages over the two left");
+        Ctx.waitUntil(() -> distinct(byConsumer) >= 90, 60000, "30 more messages over the two left",
+            () -> clusterDetail(c, "b-", 30, byConsumer, members.subList(0, 2)));
         out.put("all", copy(byConsumer));
+    }
+
+    /** Which of prefix0..prefix(n-1) no member got, each member's count and queues, and the group's offsets. */
+    static String clusterDetail(Ctx c, String prefix, int n, Map<String, List<String>> byConsumer,
+                                List<DefaultMQPushConsumer> members) {
+        StringBuilder sb = new StringBuilder("; missing:");
+        java.util.Set<String> seen = new java.util.HashSet<>();
+        byConsumer.values().forEach(seen::addAll);
+        for (int i = 0; i < n; i++) {
+            if (!seen.contains(prefix + i)) {
+                sb.append(' ').append(prefix).append(i);
+            }
+        }
+        for (Map.Entry<String, List<String>> e : new java.util.TreeMap<>(byConsumer).entrySet()) {
+            sb.append("; ").append(e.getKey()).append(" got ").append(e.getValue().size());
+        }
+        for (int i = 0; i < members.size(); i++) {
+            java.util.List<Integer> queues = new ArrayList<>();
+            try {
+                members.get(i).getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable()
+                    .forEach((mq, pq) -> {
+                        if (!pq.isDropped()) {
+                            queues.add(mq.getQueueId());
+                        }
+                    });
+            } catch (RuntimeException e) {
+                sb.append("; c").append(i).append(" queues: ").append(e);
+                continue;
+            }
+            java.util.Collections.sort(queues);
+            sb.append("; c").append(i).append(" queues ").append(queues);
+        }
+        try {
+            sb.append("; group offsets ").append(c.admin().examineConsumeStats(c.name("CG_cluster")).getOffsetTable());
+        } catch (Exception e) {
+            sb.append("; group offsets: ").append(e);
+        }
+        return sb.toString();
     }
 
     static int distinct(Map<String, List<String>> m) {
