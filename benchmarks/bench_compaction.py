@@ -69,13 +69,16 @@ def _live(store: DiskStore) -> int:
     return n
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_compaction")
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--budget-ms", type=float, default=1000 * COMPACT_SLICE_S,
                     help="event-loop time a pass may take (the broker's: COMPACT_SLICE_S); 0: no limit")
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="50,000 records (make bench --quick)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.records = min(args.records, 50_000)
     compaction.HOLES_EVERY_S = 0.0      # a swap whenever holes are found: the most the event loop can pay
     with tempfile.TemporaryDirectory() as tmp:
         store = DiskStore(StoreConfig(root_dir=Path(tmp) / "store")).open()

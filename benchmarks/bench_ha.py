@@ -120,13 +120,17 @@ def run_setup(role: str, with_slave: bool, args: argparse.Namespace) -> dict[str
                 p.stop()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_ha", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=20000)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--tasks", type=int, default=8)
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="5,000 messages a setup (make bench --quick)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.messages = min(args.messages, 5000)
     rows = []
     for label, role, slave in (("no slave (ASYNC_MASTER)", "ASYNC_MASTER", False),
                                ("ASYNC_MASTER + slave", "ASYNC_MASTER", True),

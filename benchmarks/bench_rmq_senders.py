@@ -89,7 +89,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--flush", default="ASYNC_FLUSH", choices=("ASYNC_FLUSH", "SYNC_FLUSH"))
     ap.add_argument("--clients", default="trio,cpp")
     ap.add_argument("--profile", action="store_true", help="run rokka under cProfile, print the top functions")
+    ap.add_argument("--quick", action="store_true", help="2,000 sends a row (make bench --quick)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.count = min(args.count, 2000)
     clients = args.clients.split(",")
     if "cpp" in clients and (reason := harness.cpp_available()):
         print(f"cpp client skipped: {reason}")
