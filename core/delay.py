@@ -187,6 +187,19 @@ class ScheduleService:
         """Write delayOffset.json now (blocking; the service does it after each durable batch)."""
         self._write(dict(self.offsets))
 
+    async def adopt_offsets(self, table: dict[int, int]) -> int:
+        """Take another broker's level offsets (a slave syncing its master's, ``rokka.gateway.ha.sync``):
+        levels this broker has, offsets >= 0, the ones that differ; written to delayOffset.json (off the
+        event loop, as after a delivery) when any changed.  Returns how many changed."""
+        changed = 0
+        for level, offset in table.items():
+            if 1 <= level <= len(self.levels_ms) and offset >= 0 and self.offsets.get(level) != offset:
+                self.offsets[level] = offset
+                changed += 1
+        if changed:
+            await self._make_durable(0)
+        return changed
+
     # -- the level loop --------------------------------------------------------------
     def _waker(self, level: int) -> Callable[[int, int | None, dict[str, str] | None], None]:
         def wake(queue_offset: int, tags_code: int | None, props: dict[str, str] | None) -> None:

@@ -1,19 +1,21 @@
-"""The slave's metadata synchronisation (RocketMQ's ``SlaveSynchronize``): topics, groups, consumer offsets.
+"""The slave's metadata synchronisation (RocketMQ's ``SlaveSynchronize``): topics, groups, offsets.
 
 Theory of operation
 -------------------
 Every ``SYNC_INTERVAL_S`` (Java: 10 s; at once after start, then again a
 second later until the first success) a SLAVE asks its master over remoting
-for GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG and
-GET_ALL_CONSUMER_OFFSET and stores every topic config, group config and
-consumer offset that differs, so the slave serves PULL for the
-master's topics (the queues themselves come from the replicated CommitLog)
-and a group that fails over resumes near where it committed on the master.  The master's remoting address is the
+for GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+GET_ALL_CONSUMER_OFFSET and GET_ALL_DELAY_OFFSET and stores every topic config, group config,
+consumer offset and delay-level offset that differs, so the slave serves PULL for the
+master's topics (the queues themselves come from the replicated CommitLog),
+a group that fails over resumes near where it committed on the master, and a
+slave that becomes master resumes delivering delay messages where the master was
+(Java's syncDelayOffset writes the master's delayOffset.json; here the schedule
+service takes the table and persists it, as it would its own).  The master's remoting address is the
 ``masterAddr`` the name server answered the slave's last REGISTER_BROKER
 with.  Errors are logged and retried; nothing here ever stops the slave.
 
-Not yet synchronised (Java does): delay offsets;
-nor rokka's Kafka state (group metadata, producer ids, ACLs, SCRAM users).
+Not synchronised: rokka's Kafka state (group metadata, producer ids, ACLs, SCRAM users).
 """
 
 from __future__ import annotations
@@ -101,6 +103,19 @@ def apply_topic_configs(broker: Any, body: bytes) -> int:
     return changed
 
 
+def delay_offsets(body: bytes) -> dict[int, int]:
+    """The master's delay-level offsets from a GET_ALL_DELAY_OFFSET body (``{"offsetTable": {"1": 12}}``);
+    entries that are not numbers are left out."""
+    table = (loads_body(body) or {}).get("offsetTable") or {}
+    offsets: dict[int, int] = {}
+    for level, offset in table.items():
+        try:
+            offsets[int(level)] = int(offset)
+        except (TypeError, ValueError):
+            continue
+    return offsets
+
+
 class SlaveSync:
     """Forever: copy the master's topic configs (see the module docstring).
 
@@ -141,6 +156,12 @@ class SlaveSync:
                 log.warning("ha.sync_failed", master=master, error=str(exc), what=what)
                 return False
             counts[what] = apply(self.broker, resp.body or b"{}")
+        try:        # as SlaveSynchronize.syncDelayOffset: a promoted slave resumes the master's delay levels
+            resp = await reg.client.invoke_ok(master, RemotingCommand(RequestCode.GET_ALL_DELAY_OFFSET), TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - any failure: log, retry later
+            log.warning("ha.sync_failed", master=master, error=str(exc), what="delay_offsets")
+            return False
+        counts["delay_offsets"] = await self.broker.schedule.adopt_offsets(delay_offsets(resp.body or b"{}"))
         if any(counts.values()):
             log.info("ha.sync", master=master, **counts)
         return True

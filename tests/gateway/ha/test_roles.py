@@ -4,6 +4,7 @@ learns the master's HA address from the name server's REGISTER_BROKER answer."""
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -110,6 +111,17 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 assert await slave.ha.sync.once()
                 assert slave.broker.offsets.query("cg2", "T", 0) == 2
                 assert slave.broker.sub_groups.get("cg2", create=False).retry_max_times == 3
+                # So do the delay levels' offsets (syncDelayOffset): a promoted slave resumes delivering
+                # where the master was, not from the start of SCHEDULE_TOPIC_XXXX (duplicates).
+                assert (await producer.send("T", b"delayed 1 s", queue=0, delay_level=1)).status == "SEND_OK"
+                with trio.fail_after(20):
+                    while master.broker.schedule.offsets.get(1) != 1:  # noqa: ASYNC110 - delivered on the master
+                        await trio.sleep(0.1)
+                assert slave.broker.schedule.offsets.get(1) != 1
+                assert await slave.ha.sync.once()
+                assert slave.broker.schedule.offsets.get(1) == 1
+                saved = json.loads((tmp_path / "s" / "config" / "delayOffset.json").read_text())
+                assert saved["offsetTable"]["1"] == 1
                 # The broker set's Kafka endpoint stays the master's (a slave does not publish its own).
                 kv = await nsc.kv_list("ROKKA_KAFKA")
                 assert str(master.kafka_addr[1]) in kv["broker-ha"]
