@@ -233,6 +233,8 @@ class ScheduleService:
 
         Returns seconds until the head is due, 0 to go again at once, None if the queue is drained."""
         store = self.ports.store
+        if store.replica_only:      # a slave: its master delivers (Java runs ScheduleMessageService on a master
+            return None             # only); offsets come from the master's (gateway.ha.sync); resumes when promoted
         qid = level - 1
         offset = self._start_offset(level)
         units = store.cq_units(TOPIC_SCHEDULE, qid, offset, BATCH)

@@ -297,6 +297,8 @@ class TransactionService:
             with trio.move_on_after(self.check_interval_ms / 1000):
                 await self._wake.wait()
             self._wake = trio.Event()
+            if self.ports.store.replica_only:   # a slave: only its master checks (Java runs the check service
+                continue                        # on a master only); a promoted slave checks from then on
             try:
                 await self.check_round(checker)
             except Exception:  # noqa: BLE001 - one bad round must not stop the service

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import structlog
 import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
@@ -222,5 +223,29 @@ async def test_an_undeliverable_parked_message_does_not_stop_its_level(tmp_path:
             nursery.cancel_scope.cancel()
         assert [m.body for m in read_all(broker, "T")] == [b"after"]
         assert broker.schedule.statistics().offsets[1] == 2
+    finally:
+        broker.close()
+
+
+async def test_a_slave_store_delivers_nothing_until_it_is_promoted(tmp_path: Path) -> None:
+    """On a slave (``store.replica_only``) the master delivers: the slave's schedule service neither
+    tries (before: a refused put and a warning every second per due level; Java runs ScheduleMessageService
+    on a master only) nor moves its offsets; once the store takes writes again (a promotion) it delivers."""
+    broker = make_broker(tmp_path)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.run)
+            with trio.fail_after(20):
+                assert (await broker.put([delayed("T", 1, b"parked", "S1")])).ok
+                broker.store.replica_only = True
+                with structlog.testing.capture_logs() as logs:
+                    await trio.sleep(2.5)       # past due (level 1 = 1 s), and a few idle ticks
+                assert broker.store.max_offset("T", 1) == 0
+                assert broker.schedule.statistics().offsets.get(1, 0) == 0
+                assert [e["event"] for e in logs if e["event"].startswith("delay.")] == []
+                broker.store.replica_only = False
+                await wait_for(broker, "T", 1)
+            nursery.cancel_scope.cancel()
+        assert [m.body for m in read_all(broker, "T")] == [b"parked"]
     finally:
         broker.close()

@@ -12,6 +12,7 @@ import dataclasses
 import time
 from pathlib import Path
 
+import structlog
 import trio
 from rokka.core.broker import Broker
 from rokka.core.config import BrokerConfig
@@ -233,5 +234,35 @@ async def test_a_round_logs_one_line_per_group_not_one_per_half(tmp_path: Path) 
                 assert await broker.transactions.check_round(nobody) == 0
         lines = [e for e in logs if e["event"] == "txn.no_producer_to_check"]
         assert lines == [{"event": "txn.no_producer_to_check", "group": "pg", "halves": 5, "log_level": "warning"}]
+    finally:
+        broker.close()
+
+
+async def test_a_slave_store_checks_nothing_until_it_is_promoted(tmp_path: Path) -> None:
+    """On a slave (``store.replica_only``) only the master checks undecided halves: the check service
+    skips its rounds (before: each round tried to put the half back, was refused and logged it; Java runs
+    the check service on a master only); once the store takes writes again it checks."""
+    broker = make_broker(tmp_path, transaction_timeout=0, transaction_check_interval=100)
+    asked: list[str] = []
+
+    async def checker(group: str, copy: StoredMessage) -> bool:
+        asked.append(copy.properties[PROP_UNIQ_KEY])
+        return True
+
+    try:
+        with trio.fail_after(20):
+            await put_half(broker, "H", int(time.time() * 1000) - 1000)
+            broker.store.replica_only = True
+            async with trio.open_nursery() as nursery:
+                await nursery.start(broker.transactions.run, checker)
+                with structlog.testing.capture_logs() as logs:
+                    await trio.sleep(0.6)           # several 100 ms rounds
+                assert asked == []
+                assert [e["event"] for e in logs if e["event"].startswith("txn.")] == []
+                broker.store.replica_only = False
+                while not asked:  # noqa: ASYNC110 - the promoted store's next round checks the half
+                    await trio.sleep(0.05)
+                nursery.cancel_scope.cancel()
+        assert asked[0] == "H"
     finally:
         broker.close()
