@@ -12,11 +12,11 @@ import trio
 from rokka.core.config import BrokerConfig
 from rokka.gateway import runtime
 from rokka.gateway.namesrv.server import NamesrvServer
+from rokka.gateway.rocketmq.handlers import build_handlers
 from rokka.net.remoting.client import Admin, NamesrvClient, Producer, RemotingClient
 from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
 from rokka.net.remoting.codec.headers import to_ext
 from rokka.net.remoting.codec.remoting import RemotingCommand
-from rokka.gateway.rocketmq.handlers import build_handlers
 
 
 def _free_port() -> int:
