@@ -30,10 +30,11 @@ def uniq(prefix: str) -> str:
 
 
 def send(namesrv: str, workdir: Path, mode: str, messages: list[dict[str, Any]], *,
-         group: str | None = None, timeout: float = 60.0) -> list[dict[str, Any]]:
-    """Send with the C++ producer; returns the ``sent`` events (sorted by index)."""
+         group: str | None = None, timeout: float = 60.0, resend: int = 0) -> list[dict[str, Any]]:
+    """Send with the C++ producer; returns the ``sent`` events (sorted by index).  ``resend``: sync sends
+    that raise are sent again up to that many times (producer.py)."""
     events = harness.run_cpp("producer", {"namesrv": namesrv, "group": group or uniq("PG"), "mode": mode,
-                                          "messages": messages},
+                                          "messages": messages, "resend": resend},
                              workdir=workdir / f"producer-{next(_seq)}", timeout=timeout)
     sent = sorted((e for e in events if e["event"] == "sent"), key=lambda e: e["i"])
     return sent

@@ -1,9 +1,10 @@
 """RocketMQ C++ producer: sends a list of messages in one mode and reports each result.
 
 params: namesrv, group, mode (sync | async | oneway | orderly | batch), messages [{topic, body, tags?,
-keys?, props?, arg?}], timeout_ms?, credentials? ([accessKey, secretKey]: RocketMQ ACL signing)
+keys?, props?, arg?}], timeout_ms?, credentials? ([accessKey, secretKey]: RocketMQ ACL signing),
+resend? (sync mode: how many times a message whose send raised is sent again, 0.5 s apart; default 0)
 events: started, sent {i, status, msg_id, offset} (one per message; one for the whole batch),
-error {i?, error}, done.
+resent {i, error} (each resend and the error before it), error {i?, error}, done.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def main() -> None:
             for i, spec in enumerate(specs):
                 msg = build_message(spec)
                 if mode == "sync":
-                    res = producer.send_sync(msg)
+                    res = send_sync(producer, msg, i, int(params.get("resend", 0)))
                 elif mode == "orderly":
                     res = producer.send_orderly(msg, int(spec["arg"]))
                 elif mode == "oneway":
@@ -54,6 +55,19 @@ def main() -> None:
     producer.shutdown()
     emit("done")
     finish(0)
+
+
+def send_sync(producer, msg, i: int, resend: int):  # noqa: ANN001, ANN201
+    """``send_sync``, sent again up to ``resend`` times if it raises (each one reported)."""
+    for attempt in range(resend + 1):
+        try:
+            return producer.send_sync(msg)
+        except Exception as exc:  # noqa: BLE001 - reported, then raised once resends are used up
+            if attempt == resend:
+                raise
+            emit("resent", i=i, error=repr(exc))
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
 
 
 def send_async(producer, specs, wait_s: float) -> None:  # noqa: ANN001
