@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
@@ -123,6 +123,12 @@ def read_offset_table(path: Path) -> dict[int, int]:
         if found is None:
             raise
         return {int(k): int(v) for k, v in re.findall(r'"?(\d+)"?\s*:\s*(\d+)', found.group(1))}
+    return offset_table(data)
+
+
+def offset_table(data: Any) -> dict[int, int]:
+    """``{"offsetTable": {"1": 12}}`` (delayOffset.json, a GET_ALL_DELAY_OFFSET body) -> {level: offset};
+    entries that are not numbers are left out with a warning."""
     if not isinstance(data, dict) or not isinstance(data.get("offsetTable"), dict):
         return {}
     out = {}

@@ -25,6 +25,7 @@ from typing import Any
 
 import structlog
 import trio
+from rokka.core.delay import offset_table
 from rokka.core.topics import TopicConfig
 from rokka.net.remoting.codec.bodies import loads_body
 from rokka.net.remoting.codec.codes import RequestCode
@@ -103,19 +104,6 @@ def apply_topic_configs(broker: Any, body: bytes) -> int:
     return changed
 
 
-def delay_offsets(body: bytes) -> dict[int, int]:
-    """The master's delay-level offsets from a GET_ALL_DELAY_OFFSET body (``{"offsetTable": {"1": 12}}``);
-    entries that are not numbers are left out."""
-    table = (loads_body(body) or {}).get("offsetTable") or {}
-    offsets: dict[int, int] = {}
-    for level, offset in table.items():
-        try:
-            offsets[int(level)] = int(offset)
-        except (TypeError, ValueError):
-            continue
-    return offsets
-
-
 class SlaveSync:
     """Forever: copy the master's topic configs (see the module docstring).
 
@@ -161,7 +149,7 @@ class SlaveSync:
         except Exception as exc:  # noqa: BLE001 - any failure: log, retry later
             log.warning("ha.sync_failed", master=master, error=str(exc), what="delay_offsets")
             return False
-        counts["delay_offsets"] = await self.broker.schedule.adopt_offsets(delay_offsets(resp.body or b"{}"))
+        counts["delay_offsets"] = await self.broker.schedule.adopt_offsets(offset_table(loads_body(resp.body or b"{}")))
         if any(counts.values()):
             log.info("ha.sync", master=master, **counts)
         return True
