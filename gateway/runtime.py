@@ -260,6 +260,8 @@ class BrokerRole:
                     self.metrics_addr = await self._start_metrics(nursery, broker)
                 from rokka.gateway.ha.service import start_ha  # master/slave replication (brokerRole)
                 self.ha = await start_ha(nursery, cfg, broker, lambda: self._registrar)
+                from rokka.gateway.ha.service import replica_hooks
+                self.kafka.view.replicas.hooks = replica_hooks(self.ha, cfg)    # Kafka replicas and ISR
                 self._registrar = await self._start_registration(nursery, env, rc)
                 nursery.start_soon(self._expiry_loop, env, scan_expired_clients)
                 await nursery.start(run_transaction_checks, env)
@@ -297,17 +299,26 @@ class BrokerRole:
 
     async def _start_registration(self, nursery: trio.Nursery, env: Any, rc: Any) -> Any:
         from rokka.gateway.kafka.cluster import PublishingRegistrar
-        from rokka.net.remoting.client.namesrv import BrokerRegistrar
+        from rokka.gateway.kafka.replicas import EndpointPublisher
+        from rokka.net.remoting.client.namesrv import NamesrvClient
 
         cfg = self.cfg
-        # Each round also publishes this broker's Kafka endpoint (KV ROKKA_KAFKA/<brokerName>).
-        # A SLAVE does not publish its Kafka endpoint: ROKKA_KAFKA/<brokerName> is the master's.
-        publish: dict[str, Any] = {} if cfg.is_slave else {"kafka_node": self.kafka_node}
-        registrar = (BrokerRegistrar if cfg.is_slave else PublishingRegistrar)(
+        assert self.kafka is not None
+        view = self.kafka.view
+        # Each round also publishes this broker's Kafka entries (gateway/kafka/replicas.py: the set's
+        # endpoint from its master, a replica entry from each broker that replicates); a change in
+        # them (a role switch, the ISR) is published within a second.
+        async def no_name_server(namespace: str, key: str, value: str) -> None:
+            return None
+        put = NamesrvClient(rc, cfg.namesrv_addrs).put_kv if cfg.namesrv_addrs else no_name_server
+        publisher = EndpointPublisher(view.published, put, view.refresh_brokers, view.replicas.unmapped_peers)
+        registrar = PublishingRegistrar(
             rc, cfg.namesrv_addrs, cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
             broker_addr=env.broker_addr, topic_configs=env.broker.topics.serialize, broker_id=cfg.broker_id,
             ha_addr=f"{cfg.advertised_host}:{cfg.ha_port}",
-            interval_s=cfg.register_name_server_period / 1000, **publish)
+            interval_s=cfg.register_name_server_period / 1000, publisher=publisher)
+        if cfg.namesrv_addrs:
+            nursery.start_soon(publisher.run)
         env.topic_changed = registrar.trigger
         # Every topic change, whichever protocol made it (Kafka CreateTopics, auto-create, retry/DLQ
         # topics), is registered with the name servers at once so RocketMQ clients can route to it.

@@ -119,6 +119,15 @@ class ControlledHA:
         self.store.replica_only = True
         self.cfg.broker_role = "SLAVE"
 
+    def in_sync_peers(self) -> set[str] | None:
+        """As ``HAMaster.in_sync_peers`` while this broker is the master; None otherwise."""
+        return self.master.in_sync_peers() if self.role == "MASTER" and self.master is not None else None
+
+    @property
+    def local_addr(self) -> str:
+        """This slave's end of its HA connection ("" when it is not a connected slave)."""
+        return self.slave.local_addr if self.slave is not None else ""
+
     # -- the heartbeat loop ----------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()

@@ -90,6 +90,13 @@ class HAMaster:
         """The best ack of the connected slaves (-1 = none)."""
         return max((s.reports.ack_offset for s in self.slaves.values()), default=-1)
 
+    def in_sync_peers(self) -> set[str]:
+        """The peer addresses of the connected slaves acked within ``haSlaveFallbehindMax`` of the end
+        (the Kafka ISR besides this master: ``rokka.gateway.kafka.replicas``)."""
+        end = self.store.clog.write_offset
+        return {s.peer for s in self.slaves.values()
+                if s.reports.ack_offset >= 0 and end - s.reports.ack_offset <= self.params.fallbehind_max}
+
     def _on_arrival(self, *_: Any) -> None:
         self._data.set()
 

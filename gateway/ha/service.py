@@ -26,6 +26,11 @@ master flavour: ASYNC_MASTER, else SYNC_MASTER).
 
 A store other than ``DiskStore`` (the in-memory one) has no CommitLog
 bytes to replicate: HA is then off with a warning.
+
+``replica_hooks`` is what the Kafka side learns of the role started here
+(``rokka.gateway.kafka.replicas``): the in-sync slaves (the ISR), the slave's
+HA connection address, and acks=all's wait for an in-sync slave on a master
+that answers sends at once.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from rokka.gateway.ha.controlled import ControlledHA
 from rokka.gateway.ha.master import HAMaster, HAParams, sync_result
 from rokka.gateway.ha.slave import HASlave
 from rokka.gateway.ha.sync import SlaveSync
+from rokka.gateway.kafka.replicas import ReplicaHooks
 
 log = structlog.get_logger(__name__)
 
@@ -113,3 +119,32 @@ async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
             return sync_result(await master.wait_for_ack(offset, timeout_s))
         broker.replica_wait = replica_wait
     return master
+
+
+def replica_hooks(ha: HAMaster | HASlave | ControlledHA | None, cfg: BrokerConfig) -> ReplicaHooks:
+    """The Kafka side's view of the HA role ``start_ha`` returned (module docstring)."""
+    if ha is None:
+        return ReplicaHooks()
+    timeout_s = cfg.slave_timeout / 1000
+
+    def master() -> HAMaster | None:
+        if isinstance(ha, HAMaster):
+            return ha
+        if isinstance(ha, ControlledHA) and ha.role == "MASTER":
+            return ha.master
+        return None
+
+    def in_sync_peers() -> set[str] | None:
+        m = master()
+        return m.in_sync_peers() if m is not None else None
+
+    async def isr_wait(offset: int) -> PutStatus | None:
+        """acks=all: an in-sync slave's ack of ``offset`` (None at once when the ISR is the master alone or
+        a slave dropped out while waiting; FLUSH_SLAVE_TIMEOUT after slaveTimeout)."""
+        m = master()
+        if m is None or not m.in_sync_peers():
+            return None
+        return PutStatus.FLUSH_SLAVE_TIMEOUT if await m.wait_for_ack(offset, timeout_s) == "timeout" else None
+
+    return ReplicaHooks(replicated=True, in_sync_peers=in_sync_peers,
+                        ha_client=lambda: getattr(ha, "local_addr", ""), isr_wait=isr_wait)

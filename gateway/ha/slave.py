@@ -56,6 +56,7 @@ class HASlave:
         self.master_address = master_address
         self.appender = ReplicaAppender(store)
         self.connected_to: str | None = None
+        self.local_addr = ""            # this end of the HA connection, "host:port" (the master sees it as the peer)
         self.connections = 0
         self.sync: Any = None           # the metadata sync (gateway/ha/sync.py), set by service.start_ha
 
@@ -76,7 +77,7 @@ class HASlave:
                 got_data = await self._session(addr)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ValueError) as exc:
                 log.info("ha.master_unreachable", master=addr, error=str(exc))
-            self.connected_to = None
+            self.connected_to, self.local_addr = None, ""
             backoff = BACKOFF_MIN_S if got_data else min(backoff * 2, BACKOFF_MAX_S)
             await trio.sleep(backoff)
 
@@ -88,6 +89,11 @@ class HASlave:
         async with stream:
             self.appender.reset()
             self.connected_to = addr
+            try:
+                local = stream.socket.getsockname()
+                self.local_addr = f"{local[0]}:{local[1]}"
+            except OSError:
+                self.local_addr = ""
             self.connections += 1
             reader = TransferReader()
             reported = self.appender.max_offset

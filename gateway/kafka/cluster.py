@@ -8,11 +8,12 @@ Metadata for all of them.  What each broker needs to know comes from the name se
 
 * **Endpoints.**  Right after every REGISTER_BROKER round, a broker publishes its Kafka endpoint
   with PUT_KV_CONFIG to every name server: namespace ``ROKKA_KAFKA``, key = broker name, value =
-  JSON ``{"nodeId": N, "host": H, "port": P}`` (``publish_endpoint``).  The node id is
-  ``kafkaNodeId`` when configured to a non-zero value, else ``derive_node_id(brokerName)`` - a
-  crc32 of the name, stable across restarts and the same on every broker.  The entry is not
-  deleted on shutdown: a stopped broker's partitions stay listed (offline) rather than being
-  renumbered.
+  JSON ``{"nodeId": N, "host": H, "port": P}`` (``published``; only the set's master writes it,
+  with its ISR, see ``rokka.gateway.kafka.replicas``).  The node id is ``kafkaNodeId`` when
+  configured to a non-zero value, else ``replica_node_id(brokerName, brokerId)``: a crc32 of the
+  name (of ``name#id`` for a slave), stable across restarts and the same on every broker.  The
+  entry is not deleted on shutdown: a stopped broker's partitions stay listed (offline) rather than
+  being renumbered.  Slaves, replicas and the ISR: ``rokka.gateway.kafka.replicas``.
 * **Live brokers.**  GET_BROKER_CLUSTER_INFO: brokers with a master address.  A broker is listed
   in Metadata when it is live *and* has published an endpoint (itself always).
 * **Partition numbering.**  For a topic, the name server route (GET_ROUTEINFO_BY_TOPIC) gives
@@ -62,6 +63,13 @@ import structlog
 import trio
 from rokka.core.namesrv.routes import RegisterResult
 from rokka.core.offsets import OffsetStore
+from rokka.gateway.kafka.replicas import (
+    KV_REPLICAS,
+    EndpointPublisher,
+    ReplicaEntry,
+    ReplicaView,
+    replica_key,
+)
 from rokka.net.remoting.channel import ChannelClosedError, RequestTimeoutError
 from rokka.net.remoting.client.namesrv import BrokerRegistrar, NamesrvClient
 from rokka.net.remoting.client.remoting import ClientError, RemotingClient
@@ -89,6 +97,12 @@ _ERRORS = (ClientError, RequestTimeoutError, ChannelClosedError, OSError, ValueE
 def derive_node_id(broker_name: str) -> int:
     """A stable Kafka node id for a broker name (crc32, 1..2^31-1) when kafkaNodeId is not set."""
     return zlib.crc32(broker_name.encode("utf-8")) % 0x7FFFFFFF or 1
+
+
+def replica_node_id(broker_name: str, broker_id: int) -> int:
+    """The node id of one broker of a set (``gateway.kafka.replicas``): the set's own for brokerId 0,
+    that of ``brokerName#brokerId`` for a slave."""
+    return derive_node_id(broker_name if broker_id == 0 else f"{broker_name}#{broker_id}")
 
 
 @dataclass(frozen=True)
@@ -148,26 +162,17 @@ class TopicLayout:
 
 
 class PublishingRegistrar(BrokerRegistrar):
-    """``BrokerRegistrar`` that publishes the Kafka endpoint after every registration round."""
+    """``BrokerRegistrar`` that publishes this broker's Kafka entries after every registration round."""
 
-    def __init__(self, *args: Any, kafka_node: KafkaNode, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, publisher: EndpointPublisher, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.kafka_node = kafka_node
+        self.publisher = publisher
 
     async def register_once(self) -> dict[str, RegisterResult | Exception]:
         results = await super().register_once()
         if self.namesrv_addrs:
-            await publish_endpoint(NamesrvClient(self.client, self.namesrv_addrs), self.broker_name,
-                                   self.kafka_node)
+            await self.publisher.publish()
         return results
-
-
-async def publish_endpoint(namesrv: NamesrvClient, broker_name: str, node: KafkaNode) -> None:
-    """PUT_KV_CONFIG ROKKA_KAFKA/<broker name> = endpoint JSON on every name server (errors logged)."""
-    try:
-        await namesrv.put_kv(KV_NAMESPACE, broker_name, node.to_json())
-    except _ERRORS as exc:
-        log.warning("kafka.cluster.endpoint_publish_failed", broker=broker_name, error=str(exc))
 
 
 class ClusterView:
@@ -198,6 +203,7 @@ class ClusterView:
         # small batch's path on a 16-broker cluster.  The inputs are replaced, never changed in place
         # (a refresh assigns new dicts and route tuples), so identity tells a stale entry.
         self._layouts: dict[str, tuple[int | None, object, object, TopicLayout | None]] = {}
+        self.replicas = ReplicaView(broker_name, node.node_id)     # replicas and ISR (gateway.kafka.replicas)
 
     # ------------------------------------------------------------------ queries (synchronous)
 
@@ -224,6 +230,33 @@ class ClusterView:
             if master is not None and self.broker_name in self._live and master != self.node:
                 return master
         return self.node
+
+    def replica_set(self, broker: str) -> tuple[int, list[int], list[int]]:
+        """(leader node id, replicas, ISR) of the partitions of ``broker``'s set; (-1, [], []) when it
+        has no live leader."""
+        leader = self.set_leader() if broker == self.broker_name else (
+            self._endpoints.get(broker) if broker in self._live else None)
+        if leader is None:
+            return -1, [], []
+        replicas, isr = self.replicas.replica_set(broker, leader.node_id)
+        return leader.node_id, replicas, isr
+
+    def published(self) -> dict[tuple[str, str], str]:
+        """What this broker writes to the name servers' KV now (``gateway.kafka.replicas``): the set's
+        leader endpoint (with its ISR) while it is the master or unreplicated, and its replica entry when
+        it replicates."""
+        out: dict[tuple[str, str], str] = {}
+        if not self._follower():
+            raw = self.node.to_json()
+            if (isr := self.replicas.local_isr()) is not None:
+                raw = raw[:-1] + f',"isr":{json.dumps(isr, separators=(",", ":"))}}}'
+            out[(KV_NAMESPACE, self.broker_name)] = raw
+        hooks = self.replicas.hooks
+        if hooks.replicated:
+            entry = ReplicaEntry(self.node.node_id, self.node.host, self.node.port, self.broker_name,
+                                 self.broker_addr, hooks.ha_client())
+            out[(KV_REPLICAS, replica_key(self.broker_name, self.node.node_id))] = entry.to_json()
+        return out
 
     def node_of(self, broker: str) -> KafkaNode | None:
         return self.node if broker == self.broker_name else self._endpoints.get(broker)
@@ -311,6 +344,13 @@ class ClusterView:
         except _ERRORS as exc:
             log.debug("kafka.cluster.refresh_failed", error=str(exc))
             return
+        replica_kv = None
+        if self.replicas.wanted(info):
+            try:
+                replica_kv = await self.namesrv.kv_list(KV_REPLICAS)
+            except _ERRORS as exc:
+                log.debug("kafka.cluster.replica_refresh_failed", error=str(exc))
+        self.replicas.update(info, replica_kv, kv)
         endpoints = {name: ep for name, raw in kv.items() if (ep := KafkaNode.from_json(raw)) is not None}
         live = {}
         for name, data in (info.get("brokerAddrTable") or {}).items():

@@ -38,7 +38,7 @@ from rokka.gateway.filewatch import watch_files
 from rokka.gateway.kafka.acls import AclStore
 from rokka.gateway.kafka.apis import KafkaServices, routes
 from rokka.gateway.kafka.authz import Authz
-from rokka.gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, derive_node_id
+from rokka.gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, replica_node_id
 from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
 from rokka.gateway.kafka.groups.types import GroupConfig
 from rokka.gateway.kafka.handlers import KafkaEnv
@@ -109,7 +109,8 @@ class KafkaRole:
         listeners = await trio.open_tcp_listeners(cfg.kafka_listen_port, host=cfg.listen_host)
         port = cfg.kafka_listen_port = listeners[0].socket.getsockname()[1]
         config_dir = Path(cfg.store_path_root_dir) / "config"
-        node = KafkaNode(cfg.kafka_node_id or derive_node_id(cfg.broker_name), cfg.advertised_host, port)
+        node_id = cfg.kafka_node_id or replica_node_id(cfg.broker_name, cfg.broker_id)
+        node = KafkaNode(node_id, cfg.advertised_host, port)
         view = ClusterView(cfg.broker_name, node, broker_addr,
                            lambda t: (tc.read_queue_nums or None) if (tc := broker.topics.get(t)) else None,
                            NamesrvClient(client, cfg.namesrv_addrs) if cfg.namesrv_addrs else None,

@@ -5,7 +5,10 @@ CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs.
 Theory of operation
 -------------------
 A single node: every partition's leader, replica and ISR is this node, leader
-epoch 0, controller = this node (never -1: kafka-python loops on -1).
+epoch 0, controller = this node (never -1: kafka-python loops on -1).  A broker
+set with slaves (``rokka.gateway.ha``) shows them as the partitions' other
+replicas, in the ISR while caught up (``rokka.gateway.kafka.replicas``); the
+brokers list names each set's leader only.
 Metadata auto-creation (v4+ flag, always on before v4) creates the topic with
 ``kafka_num_partitions`` and answers it with error 0.  Topic names follow
 Kafka's rules; RocketMQ system/retry/DLQ topics are hidden from listings but
@@ -79,32 +82,39 @@ def topic_id(name: str) -> uuid.UUID:
     return uuid.uuid5(_NS, name)
 
 
-def _partition(index: int, leader: int) -> Struct:
+Placement = tuple[int, list[int], list[int]]     # a partition's leader, replicas and ISR
+
+
+def _partition(index: int, placed: Placement) -> Struct:
+    leader, replicas, isr = placed
     if leader < 0:
         return Struct(error_code=E.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1,
                       leader_epoch=LEADER_EPOCH, replica_nodes=[], isr_nodes=[], offline_replicas=[])
     return Struct(error_code=0, partition_index=index, leader_id=leader, leader_epoch=LEADER_EPOCH,
-                  replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[])
+                  replica_nodes=replicas, isr_nodes=isr, offline_replicas=[])
 
 
-def _leaders(env: KafkaEnv, name: str, tc: TopicConfig | None) -> list[int]:
-    """Leader node id of each partition (-1: its broker is down), in partition order."""
+def _placements(env: KafkaEnv, name: str, tc: TopicConfig | None) -> list[Placement]:
+    """Each partition's leader node id (-1: its broker is down), replicas and ISR, in partition order
+    (replicas of a broker set: ``rokka.gateway.kafka.replicas``)."""
     view = env.cluster
     if view is None:
-        return [env.node_id] * partition_count(tc) if tc is not None else []
+        alone = [env.node_id]
+        return [(env.node_id, alone, alone)] * partition_count(tc) if tc is not None else []
     lay = view.layout(resolve(env, name)[0])
     if lay is None:
         return []
-    nodes = view.nodes()
-    return [nodes[o.broker].node_id if o.live and o.broker in nodes else -1
-            for o in lay.owners for _ in range(o.queues)]
+    out: list[Placement] = []
+    for o in lay.owners:
+        out.extend([view.replica_set(o.broker) if o.live else (-1, [], [])] * o.queues)
+    return out
 
 
 def _topic_entry(env: KafkaEnv, name: str, tc: TopicConfig | None, error: int) -> Struct:
-    leaders = _leaders(env, name, tc) if tc is not None or env.cluster is not None else []
-    known = bool(leaders) or tc is not None
+    placed = _placements(env, name, tc) if tc is not None or env.cluster is not None else []
+    known = bool(placed) or tc is not None
     return Struct(error_code=error, name=name, topic_id=topic_id(name) if known else uuid.UUID(int=0),
-                  is_internal=False, partitions=[_partition(i, n) for i, n in enumerate(leaders)])
+                  is_internal=False, partitions=[_partition(i, p) for i, p in enumerate(placed)])
 
 
 def _brokers(env: KafkaEnv) -> list[tuple[int, str, int]]:

@@ -12,7 +12,10 @@ first bad record (Produce v8+) and the reason in ``error_message``.
 
 Per-topic configs (``topic_configs``, kept by ``rokka.core.topic_retention``) are
 checked before anything is stored: acks=all on a topic whose
-``min.insync.replicas`` exceeds its one replica gets 19 NOT_ENOUGH_REPLICAS; a
+``min.insync.replicas`` exceeds the ISR (this broker and its in-sync slaves,
+``rokka.gateway.kafka.replicas``) gets 19 NOT_ENOUGH_REPLICAS; acks=all then waits
+for an in-sync slave's ack (``_isr_acked``) and answers 20 NOT_ENOUGH_REPLICAS_AFTER_APPEND
+when the ISR shrank below it meanwhile; a
 compacted topic (``cleanup.policy`` with ``compact``) refuses a batch holding records
 without a key with 87 INVALID_RECORD (one record error per keyless record, as Kafka's
 LogValidator; nothing of the batch stored); a
@@ -62,6 +65,7 @@ carries base_offset -1 (unknown), which Kafka clients accept.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 import structlog
@@ -79,6 +83,7 @@ from rokka.compat.kafka_records import (
 )
 from rokka.core.broker import now_ms
 from rokka.core.model import Message, UniformBatch
+from rokka.core.storage import PutResult, PutStatus
 from rokka.core.topic_retention import compaction_policy
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.codec import records as R
@@ -273,10 +278,15 @@ def _int(value: str | None, default: int = 0) -> int:
         return default
 
 
-def _topic_refusal(topic: str, queue: int, own: dict[str, str], acks: int, size: int) -> tuple[int, str] | None:
+def _isr_size(env: KafkaEnv) -> int:
+    return env.cluster.replicas.hooks.isr_size() if env.cluster is not None else 1
+
+
+def _topic_refusal(topic: str, queue: int, own: dict[str, str], acks: int, size: int,
+                   isr: int) -> tuple[int, str] | None:
     """NOT_ENOUGH_REPLICAS / MESSAGE_TOO_LARGE from the topic's own configs, before anything is stored."""
-    if acks == -1 and _int(own.get(MIN_INSYNC)) > 1:
-        why = (f"The size of the current ISR 1 is insufficient to satisfy the min.isr requirement of "
+    if acks == -1 and _int(own.get(MIN_INSYNC)) > isr:
+        why = (f"The size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of "
                f"{own[MIN_INSYNC]} for partition {topic}-{queue}")
         return E.NOT_ENOUGH_REPLICAS, why
     limit = own.get(MAX_MESSAGE_BYTES)
@@ -308,7 +318,8 @@ async def _produce_partition(env: KafkaEnv, name: str, p: Struct, acks: int) -> 
         return out
     topic = resolve(env, name)[0]  # producing to a view writes its source topic
     own = env.broker.retention.configs(topic)
-    if own is not None and (refusal := _topic_refusal(topic, queue, own, acks, len(p.records or b""))):
+    if own is not None and (refusal := _topic_refusal(topic, queue, own, acks, len(p.records or b""),
+                                                      _isr_size(env) if acks == -1 else 1)):
         out.error_code, out.error_message = refusal
         log.info("kafka.produce_refused", topic=topic, partition=queue, error=int(refusal[0]), reason=refusal[1])
         return out
@@ -322,12 +333,29 @@ async def _produce_partition(env: KafkaEnv, name: str, p: Struct, acks: int) -> 
             out.error_message = why[1]
             out.record_errors = [Struct(batch_index=i, batch_index_error_message=m) for i, m in why[0]]
         return out
-    return await _store(env, topic, queue, msgs, header, out, append_time)
+    min_isr = (_int(own.get(MIN_INSYNC), 1) if own is not None else 1) if acks == -1 else 0
+    return await _store(env, topic, queue, msgs, header, out, append_time, min_isr)
+
+
+async def _isr_acked(env: KafkaEnv, result: PutResult, min_isr: int) -> PutResult:
+    """acks=all on a master that answers sends at once: wait for an in-sync slave's ack
+    (``rokka.gateway.kafka.replicas``; a SYNC_MASTER waited in ``wait_durable`` already), then the ISR
+    must still hold ``min.insync.replicas`` (else NOT_ENOUGH_REPLICAS_AFTER_APPEND, as Kafka)."""
+    view = env.cluster
+    if not result.ok or view is None or env.broker.replica_wait is not None:
+        return result
+    hooks = view.replicas.hooks
+    if hooks.isr_wait is not None and (status := await hooks.isr_wait(result.end_offset)) is not None:
+        return dataclasses.replace(result, status=status)
+    if min_isr > hooks.isr_size():
+        return dataclasses.replace(result, status=PutStatus.SLAVE_NOT_AVAILABLE)
+    return result
 
 
 async def _store(env: KafkaEnv, topic: str, queue: int, msgs: list[Message] | UniformBatch, header: R.BatchHeader,
-                 out: Struct, append_time: bool) -> Struct:
-    """Delay, transaction and idempotence checks, then the append (module doc)."""
+                 out: Struct, append_time: bool, min_isr: int = 0) -> Struct:
+    """Delay, transaction and idempotence checks, then the append (module doc).  ``min_isr``: acks=all's
+    min.insync.replicas (0: not acks=all)."""
     delayed = False
     if not isinstance(msgs, UniformBatch) and _any_delay_header(msgs):
         now = now_ms()
@@ -379,6 +407,8 @@ async def _store(env: KafkaEnv, topic: str, queue: int, msgs: list[Message] | Un
         producers.retract_intent(header.producer_id, header.producer_epoch, topic, queue,
                                  header.base_sequence, last_seq)
     result = await env.broker.wait_durable(result)
+    if min_isr:
+        result = await _isr_acked(env, result, min_isr)
     if not result.ok:
         log.warning("kafka.produce_failed", topic=topic, partition=queue, status=result.status.name,
                     remark=result.remark)

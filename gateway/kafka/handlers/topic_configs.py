@@ -16,8 +16,9 @@ CreateTopics, AlterConfigs and IncrementalAlterConfigs, shown by DescribeConfigs
 * ``max.message.bytes``: a produced batch larger than it gets MESSAGE_TOO_LARGE.
 * ``message.timestamp.type``: ``LogAppendTime`` makes the broker stamp every
   produced batch with its append time (consumers see LOG_APPEND_TIME).
-* ``min.insync.replicas``: a partition has one replica, so acks=all on a topic
-  asking for more answers NOT_ENOUGH_REPLICAS (as Kafka with a shrunken ISR).
+* ``min.insync.replicas``: acks=all on a topic asking for more replicas than the
+  ISR (the broker and its caught-up slaves, ``rokka.gateway.kafka.replicas``)
+  answers NOT_ENOUGH_REPLICAS (as Kafka with a shrunken ISR).
 * ``segment.bytes`` / ``segment.ms``: accepted, stored and shown, *not applied*
   (the CommitLog's segments hold every topic: ``mapedFileSizeCommitLog``).
 * ``cleanup.policy`` (``delete``, ``compact`` or both), ``delete.retention.ms``,

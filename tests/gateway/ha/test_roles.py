@@ -36,6 +36,19 @@ def _kafka_brokers(host: str, port: int) -> list[int]:
         admin.close()
 
 
+def _kafka_partition(host: str, port: int, topic: str) -> tuple[int, list[int], list[int]]:
+    """Partition 0's (leader, replicas, isr) in the Metadata ``host:port`` answers (kafka-python)."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=f"{host}:{port}", request_timeout_ms=10000)
+    try:
+        [desc] = admin.describe_topics([topic])
+        p0 = next(p for p in desc["partitions"] if p["partition_index"] == 0)
+        return p0["leader_id"], list(p0["replica_nodes"]), list(p0["isr_nodes"])
+    finally:
+        admin.close()
+
+
 def _kafka_acks_all(host: str, port: int) -> str:
     """One acks=all record with kafka-python (no retries): the error's class name, or "ok"."""
     from kafka import KafkaProducer
@@ -122,14 +135,26 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 assert slave.broker.schedule.offsets.get(1) == 1
                 saved = json.loads((tmp_path / "s" / "config" / "delayOffset.json").read_text())
                 assert saved["offsetTable"]["1"] == 1
-                # The broker set's Kafka endpoint stays the master's (a slave does not publish its own).
+                # The broker set's Kafka endpoint stays the master's (a slave publishes a replica entry).
                 kv = await nsc.kv_list("ROKKA_KAFKA")
                 assert str(master.kafka_addr[1]) in kv["broker-ha"]
                 assert str(slave.kafka_addr[1]) not in kv["broker-ha"]
-                # Kafka clients asking the slave are sent to the master (the set's node, its endpoint)
-                assert slave.kafka is not None
-                await slave.kafka.view.refresh_brokers()
-                assert await trio.to_thread.run_sync(_kafka_brokers, *slave.kafka_addr) == [master.kafka_addr[1]]
+                assert slave.kafka is not None and master.kafka is not None
+                mid, sid = master.kafka.node.node_id, slave.kafka.node.node_id
+                assert mid != sid
+                # Kafka clients see both brokers; the master leads, the slave is a replica in the ISR
+                # (the master's own answer at once, the slave's from the ISR the master published).
+                for asked in (master, slave):
+                    with trio.fail_after(20):
+                        while True:
+                            await asked.kafka.view.refresh_brokers()
+                            placed = await trio.to_thread.run_sync(_kafka_partition, *asked.kafka_addr, "T")
+                            if placed == (mid, [mid, sid], [mid, sid]):
+                                break
+                            await trio.sleep(0.3)
+                    # Only the leader is listed as a broker: clients send admin requests to brokers they
+                    # know, and a slave takes no writes.
+                    assert await trio.to_thread.run_sync(_kafka_brokers, *asked.kafka_addr) == [master.kafka_addr[1]]
                 assert await trio.to_thread.run_sync(_kafka_acks_all, *slave.kafka_addr) == "ok"
             await master.shutdown()
             # With the master gone the slave names itself; a produce there: it leads nothing
@@ -140,6 +165,8 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                         break
                     await trio.sleep(0.2)
             assert await trio.to_thread.run_sync(_kafka_brokers, *slave.kafka_addr) == [slave.kafka_addr[1]]
+            placed = await trio.to_thread.run_sync(_kafka_partition, *slave.kafka_addr, "T")
+            assert placed == (sid, [sid], [sid])
             refused = await trio.to_thread.run_sync(_kafka_acks_all, *slave.kafka_addr)
             assert refused == "NotLeaderForPartitionError", refused
             await slave.shutdown()
@@ -171,3 +198,64 @@ async def test_an_async_master_starts_when_its_default_ha_port_is_taken(tmp_path
                 assert plain.ha is None         # no brokerRole, no haListenPort: no HA port at all
                 await plain.shutdown()
                 nursery.cancel_scope.cancel()
+
+
+def _set_min_isr(host: str, port: int, topic: str, value: str) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=f"{host}:{port}", request_timeout_ms=10000)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"min.insync.replicas": value})])
+    finally:
+        admin.close()
+
+
+async def test_async_master_acks_all_follows_the_isr_and_min_insync_replicas(tmp_path: Path) -> None:
+    """ASYNC_MASTER answers RocketMQ sends at once, but a Kafka acks=all produce waits for the ISR: with
+    min.insync.replicas above the ISR it is refused before anything is stored (NOT_ENOUGH_REPLICAS),
+    with a caught-up slave it is acknowledged only once the slave has the bytes."""
+    with trio.fail_after(90):
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(NamesrvServer().serve, "127.0.0.1", 0)
+            ns = f"{host}:{port}"
+            master = runtime.BrokerRole(_cfg(tmp_path, "m", ns, broker_role="ASYNC_MASTER",
+                                             ha_listen_port=_free_port()))
+            await nursery.start(master.run)
+            maddr = f"{master.broker_addr[0]}:{master.broker_addr[1]}"
+            async with RemotingClient() as rc:
+                nsc = NamesrvClient(rc, [ns])
+                await Admin(rc, nsc).create_topic(maddr, "T")
+                assert master.kafka is not None
+                mid = master.kafka.node.node_id
+                await trio.to_thread.run_sync(_set_min_isr, *master.kafka_addr, "T", "2")
+                # The ISR is the master alone: min.insync.replicas=2 refuses acks=all, stores nothing.
+                assert await trio.to_thread.run_sync(_kafka_acks_all, *master.kafka_addr) == "NotEnoughReplicasError"
+                assert master.broker.store.max_offset("T", 0) == 0
+                assert await trio.to_thread.run_sync(_kafka_partition, *master.kafka_addr, "T") == (mid, [mid], [mid])
+                slave = runtime.BrokerRole(_cfg(tmp_path, "s", ns, broker_role="SLAVE", broker_id=1))
+                await nursery.start(slave.run)
+                assert slave.kafka is not None
+                sid = slave.kafka.node.node_id
+                with trio.fail_after(20):
+                    while master.kafka.view.replicas.local_isr() != [mid, sid]:  # noqa: ASYNC110 - HA + KV state
+                        await master.kafka.view.refresh_brokers()
+                        await trio.sleep(0.2)
+                # Now acks=all succeeds, and the slave has the record when the answer comes.
+                assert await trio.to_thread.run_sync(_kafka_acks_all, *master.kafka_addr) == "ok"
+                assert slave.broker.store.max_offset("T", 0) == 1
+                placed = await trio.to_thread.run_sync(_kafka_partition, *master.kafka_addr, "T")
+                assert placed == (mid, [mid, sid], [mid, sid])
+                await trio.to_thread.run_sync(_set_min_isr, *master.kafka_addr, "T", "3")
+                assert await trio.to_thread.run_sync(_kafka_acks_all, *master.kafka_addr) == "NotEnoughReplicasError"
+                # A RocketMQ send on an ASYNC_MASTER does not wait for the slave at all.
+                producer = Producer(rc, nsc, "pg", retries=0)
+                assert (await producer.send("T", b"rocketmq", queue=0)).status == "SEND_OK"
+                await slave.shutdown()
+                await trio.to_thread.run_sync(_set_min_isr, *master.kafka_addr, "T", "2")
+                with trio.fail_after(20):
+                    while master.ha.in_sync_peers():  # noqa: ASYNC110 - the slave's connection closes
+                        await trio.sleep(0.1)
+                assert await trio.to_thread.run_sync(_kafka_acks_all, *master.kafka_addr) == "NotEnoughReplicasError"
+            await master.shutdown()
+            nursery.cancel_scope.cancel()
