@@ -108,6 +108,16 @@ class ViewRegistry:
         self._persist()
         return True
 
+    def adopt(self, views: dict[str, KafkaView]) -> int:
+        """Make the registry exactly ``views`` (a slave copying its master's); returns how many changed."""
+        changed = {n for n in {*self._views, *views} if self._views.get(n) != views.get(n)}
+        if changed:
+            self._views = dict(views)
+            for n in changed:
+                self._filters.pop(n, None)
+            self._persist()
+        return len(changed)
+
     def _persist(self) -> None:
         if self._path is not None:
             write_json_atomic(self._path, {"views": {

@@ -129,6 +129,22 @@ class TopicRetention:
         log.info("topic_config.set", topic=topic, name=name, value=value)
         self._save()
 
+    def snapshot(self) -> tuple[dict[str, int], dict[str, dict[str, str]]]:
+        """(retention ms by topic, other configs by topic): copies, for a slave to adopt."""
+        return dict(self._ms), {t: dict(c) for t, c in self._configs.items()}
+
+    def adopt(self, retention_ms: dict[str, int], configs: dict[str, dict[str, str]]) -> int:
+        """Make the table exactly another broker's ``snapshot`` (a slave copying its master's); returns
+        how many topics changed."""
+        configs = {t: dict(c) for t, c in configs.items() if c}
+        changed = len({t for t in {*self._ms, *retention_ms} if self._ms.get(t) != retention_ms.get(t)}
+                      | {t for t in {*self._configs, *configs} if self._configs.get(t) != configs.get(t)})
+        if changed:
+            self._ms, self._configs = dict(retention_ms), configs
+            log.info("topic_config.adopted", topics=changed)
+            self._save()
+        return changed
+
     def delete(self, topic: str) -> None:
         had_ms, had_configs = self._ms.pop(topic, None), self._configs.pop(topic, None)
         if had_ms is not None or had_configs is not None:

@@ -259,7 +259,10 @@ class BrokerRole:
                 if cfg.metrics_exporter_type.upper() == "PROM":
                     self.metrics_addr = await self._start_metrics(nursery, broker)
                 from rokka.gateway.ha.service import start_ha  # master/slave replication (brokerRole)
-                self.ha = await start_ha(nursery, cfg, broker, lambda: self._registrar)
+                from rokka.gateway.kafka.state_sync import GET_KAFKA_STATE, state_handler
+                rmq.register(GET_KAFKA_STATE, state_handler(self.kafka.state, acl))  # a slave copies Kafka state
+                self.ha = await start_ha(nursery, cfg, broker, lambda: self._registrar,
+                                         [("kafka", GET_KAFKA_STATE, self.kafka.state.apply)])
                 from rokka.gateway.ha.service import replica_hooks
                 self.kafka.view.replicas.hooks = replica_hooks(self.ha, cfg)    # Kafka replicas and ISR
                 self._registrar = await self._start_registration(nursery, env, rc)

@@ -36,7 +36,7 @@ the store's root (lines ``epoch-startOffset``, as RocketMQ 5's).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +49,7 @@ from rokka.core.storage import PutStatus, ReplicaAppender
 from rokka.gateway.controller.codec import BROKER_HEARTBEAT, decode_info, encode_heartbeat
 from rokka.gateway.ha.master import HAMaster, HAParams, sync_result
 from rokka.gateway.ha.slave import HASlave
-from rokka.gateway.ha.sync import SlaveSync
+from rokka.gateway.ha.sync import SlaveSync, SyncExtra
 from rokka.net.remoting.codec.codes import ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 
@@ -93,8 +93,9 @@ class ControlledHA:
     """HA role of a broker in controller mode (see the module docstring)."""
 
     def __init__(self, cfg: BrokerConfig, broker: Any, registrar: Callable[[], Any], params: HAParams,
-                 ha_service_nursery: trio.Nursery) -> None:
+                 ha_service_nursery: trio.Nursery, sync_extras: Sequence[SyncExtra] = ()) -> None:
         self.cfg = cfg
+        self.sync_extras = sync_extras
         self.broker = broker
         self.store: DiskStore = broker.store
         self.registrar = registrar
@@ -255,7 +256,7 @@ class ControlledHA:
             self._stop_current()
         self.role, self.epoch, self.master_ha = "SLAVE", info.epoch, info.master_ha_addr
         slave = self.slave = HASlave(self.store, self.params, lambda: self.master_ha)
-        sync = SlaveSync(self.broker, self.registrar, self.cfg.default_topic_queue_nums)
+        sync = SlaveSync(self.broker, self.registrar, self.cfg.default_topic_queue_nums, self.sync_extras)
         slave.appender.on_new_queue.append(sync.new_queue)
         slave.sync = sync
         scope = self._scope = trio.CancelScope()

@@ -35,7 +35,7 @@ that answers sends at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -45,7 +45,7 @@ from rokka.core.storage import PutStatus
 from rokka.gateway.ha.controlled import ControlledHA
 from rokka.gateway.ha.master import HAMaster, HAParams, sync_result
 from rokka.gateway.ha.slave import HASlave
-from rokka.gateway.ha.sync import SlaveSync
+from rokka.gateway.ha.sync import SlaveSync, SyncExtra
 from rokka.gateway.kafka.replicas import ReplicaHooks
 
 log = structlog.get_logger(__name__)
@@ -68,9 +68,10 @@ def master_from_registration(registrar: Callable[[], Any]) -> Callable[[], str |
     return lookup
 
 
-async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
-                   registrar: Callable[[], Any]) -> HAMaster | HASlave | ControlledHA | None:
-    """Start the HA master or slave for ``broker`` (see the module docstring)."""
+async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any, registrar: Callable[[], Any],
+                   sync_extras: Sequence[SyncExtra] = ()) -> HAMaster | HASlave | ControlledHA | None:
+    """Start the HA master or slave for ``broker`` (see the module docstring); a slave's metadata sync
+    also runs ``sync_extras`` (``rokka.gateway.ha.sync``)."""
     from rokka.core.storage import DiskStore
 
     store = broker.store
@@ -78,7 +79,7 @@ async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
         if not isinstance(store, DiskStore):
             log.warning("ha.disabled", reason="the store is not a DiskStore", mode="controller")
             return None
-        controlled = ControlledHA(cfg, broker, registrar, params_from(cfg), nursery)
+        controlled = ControlledHA(cfg, broker, registrar, params_from(cfg), nursery, sync_extras)
         await nursery.start(controlled.run)
         log.info("ha.controller_mode", controllers=controlled.controllers, flavour=controlled.flavour)
         return controlled
@@ -95,7 +96,7 @@ async def start_ha(nursery: trio.Nursery, cfg: BrokerConfig, broker: Any,
         source = (lambda: cfg.ha_master_address) if cfg.ha_master_address else master_from_registration(registrar)
         slave = HASlave(store, params, source)
         await nursery.start(slave.run)
-        sync = SlaveSync(broker, registrar, cfg.default_topic_queue_nums)
+        sync = SlaveSync(broker, registrar, cfg.default_topic_queue_nums, sync_extras)
         slave.appender.on_new_queue.append(sync.new_queue)
         slave.sync = sync
         nursery.start_soon(sync.run)

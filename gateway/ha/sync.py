@@ -15,12 +15,14 @@ service takes the table and persists it, as it would its own).  The master's rem
 ``masterAddr`` the name server answered the slave's last REGISTER_BROKER
 with.  Errors are logged and retried; nothing here ever stops the slave.
 
-Not synchronised: rokka's Kafka state (group metadata, producer ids, ACLs, SCRAM users).
+``extras`` are more (what, request code, apply) steps of each round, given by the runtime:
+rokka's Kafka state (``rokka.gateway.kafka.state_sync``: topic configs, ACLs, SASL users).  A
+master that does not offer one (an Apache RocketMQ broker) is noted once and the round goes on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -28,10 +30,12 @@ import trio
 from rokka.core.delay import offset_table
 from rokka.core.topics import TopicConfig
 from rokka.net.remoting.codec.bodies import loads_body
-from rokka.net.remoting.codec.codes import RequestCode
+from rokka.net.remoting.codec.codes import RequestCode, ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
+
+SyncExtra = tuple[str, int, Callable[[bytes], int]]     # (what, request code, apply the body: changes)
 
 SYNC_INTERVAL_S = 10.0
 RETRY_S = 1.0
@@ -112,10 +116,13 @@ class SlaveSync:
     of its own here from the queues replicated (readable, at least ``defaultTopicQueueNums`` queues),
     so the slave serves it."""
 
-    def __init__(self, broker: Any, registrar: Callable[[], Any], default_queue_nums: int) -> None:
+    def __init__(self, broker: Any, registrar: Callable[[], Any], default_queue_nums: int,
+                 extras: Sequence[SyncExtra] = ()) -> None:
         self.broker = broker
         self.registrar = registrar
         self.default_queue_nums = default_queue_nums
+        self.extras = list(extras)
+        self._not_offered: set[str] = set()
         self.unknown: dict[str, int] = {}       # topic -> highest queue id seen, not yet configured
         self._wake = trio.Event()
 
@@ -150,6 +157,21 @@ class SlaveSync:
             log.warning("ha.sync_failed", master=master, error=str(exc), what="delay_offsets")
             return False
         counts["delay_offsets"] = await self.broker.schedule.adopt_offsets(offset_table(loads_body(resp.body or b"{}")))
+        for what, code, apply in self.extras:
+            try:
+                resp = await reg.client.invoke(master, RemotingCommand(code), TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - any failure: log, retry later
+                log.warning("ha.sync_failed", master=master, error=str(exc), what=what)
+                return False
+            if resp.code != ResponseCode.SUCCESS:
+                if what not in self._not_offered:
+                    self._not_offered.add(what)
+                    log.warning("ha.sync_not_offered", master=master, what=what, code=resp.code, remark=resp.remark)
+                continue
+            try:
+                counts[what] = apply(resp.body or b"")
+            except (ValueError, TypeError, KeyError, OSError) as exc:
+                log.warning("ha.sync_bad_body", master=master, what=what, error=str(exc))
         if any(counts.values()):
             log.info("ha.sync", master=master, **counts)
         return True

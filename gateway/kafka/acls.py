@@ -31,9 +31,10 @@ The bindings are rokka's own state: ``config/kafkaAcls.msgpack``, rewritten atom
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass
 from pathlib import Path
+from typing import Any
 
 from rokka.core.storage.packfile import read_msgpack, write_msgpack_atomic
 
@@ -97,6 +98,11 @@ class Acl:
     operation: int
     permission: int
 
+    @classmethod
+    def from_row(cls, r: Sequence[Any]) -> Acl:
+        """A binding from its stored row (``astuple`` order)."""
+        return cls(int(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4]), int(r[5]), int(r[6]))
+
     def covers(self, resource_type: int, name: str) -> bool:
         """Does this binding apply to resource (type, name)?"""
         if self.resource_type != resource_type:
@@ -159,8 +165,7 @@ class AclStore:
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
         rows = (read_msgpack(self._path) or {}).get("acls", []) if self._path is not None else []
-        self._acls: set[Acl] = {Acl(int(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4]), int(r[5]), int(r[6]))
-                                for r in rows}
+        self._acls: set[Acl] = {Acl.from_row(r) for r in rows}
 
     def all(self) -> list[Acl]:
         return sorted(self._acls)
@@ -173,6 +178,15 @@ class AclStore:
 
     def matching(self, f: AclFilter) -> list[Acl]:
         return sorted(a for a in self._acls if f.matches(a))
+
+    def replace(self, acls: Iterable[Acl]) -> bool:
+        """Make the table exactly ``acls`` (a slave copying its master's); True when it changed."""
+        fresh = set(acls)
+        if fresh == self._acls:
+            return False
+        self._acls = fresh
+        self._save()
+        return True
 
     def delete(self, f: AclFilter) -> list[Acl]:
         gone = self.matching(f)

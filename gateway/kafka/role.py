@@ -49,6 +49,7 @@ from rokka.gateway.kafka.sasl import configure as configure_sasl
 from rokka.gateway.kafka.scram_admin import ScramAdmin
 from rokka.gateway.kafka.server import KafkaServer
 from rokka.gateway.kafka.shared_acls import acl_store
+from rokka.gateway.kafka.state_sync import KafkaState
 from rokka.gateway.kafka.tls import TlsConfigError, TlsSettings, server_context
 from rokka.gateway.kafka.tls import settings_from as tls_settings
 from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator
@@ -89,6 +90,7 @@ class KafkaRole:
     transactions: KafkaTxnCoordinator
     sasl: SaslUsers | None
     tls: TlsSettings | None
+    state: KafkaState            # what a slave copies from its master (gateway/kafka/state_sync.py)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -144,7 +146,11 @@ class KafkaRole:
                              max_unauthenticated_frame_bytes=cfg.kafka_sasl_max_receive_bytes)
         if sasl is not None:
             sasl.server = server
-        return cls(cfg, server, listeners, view, groups, ownership, producers, txns, sasl, tls)
+        state = KafkaState(broker.retention, acls, views)
+        if sasl is not None:
+            users_file = state.users_file = Path(cfg.kafka_sasl_users)
+            state.reload_users = lambda: sasl.replace(UserStore.load(users_file))
+        return cls(cfg, server, listeners, view, groups, ownership, producers, txns, sasl, tls, state)
 
     async def run_services(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The coordinators' background loops (cancel the surrounding scope to stop them; their final

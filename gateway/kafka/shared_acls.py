@@ -115,3 +115,7 @@ class SharedAclStore(AclStore):
     def delete(self, f: AclFilter) -> list[Acl]:
         with self._locked():
             return super().delete(f)
+
+    def replace(self, acls: Iterable[Acl]) -> bool:
+        with self._locked():
+            return super().replace(acls)

@@ -121,8 +121,10 @@ async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_p
                 group = master.broker.sub_groups.get("cg2")
                 group.retry_max_times = 3
                 master.broker.sub_groups.put(group)
+                master.broker.retention.set_config("T", "max.message.bytes", "4096")   # Kafka state too
                 assert await slave.ha.sync.once()
                 assert slave.broker.offsets.query("cg2", "T", 0) == 2
+                assert slave.broker.retention.configs("T") == {"max.message.bytes": "4096"}
                 assert slave.broker.sub_groups.get("cg2", create=False).retry_max_times == 3
                 # So do the delay levels' offsets (syncDelayOffset): a promoted slave resumes delivering
                 # where the master was, not from the start of SCHEDULE_TOPIC_XXXX (duplicates).
