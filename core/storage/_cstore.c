@@ -824,6 +824,188 @@ done:
     return out;
 }
 
+/* scan_records(buf, pos, size, base, layouts, magics, names) -> (end, damage, blank, records)
+ * Recovery's segment scan (core/storage/recovery.py _scan_segment) for a range of CommitLog bytes
+ * in ``buf`` from ``pos`` to ``size``: each record is checked as there (MAGIC, TOTALSIZE, BODYLENGTH,
+ * the blob lengths adding up to TOTALSIZE, PHYSICALOFFSET == base + position, BODYCRC) and the walk
+ * stops at the first that fails (damage = the same message as the Python scan's), at a segment's
+ * closing BLANK (blank = True) or at zeros.  ``layouts`` gives, per host variant (sysflag & 0x30) >> 4,
+ * (header size, queue id, queue offset, physical offset, sysflag, store timestamp, body length, body
+ * crc) byte offsets, from layout.py (the one definition of the record); ``magics`` = (message, blank);
+ * ``names`` = four property names whose values are reported (TAGS, KEYS, UNIQ_KEY, DELAY).
+ * records = [(topic bytes, queue id, queue offset, physical offset, size, sysflag, store timestamp,
+ * properties start, properties end, value of names[0..3] as bytes or None)], a property read as
+ * layout.decode_properties does (items split at 0x02, key and value at the first 0x01, empty keys or
+ * values dropped, the last of a name wins). */
+static Py_ssize_t be_i16(const unsigned char *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+
+static int64_t be_i64(const unsigned char *p) {
+    return (int64_t)(((uint64_t)be32(p) << 32) | be32(p + 4));
+}
+
+static PyObject *scan_records(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    Py_ssize_t pos, size;
+    long long base;
+    PyObject *layouts, *names;
+    unsigned long msg_magic, blank_magic;
+    if (!PyArg_ParseTuple(args, "y*nnLO(kk)O", &b, &pos, &size, &base, &layouts, &msg_magic, &blank_magic, &names))
+        return NULL;
+    PyObject *records = NULL, *result = NULL, *last_topic = NULL, *damage = NULL;
+    Py_ssize_t lay[4][8];
+    const char *nm[4];
+    Py_ssize_t nlen[4];
+    int blank = 0;
+    if (!PyTuple_Check(layouts) || PyTuple_GET_SIZE(layouts) != 4 || !PyTuple_Check(names) ||
+        PyTuple_GET_SIZE(names) != 4) {
+        PyErr_SetString(PyExc_TypeError, "layouts and names must be 4-tuples");
+        goto done;
+    }
+    for (int v = 0; v < 4; v++) {
+        PyObject *t = PyTuple_GET_ITEM(layouts, v);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 8) {
+            PyErr_SetString(PyExc_TypeError, "each layout is an 8-tuple of offsets");
+            goto done;
+        }
+        for (int k = 0; k < 8; k++) {
+            lay[v][k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, k));
+            if (lay[v][k] < 0 || lay[v][k] > 4096) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "layout offset out of range");
+                goto done;
+            }
+        }
+        PyObject *n = PyTuple_GET_ITEM(names, v);
+        if (!PyBytes_Check(n)) {
+            PyErr_SetString(PyExc_TypeError, "property names must be bytes");
+            goto done;
+        }
+        nm[v] = PyBytes_AS_STRING(n);
+        nlen[v] = PyBytes_GET_SIZE(n);
+    }
+    if (pos < 0 || size > b.len || pos > size) {
+        PyErr_SetString(PyExc_ValueError, "pos / size outside the buffer");
+        goto done;
+    }
+    records = PyList_New(0);
+    if (records == NULL)
+        goto done;
+    const unsigned char *m = (const unsigned char *)b.buf;
+    while (pos + 8 <= size) {
+        int32_t total = (int32_t)be32(m + pos);
+        uint32_t magic = be32(m + pos + 4);
+        if (magic != (uint32_t)msg_magic) {
+            if (magic == (uint32_t)blank_magic && (Py_ssize_t)total == size - pos) {
+                blank = 1;
+                break;
+            }
+            if (total == 0 && magic == 0)
+                break;
+            damage = PyUnicode_FromFormat("bad magic 0x%08X", (unsigned int)magic);
+            break;
+        }
+        if (total < 91 || pos + total > size) {
+            damage = PyUnicode_FromFormat("bad TOTALSIZE %d", (int)total);
+            break;
+        }
+        const Py_ssize_t *L = lay[0];
+        int32_t sysflag = (int32_t)be32(m + pos + L[4]);
+        L = lay[(sysflag & 0x30) >> 4];
+        Py_ssize_t end = pos + total, hsize = L[0];
+        if (pos + hsize > end) {
+            damage = PyUnicode_FromFormat("bad TOTALSIZE %d", (int)total);
+            break;
+        }
+        int32_t bodylen = (int32_t)be32(m + pos + L[6]);
+        Py_ssize_t body_start = pos + hsize, topic_pos = body_start + bodylen;
+        if (bodylen < 0 || topic_pos + 3 > end) {
+            damage = PyUnicode_FromFormat("bad BODYLENGTH %d", (int)bodylen);
+            break;
+        }
+        Py_ssize_t props_pos = topic_pos + 1 + m[topic_pos];
+        if (props_pos + 2 > end || props_pos + 2 + be_i16(m + props_pos) != end) {
+            damage = PyUnicode_FromString("blob lengths do not add up to TOTALSIZE");
+            break;
+        }
+        int64_t phys = be_i64(m + pos + L[3]);
+        if (phys != base + pos) {
+            damage = PyUnicode_FromFormat("PHYSICALOFFSET %lld != position %lld", (long long)phys,
+                                          (long long)(base + pos));
+            break;
+        }
+        if ((int32_t)(BODY_CRC32(m + body_start, bodylen) & 0x7FFFFFFF) != (int32_t)be32(m + pos + L[7])) {
+            damage = PyUnicode_FromString("BODYCRC mismatch");
+            break;
+        }
+        /* the reported property values: items "key 0x01 value" split at 0x02 */
+        const unsigned char *found[4] = {NULL, NULL, NULL, NULL};
+        Py_ssize_t flen[4] = {0, 0, 0, 0};
+        Py_ssize_t i = props_pos + 2;
+        while (i < end) {
+            Py_ssize_t j = i;
+            while (j < end && m[j] != 0x02)
+                j++;
+            const unsigned char *sep = memchr(m + i, 0x01, (size_t)(j - i));
+            if (sep != NULL) {
+                Py_ssize_t klen = sep - (m + i), vlen = (m + j) - (sep + 1);
+                if (klen > 0 && vlen > 0)
+                    for (int k = 0; k < 4; k++)
+                        if (klen == nlen[k] && memcmp(m + i, nm[k], (size_t)klen) == 0) {
+                            found[k] = sep + 1;
+                            flen[k] = vlen;
+                        }
+            }
+            i = j + 1;
+        }
+        Py_ssize_t tlen = props_pos - topic_pos - 1;
+        PyObject *topic;
+        if (last_topic != NULL && PyBytes_GET_SIZE(last_topic) == tlen &&
+            memcmp(PyBytes_AS_STRING(last_topic), m + topic_pos + 1, (size_t)tlen) == 0) {
+            topic = last_topic;
+            Py_INCREF(topic);
+        } else {
+            topic = PyBytes_FromStringAndSize((const char *)m + topic_pos + 1, tlen);
+            if (topic == NULL)
+                goto done;
+            Py_XDECREF(last_topic);
+            last_topic = topic;
+            Py_INCREF(last_topic);
+        }
+        PyObject *vals[4];
+        for (int k = 0; k < 4; k++) {
+            if (found[k] != NULL) {
+                vals[k] = PyBytes_FromStringAndSize((const char *)found[k], flen[k]);
+            } else {
+                vals[k] = Py_None;
+                Py_INCREF(Py_None);
+            }
+        }
+        PyObject *rec = Py_BuildValue("(NiLLiiLnnNNNN)", topic, (int)(int32_t)be32(m + pos + L[1]),
+                                      (long long)be_i64(m + pos + L[2]), (long long)phys, (int)total, (int)sysflag,
+                                      (long long)be_i64(m + pos + L[5]), props_pos + 2, end,
+                                      vals[0], vals[1], vals[2], vals[3]);
+        if (rec == NULL || PyList_Append(records, rec) < 0) {
+            Py_XDECREF(rec);
+            goto done;
+        }
+        Py_DECREF(rec);
+        pos = end;
+    }
+    if (damage == NULL) {
+        damage = Py_None;
+        Py_INCREF(Py_None);
+    }
+    result = Py_BuildValue("(nNON)", pos, damage, blank ? Py_True : Py_False, records);
+    damage = NULL;
+    records = NULL;
+done:
+    Py_XDECREF(damage);
+    Py_XDECREF(records);
+    Py_XDECREF(last_topic);
+    PyBuffer_Release(&b);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"unit_offsets", unit_offsets, METH_VARARGS, "unit_offsets(units) -> [commitlog offset of each CQ unit]"},
     {"cq_runs", cq_runs, METH_VARARGS,
@@ -839,6 +1021,9 @@ static PyMethodDef methods[] = {
     {"encode_elements", encode_elements, METH_VARARGS,
      "encode_elements(body, template, off_crc, off_flag, off_qoff, off_phys, topic_blob, extra, queue_offset0, "
      "commitlog_offset0, max_body, max_props) -> (records, units, keys, phys)"},
+    {"scan_records", scan_records, METH_VARARGS,
+     "scan_records(buf, pos, size, base, layouts, (message_magic, blank_magic), names) -> (end, damage, blank, "
+     "[(topic, queue_id, queue_offset, phys, size, sysflag, store_ts, props_start, props_end, v0, v1, v2, v3)])"},
     {"index_insert", index_insert, METH_VARARGS,
      "index_insert(mm, slots, max_entries, state, prefix_hash, keys, phys, store_ts, start) -> (done, state)"},
     {NULL, NULL, 0, NULL},

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import structlog
 from rokka.core.model import (
@@ -40,7 +41,7 @@ from rokka.core.model import (
     Message,
 )
 from rokka.core.storage.api import Appended, ArrivalListener
-from rokka.core.storage.layout import tags_hash
+from rokka.core.storage.layout import decode_properties, tags_hash
 
 log = structlog.get_logger(__name__)
 
@@ -210,6 +211,59 @@ class Dispatcher:
             index.put_batch(keyed)  # type: ignore[union-attr]
         for arrival in arrived:
             self._notify(*arrival)
+
+    def dispatch_scanned(self, mm: Any, records: Sequence[tuple[Any, ...]], slow: Callable[..., None]) -> None:
+        """``dispatch`` for records ``_cstore.scan_records`` walked in ``mm`` (the same units, index
+        entries and arrivals, in the same order per queue), with no properties dict per record: a
+        record that continues its queue (unit at the queue's end) joins that queue's run of units,
+        written in one go; its tags code comes from its TAGS, its index keys from KEYS and UNIQ_KEY.
+        Any other record -- a queue not there yet or a gap before it, a prepared or rolled-back
+        transaction half, the schedule topic (its code is a delivery time) -- goes to ``slow(topic,
+        queue_id, queue_offset, commitlog_offset, size, sysflag, props, store_ts, keyed=)`` with its
+        decoded properties, after the runs of its queue.  Arrivals: one per run (code and
+        properties None: waiters re-read)."""
+        queues, index = self.queues, self.index
+        keyed: list[Keyed] = []
+        runs: dict[tuple[str, int], tuple[QueueLike, int, list[int]]] = {}
+        codes: dict[bytes, int] = {}
+        topics: dict[bytes, str] = {}
+        for tb, qid, qoff, phys, size, sysflag, ts, ps, pe, tags, keys, uniq, _delay in records:
+            topic = topics.get(tb)
+            if topic is None:
+                topic = topics[tb] = tb.decode("utf-8", "replace")
+            key = (topic, qid)
+            run = runs.get(key)
+            t = sysflag & TRANSACTION_MASK
+            if (t == TRANSACTION_PREPARED_TYPE or t == TRANSACTION_ROLLBACK_TYPE or topic == TOPIC_SCHEDULE
+                    or (run is not None and run[1] + len(run[2]) // 3 != qoff)
+                    or (run is None and ((q := queues.get(key)) is None or q.max_offset != qoff))):
+                if run is not None:
+                    self._end_run(key, runs.pop(key))
+                slow(topic, qid, qoff, phys, size, sysflag, decode_properties(mm[ps:pe]), ts, keyed=keyed)
+                continue
+            if run is None:
+                run = runs[key] = (q, qoff, [])
+            if tags is None:
+                code = 0
+            elif (code := codes.get(tags)) is None:
+                code = codes[tags] = tags_hash(tags.decode("utf-8", "replace"))
+            run[2].extend((phys, size, code))
+            if index is not None and (keys is not None or uniq is not None) and t != TRANSACTION_ROLLBACK_TYPE:
+                found = [k for k in keys.decode("utf-8", "replace").split(" ") if k] if keys is not None else []
+                if uniq is not None:
+                    found.append(uniq.decode("utf-8", "replace"))
+                if found:
+                    keyed.append((topic, found, phys, ts))
+        for key, run in runs.items():
+            self._end_run(key, run)
+        if keyed:
+            self.put_keyed(keyed)
+
+    def _end_run(self, key: tuple[str, int], run: tuple[QueueLike, int, list[int]]) -> None:
+        q, start, flat = run
+        _put_run(q, start, flat)
+        if self.listeners:
+            self._notify(key[0], key[1], start + len(flat) // 3 - 1, None, None)
 
     def tags_code(self, topic: str, props: dict[str, str], store_ts: int) -> int:
         return compute_tags_code(topic, props, store_ts, self.delay_levels_ms)

@@ -44,13 +44,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
+from rokka.core.model import PROP_DELAY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY
 from rokka.core.storage import layout
 from rokka.core.storage.consumequeue import UNIT, hole_of
-from rokka.core.storage.dispatch import Keyed
+from rokka.core.storage.dispatch import Keyed, is_dispatched
 from rokka.core.storage.recovery import _scan_segment, trim_queues
 
 if TYPE_CHECKING:
     from rokka.core.storage.engine import DiskStore
+    from rokka.core.storage.segment import Segment
 
 log = structlog.get_logger(__name__)
 
@@ -107,6 +109,11 @@ class _ReplicaDispatch:
                  sysflag: int, props: dict[str, str], store_ts: int, replay: bool = False,
                  keyed: list[Keyed] | None = None) -> None:
         del replay
+        if not is_dispatched(sysflag):      # a transaction half: no unit, no queue (its index keys only)
+            self.store.dispatcher.dispatch(topic, queue_id, queue_offset, commitlog_offset, size, sysflag, props,
+                                           store_ts, keyed=keyed)
+            self.store._last_store_ts = store_ts
+            return
         q = self.store.cqs.get((topic, queue_id))
         new = q is None
         if q is None:
@@ -127,6 +134,23 @@ class _ReplicaDispatch:
 
     def put_keyed(self, keyed: list[Keyed]) -> None:
         self.store.dispatcher.put_keyed(keyed)
+
+
+_NAMES = tuple(n.encode("ascii") for n in (PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_DELAY))
+
+
+def _scan(seg: Segment, pos: int, sink: _ReplicaDispatch) -> tuple[int, str | None, bool]:
+    """Recovery's segment scan over the replicated range, natively when built (``_cstore.scan_records``:
+    the same checks, the records' units in runs per queue: ``Dispatcher.dispatch_scanned``)."""
+    native = layout._cstore
+    if native is None:
+        return _scan_segment(seg, pos, sink)  # type: ignore[arg-type]
+    end, damage, blank, records = native.scan_records(seg.mm, pos, seg.size, seg.base, layout.SCAN_LAYOUTS,
+                                                      (layout.MESSAGE_MAGIC, layout.BLANK_MAGIC), _NAMES)
+    if records:
+        sink.store.dispatcher.dispatch_scanned(seg.mm, records, sink.dispatch)
+        sink.store._last_store_ts = records[-1][6]
+    return end, damage, blank
 
 
 class ReplicaAppender:
@@ -218,7 +242,7 @@ class ReplicaAppender:
         flushed = clog.flushed_offset
         clog.set_write_offset(start + len(data))
         clog.flushed_offset = min(flushed, start)
-        end, damage, blank = _scan_segment(seg, start - seg.base, self._dispatch)  # type: ignore[arg-type]
+        end, damage, blank = _scan(seg, start - seg.base, self._dispatch)
         stop = seg.base + end if not blank else seg.end
         if stop < start + len(data):
             clog.rollback(seg.base + end)
