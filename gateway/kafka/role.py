@@ -146,7 +146,7 @@ class KafkaRole:
                              max_unauthenticated_frame_bytes=cfg.kafka_sasl_max_receive_bytes)
         if sasl is not None:
             sasl.server = server
-        state = KafkaState(broker.retention, acls, views)
+        state = KafkaState(broker.retention, acls, views, producers)
         if sasl is not None:
             users_file = state.users_file = Path(cfg.kafka_sasl_users)
             state.reload_users = lambda: sasl.replace(UserStore.load(users_file))

@@ -12,6 +12,9 @@ is a msgpack map:
 * ``retention`` / ``configs``: the per-topic Kafka configs (``rokka.core.topic_retention``:
   retention.ms, retention.bytes, max.message.bytes, min.insync.replicas, cleanup.policy, ...);
 * ``acls``: the Kafka ACL bindings (rows as stored), or nil when the master checks no Kafka ACLs;
+* ``producerIds``: the end of the master's reserved producer id block; the slave hands out no id
+  below it plus ``PRODUCER_ID_MARGIN`` (ids the master may reserve between two rounds), so a
+  promoted slave never gives a new producer an id the master gave another;
 * ``views``: the Kafka views (``rokka.compat.views``: name -> source topic, filter, filter type);
 * ``users``: the bytes of the master's SASL users file (``kafkaSaslUsers``: passwords and SCRAM
   credentials), or nil when it has no SASL or the RocketMQ ACL is off (see below).
@@ -25,8 +28,10 @@ client that is not a broker is refused when the RocketMQ ACL is on (``brokers_on
 file travels only then (the request is signed with the brokers' own account): without the
 RocketMQ ACL anyone could ask for it, so give the slave the same users file by hand.
 
-Not copied: producer ids and idempotent sequences, open transactions, group membership (committed
-offsets already travel with the RocketMQ consumer offsets).
+Not copied: the idempotent sequences per partition (a producer unknown to the new master is taken at
+any sequence, so a batch retried across the failover may be stored twice), open transactions and
+group membership (members join the new coordinator again; committed offsets already travel with the
+RocketMQ consumer offsets).
 """
 
 from __future__ import annotations
@@ -42,12 +47,14 @@ from rokka.compat.views import KafkaView, ViewRegistry
 from rokka.core.storage.metafile import write_bytes_atomic
 from rokka.core.topic_retention import TopicRetention
 from rokka.gateway.kafka.acls import Acl, AclStore
+from rokka.gateway.kafka.producers.state import ProducerStateManager
 from rokka.net.remoting.codec.codes import ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 
 log = structlog.get_logger(__name__)
 
 GET_KAFKA_STATE = 9720
+PRODUCER_ID_MARGIN = 100_000
 
 
 @dataclass
@@ -57,6 +64,7 @@ class KafkaState:
     retention: TopicRetention
     acls: AclStore | None = None
     views: ViewRegistry | None = None
+    producers: ProducerStateManager | None = None
     users_file: Path | None = None                      # the SASL users file (None: no SASL)
     reload_users: Callable[[], None] | None = None      # re-read it after a rewrite
 
@@ -72,7 +80,9 @@ class KafkaState:
         views = ({n: [v.topic, v.expression, v.expression_type] for n, v in self.views.all().items()}
                  if self.views is not None else None)
         return msgpack.packb({"retention": retention_ms, "configs": configs, "acls": acls, "users": users,
-                              "views": views}, use_bin_type=True)
+                              "views": views,
+                              "producerIds": self.producers.reserved_until if self.producers is not None else None},
+                             use_bin_type=True)
 
     def apply(self, body: bytes) -> int:
         """Adopt a master's ``body``; returns how many parts changed (module docstring)."""
@@ -91,6 +101,11 @@ class KafkaState:
         if self.views is not None and isinstance(views, dict):
             changed += self.views.adopt({str(n): KafkaView(str(n), str(v[0]), str(v[1]), str(v[2]))
                                          for n, v in views.items()})
+        ids = data.get("producerIds")
+        floor = ids + PRODUCER_ID_MARGIN if isinstance(ids, int) else 0
+        if self.producers is not None and floor and self.producers.skip_ids_below(floor):
+            log.info("kafka.state_producer_ids_adopted", next_id=floor)
+            changed += 1
         users = data.get("users")
         if self.users_file is not None and isinstance(users, bytes) and _differs(self.users_file, users):
             write_bytes_atomic(self.users_file, users, backup=False)

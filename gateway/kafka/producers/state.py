@@ -289,6 +289,22 @@ class ProducerStateManager:
             entry.epoch += 1
         self._dirty = True
 
+    @property
+    def reserved_until(self) -> int:
+        """The end of the producer id block reserved (durably) so far, before ``id_base``."""
+        return self._reserved_until
+
+    def skip_ids_below(self, floor: int) -> bool:
+        """Never hand out an id below ``floor`` (before ``id_base``): a slave takes its master's reserved
+        block end (plus a margin) so that, promoted, it issues no id the master issued.  True when it
+        moved (persisted with the next save)."""
+        if floor <= self._next_id:
+            return False
+        self._next_id = floor
+        self._reserved_until = max(self._reserved_until, floor)
+        self._dirty = True
+        return True
+
     def _allocate_id(self) -> tuple[int, bool]:
         """Next producer id; True when a new block was reserved (the caller must persist)."""
         new_block = self._next_id >= self._reserved_until

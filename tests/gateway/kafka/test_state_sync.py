@@ -90,3 +90,20 @@ def test_a_bad_body_is_refused(tmp_path: Path) -> None:
         slave.apply(msgpack.packb([1, 2, 3]))
     with pytest.raises(ValueError):
         slave.apply(b"\xc1")
+
+
+async def test_a_slave_never_hands_out_a_producer_id_its_master_did(tmp_path: Path) -> None:
+    from rokka.gateway.kafka.producers.state import ProducerStateManager
+    from rokka.gateway.kafka.state_sync import PRODUCER_ID_MARGIN
+
+    master = _state(tmp_path, "m")
+    master.producers = ProducerStateManager(tmp_path / "m")
+    issued = {(await master.producers.init_producer_id(None, 60_000)).producer_id for _ in range(5)}
+    slave = _state(tmp_path, "s")
+    slave.producers = ProducerStateManager(tmp_path / "s")
+    assert slave.apply(master.body(with_users=False)) == 1
+    fresh = (await slave.producers.init_producer_id(None, 60_000)).producer_id
+    assert fresh not in issued and fresh >= master.producers.reserved_until + PRODUCER_ID_MARGIN
+    assert slave.apply(master.body(with_users=False)) == 0      # already past it
+    slave.producers.close()
+    master.producers.close()
