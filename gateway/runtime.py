@@ -314,7 +314,7 @@ class BrokerRole:
         async def no_name_server(namespace: str, key: str, value: str) -> None:
             return None
         put = NamesrvClient(rc, cfg.namesrv_addrs).put_kv if cfg.namesrv_addrs else no_name_server
-        publisher = EndpointPublisher(view.published, put, view.refresh_brokers, view.replicas.unmapped_peers)
+        publisher = EndpointPublisher(view.published, put)
         registrar = PublishingRegistrar(
             rc, cfg.namesrv_addrs, cluster=cfg.broker_cluster_name, broker_name=cfg.broker_name,
             broker_addr=env.broker_addr, topic_configs=env.broker.topics.serialize, broker_id=cfg.broker_id,

@@ -24,9 +24,10 @@ byte.  Kafka clients see it that way:
   that stopped simply leaves the list (no ``offline_replicas``: rokka keeps no static assignment).
 * **ISR**: the master computes it (``ReplicaView.local_isr``): itself plus each slave whose HA
   connection has acked within ``haSlaveFallbehindMax`` bytes of the master's CommitLog end (the slave
-  is matched to its replica entry by the HA connection's address, which both ends see); others read the
-  ``isr`` the master published.  With the master gone, the slave that names itself leader (its
-  ``ClusterView.set_leader``) is the only ISR member until a controller makes it master.
+  is matched to its replica entry by the HA connection's address, which both ends see; the entries are
+  read with the cluster view's refresh, every 3 s); others read the ``isr`` the master published.
+  With the master gone, the slave that names itself leader (its ``ClusterView.set_leader``) is the
+  only ISR member until a controller makes it master.
 * **acks=all and min.insync.replicas** (``gateway.kafka.handlers.produce``): the ISR size is
   1 + the master's in-sync slaves, counted at the master without any name server round trip;
   ``min.insync.replicas`` above it answers NOT_ENOUGH_REPLICAS before anything is stored, and
@@ -143,14 +144,6 @@ class ReplicaView:
             self.entries = {k: tuple(sorted(v, key=lambda e: e.node_id)) for k, v in by_set.items()}
         self.isr = {name: isr for name, raw in set_kv.items() if (isr := published_isr(raw)) is not None}
 
-    def unmapped_peers(self) -> bool:
-        """True when an in-sync HA peer has no replica entry yet (the entries are worth a refresh)."""
-        peers = self.hooks.in_sync_peers()
-        if not peers:
-            return False
-        known = {e.ha for e in self.entries.get(self.broker_name, ()) if e.ha}
-        return bool(peers - known)
-
     def local_isr(self) -> list[int] | None:
         """This master's ISR (its node id first, then its in-sync slaves'), or None when it serves no
         slaves (not a replicating master)."""
@@ -185,10 +178,8 @@ class EndpointPublisher:
     """
 
     def __init__(self, entries: Callable[[], dict[tuple[str, str], str]],
-                 put: Callable[[str, str, str], Awaitable[None]],
-                 refresh: Callable[[], Awaitable[None]] | None = None,
-                 stale: Callable[[], bool] = lambda: False) -> None:
-        self._entries, self._put, self._refresh, self._stale = entries, put, refresh, stale
+                 put: Callable[[str, str, str], Awaitable[None]]) -> None:
+        self._entries, self._put = entries, put
         self._last: dict[tuple[str, str], str] = {}
 
     async def publish(self) -> None:
@@ -208,8 +199,6 @@ class EndpointPublisher:
         """Write what changed, within ``PUBLISH_CHECK_S`` of the change, until cancelled."""
         while True:
             await trio.sleep(PUBLISH_CHECK_S)
-            if self._refresh is not None and self._stale():
-                await self._refresh()
             now = self._entries()
             changed = [(k, v) for k, v in now.items() if self._last.get(k) != v]
             if changed:
