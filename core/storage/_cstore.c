@@ -36,6 +36,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #ifdef ROKKA_LIBDEFLATE
 /* libdeflate's public API (libdeflate.h; the runtime package ships no header): CRC-32 as zlib's crc32(). */
@@ -824,186 +825,498 @@ done:
     return out;
 }
 
-/* scan_records(buf, pos, size, base, layouts, magics, names) -> (end, damage, blank, records)
- * Recovery's segment scan (core/storage/recovery.py _scan_segment) for a range of CommitLog bytes
- * in ``buf`` from ``pos`` to ``size``: each record is checked as there (MAGIC, TOTALSIZE, BODYLENGTH,
- * the blob lengths adding up to TOTALSIZE, PHYSICALOFFSET == base + position, BODYCRC) and the walk
- * stops at the first that fails (damage = the same message as the Python scan's), at a segment's
- * closing BLANK (blank = True) or at zeros.  ``layouts`` gives, per host variant (sysflag & 0x30) >> 4,
- * (header size, queue id, queue offset, physical offset, sysflag, store timestamp, body length, body
- * crc) byte offsets, from layout.py (the one definition of the record); ``magics`` = (message, blank);
- * ``names`` = four property names whose values are reported (TAGS, KEYS, UNIQ_KEY, DELAY).
- * records = [(topic bytes, queue id, queue offset, physical offset, size, sysflag, store timestamp,
- * properties start, properties end, value of names[0..3] as bytes or None)], a property read as
+/* scan_runs(buf, pos, size, base, layouts, magics, names, plain) -> (end, damage, blank, items)
+ * Recovery's segment scan (core/storage/recovery.py _scan_segment) for a range of CommitLog bytes in
+ * ``buf`` from ``pos`` to ``size``, for dispatching what it verifies (core/storage/dispatch.py
+ * ``Dispatcher.dispatch_runs``; the HA slave's replicated bytes).  Each record is checked as there (MAGIC,
+ * TOTALSIZE, BODYLENGTH, the blob lengths adding up to TOTALSIZE, PHYSICALOFFSET == base + position,
+ * BODYCRC) and the walk stops at the first that fails (damage = the same message as the Python scan's),
+ * at a segment's closing BLANK (blank = True) or at zeros.  ``layouts`` gives, per host variant
+ * (sysflag & 0x30) >> 4, (header size, queue id, queue offset, physical offset, sysflag, store timestamp,
+ * body length, body crc) byte offsets, from layout.py (the one definition of the record); ``magics`` =
+ * (message, blank); ``names`` = the property names TAGS, KEYS, UNIQ_KEY, DELAY, read as
  * layout.decode_properties does (items split at 0x02, key and value at the first 0x01, empty keys or
- * values dropped, the last of a name wins). */
+ * values dropped, the last of a name wins).
+ *
+ * A *plain* record -- not a prepared or rolled-back transaction half (``plain`` = (transaction mask,
+ * prepared, rollback, schedule topic)) and not in the schedule topic (whose unit code is a delivery
+ * time) -- joins a run: consecutive records of one queue with consecutive queue offsets.  items =
+ * [(0, topic str, queue id, first queue offset, units, groups, first, last)] for a run: ``units`` its
+ * ConsumeQueue units (20 bytes each: commitlog offset, size, Java hashCode of TAGS or 0), ``groups``
+ * [[keys], [commitlog offset of each key], store timestamp] per store timestamp, the index keys of its
+ * records (each KEYS word, then UNIQ_KEY: dispatch.index_keys order), or None, ``first`` the first
+ * record's (commitlog offset, size, sysflag, store timestamp, properties start, properties end), then
+ * the last record's store timestamp; and [(1, topic str, queue id, queue offset, commitlog offset, size,
+ * sysflag, store timestamp, properties start, properties end)] for any other record.  Runs of several
+ * queues are built side by side (records of interleaved queues still form one run per queue); a queue's
+ * run always comes before any later single record of that queue. */
 static Py_ssize_t be_i16(const unsigned char *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
 
 static int64_t be_i64(const unsigned char *p) {
     return (int64_t)(((uint64_t)be32(p) << 32) | be32(p + 4));
 }
 
-static PyObject *scan_records(PyObject *self, PyObject *args) {
-    Py_buffer b;
-    Py_ssize_t pos, size;
-    long long base;
-    PyObject *layouts, *names;
-    unsigned long msg_magic, blank_magic;
-    if (!PyArg_ParseTuple(args, "y*nnLO(kk)O", &b, &pos, &size, &base, &layouts, &msg_magic, &blank_magic, &names))
-        return NULL;
-    PyObject *records = NULL, *result = NULL, *last_topic = NULL, *damage = NULL;
+typedef struct {
     Py_ssize_t lay[4][8];
     const char *nm[4];
     Py_ssize_t nlen[4];
-    int blank = 0;
+    uint32_t msg_magic, blank_magic;
+} ScanSpec;
+
+typedef struct {
+    Py_ssize_t end, topic_at, topic_len, props_at;
+    int32_t qid, total, sysflag;
+    int64_t qoff, phys, store_ts;
+    const unsigned char *val[4];
+    Py_ssize_t vlen[4];
+} ScanRec;
+
+static int scan_spec(ScanSpec *spec, PyObject *layouts, PyObject *names, unsigned long msg_magic,
+                     unsigned long blank_magic) {
     if (!PyTuple_Check(layouts) || PyTuple_GET_SIZE(layouts) != 4 || !PyTuple_Check(names) ||
         PyTuple_GET_SIZE(names) != 4) {
         PyErr_SetString(PyExc_TypeError, "layouts and names must be 4-tuples");
-        goto done;
+        return -1;
     }
     for (int v = 0; v < 4; v++) {
         PyObject *t = PyTuple_GET_ITEM(layouts, v);
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 8) {
             PyErr_SetString(PyExc_TypeError, "each layout is an 8-tuple of offsets");
-            goto done;
+            return -1;
         }
         for (int k = 0; k < 8; k++) {
-            lay[v][k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, k));
-            if (lay[v][k] < 0 || lay[v][k] > 4096) {
+            spec->lay[v][k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, k));
+            if (spec->lay[v][k] < 0 || spec->lay[v][k] > 4096) {
                 if (!PyErr_Occurred())
                     PyErr_SetString(PyExc_ValueError, "layout offset out of range");
-                goto done;
+                return -1;
             }
         }
         PyObject *n = PyTuple_GET_ITEM(names, v);
         if (!PyBytes_Check(n)) {
             PyErr_SetString(PyExc_TypeError, "property names must be bytes");
-            goto done;
+            return -1;
         }
-        nm[v] = PyBytes_AS_STRING(n);
-        nlen[v] = PyBytes_GET_SIZE(n);
+        spec->nm[v] = PyBytes_AS_STRING(n);
+        spec->nlen[v] = PyBytes_GET_SIZE(n);
     }
+    spec->msg_magic = (uint32_t)msg_magic;
+    spec->blank_magic = (uint32_t)blank_magic;
+    return 0;
+}
+
+/* One record at pos: 0 = good (r filled), 1 = the walk ends cleanly (blank set for a BLANK), -1 =
+ * damage (*damage set, a new reference; NULL with an error set on failure). */
+static int scan_one(const ScanSpec *spec, const unsigned char *m, Py_ssize_t pos, Py_ssize_t size, long long base,
+                    ScanRec *r, int *blank, PyObject **damage) {
+    int32_t total = (int32_t)be32(m + pos);
+    uint32_t magic = be32(m + pos + 4);
+    if (magic != spec->msg_magic) {
+        if (magic == spec->blank_magic && (Py_ssize_t)total == size - pos) {
+            *blank = 1;
+            return 1;
+        }
+        if (total == 0 && magic == 0)
+            return 1;
+        char text[32];
+        snprintf(text, sizeof text, "bad magic 0x%08X", (unsigned int)magic);  /* FromFormat has no %08X */
+        *damage = PyUnicode_FromString(text);
+        return -1;
+    }
+    if (total < 91 || pos + total > size) {
+        *damage = PyUnicode_FromFormat("bad TOTALSIZE %d", (int)total);
+        return -1;
+    }
+    int32_t sysflag = (int32_t)be32(m + pos + spec->lay[0][4]);
+    const Py_ssize_t *L = spec->lay[(sysflag & 0x30) >> 4];
+    Py_ssize_t end = pos + total, hsize = L[0];
+    if (pos + hsize > end) {
+        *damage = PyUnicode_FromFormat("bad TOTALSIZE %d", (int)total);
+        return -1;
+    }
+    int32_t bodylen = (int32_t)be32(m + pos + L[6]);
+    Py_ssize_t body_start = pos + hsize, topic_pos = body_start + bodylen;
+    if (bodylen < 0 || topic_pos + 3 > end) {
+        *damage = PyUnicode_FromFormat("bad BODYLENGTH %d", (int)bodylen);
+        return -1;
+    }
+    Py_ssize_t props_pos = topic_pos + 1 + m[topic_pos];
+    if (props_pos + 2 > end || props_pos + 2 + be_i16(m + props_pos) != end) {
+        *damage = PyUnicode_FromString("blob lengths do not add up to TOTALSIZE");
+        return -1;
+    }
+    int64_t phys = be_i64(m + pos + L[3]);
+    if (phys != base + pos) {
+        *damage = PyUnicode_FromFormat("PHYSICALOFFSET %lld != position %lld", (long long)phys, (long long)(base + pos));
+        return -1;
+    }
+    if ((int32_t)(BODY_CRC32(m + body_start, bodylen) & 0x7FFFFFFF) != (int32_t)be32(m + pos + L[7])) {
+        *damage = PyUnicode_FromString("BODYCRC mismatch");
+        return -1;
+    }
+    r->end = end;
+    r->topic_at = topic_pos + 1;
+    r->topic_len = props_pos - topic_pos - 1;
+    r->props_at = props_pos + 2;
+    r->qid = (int32_t)be32(m + pos + L[1]);
+    r->qoff = be_i64(m + pos + L[2]);
+    r->phys = phys;
+    r->total = total;
+    r->sysflag = sysflag;
+    r->store_ts = be_i64(m + pos + L[5]);
+    for (int k = 0; k < 4; k++) {
+        r->val[k] = NULL;
+        r->vlen[k] = 0;
+    }
+    Py_ssize_t i = props_pos + 2;       /* items "key 0x01 value", split at 0x02 */
+    while (i < end) {
+        Py_ssize_t j = i;
+        while (j < end && m[j] != 0x02)
+            j++;
+        const unsigned char *sep = memchr(m + i, 0x01, (size_t)(j - i));
+        if (sep != NULL) {
+            Py_ssize_t klen = sep - (m + i), vlen = (m + j) - (sep + 1);
+            if (klen > 0 && vlen > 0)
+                for (int k = 0; k < 4; k++)
+                    if (klen == spec->nlen[k] && memcmp(m + i, spec->nm[k], (size_t)klen) == 0) {
+                        r->val[k] = sep + 1;
+                        r->vlen[k] = vlen;
+                    }
+        }
+        i = j + 1;
+    }
+    return 0;
+}
+
+/* Runs open in scan_runs (one per queue seen since its last flush) and the topics decoded so far. */
+#define OPEN_RUNS 32
+#define TOPIC_CACHE 16
+
+typedef struct {
+    PyObject *topic;            /* str, borrowed from the topic cache (flushed before it is dropped) */
+    int32_t qid;
+    int64_t first_qoff, next_qoff, last_ts;
+    unsigned char *units;
+    Py_ssize_t n, cap;
+    PyObject *groups;           /* list of [keys, phys, store ts] or NULL */
+    PyObject *first;            /* tuple */
+} Run;
+
+typedef struct {
+    PyObject *raw;              /* bytes */
+    PyObject *str;
+} CachedTopic;
+
+static int run_flush(Run *run, PyObject *items) {
+    if (run->topic == NULL)
+        return 0;
+    PyObject *units = PyBytes_FromStringAndSize((const char *)run->units, run->n * 20);
+    PyObject *groups = run->groups != NULL ? run->groups : Py_None;
+    PyObject *item = units ? Py_BuildValue("(iOiLNONL)", 0, run->topic, (int)run->qid, (long long)run->first_qoff,
+                                           units, groups, run->first, (long long)run->last_ts) : NULL;
+    Py_CLEAR(run->groups);
+    run->first = NULL;          /* stolen by the item (N), or gone with the failed build */
+    run->topic = NULL;
+    run->n = 0;
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(items, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+static int flush_all(Run *runs, int *nopen, PyObject *items) {
+    for (int k = 0; k < *nopen; k++)
+        if (run_flush(&runs[k], items) < 0)
+            return -1;
+    *nopen = 0;
+    return 0;
+}
+
+static int add_run_key(PyObject *list, const unsigned char *v, Py_ssize_t n) {
+    PyObject *k = PyUnicode_DecodeUTF8((const char *)v, n, "replace");
+    int rc = k != NULL ? PyList_Append(list, k) : -1;
+    Py_XDECREF(k);
+    return rc;
+}
+
+/* The record's index keys (each KEYS word, then UNIQ_KEY: dispatch.index_keys order) added to the run's
+ * group for its store timestamp (a new group when the timestamp changes). */
+static int run_keys(Run *run, const ScanRec *r) {
+    if (r->val[1] == NULL && r->val[2] == NULL)
+        return 0;
+    PyObject *group = NULL;
+    Py_ssize_t ng = run->groups != NULL ? PyList_GET_SIZE(run->groups) : 0;
+    if (ng > 0) {
+        PyObject *last = PyList_GET_ITEM(run->groups, ng - 1);
+        if (PyLong_AsLongLong(PyList_GET_ITEM(last, 2)) == r->store_ts)
+            group = last;
+    }
+    PyObject *fresh = NULL;
+    if (group == NULL) {
+        fresh = Py_BuildValue("[NNL]", PyList_New(0), PyList_New(0), (long long)r->store_ts);
+        if (fresh == NULL)
+            return -1;
+        group = fresh;
+    }
+    PyObject *keys = PyList_GET_ITEM(group, 0), *phys = PyList_GET_ITEM(group, 1);
+    Py_ssize_t before = PyList_GET_SIZE(keys);
+    const unsigned char *kv = r->val[1];
+    Py_ssize_t kl = r->vlen[1];
+    for (Py_ssize_t a = 0; kv != NULL && a < kl;) {
+        Py_ssize_t z = a;
+        while (z < kl && kv[z] != ' ')
+            z++;
+        if (z > a && add_run_key(keys, kv + a, z - a) < 0)
+            goto fail;
+        a = z + 1;
+    }
+    if (r->val[2] != NULL && add_run_key(keys, r->val[2], r->vlen[2]) < 0)
+        goto fail;
+    Py_ssize_t added = PyList_GET_SIZE(keys) - before;
+    if (added > 0) {
+        PyObject *p = PyLong_FromLongLong((long long)r->phys);
+        if (p == NULL)
+            goto fail;
+        for (Py_ssize_t k = 0; k < added; k++)
+            if (PyList_Append(phys, p) < 0) {
+                Py_DECREF(p);
+                goto fail;
+            }
+        Py_DECREF(p);
+        if (fresh != NULL) {
+            if (run->groups == NULL && (run->groups = PyList_New(0)) == NULL)
+                goto fail;
+            if (PyList_Append(run->groups, fresh) < 0)
+                goto fail;
+        }
+    }
+    Py_XDECREF(fresh);
+    return 0;
+fail:
+    Py_XDECREF(fresh);
+    return -1;
+}
+
+static PyObject *scan_runs(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    Py_ssize_t pos, size;
+    long long base;
+    PyObject *layouts, *names;
+    unsigned long msg_magic, blank_magic;
+    long txn_mask, txn_prepared, txn_rollback;
+    const char *schedule;
+    Py_ssize_t schedule_len;
+    if (!PyArg_ParseTuple(args, "y*nnLO(kk)O(llly#)", &b, &pos, &size, &base, &layouts, &msg_magic, &blank_magic,
+                          &names, &txn_mask, &txn_prepared, &txn_rollback, &schedule, &schedule_len))
+        return NULL;
+    PyObject *items = NULL, *result = NULL, *damage = NULL;
+    ScanSpec spec;
+    Run runs[OPEN_RUNS];
+    CachedTopic topics[TOPIC_CACHE];
+    int nopen = 0, ntopics = 0, next_evict = 0, blank = 0;
+    memset(runs, 0, sizeof runs);
+    memset(topics, 0, sizeof topics);
+    const char *last_tags = NULL;
+    Py_ssize_t last_tags_len = -1;
+    int32_t last_code = 0;
+    if (scan_spec(&spec, layouts, names, msg_magic, blank_magic) < 0)
+        goto done;
     if (pos < 0 || size > b.len || pos > size) {
         PyErr_SetString(PyExc_ValueError, "pos / size outside the buffer");
         goto done;
     }
-    records = PyList_New(0);
-    if (records == NULL)
+    items = PyList_New(0);
+    if (items == NULL)
         goto done;
     const unsigned char *m = (const unsigned char *)b.buf;
     while (pos + 8 <= size) {
-        int32_t total = (int32_t)be32(m + pos);
-        uint32_t magic = be32(m + pos + 4);
-        if (magic != (uint32_t)msg_magic) {
-            if (magic == (uint32_t)blank_magic && (Py_ssize_t)total == size - pos) {
-                blank = 1;
-                break;
-            }
-            if (total == 0 && magic == 0)
-                break;
-            damage = PyUnicode_FromFormat("bad magic 0x%08X", (unsigned int)magic);
-            break;
-        }
-        if (total < 91 || pos + total > size) {
-            damage = PyUnicode_FromFormat("bad TOTALSIZE %d", (int)total);
-            break;
-        }
-        const Py_ssize_t *L = lay[0];
-        int32_t sysflag = (int32_t)be32(m + pos + L[4]);
-        L = lay[(sysflag & 0x30) >> 4];
-        Py_ssize_t end = pos + total, hsize = L[0];
-        if (pos + hsize > end) {
-            damage = PyUnicode_FromFormat("bad TOTALSIZE %d", (int)total);
-            break;
-        }
-        int32_t bodylen = (int32_t)be32(m + pos + L[6]);
-        Py_ssize_t body_start = pos + hsize, topic_pos = body_start + bodylen;
-        if (bodylen < 0 || topic_pos + 3 > end) {
-            damage = PyUnicode_FromFormat("bad BODYLENGTH %d", (int)bodylen);
-            break;
-        }
-        Py_ssize_t props_pos = topic_pos + 1 + m[topic_pos];
-        if (props_pos + 2 > end || props_pos + 2 + be_i16(m + props_pos) != end) {
-            damage = PyUnicode_FromString("blob lengths do not add up to TOTALSIZE");
-            break;
-        }
-        int64_t phys = be_i64(m + pos + L[3]);
-        if (phys != base + pos) {
-            damage = PyUnicode_FromFormat("PHYSICALOFFSET %lld != position %lld", (long long)phys,
-                                          (long long)(base + pos));
-            break;
-        }
-        if ((int32_t)(BODY_CRC32(m + body_start, bodylen) & 0x7FFFFFFF) != (int32_t)be32(m + pos + L[7])) {
-            damage = PyUnicode_FromString("BODYCRC mismatch");
-            break;
-        }
-        /* the reported property values: items "key 0x01 value" split at 0x02 */
-        const unsigned char *found[4] = {NULL, NULL, NULL, NULL};
-        Py_ssize_t flen[4] = {0, 0, 0, 0};
-        Py_ssize_t i = props_pos + 2;
-        while (i < end) {
-            Py_ssize_t j = i;
-            while (j < end && m[j] != 0x02)
-                j++;
-            const unsigned char *sep = memchr(m + i, 0x01, (size_t)(j - i));
-            if (sep != NULL) {
-                Py_ssize_t klen = sep - (m + i), vlen = (m + j) - (sep + 1);
-                if (klen > 0 && vlen > 0)
-                    for (int k = 0; k < 4; k++)
-                        if (klen == nlen[k] && memcmp(m + i, nm[k], (size_t)klen) == 0) {
-                            found[k] = sep + 1;
-                            flen[k] = vlen;
-                        }
-            }
-            i = j + 1;
-        }
-        Py_ssize_t tlen = props_pos - topic_pos - 1;
-        PyObject *topic;
-        if (last_topic != NULL && PyBytes_GET_SIZE(last_topic) == tlen &&
-            memcmp(PyBytes_AS_STRING(last_topic), m + topic_pos + 1, (size_t)tlen) == 0) {
-            topic = last_topic;
-            Py_INCREF(topic);
-        } else {
-            topic = PyBytes_FromStringAndSize((const char *)m + topic_pos + 1, tlen);
-            if (topic == NULL)
+        ScanRec r;
+        int rc = scan_one(&spec, m, pos, size, base, &r, &blank, &damage);
+        if (rc != 0) {
+            if (rc < 0 && damage == NULL)
                 goto done;
-            Py_XDECREF(last_topic);
-            last_topic = topic;
-            Py_INCREF(last_topic);
+            break;
         }
-        PyObject *vals[4];
-        for (int k = 0; k < 4; k++) {
-            if (found[k] != NULL) {
-                vals[k] = PyBytes_FromStringAndSize((const char *)found[k], flen[k]);
-            } else {
-                vals[k] = Py_None;
-                Py_INCREF(Py_None);
+        /* the topic as str, from the cache (a full cache: every open run is flushed, one slot reused) */
+        PyObject *topic = NULL;
+        for (int k = 0; k < ntopics; k++)
+            if (PyBytes_GET_SIZE(topics[k].raw) == r.topic_len &&
+                memcmp(PyBytes_AS_STRING(topics[k].raw), m + r.topic_at, (size_t)r.topic_len) == 0) {
+                topic = topics[k].str;
+                break;
+            }
+        if (topic == NULL) {
+            int slot = ntopics < TOPIC_CACHE ? ntopics++ : next_evict;
+            if (slot == next_evict && ntopics == TOPIC_CACHE) {
+                if (flush_all(runs, &nopen, items) < 0)
+                    goto done;
+                next_evict = (next_evict + 1) % TOPIC_CACHE;
+                Py_CLEAR(topics[slot].raw);
+                Py_CLEAR(topics[slot].str);
+            }
+            topics[slot].raw = PyBytes_FromStringAndSize((const char *)m + r.topic_at, r.topic_len);
+            topics[slot].str = topics[slot].raw ? PyUnicode_DecodeUTF8((const char *)m + r.topic_at, r.topic_len,
+                                                                       "replace") : NULL;
+            if (topics[slot].str == NULL)
+                goto done;
+            topic = topics[slot].str;
+        }
+        Run *run = NULL;
+        for (int k = 0; k < nopen; k++)
+            if (runs[k].topic == topic && runs[k].qid == r.qid) {
+                run = &runs[k];
+                break;
+            }
+        int32_t t = r.sysflag & (int32_t)txn_mask;
+        int plain = t != (int32_t)txn_prepared && t != (int32_t)txn_rollback &&
+                    !(r.topic_len == schedule_len && memcmp(m + r.topic_at, schedule, (size_t)schedule_len) == 0);
+        if (!plain) {
+            if (run != NULL && run_flush(run, items) < 0)      /* the queue's earlier records go first */
+                goto done;
+            PyObject *item = Py_BuildValue("(iOiLLiiLnn)", 1, topic, (int)r.qid, (long long)r.qoff,
+                                           (long long)r.phys, (int)r.total, (int)r.sysflag, (long long)r.store_ts,
+                                           r.props_at, r.end);
+            if (item == NULL || PyList_Append(items, item) < 0) {
+                Py_XDECREF(item);
+                goto done;
+            }
+            Py_DECREF(item);
+            pos = r.end;
+            continue;
+        }
+        if (run != NULL && run->topic != NULL && run->next_qoff != r.qoff && run_flush(run, items) < 0)
+            goto done;
+        if (run == NULL) {
+            /* a slot: a flushed one, a new one, or (all taken) every run flushed first */
+            for (int k = 0; k < nopen && run == NULL; k++)
+                if (runs[k].topic == NULL)
+                    run = &runs[k];
+            if (run == NULL && nopen == OPEN_RUNS && flush_all(runs, &nopen, items) < 0)
+                goto done;
+            if (run == NULL)
+                run = &runs[nopen++];
+        }
+        if (run->topic == NULL) {
+            run->topic = topic;
+            run->qid = r.qid;
+            run->first_qoff = r.qoff;
+            run->first = Py_BuildValue("(LiiLnn)", (long long)r.phys, (int)r.total, (int)r.sysflag,
+                                       (long long)r.store_ts, r.props_at, r.end);
+            if (run->first == NULL) {
+                run->topic = NULL;
+                goto done;
             }
         }
-        PyObject *rec = Py_BuildValue("(NiLLiiLnnNNNN)", topic, (int)(int32_t)be32(m + pos + L[1]),
-                                      (long long)be_i64(m + pos + L[2]), (long long)phys, (int)total, (int)sysflag,
-                                      (long long)be_i64(m + pos + L[5]), props_pos + 2, end,
-                                      vals[0], vals[1], vals[2], vals[3]);
-        if (rec == NULL || PyList_Append(records, rec) < 0) {
-            Py_XDECREF(rec);
-            goto done;
+        if (run->n == run->cap) {
+            Py_ssize_t cap = run->cap ? run->cap * 2 : 64;
+            unsigned char *u = PyMem_Realloc(run->units, (size_t)cap * 20);
+            if (u == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            run->units = u;
+            run->cap = cap;
         }
-        Py_DECREF(rec);
-        pos = end;
+        /* tags code: Java hashCode of TAGS (as str, decoded as Python would), 0 without */
+        int32_t code = 0;
+        if (r.val[0] != NULL) {
+            if (last_tags != NULL && last_tags_len == r.vlen[0] && memcmp(last_tags, r.val[0], (size_t)r.vlen[0]) == 0) {
+                code = last_code;
+            } else {
+                PyObject *tags = PyUnicode_DecodeUTF8((const char *)r.val[0], r.vlen[0], "replace");
+                if (tags == NULL)
+                    goto done;
+                code = (int32_t)java_hash_from(0, tags);
+                Py_DECREF(tags);
+                last_tags = (const char *)r.val[0];     /* inside b: valid until the buffer is released */
+                last_tags_len = r.vlen[0];
+                last_code = code;
+            }
+        }
+        unsigned char *u = run->units + run->n * 20;
+        put_be64(u, (uint64_t)r.phys);
+        put_be32(u + 8, (uint32_t)r.total);
+        put_be64(u + 12, (uint64_t)(int64_t)code);
+        run->n++;
+        run->next_qoff = r.qoff + 1;
+        run->last_ts = r.store_ts;
+        if (run_keys(run, &r) < 0)
+            goto done;
+        pos = r.end;
     }
+    if (flush_all(runs, &nopen, items) < 0)
+        goto done;
     if (damage == NULL) {
         damage = Py_None;
         Py_INCREF(Py_None);
     }
-    result = Py_BuildValue("(nNON)", pos, damage, blank ? Py_True : Py_False, records);
+    result = Py_BuildValue("(nNON)", pos, damage, blank ? Py_True : Py_False, items);
     damage = NULL;
-    records = NULL;
+    items = NULL;
 done:
     Py_XDECREF(damage);
-    Py_XDECREF(records);
-    Py_XDECREF(last_topic);
+    Py_XDECREF(items);
+    for (int k = 0; k < OPEN_RUNS; k++) {
+        Py_XDECREF(runs[k].groups);
+        Py_XDECREF(runs[k].first);
+        PyMem_Free(runs[k].units);
+    }
+    for (int k = 0; k < TOPIC_CACHE; k++) {
+        Py_XDECREF(topics[k].raw);
+        Py_XDECREF(topics[k].str);
+    }
     PyBuffer_Release(&b);
     return result;
+}
+
+/* record_prefix(buf, at, segment_size, (message_magic, blank_magic)) -> (length, problem)
+ * How many leading bytes of ``buf`` (CommitLog bytes replicated to offset ``at``) are whole records, or a
+ * segment's closing BLANK, by their TOTALSIZE and MAGIC only (replica.py ReplicaAppender._whole_prefix):
+ * problem is None, or the reason the bytes cannot be records (then length is where it was found). */
+static PyObject *record_prefix(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    long long at, seg_size;
+    unsigned long msg_magic, blank_magic;
+    if (!PyArg_ParseTuple(args, "y*LL(kk)", &b, &at, &seg_size, &msg_magic, &blank_magic))
+        return NULL;
+    const unsigned char *m = (const unsigned char *)b.buf;
+    Py_ssize_t pos = 0, len = b.len;
+    PyObject *problem = NULL;
+    if (seg_size <= 0) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "segment_size must be > 0");
+        return NULL;
+    }
+    while (len - pos >= 8) {
+        int32_t total = (int32_t)be32(m + pos);
+        uint32_t magic = be32(m + pos + 4);
+        if (magic == (uint32_t)blank_magic) {
+            long long room = seg_size - (at + pos) % seg_size;
+            if ((long long)total != room) {
+                problem = PyUnicode_FromFormat("BLANK of %d bytes at %lld, %lld left in the segment", (int)total,
+                                               at + pos, room);
+                break;
+            }
+        } else if (magic != (uint32_t)msg_magic || total < 91) {
+            char text[96];
+            snprintf(text, sizeof text, "no record at %lld (magic 0x%08X, size %d)", at + pos, (unsigned int)magic,
+                     (int)total);
+            problem = PyUnicode_FromString(text);
+            break;
+        }
+        if (total > len - pos)
+            break;
+        pos += total;
+    }
+    PyBuffer_Release(&b);
+    if (problem == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        problem = Py_None;
+        Py_INCREF(Py_None);
+    }
+    return Py_BuildValue("(nN)", pos, problem);
 }
 
 static PyMethodDef methods[] = {
@@ -1021,9 +1334,12 @@ static PyMethodDef methods[] = {
     {"encode_elements", encode_elements, METH_VARARGS,
      "encode_elements(body, template, off_crc, off_flag, off_qoff, off_phys, topic_blob, extra, queue_offset0, "
      "commitlog_offset0, max_body, max_props) -> (records, units, keys, phys)"},
-    {"scan_records", scan_records, METH_VARARGS,
-     "scan_records(buf, pos, size, base, layouts, (message_magic, blank_magic), names) -> (end, damage, blank, "
-     "[(topic, queue_id, queue_offset, phys, size, sysflag, store_ts, props_start, props_end, v0, v1, v2, v3)])"},
+    {"scan_runs", scan_runs, METH_VARARGS,
+     "scan_runs(buf, pos, size, base, layouts, (message_magic, blank_magic), names, (txn_mask, prepared, rollback, "
+     "schedule_topic)) -> (end, damage, blank, [(0, topic, queue_id, first_qoff, units, keyed, first) | (1, topic, "
+     "queue_id, queue_offset, phys, size, sysflag, store_ts, props_start, props_end)])"},
+    {"record_prefix", record_prefix, METH_VARARGS,
+     "record_prefix(buf, at, segment_size, (message_magic, blank_magic)) -> (whole records' length, problem)"},
     {"index_insert", index_insert, METH_VARARGS,
      "index_insert(mm, slots, max_entries, state, prefix_hash, keys, phys, store_ts, start) -> (done, state)"},
     {NULL, NULL, 0, NULL},

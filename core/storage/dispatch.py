@@ -212,58 +212,38 @@ class Dispatcher:
         for arrival in arrived:
             self._notify(*arrival)
 
-    def dispatch_scanned(self, mm: Any, records: Sequence[tuple[Any, ...]], slow: Callable[..., None]) -> None:
-        """``dispatch`` for records ``_cstore.scan_records`` walked in ``mm`` (the same units, index
-        entries and arrivals, in the same order per queue), with no properties dict per record: a
-        record that continues its queue (unit at the queue's end) joins that queue's run of units,
-        written in one go; its tags code comes from its TAGS, its index keys from KEYS and UNIQ_KEY.
-        Any other record -- a queue not there yet or a gap before it, a prepared or rolled-back
-        transaction half, the schedule topic (its code is a delivery time) -- goes to ``slow(topic,
-        queue_id, queue_offset, commitlog_offset, size, sysflag, props, store_ts, keyed=)`` with its
-        decoded properties, after the runs of its queue.  Arrivals: one per run (code and
+    def dispatch_runs(self, mm: Any, items: Sequence[tuple[Any, ...]], slow: Callable[..., None]) -> None:
+        """``dispatch`` for what ``_cstore.scan_runs`` walked in ``mm`` (the same units, index entries and
+        arrivals), with no Python object per record where it can: a run (records of one queue with
+        consecutive queue offsets) whose first unit goes where its queue ends is written in one go, its
+        index keys per store timestamp as the scan grouped them; a run that starts a queue not there yet
+        or after a gap hands its first record to ``slow(topic, queue_id, queue_offset, commitlog_offset,
+        size, sysflag, props, store_ts, keyed=)`` (with its decoded properties: queue creation and holes
+        are the caller's; its index keys are in the run's groups), then goes on; so does any record the
+        scan kept out of runs (a transaction half, the schedule topic).  Arrivals: one per run (code and
         properties None: waiters re-read)."""
         queues, index = self.queues, self.index
         keyed: list[Keyed] = []
-        runs: dict[tuple[str, int], tuple[QueueLike, int, list[int]]] = {}
-        codes: dict[bytes, int] = {}
-        topics: dict[bytes, str] = {}
-        for tb, qid, qoff, phys, size, sysflag, ts, ps, pe, tags, keys, uniq, _delay in records:
-            topic = topics.get(tb)
-            if topic is None:
-                topic = topics[tb] = tb.decode("utf-8", "replace")
-            key = (topic, qid)
-            run = runs.get(key)
-            t = sysflag & TRANSACTION_MASK
-            if (t == TRANSACTION_PREPARED_TYPE or t == TRANSACTION_ROLLBACK_TYPE or topic == TOPIC_SCHEDULE
-                    or (run is not None and run[1] + len(run[2]) // 3 != qoff)
-                    or (run is None and ((q := queues.get(key)) is None or q.max_offset != qoff))):
-                if run is not None:
-                    self._end_run(key, runs.pop(key))
+        for item in items:
+            if item[0]:
+                _, topic, qid, qoff, phys, size, sysflag, ts, ps, pe = item
                 slow(topic, qid, qoff, phys, size, sysflag, decode_properties(mm[ps:pe]), ts, keyed=keyed)
                 continue
-            if run is None:
-                run = runs[key] = (q, qoff, [])
-            if tags is None:
-                code = 0
-            elif (code := codes.get(tags)) is None:
-                code = codes[tags] = tags_hash(tags.decode("utf-8", "replace"))
-            run[2].extend((phys, size, code))
-            if index is not None and (keys is not None or uniq is not None) and t != TRANSACTION_ROLLBACK_TYPE:
-                found = [k for k in keys.decode("utf-8", "replace").split(" ") if k] if keys is not None else []
-                if uniq is not None:
-                    found.append(uniq.decode("utf-8", "replace"))
-                if found:
-                    keyed.append((topic, found, phys, ts))
-        for key, run in runs.items():
-            self._end_run(key, run)
+            _, topic, qid, qoff, units, groups, first, _ = item
+            q = queues.get((topic, qid))
+            if q is None or q.max_offset != qoff:
+                phys, size, sysflag, ts, ps, pe = first
+                slow(topic, qid, qoff, phys, size, sysflag, decode_properties(mm[ps:pe]), ts, keyed=[])
+                units, qoff = units[_UNIT.size:], qoff + 1
+            if units:
+                self._put_units(topic, qid, qoff, units)
+                if self.listeners:
+                    self._notify(topic, qid, qoff + len(units) // _UNIT.size - 1, None, None)
+            if groups and index is not None:
+                for keys, phys_list, ts in groups:
+                    index.put_keys(topic, keys, phys_list, ts)
         if keyed:
             self.put_keyed(keyed)
-
-    def _end_run(self, key: tuple[str, int], run: tuple[QueueLike, int, list[int]]) -> None:
-        q, start, flat = run
-        _put_run(q, start, flat)
-        if self.listeners:
-            self._notify(key[0], key[1], start + len(flat) // 3 - 1, None, None)
 
     def tags_code(self, topic: str, props: dict[str, str], store_ts: int) -> int:
         return compute_tags_code(topic, props, store_ts, self.delay_levels_ms)

@@ -157,7 +157,7 @@ OFF_PHYSICAL_OFFSET = _field_offset("commitlog_offset")
 OFF_SYSFLAG = _field_offset("sysflag")
 OFF_BORN_HOST = _field_offset("born_host")
 STORE_TS_OFFSET = {bits: _field_offset("store_timestamp", bits) for bits in (0, BORNHOST_V6_FLAG)}
-#: Per host variant ((sysflag & 0x30) >> 4): the byte offsets ``_cstore.scan_records`` reads a record by:
+#: Per host variant ((sysflag & 0x30) >> 4): the byte offsets ``_cstore.scan_runs`` reads a record by:
 #: header size, queue id, queue offset, physical offset, sysflag, store timestamp, body length, body crc.
 SCAN_LAYOUTS = tuple((HEADERS[v << 4].size, *(_field_offset(n, v << 4) for n in (
     "queue_id", "queue_offset", "commitlog_offset", "sysflag", "store_timestamp", "body", "body_crc")))

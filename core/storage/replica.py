@@ -44,7 +44,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
-from rokka.core.model import PROP_DELAY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY
+from rokka.core.model import (
+    PROP_DELAY,
+    PROP_KEYS,
+    PROP_TAGS,
+    PROP_UNIQ_KEY,
+    TOPIC_SCHEDULE,
+    TRANSACTION_MASK,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
 from rokka.core.storage import layout
 from rokka.core.storage.consumequeue import UNIT, hole_of
 from rokka.core.storage.dispatch import Keyed, is_dispatched
@@ -137,19 +146,20 @@ class _ReplicaDispatch:
 
 
 _NAMES = tuple(n.encode("ascii") for n in (PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_DELAY))
+_PLAIN = (TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, TOPIC_SCHEDULE.encode("utf-8"))
 
 
 def _scan(seg: Segment, pos: int, sink: _ReplicaDispatch) -> tuple[int, str | None, bool]:
-    """Recovery's segment scan over the replicated range, natively when built (``_cstore.scan_records``:
-    the same checks, the records' units in runs per queue: ``Dispatcher.dispatch_scanned``)."""
+    """Recovery's segment scan over the replicated range, natively when built (``_cstore.scan_runs``: the
+    same checks, the records' units and index keys in runs per queue: ``Dispatcher.dispatch_runs``)."""
     native = layout._cstore
     if native is None:
         return _scan_segment(seg, pos, sink)  # type: ignore[arg-type]
-    end, damage, blank, records = native.scan_records(seg.mm, pos, seg.size, seg.base, layout.SCAN_LAYOUTS,
-                                                      (layout.MESSAGE_MAGIC, layout.BLANK_MAGIC), _NAMES)
-    if records:
-        sink.store.dispatcher.dispatch_scanned(seg.mm, records, sink.dispatch)
-        sink.store._last_store_ts = records[-1][6]
+    end, damage, blank, items = native.scan_runs(seg.mm, pos, seg.size, seg.base, layout.SCAN_LAYOUTS,
+                                                 (layout.MESSAGE_MAGIC, layout.BLANK_MAGIC), _NAMES, _PLAIN)
+    if items:
+        sink.store.dispatcher.dispatch_runs(seg.mm, items, sink.dispatch)
+        sink.store._last_store_ts = items[-1][7]      # a record's store timestamp, a run's last one
     return end, damage, blank
 
 
@@ -218,8 +228,14 @@ class ReplicaAppender:
 
     def _whole_prefix(self) -> int:
         """Bytes of ``_pending`` that are whole records (or a segment's closing BLANK)."""
-        buf, pos, seg_size = self._pending, 0, self.store.clog.segment_size
-        at = self._pending_at
+        buf, seg_size, at = self._pending, self.store.clog.segment_size, self._pending_at
+        native = layout._cstore
+        if native is not None:
+            pos, problem = native.record_prefix(buf, at, seg_size, (layout.MESSAGE_MAGIC, layout.BLANK_MAGIC))
+            if problem is not None:
+                raise ReplicaError(problem)
+            return int(pos)
+        pos = 0
         while len(buf) - pos >= 8:
             total, magic = layout.SIZE_MAGIC.unpack_from(buf, pos)
             if magic == layout.BLANK_MAGIC:

@@ -1,4 +1,4 @@
-"""The slave's native scan (``_cstore.scan_records`` + ``Dispatcher.dispatch_scanned``) against recovery's
+"""The slave's native scan (``_cstore.scan_runs`` + ``Dispatcher.dispatch_runs``) against recovery's
 Python scan: for any records -- tags (ASCII and not), keys, unique keys, duplicate and empty properties,
 IPv6 hosts, transaction halves, the schedule topic, queues that start on the slave -- both leave the
 same ConsumeQueue units and the same index answers; damaged bytes stop both at the same record with the
@@ -109,3 +109,39 @@ def test_damaged_bytes_stop_both_scans_alike(tmp_path: Path, monkeypatch: pytest
     assert kept[0] == kept[1]
     assert kept[0][1] == (0 if damage == "magic" else 3)     # the records before the damaged one stay
     master.close()
+
+
+def test_bad_magic_inside_a_range_stops_both_scans_alike(tmp_path: Path) -> None:
+    """A record whose MAGIC is damaged after the whole-record check (the scan reports it)."""
+    master = _store([("T", 0, {"KEYS": f"k{i}"}, 0, False, b"x" * 50) for i in range(4)], tmp_path / "m")
+    data = bytearray(read_transfer(master, 0, 1 << 20) or b"")
+    size = layout.SIZE_MAGIC.unpack_from(data, 0)[0]
+    spec = (layout.SCAN_LAYOUTS, (layout.MESSAGE_MAGIC, layout.BLANK_MAGIC), replica._NAMES, replica._PLAIN)
+    data[2 * size + 4] ^= 0xFF
+    magic = f"0x{int.from_bytes(data[2 * size + 4:2 * size + 8], 'big'):08X}"
+    native = layout._cstore.scan_runs(bytes(data), 0, len(data), 0, *spec)
+    assert native[:3] == (2 * size, f"bad magic {magic}", False)
+    pos, problem = layout._cstore.record_prefix(bytes(data), 0, 1 << 20, spec[1])
+    assert (pos, problem) == (2 * size, f"no record at {2 * size} (magic {magic}, size {size})")
+    master.close()
+
+
+def test_many_interleaved_topics_and_queues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More topics than the scan's topic cache and more queues than its open runs, interleaved record by
+    record: the same units and index answers as the Python scan."""
+    records = [(f"T{i % 20}", i % 3, {"KEYS": f"k{i}", "TAGS": f"t{i % 5}", "UNIQ_KEY": f"U{i:06d}"}, 0, False,
+                b"v%d" % i) for i in range(400)]
+    master = _store(records, tmp_path / "m")
+    native = _replicate(master, tmp_path / "n", True, monkeypatch)
+    python = _replicate(master, tmp_path / "p", False, monkeypatch)
+    keys = [f"k{i}" for i in range(0, 400, 7)] + [f"U{i:06d}" for i in range(0, 400, 11)]
+
+    def state(store: DiskStore) -> tuple[object, ...]:
+        queues = {k: q.units(q.min_offset, q.max_offset - q.min_offset) for k, q in sorted(store.cqs.items())}
+        found = {(f"T{t}", k): sorted(store.query_by_key(f"T{t}", k, 64, 0, 1 << 62)) for t in range(20) for k in keys}
+        return queues, found
+
+    assert state(native) == state(python) == state(master)
+    assert len(native.cqs) == 60
+    for s in (native, python, master):
+        s.close()
