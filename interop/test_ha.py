@@ -69,6 +69,22 @@ def _kafka_produce(bootstrap: str, topic: str, values: list[str]) -> set[str]:
     return acked
 
 
+def _kafka_placement(bootstrap: str, topic: str, replicas: int,
+                     timeout: float = 30) -> tuple[int, list[int], list[int]]:
+    """Partition 0's (leader, replicas, ISR) as librdkafka reads them from Metadata, once it lists ``replicas``
+    replicas all in the ISR (the brokers publish them within seconds: the view refreshes every 3 s)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        p = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+        placed = (p.leader, list(p.replicas), list(p.isrs))
+        if len(placed[1]) == len(placed[2]) == replicas or time.monotonic() > deadline:
+            return placed
+        time.sleep(0.5)
+
+
 def _kafka_read(bootstrap: str, topic: str, want: set[str], timeout: float = 60) -> list[str]:
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": uniq("KG"), "auto.offset.reset": "earliest",
                      "enable.auto.commit": False})
@@ -106,6 +122,10 @@ def test_slave_serves_every_acknowledged_message_after_master_sigkill(workdir: P
         ktopic = uniq("K_ha")
         acked_kafka = _kafka_produce(master.kafka, ktopic, [f"k{i}" for i in range(200)])
         assert len(acked_kafka) == 200
+        # librdkafka's view of the set: the master leads, both brokers are replicas, both in the ISR
+        leader, replicas, isrs = _kafka_placement(master.kafka, ktopic, 2)
+        assert len(replicas) == 2 and leader == replicas[0] and sorted(isrs) == sorted(replicas), \
+            (leader, replicas, isrs)
         if role == "ASYNC_MASTER":
             time.sleep(3)       # ASYNC_MASTER: what the slave has not copied yet is lost with the master
         master.kill9()
@@ -114,6 +134,9 @@ def test_slave_serves_every_acknowledged_message_after_master_sigkill(workdir: P
         assert not duplicates(bodies(msgs(consumer)))
         got = _kafka_read(slave.kafka, ktopic, acked_kafka)
         assert acked_kafka <= set(got) and not duplicates(got)
+        # with the master gone the slave leads its partitions, alone in their replicas and ISR
+        s_leader, s_replicas, s_isrs = _kafka_placement(slave.kafka, ktopic, 1)
+        assert s_leader in replicas and s_leader != leader and s_replicas == s_isrs == [s_leader]
         consumer.close()
         consumer = None
         master.start()
