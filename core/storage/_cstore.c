@@ -825,7 +825,7 @@ done:
     return out;
 }
 
-/* scan_runs(buf, pos, size, base, layouts, magics, names, plain) -> (end, damage, blank, items)
+/* scan_runs(buf, pos, size, base, layouts, magics, names, plain, max_records=0) -> (end, damage, blank, items)
  * Recovery's segment scan (core/storage/recovery.py _scan_segment) for a range of CommitLog bytes in
  * ``buf`` from ``pos`` to ``size``, for dispatching what it verifies (core/storage/dispatch.py
  * ``Dispatcher.dispatch_runs``; the HA slave's replicated bytes).  Each record is checked as there (MAGIC,
@@ -849,7 +849,8 @@ done:
  * the last record's store timestamp; and [(1, topic str, queue id, queue offset, commitlog offset, size,
  * sysflag, store timestamp, properties start, properties end)] for any other record.  Runs of several
  * queues are built side by side (records of interleaved queues still form one run per queue); a queue's
- * run always comes before any later single record of that queue. */
+ * run always comes before any later single record of that queue.  ``max_records`` > 0 stops the walk
+ * after that many records (end = the next record; the caller goes on from there: bounded memory). */
 static Py_ssize_t be_i16(const unsigned char *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
 
 static int64_t be_i64(const unsigned char *p) {
@@ -1107,9 +1108,11 @@ static PyObject *scan_runs(PyObject *self, PyObject *args) {
     long txn_mask, txn_prepared, txn_rollback;
     const char *schedule;
     Py_ssize_t schedule_len;
-    if (!PyArg_ParseTuple(args, "y*nnLO(kk)O(llly#)", &b, &pos, &size, &base, &layouts, &msg_magic, &blank_magic,
-                          &names, &txn_mask, &txn_prepared, &txn_rollback, &schedule, &schedule_len))
+    Py_ssize_t max_records = 0;
+    if (!PyArg_ParseTuple(args, "y*nnLO(kk)O(llly#)|n", &b, &pos, &size, &base, &layouts, &msg_magic, &blank_magic,
+                          &names, &txn_mask, &txn_prepared, &txn_rollback, &schedule, &schedule_len, &max_records))
         return NULL;
+    Py_ssize_t taken = 0;
     PyObject *items = NULL, *result = NULL, *damage = NULL;
     ScanSpec spec;
     Run runs[OPEN_RUNS];
@@ -1130,7 +1133,7 @@ static PyObject *scan_runs(PyObject *self, PyObject *args) {
     if (items == NULL)
         goto done;
     const unsigned char *m = (const unsigned char *)b.buf;
-    while (pos + 8 <= size) {
+    while (pos + 8 <= size && (max_records <= 0 || taken < max_records)) {
         ScanRec r;
         int rc = scan_one(&spec, m, pos, size, base, &r, &blank, &damage);
         if (rc != 0) {
@@ -1138,6 +1141,7 @@ static PyObject *scan_runs(PyObject *self, PyObject *args) {
                 goto done;
             break;
         }
+        taken++;
         /* the topic as str, from the cache (a full cache: every open run is flushed, one slot reused) */
         PyObject *topic = NULL;
         for (int k = 0; k < ntopics; k++)
@@ -1336,7 +1340,8 @@ static PyMethodDef methods[] = {
      "commitlog_offset0, max_body, max_props) -> (records, units, keys, phys)"},
     {"scan_runs", scan_runs, METH_VARARGS,
      "scan_runs(buf, pos, size, base, layouts, (message_magic, blank_magic), names, (txn_mask, prepared, rollback, "
-     "schedule_topic)) -> (end, damage, blank, [(0, topic, queue_id, first_qoff, units, keyed, first) | (1, topic, "
+     "schedule_topic), max_records=0) -> (end, damage, blank, [(0, topic, queue_id, first_qoff, units, groups, first, "
+     "last_ts) | (1, topic, "
      "queue_id, queue_offset, phys, size, sysflag, store_ts, props_start, props_end)])"},
     {"record_prefix", record_prefix, METH_VARARGS,
      "record_prefix(buf, at, segment_size, (message_magic, blank_magic)) -> (whole records' length, problem)"},

@@ -245,6 +245,50 @@ class Dispatcher:
         if keyed:
             self.put_keyed(keyed)
 
+    def replay_runs(self, mm: Any, items: Sequence[tuple[Any, ...]]) -> None:
+        """Recovery's replay (``dispatch(..., replay=True)`` of each record, with recovery's skip of records
+        already dispatched) for what ``_cstore.scan_runs`` walked in ``mm``: a run's units already in its
+        queue are skipped, the rest written in one go where the queue ends (a queue that is not there is
+        created only by a run from offset 0: a deleted queue is not resurrected; a run beyond the queue's
+        end raises ``ReplayGap``), index entries only for records at or past ``index_from``; no
+        arrivals.  Records the scan kept out of runs take ``dispatch``."""
+        queues, index, index_from = self.queues, self.index, self.index_from
+        keyed: list[Keyed] = []
+        try:
+            for item in items:
+                if item[0]:
+                    _, topic, qid, qoff, phys, size, sysflag, ts, ps, pe = item
+                    if phys < index_from:       # recovery's cheap skip (recovery._replay)
+                        q = queues.get((topic, qid))
+                        if q is not None and qoff < q.max_offset or not is_dispatched(sysflag):
+                            continue
+                    self.dispatch(topic, qid, qoff, phys, size, sysflag, decode_properties(mm[ps:pe]), ts,
+                                  replay=True, keyed=keyed)
+                    continue
+                _, topic, qid, qoff, units, groups, _, _ = item
+                q = queues.get((topic, qid))
+                if q is None and qoff == 0:
+                    q = self.create_queue(topic, qid)
+                if q is not None:
+                    skip = min(len(units) // _UNIT.size, max(0, q.max_offset - qoff))
+                    if skip < len(units) // _UNIT.size:
+                        if qoff + skip > q.max_offset:
+                            phys = _UNIT.unpack_from(units, skip * _UNIT.size)[0]
+                            raise ReplayGap(f"{topic}/{qid}: record queue offset {qoff + skip} beyond "
+                                            f"consumequeue end {q.max_offset} (commitlog offset {phys})")
+                        self._put_units(topic, qid, qoff + skip, units[skip * _UNIT.size:])
+                if groups and index is not None:
+                    for keys, phys_list, ts in groups:
+                        if phys_list[0] < index_from:
+                            pairs = [(k, p) for k, p in zip(keys, phys_list, strict=True) if p >= index_from]
+                            if not pairs:
+                                continue
+                            keys, phys_list = [k for k, _ in pairs], [p for _, p in pairs]
+                        index.put_keys(topic, keys, phys_list, ts)
+        finally:
+            if keyed:
+                self.put_keyed(keyed)
+
     def tags_code(self, topic: str, props: dict[str, str], store_ts: int) -> int:
         return compute_tags_code(topic, props, store_ts, self.delay_levels_ms)
 

@@ -41,8 +41,19 @@ import mmap
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
+from rokka.core.model import (
+    PROP_DELAY,
+    PROP_KEYS,
+    PROP_TAGS,
+    PROP_UNIQ_KEY,
+    TOPIC_SCHEDULE,
+    TRANSACTION_MASK,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
 from rokka.core.storage import layout
 from rokka.core.storage.commitlog import CommitLog
 from rokka.core.storage.consumequeue import ConsumeQueue
@@ -65,6 +76,37 @@ class ScanEnd:
     damage: str | None = None   # why the scan stopped, if not a clean zero end
 
 
+_NAMES = tuple(n.encode("ascii") for n in (PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_DELAY))
+_PLAIN = (TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, TOPIC_SCHEDULE.encode("utf-8"))
+NATIVE_SCAN_RECORDS = 100_000      # records per native call: bounded memory for the runs it returns
+
+
+def scan_native(seg: Segment, pos: int, max_records: int = 0) -> tuple[int, str | None, bool, list[Any]] | None:
+    """``_cstore.scan_runs`` over ``seg`` from ``pos``: this module's checks, natively, and the verified
+    records as runs per queue (``Dispatcher.dispatch_runs`` / ``replay_runs``); None when the extension
+    is not built."""
+    native = layout._cstore
+    if native is None:
+        return None
+    return native.scan_runs(seg.mm, pos, seg.size, seg.base, layout.SCAN_LAYOUTS,  # type: ignore[no-any-return]
+                            (layout.MESSAGE_MAGIC, layout.BLANK_MAGIC), _NAMES, _PLAIN, max_records)
+
+
+def _scan_replay(seg: Segment, pos: int, dispatcher: Dispatcher | None) -> tuple[int, str | None, bool]:
+    """``_scan_segment``, natively when built: the same end, damage and replay (``Dispatcher.replay_runs``),
+    ``NATIVE_SCAN_RECORDS`` records at a time."""
+    while True:
+        found = scan_native(seg, pos, NATIVE_SCAN_RECORDS)
+        if found is None:
+            return _scan_segment(seg, pos, dispatcher)
+        end, damage, blank, items = found
+        if dispatcher is not None and items:
+            dispatcher.replay_runs(seg.mm, items)
+        if damage is not None or blank or end == pos:
+            return end, damage, blank
+        pos = end
+
+
 def scan(clog: CommitLog, start: int, dispatcher: Dispatcher | None) -> ScanEnd:
     """Verify and replay records from ``start`` (a record boundary) to the first non-record."""
     files = clog.files
@@ -73,7 +115,7 @@ def scan(clog: CommitLog, start: int, dispatcher: Dispatcher | None) -> ScanEnd:
     for seg in files.segments[idx:]:
         if seg.base > pos_global:
             return ScanEnd(pos_global, f"segment {seg.path.name} does not follow the previous one")
-        end, damage, blank = _scan_segment(seg, pos_global - seg.base, dispatcher)
+        end, damage, blank = _scan_replay(seg, pos_global - seg.base, dispatcher)
         pos_global = seg.base + end
         if not blank:
             return ScanEnd(pos_global, damage)

@@ -44,20 +44,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
-from rokka.core.model import (
-    PROP_DELAY,
-    PROP_KEYS,
-    PROP_TAGS,
-    PROP_UNIQ_KEY,
-    TOPIC_SCHEDULE,
-    TRANSACTION_MASK,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-)
 from rokka.core.storage import layout
 from rokka.core.storage.consumequeue import UNIT, hole_of
 from rokka.core.storage.dispatch import Keyed, is_dispatched
-from rokka.core.storage.recovery import _scan_segment, trim_queues
+from rokka.core.storage.recovery import _scan_segment, scan_native, trim_queues
 
 if TYPE_CHECKING:
     from rokka.core.storage.engine import DiskStore
@@ -145,18 +135,13 @@ class _ReplicaDispatch:
         self.store.dispatcher.put_keyed(keyed)
 
 
-_NAMES = tuple(n.encode("ascii") for n in (PROP_TAGS, PROP_KEYS, PROP_UNIQ_KEY, PROP_DELAY))
-_PLAIN = (TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, TOPIC_SCHEDULE.encode("utf-8"))
-
-
 def _scan(seg: Segment, pos: int, sink: _ReplicaDispatch) -> tuple[int, str | None, bool]:
-    """Recovery's segment scan over the replicated range, natively when built (``_cstore.scan_runs``: the
-    same checks, the records' units and index keys in runs per queue: ``Dispatcher.dispatch_runs``)."""
-    native = layout._cstore
-    if native is None:
+    """Recovery's segment scan over the replicated range, natively when built (``recovery.scan_native``:
+    the same checks, the records' units and index keys in runs per queue: ``Dispatcher.dispatch_runs``)."""
+    found = scan_native(seg, pos)
+    if found is None:
         return _scan_segment(seg, pos, sink)  # type: ignore[arg-type]
-    end, damage, blank, items = native.scan_runs(seg.mm, pos, seg.size, seg.base, layout.SCAN_LAYOUTS,
-                                                 (layout.MESSAGE_MAGIC, layout.BLANK_MAGIC), _NAMES, _PLAIN)
+    end, damage, blank, items = found
     if items:
         sink.store.dispatcher.dispatch_runs(seg.mm, items, sink.dispatch)
         sink.store._last_store_ts = items[-1][7]      # a record's store timestamp, a run's last one

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rokka.core.model import TOPIC_SCHEDULE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, Message
-from rokka.core.storage import layout, replica
+from rokka.core.storage import layout, recovery, replica
 from rokka.core.storage.engine import DiskStore
 from rokka.core.storage.replica import ReplicaAppender, ReplicaError, read_transfer
 from storage_helpers import small_config
@@ -116,7 +116,7 @@ def test_bad_magic_inside_a_range_stops_both_scans_alike(tmp_path: Path) -> None
     master = _store([("T", 0, {"KEYS": f"k{i}"}, 0, False, b"x" * 50) for i in range(4)], tmp_path / "m")
     data = bytearray(read_transfer(master, 0, 1 << 20) or b"")
     size = layout.SIZE_MAGIC.unpack_from(data, 0)[0]
-    spec = (layout.SCAN_LAYOUTS, (layout.MESSAGE_MAGIC, layout.BLANK_MAGIC), replica._NAMES, replica._PLAIN)
+    spec = (layout.SCAN_LAYOUTS, (layout.MESSAGE_MAGIC, layout.BLANK_MAGIC), recovery._NAMES, recovery._PLAIN)
     data[2 * size + 4] ^= 0xFF
     magic = f"0x{int.from_bytes(data[2 * size + 4:2 * size + 8], 'big'):08X}"
     native = layout._cstore.scan_runs(bytes(data), 0, len(data), 0, *spec)
