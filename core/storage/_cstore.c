@@ -860,7 +860,6 @@ static int64_t be_i64(const unsigned char *p) {
 typedef struct {
     Py_ssize_t lay[4][8];
     const char *nm[4];
-    Py_ssize_t nlen[4];
     uint32_t msg_magic, blank_magic;
 } ScanSpec;
 
@@ -894,12 +893,12 @@ static int scan_spec(ScanSpec *spec, PyObject *layouts, PyObject *names, unsigne
             }
         }
         PyObject *n = PyTuple_GET_ITEM(names, v);
-        if (!PyBytes_Check(n)) {
-            PyErr_SetString(PyExc_TypeError, "property names must be bytes");
+        if (!PyBytes_Check(n) || PyBytes_GET_SIZE(n) == 0 ||
+            (Py_ssize_t)strlen(PyBytes_AS_STRING(n)) != PyBytes_GET_SIZE(n)) {
+            PyErr_SetString(PyExc_TypeError, "property names must be non-empty bytes without NUL");
             return -1;
         }
         spec->nm[v] = PyBytes_AS_STRING(n);
-        spec->nlen[v] = PyBytes_GET_SIZE(n);
     }
     spec->msg_magic = (uint32_t)msg_magic;
     spec->blank_magic = (uint32_t)blank_magic;
@@ -965,26 +964,9 @@ static int scan_one(const ScanSpec *spec, const unsigned char *m, Py_ssize_t pos
     r->total = total;
     r->sysflag = sysflag;
     r->store_ts = be_i64(m + pos + L[5]);
-    for (int k = 0; k < 4; k++) {
-        r->val[k] = NULL;
+    for (int k = 0; k < 4; k++) {       /* as layout.decode_properties reads them (prop_value) */
         r->vlen[k] = 0;
-    }
-    Py_ssize_t i = props_pos + 2;       /* items "key 0x01 value", split at 0x02 */
-    while (i < end) {
-        Py_ssize_t j = i;
-        while (j < end && m[j] != 0x02)
-            j++;
-        const unsigned char *sep = memchr(m + i, 0x01, (size_t)(j - i));
-        if (sep != NULL) {
-            Py_ssize_t klen = sep - (m + i), vlen = (m + j) - (sep + 1);
-            if (klen > 0 && vlen > 0)
-                for (int k = 0; k < 4; k++)
-                    if (klen == spec->nlen[k] && memcmp(m + i, spec->nm[k], (size_t)klen) == 0) {
-                        r->val[k] = sep + 1;
-                        r->vlen[k] = vlen;
-                    }
-        }
-        i = j + 1;
+        r->val[k] = prop_value(m + props_pos + 2, end - props_pos - 2, spec->nm[k], &r->vlen[k]);
     }
     return 0;
 }
