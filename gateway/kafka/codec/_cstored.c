@@ -97,8 +97,11 @@ static int split_props(const table_t *t, const unsigned char *s, Py_ssize_t n, p
     for (;;) {
         const unsigned char *end = memchr(s + i, 0x02, (size_t)(n - i));
         Py_ssize_t e = end == NULL ? n : end - s;
-        const unsigned char *sep = memchr(s + i, 0x01, (size_t)(e - i));
-        if (sep == NULL || sep == s + i || sep + 1 == s + e || pr->n == MAX_ITEMS)
+        /* the name ends at the first 0x01: names are short, a loop beats a second memchr call here */
+        const unsigned char *sep = s + i, *stop = s + e;
+        while (sep < stop && *sep != 0x01)
+            sep++;
+        if (sep == stop || sep == s + i || sep + 1 == s + e || pr->n == MAX_ITEMS)
             return -1;
         span_t name = {s + i, sep - (s + i)}, value = {sep + 1, s + e - (sep + 1)};
         for (int k = 0; k < N_SPECIAL; k++) {

@@ -23,6 +23,13 @@ int cs_buf_reserve(buf_t *b, Py_ssize_t more) {
 /* Strict UTF-8 (what Python's decoder accepts): 1 if valid. */
 int cs_valid_utf8(const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
+    while (n - i >= 32) {       /* ASCII runs 32 bytes at a time (properties are mostly ASCII) */
+        uint64_t w[4];
+        memcpy(w, s + i, 32);
+        if ((w[0] | w[1] | w[2] | w[3]) & 0x8080808080808080ULL)
+            break;
+        i += 32;
+    }
     while (i < n) {
         if (n - i >= 8) {
             uint64_t w;
