@@ -233,13 +233,34 @@ class ClusterView:
 
     def replica_set(self, broker: str) -> tuple[int, list[int], list[int]]:
         """(leader node id, replicas, ISR) of the partitions of ``broker``'s set; (-1, [], []) when it
-        has no live leader."""
+        has no live leader.  Another set whose master is down but whose slave is live is led by that
+        slave (``stand_in``), as the slave names itself: its partitions stay readable."""
         leader = self.set_leader() if broker == self.broker_name else (
-            self._endpoints.get(broker) if broker in self._live else None)
+            self._endpoints.get(broker) if broker in self._live else self.stand_in(broker))
         if leader is None:
             return -1, [], []
         replicas, isr = self.replicas.replica_set(broker, leader.node_id)
         return leader.node_id, replicas, isr
+
+    def stand_in(self, broker: str) -> KafkaNode | None:
+        """For another broker set with no live master: its live slave with the lowest node id (it serves
+        reads; a produce there answers NOT_LEADER_OR_FOLLOWER), else None."""
+        if broker == self.broker_name or broker in self._live:
+            return None
+        live = self.replicas.live_entries(broker)
+        if not live:
+            return None
+        e = min(live, key=lambda r: r.node_id)
+        return KafkaNode(e.node_id, e.host, e.port)
+
+    def broker_nodes(self) -> list[KafkaNode]:
+        """The Kafka brokers a client is told of: each live set's leader (``nodes``), then the slave that
+        stands in for each set whose master is down (``stand_in``)."""
+        out = list(self.nodes().values())
+        for name in sorted(self._endpoints):
+            if (node := self.stand_in(name)) is not None and node not in out:
+                out.append(node)
+        return out
 
     def published(self) -> dict[tuple[str, str], str]:
         """What this broker writes to the name servers' KV now (``gateway.kafka.replicas``): the set's

@@ -8,7 +8,8 @@ A single node: every partition's leader, replica and ISR is this node, leader
 epoch 0, controller = this node (never -1: kafka-python loops on -1).  A broker
 set with slaves (``rokka.gateway.ha``) shows them as the partitions' other
 replicas, in the ISR while caught up (``rokka.gateway.kafka.replicas``); the
-brokers list names each set's leader only.
+brokers list names each set's leader only, and for a set whose master is down the
+slave that leads its partitions meanwhile (reads only).
 Metadata auto-creation (v4+ flag, always on before v4) creates the topic with
 ``kafka_num_partitions`` and answers it with error 0.  Topic names follow
 Kafka's rules; RocketMQ system/retry/DLQ topics are hidden from listings but
@@ -106,7 +107,7 @@ def _placements(env: KafkaEnv, name: str, tc: TopicConfig | None) -> list[Placem
         return []
     out: list[Placement] = []
     for o in lay.owners:
-        out.extend([view.replica_set(o.broker) if o.live else (-1, [], [])] * o.queues)
+        out.extend([view.replica_set(o.broker)] * o.queues)     # a set without a live master: -1 or its slave
     return out
 
 
@@ -120,11 +121,12 @@ def _topic_entry(env: KafkaEnv, name: str, tc: TopicConfig | None, error: int) -
 def _brokers(env: KafkaEnv) -> list[tuple[int, str, int]]:
     if env.cluster is None:
         return [(env.node_id, env.host, env.port)]
-    return [(n.node_id, n.host, n.port) for n in env.cluster.nodes().values()]
+    return [(n.node_id, n.host, n.port) for n in env.cluster.broker_nodes()]
 
 
 def _controller(env: KafkaEnv) -> int:
-    return min(b[0] for b in _brokers(env)) if env.cluster is not None else env.node_id
+    """The lowest node id of the live sets' leaders (never a slave standing in: it takes no writes)."""
+    return min(n.node_id for n in env.cluster.nodes().values()) if env.cluster is not None else env.node_id
 
 
 async def _cluster_topics(env: KafkaEnv, visible: dict[str, TopicConfig | None]) -> None:

@@ -65,8 +65,9 @@ def _kafka_acks_all(host: str, port: int) -> str:
 
 
 def _cfg(tmp_path: Path, name: str, ns: str, **kw: object) -> BrokerConfig:
+    kw.setdefault("broker_name", "broker-ha")
     return BrokerConfig(listen_port=0, kafka_listen_port=0, store_path_root_dir=str(tmp_path / name),
-                        namesrv_addr=ns, broker_name="broker-ha", ha_send_heartbeat_interval=500, **kw)  # type: ignore[arg-type]
+                        namesrv_addr=ns, ha_send_heartbeat_interval=500, **kw)  # type: ignore[arg-type]
 
 
 async def test_sync_master_waits_for_its_slave_and_the_slave_refuses_sends(tmp_path: Path) -> None:
@@ -260,4 +261,74 @@ async def test_async_master_acks_all_follows_the_isr_and_min_insync_replicas(tmp
                         await trio.sleep(0.1)
                 assert await trio.to_thread.run_sync(_kafka_acks_all, *master.kafka_addr) == "NotEnoughReplicasError"
             await master.shutdown()
+            nursery.cancel_scope.cancel()
+
+
+def _kafka_read_all(host: str, port: int, topic: str, want: int) -> list[bytes]:
+    """Every record of partition 0 of ``topic`` through a kafka-python consumer bootstrapped at host:port."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=f"{host}:{port}", enable_auto_commit=False, auto_offset_reset="earliest",
+                      consumer_timeout_ms=2000, request_timeout_ms=10000)
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        got: list[bytes] = []
+        for _ in range(20):
+            got += [m.value for m in c]
+            if len(got) >= want:
+                break
+        return got
+    finally:
+        c.close()
+
+
+async def test_another_set_names_the_slave_of_a_set_whose_master_is_down(tmp_path: Path) -> None:
+    """Two broker sets (A: master + slave, B: master alone); A's master stops: B's Kafka Metadata leads A's
+    partitions by A's slave and lists it as a broker, so a Kafka reader bootstrapped at B reads A's records
+    from the slave; the controller is never the slave."""
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(NamesrvServer().serve, "127.0.0.1", 0)
+            ns = f"{host}:{port}"
+            a_master = runtime.BrokerRole(_cfg(tmp_path, "am", ns, broker_role="SYNC_MASTER",
+                                               ha_listen_port=_free_port(), broker_name="set-a"))
+            await nursery.start(a_master.run)
+            a_slave = runtime.BrokerRole(_cfg(tmp_path, "as", ns, broker_role="SLAVE", broker_id=1,
+                                              broker_name="set-a"))
+            await nursery.start(a_slave.run)
+            b = runtime.BrokerRole(BrokerConfig(listen_port=0, kafka_listen_port=0, namesrv_addr=ns,
+                                                store_path_root_dir=str(tmp_path / "b"), broker_name="set-b"))
+            await nursery.start(b.run)
+            assert a_master.kafka is not None and a_slave.kafka is not None and b.kafka is not None
+            maddr = f"{a_master.broker_addr[0]}:{a_master.broker_addr[1]}"
+            async with RemotingClient() as rc:
+                nsc = NamesrvClient(rc, [ns])
+                await Admin(rc, nsc).create_topic(maddr, "TA", read_queue_nums=1, write_queue_nums=1)
+                while not a_master.ha.slaves or a_master.ha.ack_offset < 0:  # noqa: ASYNC110 - HA state
+                    await trio.sleep(0.05)
+                producer = Producer(rc, nsc, "pg", retries=0)
+                for i in range(5):
+                    assert (await producer.send("TA", b"r%d" % i, queue=0)).status == "SEND_OK"
+            view = b.kafka.view
+            with trio.fail_after(20):
+                while (view.layout("TA") is None or view.replica_set("set-a")[0]
+                       != a_master.kafka.node.node_id):
+                    await view.refresh_brokers()
+                    await view.ensure(["TA"], force=True)
+                    await trio.sleep(0.2)
+            await a_master.shutdown()
+            sid = a_slave.kafka.node.node_id
+            with trio.fail_after(30):       # both B and the slave see the master gone (3 s refreshes)
+                while view.replica_set("set-a")[0] != sid or a_slave.kafka.view.set_leader().node_id != sid:
+                    await view.refresh_brokers()
+                    await a_slave.kafka.view.refresh_brokers()
+                    await trio.sleep(0.2)
+            placed = await trio.to_thread.run_sync(_kafka_partition, *b.kafka_addr, "TA")
+            assert placed[0] == sid
+            assert a_slave.kafka_addr[1] in await trio.to_thread.run_sync(_kafka_brokers, *b.kafka_addr)
+            assert b.kafka.view.node.node_id == min(n.node_id for n in view.nodes().values())
+            got = await trio.to_thread.run_sync(_kafka_read_all, *b.kafka_addr, "TA", 5)
+            assert got == [b"r%d" % i for i in range(5)]
+            await a_slave.shutdown()
+            await b.shutdown()
             nursery.cancel_scope.cancel()
