@@ -40,7 +40,7 @@ def test_users_share_the_definitions() -> None:
     from rokka.core import model, offsets, routing, topics
     from rokka.core.namesrv import routes
     from rokka.core.storage import index, layout
-    from rokka.gateway.kafka import cluster
+    from rokka.gateway.kafka import routed_offsets
     from rokka.gateway.kafka.groups import coordinator
     from rokka.gateway.rocketmq import acl
     from rokka.net.remoting.client import types
@@ -49,7 +49,7 @@ def test_users_share_the_definitions() -> None:
     assert (topics.PERM_READ, topics.PERM_WRITE, topics.PERM_INHERIT) == (4, 2, 1) == (
         routing.PERM_READ, routing.PERM_WRITE, routing.PERM_INHERIT)
     assert acl.RETRY_PREFIX is model.RETRY_PREFIX
-    assert cluster.OffsetStore is coordinator.OffsetStore is offsets.OffsetStore
+    assert routed_offsets.OffsetStore is coordinator.OffsetStore is offsets.OffsetStore
     assert layout.java_hash is index.java_hash is model.java_hash is model.java_string_hash
     assert model.tags_code("TagA") == layout.tags_hash("TagA") == 2598919
 

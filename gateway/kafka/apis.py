@@ -46,8 +46,8 @@ from rokka.gateway.kafka.scram_admin import ScramAdmin
 
 if TYPE_CHECKING:
     from rokka.gateway.kafka.acls import AclStore
-    from rokka.gateway.kafka.cluster import RoutedOffsets
     from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
+    from rokka.gateway.kafka.routed_offsets import RoutedOffsets
 
 __all__ = ["ADAPTERS", "PRE_AUTH_APIS", "QUICK_APIS", "REGISTRY", "SPECS", "ApiKey", "ApiSpec", "KafkaServices",
            "authorize_routes", "routes", "sasl_routes"]

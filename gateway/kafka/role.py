@@ -38,12 +38,13 @@ from rokka.gateway.filewatch import watch_files
 from rokka.gateway.kafka.acls import AclStore
 from rokka.gateway.kafka.apis import KafkaServices, routes
 from rokka.gateway.kafka.authz import Authz
-from rokka.gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, replica_node_id
+from rokka.gateway.kafka.cluster import ClusterView, KafkaNode, replica_node_id
 from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
 from rokka.gateway.kafka.groups.types import GroupConfig
 from rokka.gateway.kafka.handlers import KafkaEnv
 from rokka.gateway.kafka.handlers.txn import attach as attach_transactions
 from rokka.gateway.kafka.producers.state import ProducerStateManager
+from rokka.gateway.kafka.routed_offsets import RoutedOffsets
 from rokka.gateway.kafka.sasl import SaslConfigError, UserStore
 from rokka.gateway.kafka.sasl import configure as configure_sasl
 from rokka.gateway.kafka.scram_admin import ScramAdmin

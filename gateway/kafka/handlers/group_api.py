@@ -14,7 +14,7 @@ act on the shared offset table (see ``GroupCoordinator.delete_group``).
 Offsets committed for a view (``rokka.compat.views``) are stored under the view's
 source topic (``resolve_topic``), and answered under the name the client used.
 
-In a multi-broker cluster (``routed`` = ``rokka.gateway.kafka.cluster.RoutedOffsets``):
+In a multi-broker cluster (``routed`` = ``rokka.gateway.kafka.routed_offsets.RoutedOffsets``):
 FindCoordinator for a group answers the broker ``ClusterView.coordinator_for``
 picks (crc32 of the group over the live brokers), so clients bootstrapped on
 different brokers meet in one coordinator; transactional ids stay on the
@@ -40,7 +40,7 @@ from rokka.gateway.kafka.groups.types import CommitOffset, JoinRequest, LeavingM
 from rokka.gateway.kafka.producers.state import InitOutcome, ProducerStateManager
 
 if TYPE_CHECKING:
-    from rokka.gateway.kafka.cluster import RoutedOffsets
+    from rokka.gateway.kafka.routed_offsets import RoutedOffsets
 
 COORDINATOR_NOT_AVAILABLE = E.COORDINATOR_NOT_AVAILABLE
 

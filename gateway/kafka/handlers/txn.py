@@ -48,7 +48,6 @@ from typing import Any
 
 import structlog
 from rokka.core.topics import is_system_topic
-from rokka.gateway.kafka.cluster import RoutedOffsets
 from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
 from rokka.gateway.kafka.groups.coordinator import GroupCoordinator
@@ -62,6 +61,7 @@ from rokka.gateway.kafka.handlers.common import (
     resolve,
 )
 from rokka.gateway.kafka.producers.state import MAX_TXN_TIMEOUT_MS, NO_PRODUCER_ID, ProducerStateManager
+from rokka.gateway.kafka.routed_offsets import RoutedOffsets
 from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator, TxnOutcome, TxnState
 
 log = structlog.get_logger(__name__)

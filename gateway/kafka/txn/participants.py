@@ -36,7 +36,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from rokka.gateway.kafka.cluster import _ERRORS, REMOTE_TIMEOUT_S, ClusterView, RoutedOffsets
+from rokka.gateway.kafka.cluster import _ERRORS, REMOTE_TIMEOUT_S, ClusterView
+from rokka.gateway.kafka.routed_offsets import RoutedOffsets
 from rokka.gateway.kafka.txn.coordinator import KafkaTxnCoordinator, TxnOutcome
 from rokka.gateway.kafka.txn.states import Partition
 from rokka.net.remoting.client.remoting import RemotingClient

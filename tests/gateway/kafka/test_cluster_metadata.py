@@ -18,7 +18,7 @@ from rokka.core.config import BrokerConfig
 from rokka.core.storage.memory import MemoryStore
 from rokka.core.topics import TopicConfig
 from rokka.gateway.kafka import KafkaServer
-from rokka.gateway.kafka.cluster import ClusterView, KafkaNode, RoutedOffsets, TopicLayout, derive_node_id
+from rokka.gateway.kafka.cluster import ClusterView, KafkaNode, TopicLayout, derive_node_id
 from rokka.gateway.kafka.codec import APIS, Struct
 from rokka.gateway.kafka.codec import records as R
 from rokka.gateway.kafka.errors import ErrorCode as E
@@ -27,6 +27,7 @@ from rokka.gateway.kafka.handlers import fetch as F
 from rokka.gateway.kafka.handlers import metadata as M
 from rokka.gateway.kafka.handlers import produce as P
 from rokka.gateway.kafka.handlers.common import local_queue
+from rokka.gateway.kafka.routed_offsets import RoutedOffsets
 from rokka.gateway.kafka.server import KafkaRequestContext
 from rokka.gateway.namesrv.server import NamesrvServer
 from rokka.net.remoting.client import NamesrvClient, RemotingClient, register_broker
