@@ -59,7 +59,20 @@ def run_scenarios(line: str, scenarios: list[str], *, namesrv: str, workdir: Pat
     name = f"rmq-java-{line}"
     events = harness.run_json(driver_argv(line, workdir / "home", *args), name=name, workdir=workdir,
                               timeout=timeout_s + 30)
-    return {e["scenario"]: e for e in events if e.get("event") == "result"}
+    results = {e["scenario"]: e for e in events if e.get("event") == "result"}
+    for res in results.values():
+        if "error" in res:      # the client's own account (a failed write names no cause in the exception)
+            res["error"] = f"{res['error']}\n--- Java client log (WARN/ERROR) ---\n{client_log(workdir / 'home')}"
+    return results
+
+
+def client_log(home: Path, lines: int = 40) -> str:
+    """The last WARN/ERROR and exception lines of the Java client's own logs under ``home`` (``~/logs/rocketmqlogs``)."""
+    found: list[str] = []
+    for log in sorted((home / "logs" / "rocketmqlogs").glob("*.log")):
+        found += [ln for ln in log.read_text(errors="replace").splitlines()
+                  if " WARN " in ln or " ERROR " in ln or (ln[:1] not in ("2", "\t") and "Exception" in ln)]
+    return "\n".join(found[-lines:]) or "(nothing logged)"
 
 
 def mqadmin_argv(line: str, home: Path, *args: str) -> list[str]:

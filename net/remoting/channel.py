@@ -78,6 +78,7 @@ import inspect
 import itertools
 import math
 import os
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -302,7 +303,10 @@ class Channel:
                 try:
                     data = await self._receive(pending)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    self._log.debug("rocketmq.connection_lost", error=str(exc))
+                    if isinstance(exc.__cause__, ssl.SSLError):     # a TLS record the peer sent is bad
+                        self._note("warning", "rocketmq.tls_error", error=str(exc.__cause__))
+                    else:
+                        self._log.debug("rocketmq.connection_lost", error=str(exc))
                     return
                 if data is None:
                     break
