@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import structlog
@@ -139,6 +139,12 @@ class Broker:
                     props[PROP_WAIT] = wait
                 return dataclasses.replace(msg, topic=TOPIC_SCHEDULE, queue_id=level - 1)
         return msg
+
+    def stays_in_place(self, props: Mapping[str, str], sysflag: int) -> bool:
+        """True when ``prepare`` leaves a message with these properties where it was sent (no transaction
+        half, no delay level) and the store keeps it as sent (no half or rollback of a transaction): such
+        a send may take ``append_batch_body`` as a one-element batch (the same CommitLog bytes)."""
+        return PROP_DELAY not in props and PROP_TRAN_MSG not in props and not sysflag & TRANSACTION_MASK
 
     def append(self, messages: Sequence[Message], *, prepared: bool = False,
                stamp_cluster: bool = True) -> PutResult:

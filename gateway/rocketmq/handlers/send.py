@@ -57,7 +57,7 @@ from rokka.core.record import decode_properties, encode_offset_msg_id, msg_id_pr
 from rokka.core.storage import PutResult, PutStatus
 from rokka.core.topics import NOT_ALLOWED_SEND, PERM_WRITE
 from rokka.gateway.rocketmq.handlers.context import BrokerEnv
-from rokka.net.remoting.codec.batch import BatchFormatError, decode_batch
+from rokka.net.remoting.codec.batch import BatchFormatError, decode_batch, encode_batch
 from rokka.net.remoting.codec.codes import ResponseCode
 from rokka.net.remoting.codec.remoting import RemotingCommand
 from rokka.net.remoting.codec.request_headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
@@ -245,7 +245,17 @@ async def _handle_send(env: BrokerEnv, channel: Any, req: RemotingCommand) -> Re
         topic = _dlq_redirect(env, topic, reconsume, max_reconsume, batch_props)
         if topic.startswith(DLQ_PREFIX):
             queue_id = 0
-        msgs = [Message(topic, queue_id, req.body, batch_props, flag, sysflag, born_ts, born_host, reconsume)]
+        body = req.body
+        if len(body) <= env.cfg.max_message_size and env.broker.stays_in_place(batch_props, sysflag):
+            # a lone send stays where it was sent: the native batch pass as a one-element batch
+            raw = env.broker.append_batch_body(BatchBody(topic, queue_id, encode_batch([(flag, body, b"")]),
+                                                         batch_props, sysflag, born_ts, born_host, reconsume))
+            if raw is not None:
+                result = await env.broker.wait_durable(raw)
+                if result.ok:
+                    env.shared.put_total += 1
+                return send_response(env, req, result, queue_id)
+        msgs = [Message(topic, queue_id, body, batch_props, flag, sysflag, born_ts, born_host, reconsume)]
     result = await env.broker.put(msgs)
     if result.ok:
         env.shared.put_total += len(result.appended)
