@@ -67,7 +67,7 @@ def run_scenarios(line: str, scenarios: list[str], *, namesrv: str, workdir: Pat
 
 
 def client_log(home: Path, lines: int = 40) -> str:
-    """The last WARN/ERROR and exception lines of the Java client's own logs under ``home`` (``~/logs/rocketmqlogs``)."""
+    """The last WARN/ERROR and exception lines of the Java client's logs under ``home/logs/rocketmqlogs``."""
     found: list[str] = []
     for log in sorted((home / "logs" / "rocketmqlogs").glob("*.log")):
         found += [ln for ln in log.read_text(errors="replace").splitlines()

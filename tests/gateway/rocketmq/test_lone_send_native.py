@@ -82,10 +82,11 @@ def test_lone_send_native_equals_message_path(tmp_path_factory: pytest.TempPathF
         with mock.patch("time.time", return_value=1_700_000_001.5):
             trio.run(run)
         assert answers[True] == answers[False]
-        eligible = [p for _b, p, _f, sf in sends if "DELAY" not in p and "TRAN_MSG" not in p and not sf & TRANSACTION_MASK]
+        eligible = [p for _b, p, _f, sf in sends
+                    if "DELAY" not in p and "TRAN_MSG" not in p and not sf & TRANSACTION_MASK]
         assert len(took) == len(eligible)       # the native pass was taken by every send that stays in place
         assert _view(native) == _view(plain)
-        for body, props, _flag, sysflag in sends:
+        for _body, props, _flag, sysflag in sends:
             if "DELAY" in props or "TRAN_MSG" in props or sysflag & TRANSACTION_MASK:
                 continue
             for key in [k for k in props.get("KEYS", "").split(" ") if k] + [props.get("UNIQ_KEY", "")]:
