@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp-install
 # C helpers for the hot paths (setup.py); editing one re-runs the install, which rebuilds them.
-NATIVE_SRC := setup.py $(wildcard core/storage/*.c core/storage/*.h gateway/kafka/codec/*.c gateway/kafka/codec/*.h compat/*.c)
+NATIVE_SRC := setup.py $(wildcard core/storage/*.c core/storage/*.h gateway/kafka/codec/*.c gateway/kafka/codec/*.h net/remoting/codec/*.c compat/*.c)
 TEST_STAMP := $(VENV)/.stamp-install-test
 
 .PHONY: serve test bench interop install install-test lint clean

@@ -41,6 +41,8 @@ setup(packages=PACKAGES, package_dir=PACKAGE_DIR, ext_modules=[
     Extension("rokka.gateway.kafka.codec._cstored",
               ["gateway/kafka/codec/_cstored.c", "gateway/kafka/codec/_cstored_text.c"], optional=True,
               depends=["gateway/kafka/codec/_cstored_text.h"], extra_compile_args=["-O2"]),
+    Extension("rokka.net.remoting.codec._cjsonhdr", ["net/remoting/codec/_cjsonhdr.c"], optional=True,
+              extra_compile_args=["-O2"]),
     Extension("rokka.gateway.kafka.codec._crecords", ["gateway/kafka/codec/_crecords.c"], optional=True,
               extra_compile_args=["-O2"]),
 ])

@@ -25,6 +25,11 @@ fastjson refuses them;
 encoding writes them all as JSON strings and code/flag/opaque/version as
 numbers (jsoncpp's ``asInt`` on a string throws).
 
+The JSON header of the shape real clients send is decoded and encoded by ``_cjsonhdr`` (C, one pass, no
+``json`` objects); anything outside that shape -- and every header when the extension is not built -- takes
+the Python twins here (``_decode_json_header`` / ``_encode_json_header``), the reference hypothesis holds
+the C code to (tests/gateway/rocketmq/test_json_header_native.py).
+
 ROCKETMQ header (section 1.3, Java ``RocketMQSerializable``)::
 
     code int16 | language int8 | version int16 | opaque int32 | flag int32 |
@@ -53,6 +58,11 @@ from rokka.net.remoting.codec.codes import (
     LanguageCode,
 )
 from rokka.net.remoting.codec.errors import LocalProtocolError, RemoteProtocolError
+
+try:        # the JSON header of the common shape in C; the Python twin below is the reference
+    import rokka.net.remoting.codec._cjsonhdr as _cjsonhdr
+except ImportError:     # pragma: no cover - the extension is optional (setup.py)
+    _cjsonhdr = None  # type: ignore[assignment]
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 _MAX_HEADER_BYTES = 0xFFFFFF
@@ -160,6 +170,13 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
+    if _cjsonhdr is not None and (native := _cjsonhdr.encode(cmd.code, cmd.ext_fields, cmd.flag, cmd.language,
+                                                             cmd.opaque, cmd.remark, cmd.version)) is not None:
+        return native       # the common shape, the same bytes (_cjsonhdr.c)
+    return _encode_json_header(cmd)
+
+
+def _encode_json_header(cmd: RemotingCommand) -> bytes:
     obj: dict[str, object] = {"code": cmd.code}
     if ext := cmd.ext_fields:
         for v in ext.values():
@@ -191,6 +208,13 @@ def _parse_json(text: str) -> object:
 
 
 def decode_json_header(data: bytes) -> RemotingCommand:
+    if _cjsonhdr is not None and (fields := _cjsonhdr.decode(data)) is not None:
+        code, lang, version, opaque, flag, remark, ext = fields     # the common shape (_cjsonhdr.c)
+        return RemotingCommand(code, lang, version, opaque, flag, remark, ext, b"", SERIALIZE_JSON)
+    return _decode_json_header(data)
+
+
+def _decode_json_header(data: bytes) -> RemotingCommand:
     try:
         obj = _parse_json(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
