@@ -185,7 +185,9 @@ class Broker:
         gateway before this point, as Java refuses them."""
         if self._closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
-        return self.store.put_batch_body(dataclasses.replace(batch, properties=self._stamped(batch.properties)))
+        return self.store.put_batch_body(BatchBody(    # not dataclasses.replace: this runs per lone send
+            batch.topic, batch.queue_id, batch.body, self._stamped(batch.properties), batch.sysflag,
+            batch.born_timestamp, batch.born_host, batch.reconsume_times))
 
     def _stamped(self, props: dict[str, str], stamp_cluster: bool = True) -> dict[str, str]:
         """A copy of run-level properties with ``prepare``'s stamping: WAIT dropped, CLUSTER set."""
