@@ -210,6 +210,8 @@ class ConsumeQueue:
         self._write_tail(at, units if fit == n else units[:fit * UNIT_SIZE])
         self.max_offset = queue_offset + fit
         self.dirty = True
+        if fit == n:
+            return
         for i, (off, size, code) in enumerate(UNIT.iter_unpack(units[fit * UNIT_SIZE:]), queue_offset + fit):
             self.put(i, off, size, code)
 
