@@ -88,8 +88,11 @@ def wait_consuming(namesrv: str, workdir: Path, topic: str, consumers: list[harn
         if time.monotonic() > deadline:
             detail = "\n\n".join(c.describe() for c in consumers)
             raise harness.HarnessError(f"consumers did not receive probes within {timeout:.0f}s\n{detail}")
+        # resend=2: the C++ client can fail a send inside itself while its heartbeat thread holds the transport
+        # table to connect to another broker ("GetTransport ... get timed_mutex timeout", reported as "No route
+        # info"; test_cluster_serve.py says more): a probe is sent again, as the measured sends are
         send(namesrv, workdir, "sync", [{"topic": topic, "body": f"{PROBE}{n + i}", "tags": tags}
-                                        for i in range(batch)])
+                                        for i in range(batch)], resend=2)
         n += batch
         time.sleep(1.0)
 
