@@ -185,9 +185,7 @@ class Broker:
         gateway before this point, as Java refuses them."""
         if self._closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
-        return self.store.put_batch_body(BatchBody(    # not dataclasses.replace: this runs per lone send
-            batch.topic, batch.queue_id, batch.body, self._stamped(batch.properties), batch.sysflag,
-            batch.born_timestamp, batch.born_host, batch.reconsume_times))
+        return self.store.put_batch_body(batch, self._stamped(batch.properties))
 
     def _stamped(self, props: dict[str, str], stamp_cluster: bool = True) -> dict[str, str]:
         """A copy of run-level properties with ``prepare``'s stamping: WAIT dropped, CLUSTER set."""

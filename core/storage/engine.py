@@ -262,7 +262,7 @@ class DiskStore(reader.TimeQueries):
         self._last_store_ts = appended[-1].store_timestamp
         return PutResult(PutStatus.PUT_OK, tuple(appended))
 
-    def put_batch_body(self, batch: BatchBody) -> PutResult | None:
+    def put_batch_body(self, batch: BatchBody, properties: dict[str, str] | None = None) -> PutResult | None:
         """See ``MessageStore.put_batch_body``: ``layout.encode_elements`` (native) encodes every
         element with its ConsumeQueue unit in one pass; committed with one ``pwrite``; dispatched
         as one run (``Dispatcher.dispatch_elements``)."""
@@ -276,7 +276,7 @@ class DiskStore(reader.TimeQueries):
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {batch.queue_id}")
         if not paths.is_safe_component(batch.topic):
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"topic {batch.topic!r} is not a valid name")
-        extra = layout.encode_properties(batch.properties)
+        extra = layout.encode_properties(batch.properties if properties is None else properties)
         clog = self.clog
         now = int(time.time() * 1000)
         q = self.cqs.get((batch.topic, batch.queue_id))

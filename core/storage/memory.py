@@ -126,7 +126,7 @@ class MemoryStore(reader.TimeQueries):
         self._end = pos
         return PutResult(PutStatus.PUT_OK, tuple(a for _, _, a in encoded))
 
-    def put_batch_body(self, batch: BatchBody) -> PutResult | None:
+    def put_batch_body(self, batch: BatchBody, properties: dict[str, str] | None = None) -> PutResult | None:
         return None     # the caller decodes the batch and uses put_messages
 
     def put_uniform(self, batch: UniformBatch) -> PutResult:

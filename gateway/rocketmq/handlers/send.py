@@ -118,9 +118,10 @@ def parse_properties(text: str | None) -> dict[str, str]:
 def _base_response(req: RemotingCommand, env: BrokerEnv, code: int, remark: str | None, *,
                    msg_id: str | None = None, queue_id: int | None = None,
                    queue_offset: int | None = None) -> RemotingCommand:
-    header = SendMessageResponseHeader(msg_id=msg_id, queue_id=queue_id, queue_offset=queue_offset,
-                                       msg_region=env.cfg.region_id, trace_on=env.cfg.trace_on)
-    return req.make_response(code, remark, header.encode())
+    cfg = env.cfg
+    ext = SendMessageResponseHeader.encode_values(msg_id=msg_id, queue_id=queue_id, queue_offset=queue_offset,
+                                                  msg_region=cfg.region_id, trace_on=cfg.trace_on)
+    return req.make_response(code, remark, ext, own=True)
 
 
 def check_topic_for_send(env: BrokerEnv, topic: str, default_topic: str | None, default_queue_nums: int,

@@ -174,6 +174,11 @@ class RequestHeader:
         """A request ``code`` carrying this header (and ``body``)."""
         return RemotingCommand(code, ext_fields=self.encode(), body=body)
 
+    @classmethod
+    def encode_values(cls, **values: Any) -> dict[str, str]:
+        """``cls(**values).encode()`` (each declaration compiles one that builds no instance)."""
+        return cls(**values).encode()
+
     def encode(self) -> dict[str, str]:
         """extFields carrying this header (None dropped, booleans Java-style)."""
         out: dict[str, str] = {}
@@ -232,22 +237,33 @@ def declare(cls: H) -> H:
     dc._PICKS = {}
     dc.decode = classmethod(_compile_decode(dc, specs))     # type: ignore[method-assign]
     dc.encode = _compile_encode(dc, specs)                  # type: ignore[method-assign]
+    dc.encode_values = staticmethod(_compile_encode(dc, specs, values=True))     # type: ignore[attr-defined]
     return dc
 
 
-def _compile_encode(cls: type, specs: Sequence[FieldSpec]) -> Callable[..., dict[str, str]]:
+def _compile_encode(cls: type, specs: Sequence[FieldSpec], *, values: bool = False) -> Callable[..., dict[str, str]]:
     """``RequestHeader.encode`` unrolled for ``cls`` (a send's response header is encoded on every send);
-    same semantics as the loop in the base class, which a test compares it with."""
-    lines = ["def encode(self):", "    out = {}"]
+    same semantics as the loop in the base class, which a test compares it with.
+
+    ``values``: ``encode_values(**fields)`` instead, the extFields of ``cls(**fields)`` without building
+    the frozen instance (its ``__init__`` sets each slot through ``object.__setattr__``: a send's answer
+    paid that on every send); keyword-only, the declaration's defaults."""
+    if values:
+        params = ", ".join(f.attr if f.required else f"{f.attr}={f.attr}_default" for f in specs)
+        lines = [f"def encode_values(*, {params}):" if specs else "def encode_values():", "    out = {}"]
+        env: dict[str, Any] = {f"{f.attr}_default": f.default for f in specs if not f.required}
+    else:
+        lines = ["def encode(self):", "    out = {}"]
+        env = {}
     for f in specs:
         value = ('"true" if v else "false"' if f.kind == _BOOL else "v" if f.kind == _STR else "str(v)")
-        lines += [f"    v = self.{f.attr}", "    if v is not None:", f"        out[{f.name!r}] = {value}"]
+        lines += [f"    v = {f.attr}" if values else f"    v = self.{f.attr}", "    if v is not None:",
+                  f"        out[{f.name!r}] = {value}"]
     lines.append("    return out")
-    env: dict[str, Any] = {}
     exec("\n".join(lines), env)                     # noqa: S102 - text built above from the declaration only
-    fn = env["encode"]
-    fn.__qualname__ = f"{cls.__qualname__}.encode"
-    fn.__doc__ = RequestHeader.encode.__doc__
+    fn = env["encode_values" if values else "encode"]
+    fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
+    fn.__doc__ = (RequestHeader.encode_values if values else RequestHeader.encode).__doc__
     return fn
 
 

@@ -101,11 +101,13 @@ class RemotingCommand:
         return bool(self.flag & FLAG_ONEWAY) and not self.flag & FLAG_RESPONSE
 
     def make_response(self, code: int, remark: str | None = None,
-                      ext_fields: dict[str, str] | None = None, body: bytes = b"") -> RemotingCommand:
-        """A response to this request: same opaque and serialize type, flag bit 0 set."""
+                      ext_fields: dict[str, str] | None = None, body: bytes = b"", *,
+                      own: bool = False) -> RemotingCommand:
+        """A response to this request: same opaque and serialize type, flag bit 0 set.  ``ext_fields`` is
+        copied unless ``own`` (the caller built it for this response alone)."""
         return RemotingCommand(
             code=int(code), opaque=self.opaque, flag=FLAG_RESPONSE, remark=remark,
-            ext_fields=dict(ext_fields) if ext_fields else {}, body=body,
+            ext_fields=(ext_fields if own else dict(ext_fields)) if ext_fields else {}, body=body,
             serialize_type=self.serialize_type,
         )
 

@@ -68,7 +68,7 @@ def test_lone_send_native_equals_message_path(tmp_path_factory: pytest.TempPathF
     channel = SimpleNamespace(peer=peer)
     took: list[int] = []
     batch_put = native.store.put_batch_body
-    native.store.put_batch_body = lambda batch: took.append(1) or batch_put(batch)  # type: ignore[method-assign]
+    native.store.put_batch_body = lambda batch, props=None: took.append(1) or batch_put(batch, props)  # type: ignore[method-assign]
     answers: dict[bool, list[tuple[int, dict[str, str]]]] = {True: [], False: []}
 
     async def run() -> None:
