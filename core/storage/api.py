@@ -244,10 +244,11 @@ class MessageStore(Protocol):
 
     def put_batch_body(self, batch: BatchBody, properties: dict[str, str] | None = None) -> PutResult | None:
         """Store a RocketMQ batch straight from its wire form (one record per element, the batch's
-        properties -- ``properties`` when given, else ``batch.properties`` -- appended to each element's), or None when this store cannot (no native encoder,
-        a system topic, a run that would cross a segment end): the caller then decodes the batch
-        and uses ``put_messages``.  Refusals (malformed body, body or properties too large) are
-        PutResults, and nothing is written."""
+        properties -- ``properties`` when given, else ``batch.properties`` -- appended to each
+        element's), or None when this store cannot (no native encoder, a system topic, a run that
+        would cross a segment end): the caller then decodes the batch and uses ``put_messages``.
+        Refusals (malformed body, body or properties too large) are PutResults, and nothing is
+        written."""
         ...
 
     # -- reading -------------------------------------------------------------
