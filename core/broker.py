@@ -194,6 +194,12 @@ class Broker:
             out[PROP_CLUSTER] = self.cfg.broker_cluster_name
         return out
 
+    @property
+    def answers_at_once(self) -> bool:
+        """True when ``wait_durable`` has nothing to wait for: ASYNC_FLUSH (or no flush service) and no
+        SYNC_MASTER slave wait.  A caller may then answer a put without awaiting it."""
+        return not (self.sync_flush and self._flush_service is not None) and self.replica_wait is None
+
     async def wait_durable(self, result: PutResult) -> PutResult:
         """Under SYNC_FLUSH, wait until ``result``'s bytes are fsynced (FLUSH_DISK_TIMEOUT otherwise)."""
         if result.ok and self.sync_flush and self._flush_service is not None:

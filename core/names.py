@@ -45,6 +45,7 @@ _ROCKETMQ_STRICT = re.compile(r"[%|a-zA-Z0-9_\-]+")
 _KAFKA_CHARS = re.compile(r"[a-zA-Z0-9._\-]+")
 
 
+@functools.lru_cache(maxsize=4096)     # a send checks its topic's name every time: answered from here after the first
 def topic_problem(name: str | None, *, kafka: bool = False, allow_dot: bool = True) -> str | None:
     """None when ``name`` is a valid topic name, else why not (RocketMQ's remark, Kafka's with ``kafka``).
 

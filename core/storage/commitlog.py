@@ -127,6 +127,15 @@ class CommitLog:
         """Write everything staged; raises OSError (staged bytes are then discarded)."""
         self._write_staged()
 
+    def write_run(self, data: bytes) -> None:
+        """``stage(data)`` then ``commit()``: a run that ``fits`` the current segment, in one ``pwrite``."""
+        if self._staged:
+            self.stage(data)
+            self._write_staged()
+            return
+        self._stage_end += len(data)
+        self._write(data)
+
     def discard(self) -> None:
         self._staged.clear()
         self._stage_start = self._stage_end = self.write_offset
@@ -153,8 +162,12 @@ class CommitLog:
         if not self._staged:
             return
         data = self._staged[0] if len(self._staged) == 1 else b"".join(self._staged)
-        start = self._stage_start
         self._staged.clear()
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        """The staged bytes ``data`` (taken off ``_staged``) at ``_stage_start``."""
+        start = self._stage_start
         end = start + len(data)
         seg = self.files.find(start) or self.files.create(start - start % self.segment_size)
         try:

@@ -306,8 +306,7 @@ class DiskStore(reader.TimeQueries):
         """Write one encoded run (it fits the current segment); a PutResult only if the write failed."""
         start = self.clog.write_offset
         try:
-            self.clog.stage(data)
-            self.clog.commit()
+            self.clog.write_run(data)
         except OSError as exc:
             return admission.write_failed(self, exc, start)
         return None

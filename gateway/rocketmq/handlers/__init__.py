@@ -105,7 +105,7 @@ def register(code: int, fn: Callable[..., Awaitable[RemotingCommand | None]]) ->
 #: reader (no task per request) and writes the responses of one read together.  A send waits only for a
 #: SYNC_FLUSH group commit or a SYNC_MASTER slave ack (``Broker.replica_wait``, gateway/ha).
 _INLINE: dict[Callable[..., Awaitable[RemotingCommand | None]], Callable[[BrokerEnv, RemotingCommand], bool]] = {
-    send.handle_send: lambda env, req: not env.broker.sync_flush and env.broker.replica_wait is None,
+    send.handle_send: lambda env, req: env.broker.answers_at_once,
 }
 
 
