@@ -25,7 +25,9 @@ Decoding runs a function generated from the plan (``_compile_decoder``): the
 fields read in a straight line, fixed-width integers unpacked in place, and
 the empty tagged-field section (the usual case) taken as one byte; it builds
 exactly the ``Struct`` the plan-walking ``decode_generic`` builds and raises
-the same errors (a test compares them on every API and version).
+the same errors (a test compares them on every API and version).  Encoding a
+``Struct`` runs a generated function too (``_compile_encoder``: the same bytes
+and errors as ``encode_generic``, which takes every other kind of value).
 Flexible versions (>= the API's first flexible version) switch strings,
 bytes and arrays to compact encodings and append a tagged-field section to
 every struct (kafka-wire.md §1.5).  Unknown tags are skipped on read; tagged
@@ -36,6 +38,7 @@ Version ranges use Kafka's notation: "3+", "1-7", "4", "" (none).
 
 from __future__ import annotations
 
+import functools
 import struct as _struct
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -185,6 +188,7 @@ class StructType:
     fields: tuple[Field, ...]
     _plans: dict[tuple[int, bool], _Plan] = field(default_factory=dict, repr=False)
     _decoders: dict[tuple[int, bool], Callable[[Reader], Struct]] = field(default_factory=dict, repr=False)
+    _encoders: dict[tuple[int, bool], Callable[[bytearray, Any], None]] = field(default_factory=dict, repr=False)
 
     def defaults(self) -> Struct:
         return Struct(**{fl.name: fl.make_default() for fl in self.fields})
@@ -241,6 +245,15 @@ class StructType:
         return Struct(**values)
 
     def encode(self, out: bytearray, value: Any, version: int, flexible: bool) -> None:
+        fn = self._encoders.get((version, flexible))
+        if fn is None:
+            generic = functools.partial(self.encode_generic, version=version, flexible=flexible)
+            fn = self._encoders[(version, flexible)] = _compile_encoder(self.plan(version, flexible), generic)
+        fn(out, value)
+
+    def encode_generic(self, out: bytearray, value: Any, version: int, flexible: bool) -> None:
+        """``encode`` by walking the plan (the reference the generated encoders are held to; they hand any
+        value that is not a ``Struct`` to it)."""
         plan = self.plan(version, flexible)
         if type(value) is Struct:   # the usual case: one dict lookup per field
             d = value.__dict__
@@ -251,18 +264,7 @@ class StructType:
             for fl, _, write in plan.regular:
                 write(out, _get(value, fl))
         if flexible:
-            present = []
-            for tag, (fl, _, write) in plan.tagged.items():
-                v = _get(value, fl)
-                if v != fl.make_default():
-                    buf = bytearray()
-                    write(buf, v)
-                    present.append((tag, buf))
-            p.write_uvarint(out, len(present))
-            for tag, buf in present:
-                p.write_uvarint(out, tag)
-                p.write_uvarint(out, len(buf))
-                out += buf
+            _encode_tags(plan, out, value)
 
 
 def _get(value: Any, fl: Field) -> Any:
@@ -345,6 +347,51 @@ def _compile_decoder(plan: _Plan) -> Callable[[Reader], Struct]:
     return ns["decode"]  # type: ignore[no-any-return]
 
 
+def _compile_encoder(plan: _Plan, generic: Callable[[bytearray, Any], None]) -> Callable[[bytearray, Any], None]:
+    """An encode function for one plan, generated as straight-line Python (as ``_compile_decoder``): a
+    ``Struct``'s fields looked up in its ``__dict__`` in plan order (a missing one takes its default),
+    fixed-width integers packed in place, and an empty tagged-field section as one byte when the plan has
+    no tagged fields; the same bytes and errors as ``encode_generic``, which any other value goes to."""
+    ns: dict[str, Any] = {"Struct": Struct, "MISSING": _MISSING, "generic": generic}
+    body = ["def encode(out, value):", "    if type(value) is not Struct:", "        return generic(out, value)",
+            "    get = value.__dict__.get"]
+    for i, (fl, _, write) in enumerate(plan.regular):
+        ns[f"N{i}"] = fl.name
+        ns[f"D{i}"] = fl.make_default
+        body += [f"    v = get(N{i}, MISSING)", "    if v is MISSING:", f"        v = D{i}()"]
+        inline = _INLINE.get(fl.type.name) if isinstance(fl.type, Primitive) else None
+        if inline is not None:
+            ns[f"P{i}"] = _struct.Struct(inline[0]).pack
+            body.append(f"    out += P{i}(v)")
+        else:
+            ns[f"W{i}"] = write
+            body.append(f"    W{i}(out, v)")
+    if plan.flexible:
+        if plan.tagged:
+            body.append("    return generic_tags(out, value)")
+            ns["generic_tags"] = functools.partial(_encode_tags, plan)
+        else:
+            body.append("    out.append(0)")      # an empty tagged-field section: uvarint 0
+    exec(compile("\n".join(body), "<kafka-encoder>", "exec"), ns)  # noqa: S102 - generated from declarations
+    return ns["encode"]  # type: ignore[no-any-return]
+
+
+def _encode_tags(plan: _Plan, out: bytearray, value: Any) -> None:
+    """A struct's tagged-field section (the fields that differ from their defaults, in tag order)."""
+    present = []
+    for tag, (fl, _, write) in plan.tagged.items():
+        v = _get(value, fl)
+        if v != fl.make_default():
+            buf = bytearray()
+            write(buf, v)
+            present.append((tag, buf))
+    p.write_uvarint(out, len(present))
+    for tag, buf in present:
+        p.write_uvarint(out, tag)
+        p.write_uvarint(out, len(buf))
+        out += buf
+
+
 def _codec(
     t: Primitive | Array | StructType, version: int, flexible: bool, nullable: bool, name: str
 ) -> tuple[Reader_, Writer_]:
@@ -383,14 +430,18 @@ def _struct_codec(
     if nullable:  # Kafka marks nullable structs with an int8 presence byte; none of ours are.
         raise ValueError(f"nullable struct {name} is not supported")
 
-    decoders = t._decoders
+    decoders, encoders = t._decoders, t._encoders
 
     def read(r: Reader) -> Struct:
         fn = decoders.get((version, flexible))
         return fn(r) if fn is not None else t.decode(r, version, flexible)
 
     def write(out: bytearray, v: Any) -> None:
-        t.encode(out, v, version, flexible)
+        fn = encoders.get((version, flexible))
+        if fn is not None:
+            fn(out, v)
+        else:
+            t.encode(out, v, version, flexible)
 
     return read, write
 
