@@ -25,7 +25,7 @@ Brokers, one at a time, each fresh, each on disk where it has a disk:
 The order rotates by round (round 1: Apache Kafka, Tansu, rokka; round 2: rokka, Apache Kafka, Tansu;
 ...), with ``bench_kafka.SETTLE_S`` before each start; several rounds give medians.  Each row reports the
 client-timed msg/s and the server CPU per record: user + system time of the broker process (all threads,
-``/proc/PID/stat``) read before and after the client process, divided by the records (it includes the
+``lib/cpu.py``) read before and after the client process, divided by the records (it includes the
 broker's own housekeeping in that window; Apache Kafka's JIT warms up during the first rows, which a
 longer run amortizes).  Goals (issue 21): rokka >= 1.0x Apache Kafka msg/s on every row and server CPU
 per record below both peers.
@@ -54,7 +54,7 @@ from typing import Any
 
 from benchmarks import bench_kafka as bk
 from benchmarks import bench_kafka_shapes as shapes_bench
-from benchmarks.lib import apache, procs
+from benchmarks.lib import apache, cpu, procs
 from benchmarks.lib.procs import fmt
 
 SHAPES = ["plain", "key+2-headers"]
@@ -82,10 +82,10 @@ def reread(name: str, bs: str, pid: int, shape: str, size: int, count: int, firs
     record): (median msg/s, server CPU us per record over every read)."""
     rates, cpu_s, records = [first[0]], first[1] * (count + 1) / 1e6, count + 1
     for _ in range(reps - 1):
-        c0 = shapes_bench.server_cpu(pid)
+        c0 = cpu.read(pid)
         r = bk.role({"role": "consume", "bootstrap": bs, "topic": row_topic(shape, size), "partitions": bk.PARTITIONS,
                      "count": count + 1, "max_s": shapes_bench.MAX_S}, wd, shapes_bench.MAX_S + 60)
-        cpu_s += shapes_bench.server_cpu(pid) - c0
+        cpu_s += cpu.read(pid) - c0
         if r["messages"] != count + 1 or not r["seconds"]:
             print(f"  {name} re-read {shape} {size}: {r['messages']} of {count + 1} records (not counted)")
             continue

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_rocketmq import role as cpp_role
-from benchmarks.lib import apache, procs
+from benchmarks.lib import apache, cpu, procs
 from benchmarks.lib.procs import fmt, harness
 
 TAGS_ROLE = procs.ROOT / "benchmarks" / "anchors" / "rmq_tags_role.py"
@@ -99,13 +99,13 @@ FAILED: dict[str, Any] = {"messages": 0, "seconds": 0.0, "p99_us": NAN, "foreign
 def measured(pids: list[int], run: Any) -> tuple[dict[str, Any], float]:
     """(the role's result, the server CPU seconds it cost); a client role that fails (a client crash) gives
     an empty result (the row shows no rate) and its error is printed, so one row does not end the run."""
-    c0 = apache.cpu_seconds(pids)
+    c0 = cpu.read(pids)
     try:
         res = run()
     except harness.HarnessError as exc:
         print(f"  a client role failed: {str(exc)[:300]}", flush=True)
         res = FAILED
-    return res, apache.cpu_seconds(pids) - c0
+    return res, cpu.read(pids) - c0
 
 
 def send(client: str, namesrv: str, topic: str, mode: str, conc: int, count: int, plan: Plan,

@@ -19,7 +19,7 @@ Then, for each value size and record shape (``benchmarks.lib.kafka_role.SHAPES``
   partitions dealt round-robin between them, each until it has every record the producers' delivery
   reports put in its partitions; msg/s = all records / the slowest consumer's time.
 
-Server CPU is user+system time from ``/proc/PID/stat`` summed over the server's processes (the
+Server CPU is user+system time from ``lib/cpu.py`` summed over the server's processes (the
 supervisor and every child for N > 1; Tansu's one process), before and after each row, divided by the
 records: it is less disturbed than msg/s by other load on a shared machine.  The defaults (2
 producers, 1 consumer, plain records) fit the project's 2-core machine; a 16-core machine row uses
@@ -43,24 +43,13 @@ from rokka.gateway.supervisor import resolve_brokers
 
 from benchmarks import bench_kafka as bk
 from benchmarks.lib import procs
+from benchmarks.lib.cpu import read as cpu_of
 from benchmarks.lib.kafka_role import SHAPES
 
 harness = procs.harness
 PARTITIONS = 8
-TICKS = 100
 COUNTS = {100: 200_000, 1024: 80_000}
 QUICK_COUNTS = {100: 40_000, 1024: 15_000}
-
-
-def cpu_of(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / TICKS
-    return total
 
 
 def server_pids(srv: Any, n: int) -> list[int]:

@@ -7,7 +7,7 @@ Each setup starts a name server, a master (and a SLAVE of the same brokerName) a
 processes, then ``--tasks`` trio tasks of rokka's own RocketMQ client send ``--messages`` messages
 (batches of ``--batch`` bodies of ``--size`` bytes, SEND_BATCH_MESSAGE, sync).  Reported: sends/s
 and records/s, p50/p99 send latency, the master's and the slave's CPU per record (user+system from
-``/proc/PID/stat``, all threads: less disturbed by other load than throughput), and the slave's lag:
+``lib/cpu.py``, all threads: less disturbed by other load than throughput), and the slave's lag:
 the seconds from the last acknowledged send until the slave's CommitLog holds everything (read from
 its log's ``ha.*`` events is not possible, so it is measured by polling the slave's
 GET_BROKER_RUNTIME_INFO ``commitLogMaxOffset``).
@@ -27,13 +27,8 @@ from typing import Any
 import trio
 
 from benchmarks.lib import procs
+from benchmarks.lib.cpu import read as _cpu
 from benchmarks.lib.procs import harness
-
-
-def _cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    import os
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _broker(workdir: Path, name: str, ns: str, **keys: Any) -> harness.ServerProcess:
@@ -109,7 +104,7 @@ def run_setup(role: str, with_slave: bool, args: argparse.Namespace) -> dict[str
                         raise RuntimeError("the slave did not connect")
                     time.sleep(0.2)
             m0 = _cpu(master.proc.pid)  # type: ignore[union-attr]
-            s0 = _cpu(slave.proc.pid) if slave else 0.0  # type: ignore[union-attr]
+            s0 = _cpu(slave.proc.pid) if slave else None  # type: ignore[union-attr]
             res = trio.run(_load, ns.namesrv, master.broker, slave.broker if slave else None, args)
             res["master_us"] = (_cpu(master.proc.pid) - m0) / res["records"] * 1e6  # type: ignore[union-attr]
             res["slave_us"] = ((_cpu(slave.proc.pid) - s0) / res["records"] * 1e6  # type: ignore[union-attr]

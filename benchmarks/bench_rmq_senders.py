@@ -9,7 +9,7 @@ policy from ``--flush`` through a broker.conf), then for each client -- our trio
 (``benchmarks/lib/rmq_trio_role.py``: concurrent tasks share one producer connection) and the
 RocketMQ C++ client (``rocketmq`` wheel, ``benchmarks/lib/rmq_cpp_role.py``: threads share one
 producer) -- and each concurrency it runs ``count`` single-message (100 B) sync sends and reads the
-broker process's user+system CPU time (``/proc/PID/stat``, all threads) before and after the client
+broker process's user+system CPU time (``lib/cpu.py``, all threads) before and after the client
 process.  Reported: client-timed msg/s, p50/p99 latency and server CPU microseconds per send.  The
 goal is ``rate(64) >= 3 x rate(1)`` per client.  The machine may be shared: CPU per send is the
 steadier number.  Every wait is bounded.
@@ -27,17 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.lib import procs
+from benchmarks.lib.cpu import read as server_cpu
 from benchmarks.lib.procs import fmt, harness
 
-TICKS = 100  # USER_HZ
 CPP_ROLE = procs.ROOT / "benchmarks" / "lib" / "rmq_cpp_role.py"
 TRIO_ROLE = [sys.executable, "-m", "benchmarks.lib.rmq_trio_role"]
 CONCURRENCY = (1, 16, 64)
-
-
-def server_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def role(client: str, params: dict[str, Any], workdir: Path, timeout: float) -> dict[str, Any]:

@@ -22,7 +22,7 @@ Each client role runs in its own process (this module, ``--role``: one JSON line
 stdin, JSON lines back), ``--rounds`` times per case, the cases interleaved (each round a new
 consumer group reading from offset 0).  Reported per row, medians of the rounds: records delivered,
 msg/s (client-timed, first request to last answer) and the broker's user+system CPU
-(``/proc/PID/stat``, all threads) read before and after the client process, per delivered record.
+(``lib/cpu.py``, all threads) read before and after the client process, per delivered record.
 Clients re-check the tag string of what they get (Java's PullAPIWrapper does; a record with another
 tag would be a broker bug and is counted).  Goal: the filtered pull >= 50 % of the baseline's msg/s
 with each client.  The machine may be shared (two cores, other work): the CPU per record is the
@@ -42,20 +42,15 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.lib import procs
+from benchmarks.lib.cpu import read as server_cpu
 from benchmarks.lib.procs import fmt, harness
 
-TICKS = 100     # USER_HZ
 ROLES = {"trio": "trio-pull", "cpp": "cpp-pull", "cpp-push": "cpp-push"}
 TAG = "Tag3"
 SQL = f"TAGS = '{TAG}'"
 
 
 # ----- the driver ------------------------------------------------------------------------------
-
-def server_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
 
 def role(params: dict[str, Any], wd: Path, timeout: float) -> dict[str, Any]:
     name = f"{params['role']}-{uuid.uuid4().hex[:6]}"

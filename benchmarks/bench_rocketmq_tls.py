@@ -9,7 +9,7 @@ Each round starts ``rokka serve`` fresh in each mode: ``disabled`` (no sniffing)
 (the default: the first byte of every connection is peeked; plaintext client) and ``enforcing``
 (TLS with a trustme certificate; the client checks it).  rokka's trio client then sends ``count``
 messages of 100 B from ``SENDERS`` concurrent senders (one connection) and pulls them back in
-batches of 32.  The rokka process's CPU time (``/proc/PID/stat``, all threads) around each phase,
+batches of 32.  The rokka process's CPU time (``lib/cpu.py``, all threads) around each phase,
 divided by the records, is the row: it is less disturbed by other load on a shared machine than
 the client-timed msg/s, which is printed too.  No goal is asserted; the table is the record.
 """
@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 
 import trio
-from rokka.net.remoting.client import Admin, NamesrvClient, Producer, PullConsumer, RemotingClient
 from rokka.gateway.rocketmq.tls import client_context
+from rokka.net.remoting.client import Admin, NamesrvClient, Producer, PullConsumer, RemotingClient
 
-from benchmarks.kafka_server_cpu import server_cpu
 from benchmarks.lib import procs
+from benchmarks.lib.cpu import read as server_cpu
 
 SENDERS = 16
 MODES = ("disabled", "permissive", "enforcing")

@@ -15,7 +15,7 @@ skipped with a note.
 
 Each operation runs ``--repeat`` times (default 3, after one warm-up read) and the median is
 reported, with every run listed: the machine is often shared, so single runs are noisy.  Beside
-msg/s, the rokka server's CPU per message (user + system of its process, ``/proc/PID/stat``, over
+msg/s, the rokka server's CPU per message (user + system of its process, ``lib/cpu.py``, over
 the run) is reported: it is less disturbed by other load than throughput.
 
 ``python -m benchmarks.bench_spark [--quick]``: 1M messages (quick: 100k).  Needs the
@@ -36,6 +36,8 @@ from pathlib import Path
 import structlog
 import trio
 from rokka.net.remoting.client import Admin, NamesrvClient, OutMessage, Producer, RemotingClient
+
+from benchmarks.lib.cpu import read as _cpu_s
 
 TOPIC_IN = "BenchSparkIn"
 TOPIC_OUT = "BenchSparkOut"
@@ -74,12 +76,6 @@ def _kafka_connector() -> dict[str, str]:
         return {}
     return {"spark.jars.packages": package(), "spark.jars.ivy": str(IVY_DIR),
             "spark.jars.ivySettings": str(IVY_SETTINGS)}
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (every thread)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _session(extra: dict[str, str]):  # noqa: ANN202 - a SparkSession

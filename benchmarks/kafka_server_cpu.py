@@ -7,7 +7,7 @@ Theory of operation
 ``bench_kafka`` compares throughput, which on a 2-core machine depends on how much CPU the broker
 leaves to the client.  This tool measures that directly: for each confluent-kafka row of the full
 plan (produce 100 B / 1 KiB with acks=1 and acks=all, consume from the beginning) it reads the
-broker process's user+system time (all threads, ``/proc/PID/stat``) before and after the client
+broker process's user+system time (all threads, ``lib/cpu.py``) before and after the client
 process and prints msg/s (client-timed, as in the benchmark) and server CPU microseconds per
 message.  Tansu then rokka, each fresh, for ``--rounds`` rounds.  Loopback only; every wait bounded.
 """
@@ -21,13 +21,7 @@ from pathlib import Path
 
 from benchmarks import bench_kafka as bk
 from benchmarks.lib import procs
-
-TICKS = 100   # /proc clock ticks per second (USER_HZ)
-
-
-def server_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+from benchmarks.lib.cpu import read as server_cpu
 
 
 def rows(name: str, bs: str, pid: int, wd: Path) -> None:

@@ -23,7 +23,7 @@ given working directory.
   prints.  The broker also listens on ``listenPort - 2`` (VIP channel) and ``listenPort + 1`` (HA), so its
   port is picked with both neighbours free.
 
-``pids`` of a started anchor lists its server processes for ``/proc`` CPU accounting (``cpu_seconds``);
+``pids`` of a started anchor lists its server processes for ``/proc`` CPU accounting (``benchmarks.lib.cpu``);
 for RocketMQ that is the name server and the broker (rokka is both in one process).  Every wait is
 bounded; a failed start raises ``AnchorError`` with the tail of the process's log and leaves nothing
 running.
@@ -50,7 +50,6 @@ ROCKETMQ_LIB = ANCHORS / "rocketmq" / "lib"
 KAFKA_VERSION = "4.4.0"
 ROCKETMQ_VERSION = "4.9.7"
 HOST = "127.0.0.1"
-TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 STOP_S = 30.0
 
 #: kafka-run-class.sh's performance options and kafka-server-start.sh's heap (1 GiB).
@@ -90,15 +89,6 @@ def missing() -> str | None:
         if not (lib / jar).is_file():
             return f"{lib / jar} is missing: run `make anchors` (benchmarks/anchors/install.sh)"
     return None
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds so far of the processes ``pids`` (every thread), from /proc/PID/stat."""
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
 
 
 def _tail(path: Path, n: int = 40) -> str:
