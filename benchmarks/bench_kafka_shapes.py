@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print(report(median(rk_runs), median(ts_runs)))
         print(f"\n({time.monotonic() - t0:.0f} s; {'--quick' if args.quick else 'full'} run; {rounds} round(s)"
-              f"{', medians' if rounds > 1 else ''}; server CPU = on-CPU time of every broker thread / records, lib/cpu.py)")
+              f"{', medians' if rounds > 1 else ''}; server CPU = on-CPU time of the broker's threads / records)")
         if prof is not None:
             print("\nrokka cProfile, top functions by own time:\n")
             print(procs.profile_summary(prof))
