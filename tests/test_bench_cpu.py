@@ -64,6 +64,7 @@ def test_a_thread_that_exited_is_counted_in_ticks_not_lost() -> None:
 
 
 def test_a_process_gone_or_unknown_counts_nothing() -> None:
-    before = cpu.read([os.getpid(), 2 ** 22 + 17])      # no such pid: left out of the reading
-    assert list(before.processes) == [os.getpid()]
+    before = cpu.read([os.getpid(), os.getppid(), 2 ** 22 + 17])   # no such pid: left out of the reading
+    assert list(before.processes) == [os.getpid(), os.getppid()]
+    assert cpu.read([os.getpid(), os.getppid()]) - before >= 0.0
     assert cpu.read([]) - before == 0.0
