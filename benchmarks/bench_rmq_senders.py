@@ -9,7 +9,7 @@ policy from ``--flush`` through a broker.conf), then for each client -- our trio
 (``benchmarks/lib/rmq_trio_role.py``: concurrent tasks share one producer connection) and the
 RocketMQ C++ client (``rocketmq`` wheel, ``benchmarks/lib/rmq_cpp_role.py``: threads share one
 producer) -- and each concurrency it runs ``count`` single-message (100 B) sync sends and reads the
-broker process's user+system CPU time (``lib/cpu.py``, all threads) before and after the client
+broker process's on-CPU time (``lib/cpu.py``, all threads) before and after the client
 process.  Reported: client-timed msg/s, p50/p99 latency and server CPU microseconds per send.  The
 goal is ``rate(64) >= 3 x rate(1)`` per client.  The machine may be shared: CPU per send is the
 steadier number.  Every wait is bounded.

@@ -21,7 +21,7 @@ RocketMQ C++ client (the ``rocketmq`` wheel's ``PullConsumer.pull``, queue after
 Each client role runs in its own process (this module, ``--role``: one JSON line of parameters on
 stdin, JSON lines back), ``--rounds`` times per case, the cases interleaved (each round a new
 consumer group reading from offset 0).  Reported per row, medians of the rounds: records delivered,
-msg/s (client-timed, first request to last answer) and the broker's user+system CPU
+msg/s (client-timed, first request to last answer) and the broker's on-CPU time
 (``lib/cpu.py``, all threads) read before and after the client process, per delivered record.
 Clients re-check the tag string of what they get (Java's PullAPIWrapper does; a record with another
 tag would be a broker bug and is counted).  Goal: the filtered pull >= 50 % of the baseline's msg/s

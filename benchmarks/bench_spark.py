@@ -15,7 +15,7 @@ skipped with a note.
 
 Each operation runs ``--repeat`` times (default 3, after one warm-up read) and the median is
 reported, with every run listed: the machine is often shared, so single runs are noisy.  Beside
-msg/s, the rokka server's CPU per message (user + system of its process, ``lib/cpu.py``, over
+msg/s, the rokka server's CPU per message (on-CPU time of its process, ``lib/cpu.py``, over
 the run) is reported: it is less disturbed by other load than throughput.
 
 ``python -m benchmarks.bench_spark [--quick]``: 1M messages (quick: 100k).  Needs the

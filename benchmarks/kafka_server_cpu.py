@@ -7,7 +7,7 @@ Theory of operation
 ``bench_kafka`` compares throughput, which on a 2-core machine depends on how much CPU the broker
 leaves to the client.  This tool measures that directly: for each confluent-kafka row of the full
 plan (produce 100 B / 1 KiB with acks=1 and acks=all, consume from the beginning) it reads the
-broker process's user+system time (all threads, ``lib/cpu.py``) before and after the client
+broker process's on-CPU time (all threads, ``lib/cpu.py``) before and after the client
 process and prints msg/s (client-timed, as in the benchmark) and server CPU microseconds per
 message.  Tansu then rokka, each fresh, for ``--rounds`` rounds.  Loopback only; every wait bounded.
 """
