@@ -26,9 +26,10 @@ The order rotates by round (round 1: Apache Kafka, Tansu, rokka; round 2: rokka,
 ...), with ``bench_kafka.SETTLE_S`` before each start; several rounds give medians.  Each row reports the
 client-timed msg/s and the server CPU per record: on-CPU time of the broker process (all threads,
 ``lib/cpu.py``) read before and after the client process, divided by the records (it includes the
-broker's own housekeeping in that window; Apache Kafka's JIT warms up during the first rows, which a
-longer run amortizes).  Goals (issue 21): rokka >= 1.0x Apache Kafka msg/s on every row and server CPU
-per record below both peers.
+broker's own housekeeping in that window).  The rows are ``bench_kafka_shapes.workload``'s, after its
+unmeasured warm-up of every shape (Apache Kafka's JIT compiles its hot paths there; what it still
+compiles during the first rows, a longer run amortizes).  Goals (issue 21): rokka >= 1.0x Apache Kafka
+msg/s on every row and server CPU per record below both peers.
 
 Consume rows are read ``--consume-reps`` times (default 3), each time by a fresh consumer from the
 beginning (the first read is the one right after the produce row, as in ``bench_kafka_shapes``); the
@@ -64,7 +65,6 @@ LATENCY_S = {"quick": 5, "full": 20}
 BROKERS = ("kafka", "tansu", "rokka")
 LABEL = {"rokka": "rokka", "kafka": "Apache Kafka", "tansu": "Tansu"}
 NAN = float("nan")
-WARMUP = 20_000  # records per shape produced and consumed, unmeasured, before the rows (every broker)
 CONSUME_REPS = 3  # reads of each consume row (median msg/s; see the module docstring)
 
 # (row, op) -> (msg/s, server CPU us per record); latency rows carry (p50 ms, p99 ms)
@@ -102,13 +102,6 @@ def run_one(name: str, bs: str, pids: list[int], counts: dict[int, int], latency
     """The shapes x sizes rows and the latency row against one running broker."""
     res: Results = {}
     assert len(pids) == 1, pids  # rokka, Tansu and Apache Kafka (broker + controller in one JVM): one process
-    warm = f"anchor-warm-{uuid.uuid4().hex[:6]}"  # not measured: a JVM broker compiles its hot paths first
-    bk.role({"role": "create", "bootstrap": bs, "topics": [warm], "partitions": bk.PARTITIONS}, wd, 90)
-    for shape in SHAPES:
-        bk.role({"role": "produce", "bootstrap": bs, "topic": warm, "size": 100, "count": WARMUP, "acks": "1",
-                 "shape": shape, "max_s": 60}, wd, 120)
-    bk.role({"role": "consume", "bootstrap": bs, "topic": warm, "partitions": bk.PARTITIONS,
-             "count": 2 * WARMUP + 2, "max_s": 60}, wd, 120)
     raw = shapes_bench.workload(name, bs, pids[0], counts, SHAPES, wd)
     for (shape, size, op), v in raw.items():
         res[(f"{shape} {size} B", op)] = v
