@@ -83,6 +83,7 @@ class BrokerConfig:
     max_pending_write_bytes: int = 64 << 20    # RocketMQ responses waiting for one slow reader
     max_read_ahead_bytes: int = 128 << 20      # Kafka Fetch read-ahead, all connections together
     max_unread_response_bytes: int = 512 << 20  # responses blocked on peers that do not read, all together
+    idle_spin_micros: int = 200                # rokka: the event loop polls this long after a response (0 = off)
     kafka_max_frame_bytes: int = 100 << 20     # Kafka's socket.request.max.bytes
     kafka_sasl_max_receive_bytes: int = 524288  # frames before SASL authentication (sasl.server.max.receive.size)
     # store
@@ -259,6 +260,8 @@ class BrokerConfig:
             raise ValueError("commitLogCacheWindow must be >= 0 (0 leaves page-cache use to the kernel)")
         if self.commit_log_warm_ahead < 0:
             raise ValueError("commitLogWarmAhead must be >= 0 (0 turns the warm-ahead off)")
+        if not 0 <= self.idle_spin_micros <= 10_000:
+            raise ValueError("idleSpinMicros must be within 0..10000 (0 turns the idle spin off)")
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise ValueError("accessMessageInMemoryMaxRatio must be within 0..100")
         if not 1 <= self.disk_max_used_space_ratio <= 95:

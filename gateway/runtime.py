@@ -109,7 +109,7 @@ def budget_from(cfg: BrokerConfig) -> Budget:
         max_buffered_frame_bytes=cfg.max_buffered_frame_bytes, frame_timeout_s=float(cfg.frame_timeout_seconds),
         write_timeout_s=float(cfg.connection_write_timeout_seconds),
         max_pending_write_bytes=cfg.max_pending_write_bytes, max_read_ahead_bytes=cfg.max_read_ahead_bytes,
-        max_unread_response_bytes=cfg.max_unread_response_bytes))
+        max_unread_response_bytes=cfg.max_unread_response_bytes, idle_spin_s=cfg.idle_spin_micros / 1e6))
 
 
 def _fmt(addr: tuple[str, int]) -> str:

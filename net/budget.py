@@ -33,6 +33,9 @@ hold before it has proven anything:
 * **Read-ahead.**  Kafka's Fetch read-ahead reserves its bytes here (``reserve_read_ahead``), at
   most ``maxReadAheadBytes`` over all connections, and gives them back when they are taken or the
   connection ends.
+* **Idle spin.**  The process's ``IdleSpin`` (``spin``, ``idleSpinMicros``; ``rokka.net.spin``): every
+  listener kicks it after writing a response, and ``run()`` keeps the event loop polling that long
+  before it may sleep.
 * **Returning memory.**  glibc keeps freed heap (``allocator`` raises its trim threshold for
   speed), so memory freed by a departed hostile connection would stay in the process.  Leases
   count the largest buffer their connection made the process hold (``Lease.held``); when
@@ -53,6 +56,7 @@ import structlog
 import trio
 from rokka.net import logs
 from rokka.net.logs import limited
+from rokka.net.spin import IdleSpin
 
 __all__ = ["Budget", "FrameClock", "Lease", "Limits", "raise_fd_limit"]
 
@@ -80,6 +84,7 @@ class Limits:
     max_pending_write_bytes: int = 64 << 20      # maxPendingWriteBytes: RocketMQ responses waiting to be sent
     max_read_ahead_bytes: int = 128 << 20        # maxReadAheadBytes: Kafka Fetch read-ahead, all connections
     max_unread_response_bytes: int = 512 << 20   # maxUnreadResponseBytes: responses peers have not read, all
+    idle_spin_s: float = 200e-6                  # idleSpinMicros: polling after a response (``rokka.net.spin``)
 
 
 def raise_fd_limit() -> int:
@@ -117,6 +122,8 @@ class Budget:
         self.over_budget = 0
         self._freed = 0
         self._trim: Any = _malloc_trim()
+        #: the process's idle spin (``rokka.net.spin``): listeners kick it after each response; ``run`` spins
+        self.spin = IdleSpin(limits.idle_spin_s)
 
     # -- connections ---------------------------------------------------------------------
     def admit(self, listener: str, peer: tuple[str, int]) -> Lease | None:
@@ -184,7 +191,12 @@ class Budget:
 
     async def run(self) -> None:
         """Trim loop (until cancelled): see the module doc; also reports lines the per-peer log
-        limiter suppressed once their window ends."""
+        limiter suppressed once their window ends; and the idle spin (``spin.run``) beside it."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.spin.run)
+            await self._trim_loop()
+
+    async def _trim_loop(self) -> None:
         ticks = 0
         while True:
             await trio.sleep(TRIM_INTERVAL_S)

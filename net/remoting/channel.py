@@ -169,6 +169,7 @@ class Channel:
         self._idle_timeout_s = idle_timeout_s if idle_timeout_s else math.inf
         self._on_closed = on_closed
         self._lease = lease
+        self._spin = lease.budget.spin if lease is not None else None   # kicked at each write (net/spin.py)
         self._frame_clock = FrameClock(frame_timeout_s or math.inf)
         self._max_pending_write = max_pending_write_bytes or math.inf
         self._pending_write = 0
@@ -524,6 +525,8 @@ class Channel:
     async def _write(self, data: bytes) -> None:
         if not data:
             return
+        if self._spin is not None:
+            self._spin.kick()
         if self._write_dead:
             raise ChannelClosedError(f"channel {self.id}: the peer is gone")
         if self._fd is not None and not self._outbox.writing:
