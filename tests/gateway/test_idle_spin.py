@@ -23,7 +23,7 @@ from rokka.net.spin import MISS_LIMIT, PROBE_EVERY, IdleSpin
 
 from tests.gateway.test_budgets import _describe, echo, kafka_describe, rocketmq_echo
 
-WINDOW_S = 0.005
+WINDOW_S = 0.010
 #: The spinner of tests that are not about CPU contention never gives up its CPU (a loaded test machine
 #: would make it, and the counts below would depend on the load).
 PATIENT = 10**15
@@ -62,7 +62,7 @@ async def test_after_a_response_the_loop_polls_for_the_window_then_may_sleep_aga
                 assert await rocketmq_echo(addr) == b"ping"
                 spun = polls.polls
                 await trio.sleep(0.2)
-                assert budget.spin.spins == 1 and polls.polls - spun > 20   # it polled after the answer
+                assert budget.spin.spins == 1 and polls.polls - spun > 5    # it polled after the answer
                 assert await polls_during(polls, 0.2) < 20         # and stopped once the window passed
                 nursery.cancel_scope.cancel()
     finally:
@@ -117,8 +117,9 @@ async def test_requests_too_far_apart_are_spun_for_only_now_and_then() -> None:
             await trio.sleep(0.05)
             assert spin.spins == MISS_LIMIT
             spin.kick()
-            await trio.sleep(0.0005)
-            spin.kick()                             # a request inside the probe's window: a hit
+            for _ in range(10):                     # requests inside the probe's window: a hit
+                await trio.sleep(0.0005)
+                spin.kick()
             await trio.sleep(0.1)
             assert spin.spins == MISS_LIMIT + 1
             spin.kick()                             # after a hit every response spins again
