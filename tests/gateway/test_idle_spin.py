@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+import structlog
 import trio
 from rokka.core.config import BrokerConfig, apply_settings
 from rokka.gateway.kafka import KafkaServer, Route
@@ -163,6 +164,26 @@ def test_a_spin_gives_its_cpu_up_to_other_work() -> None:
         busy.kill()
         busy.wait(10)
     assert spin.held >= 1 and spin.spins >= 1
+
+
+async def test_a_failing_spin_turns_itself_off_and_the_listeners_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> None:
+        raise OSError("no yield here")
+
+    monkeypatch.setattr(spin_module, "_yield_cpu", broken)
+    budget = Budget(Limits(idle_spin_s=WINDOW_S))
+    rmq = RemotingServer({10: echo}, name="broker", budget=budget)
+    with trio.fail_after(20), structlog.testing.capture_logs() as captured:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(budget.run)
+            addr = (await nursery.start(rmq.serve, "127.0.0.1", [0]))[0]
+            assert await rocketmq_echo(addr) == b"ping"
+            await trio.sleep(0.1)
+            assert budget.spin.window_s == 0.0 and budget.spin.spins == 1
+            assert await rocketmq_echo(addr) == b"ping"        # served as before, no spin
+            assert budget.spin.spins == 1
+            nursery.cancel_scope.cancel()
+    assert [e["log_level"] for e in captured if e["event"] == "net.idle_spin_failed"] == ["error"]
 
 
 def test_idle_spin_micros_reaches_the_budget_and_is_bounded() -> None:
