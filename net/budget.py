@@ -33,8 +33,8 @@ hold before it has proven anything:
 * **Read-ahead.**  Kafka's Fetch read-ahead reserves its bytes here (``reserve_read_ahead``), at
   most ``maxReadAheadBytes`` over all connections, and gives them back when they are taken or the
   connection ends.
-* **Idle spin.**  The process's ``IdleSpin`` (``spin``, ``idleSpinMicros``; ``rokka.net.spin``): every
-  listener kicks it after writing a response, and ``run()`` keeps the event loop polling that long
+* **Idle spin.**  The process's ``IdleSpin`` (``spin``, ``idleSpinMicros``; ``rokka.net.spin``): the
+  RocketMQ channels kick it after writing a response, and ``run()`` keeps the event loop polling that long
   before it may sleep.
 * **Returning memory.**  glibc keeps freed heap (``allocator`` raises its trim threshold for
   speed), so memory freed by a departed hostile connection would stay in the process.  Leases
@@ -122,7 +122,7 @@ class Budget:
         self.over_budget = 0
         self._freed = 0
         self._trim: Any = _malloc_trim()
-        #: the process's idle spin (``rokka.net.spin``): listeners kick it after each response; ``run`` spins
+        #: the process's idle spin (``rokka.net.spin``): RocketMQ channels kick it after each response; ``run`` spins
         self.spin = IdleSpin(limits.idle_spin_s)
 
     # -- connections ---------------------------------------------------------------------

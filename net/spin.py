@@ -1,19 +1,20 @@
-"""IdleSpin: the event loop keeps polling for a moment after each response instead of going to sleep.
+"""IdleSpin: the event loop keeps polling for a moment after each RocketMQ response instead of sleeping.
 
 Theory of operation
 -------------------
-A client that sends one request and waits for its answer (a RocketMQ sync send, a Kafka producer with
-acks=all and linger.ms 0) leaves the broker idle between its requests: the event loop blocks in
+A client that sends one request and waits for its answer (a RocketMQ sync send: an application thread
+calling ``send()``) leaves the broker idle between its requests: the event loop blocks in
 ``epoll_wait``, the thread sleeps, the CPU halts.  Waking up costs more than the syscall: on the
 project's VM (no halt polling in the guest) the next request's Python runs about twice as slow as it
 does warm (BENCHMARKS.md, sessions 19-20: a 9 us piece of code takes 20 us after a sleep), so a lone
 send cost ~150-175 us of server CPU and ~190 us of round trip where the same work costs ~45 us in a
 loop.
 
-So after a response is written (``kick``) the loop does not sleep at once: a task (``run``) stays
-runnable for ``window_s``, which makes trio poll its sockets without blocking (``epoll_wait`` with a
-zero timeout) between turns, and gives its CPU to any other runnable process at each turn
-(``sched_yield``: on a machine shared with the clients, a client that has work runs first).  A request
+So after a RocketMQ response is written (``kick``, from the remoting channel) the loop does not sleep at
+once: a task (``run``) stays runnable for ``window_s``, which makes trio poll its sockets without
+blocking (``epoll_wait`` with a zero timeout) between turns, and gives its CPU to any other runnable
+process at each turn (``sched_yield``: on a machine shared with the clients, a client that has work runs
+first).  A request
 that arrives inside the window is read at the next turn by a warm thread.  Every response renews the
 window; once none has been written for ``window_s`` the task waits for the next ``kick`` and the
 process sleeps as before, so an idle broker spends nothing.  Seastar's ``--idle-poll-time-us``
@@ -27,20 +28,26 @@ and 64 concurrent senders 10-35 % of their msg/s (the clients' threads needed th
 stopped whenever the machine had more runnable tasks than CPUs (``/proc/loadavg``) lost the one-sender
 gain too (the C++ client's own threads count).
 
-Requests too far apart to be caught (a Kafka producer lingering 5 ms between batches) would only burn
-CPU: after ``MISS_LIMIT`` spin periods in a row that no request ended, only every ``PROBE_EVERY``-th
-response starts one, until a probe catches a request again.
+The Kafka listener does not kick it: one confluent-kafka producer with acks=all and linger.ms 0 gained
+nothing measurable (3,173-3,812 -> 3,123-4,807 requests/s), and in a batched produce row (linger.ms 5)
+the spin filled the gaps between requests, ~5 % of the broker's samples (py-spy) -- CPU per record for no
+gain there.
+
+Requests too far apart to be caught (a client that pauses between sends) would only burn CPU: after
+``MISS_LIMIT`` spin periods in a row that no request ended, only every ``PROBE_EVERY``-th response
+starts one, until a probe catches a request again.
 
 What it costs and gives, measured on the 2-core VM (BENCHMARKS.md, session 20; alternating rounds, the
 machine is noisy): a raw lock-step RocketMQ sender, p50 round trip 177-219 -> 104-195 us and 4,533-5,518
 -> 5,224-8,860 sends/s at about the same server CPU per send (the work runs warm); the trio client's one
 sync sender 2,585-2,737 -> 2,384-4,473 msg/s and the C++ client's 2,344-2,526 -> 2,291-3,155, each
-+50-70 us of server CPU per send; 16 and 64 senders and the Kafka record-shape rows unchanged within
-the noise.  An idle broker spends nothing.  ``idleSpinMicros=0`` turns it off.
++50-70 us of server CPU per send; 16 and 64 senders unchanged within the noise.  An idle broker
+spends nothing.  ``idleSpinMicros=0`` turns it off.
 
 An error inside the spinner is logged once (``net.idle_spin_failed``) and turns the spin off; the
-listeners go on as without it.  The deadline is read from ``time.perf_counter`` (never trio's clock: a test's mock clock does not move
-while a task is runnable), and each spin is bounded by ``window_s`` of real time after the last kick.
+listeners go on as without it.  The deadline is read from ``time.perf_counter`` (never trio's clock: a
+test's mock clock does not move while a task is runnable), and each spin is bounded by ``window_s`` of
+real time after the last kick.
 """
 
 from __future__ import annotations

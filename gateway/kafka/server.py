@@ -377,7 +377,6 @@ class KafkaServer:
     async def _send(self, stream: trio.abc.Stream, parts: list[Any], peer: tuple[str, int], lease: Lease) -> None:
         """Send a response; a peer that accepts no byte for ``write_timeout_s`` is closed."""
         budget = self.budget
-        budget.spin.kick()
         timeout = budget.limits.write_timeout_s or math.inf
         size = sum(len(x) if isinstance(x, bytes | bytearray) else memoryview(x).nbytes for x in parts)
         lease.note(size)
