@@ -78,6 +78,7 @@ from rokka.core.model import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     STOREHOST_V6_FLAG,
+    KeySpans,
     Message,
     PackedBodies,
     StoredMessage,
@@ -312,13 +313,14 @@ FETCH_TABLE = (HEADER_PREFIX.encode("ascii"), MAPPING_SYSTEM_NAMES, tuple(sorted
 
 
 def mapped_span_run(topic: str, partition: int, payload: bytes | memoryview,
-                    mapped: tuple[bytes, bytes, bytes, bytes, list[str] | None, int, int]) -> UniformBatch:
+                    mapped: tuple[bytes, bytes, bytes, bytes, bytes | None, int, int]) -> UniformBatch:
     """``messages_from_batch`` (CreateTime) as one ``UniformBatch`` for a batch the native mapper
     walked (``_crecords.mapped_spans``: any keys, null values, headers): values left in ``payload``,
     each record's properties -- the same bytes ``message_from_record`` gives -- as spans of one blob
-    (``record_props``), ``keys`` the records' index keys (their KEYS)."""
-    spans, stamps, blob, prop_spans, keys, longest, longest_props = mapped
+    (``record_props``), ``keys`` the records' index keys (their KEYS) as spans of the same blob."""
+    spans, stamps, blob, prop_spans, key_spans, longest, longest_props = mapped
     own = PackedBodies(blob, prop_spans, longest_props)
+    keys = KeySpans(blob, key_spans) if key_spans is not None else None
     return UniformBatch(topic, partition, PackedBodies(payload, spans, longest), memoryview(stamps).cast("q"),
                         {}, keys=keys, record_props=own)
 

@@ -137,6 +137,32 @@ class PackedBodies(Sequence[bytes]):
         return bytes(self.buffer[off:off + size])
 
 
+class KeySpans(Sequence[str]):
+    """Index keys as UTF-8 (offset, length) spans of one buffer (``PackedBodies`` of their bytes), as the
+    native Kafka mapper finds them in the records' properties: no str per key on the append path
+    (``IndexService.put_keys`` hands buffer and spans to the native index writer, which hashes the
+    UTF-8 as Java hashes the str).  Indexing decodes a key (strict UTF-8), so the rest of the core can
+    treat it as any ``Sequence[str]``."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, buffer: bytes | memoryview, spans: bytes) -> None:
+        self.raw = PackedBodies(buffer, spans, 0)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return self.raw[i].decode("utf-8")
+
+
 @dataclass(frozen=True, slots=True)
 class UniformBatch:
     """Messages to one queue that share everything but body and born timestamp.

@@ -413,6 +413,51 @@ static uint32_t java_hash_from(uint32_t h, PyObject *s) {
     return h;
 }
 
+/* java_hash_from(*h, str) for the str that strict UTF-8 decoding of s[0:n] gives (as Python's decoder: no
+ * overlong forms, no surrogates, nothing past U+10FFFF); 0 done, -1 when s[0:n] is not UTF-8 (*h unchanged). */
+static int java_hash_utf8(uint32_t *h, const unsigned char *s, Py_ssize_t n) {
+    uint32_t x = *h;
+    for (Py_ssize_t i = 0; i < n;) {
+        uint32_t c = s[i];
+        if (c < 0x80) {
+            x = 31 * x + c;
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t min;
+        if ((c & 0xE0) == 0xC0) {
+            len = 2, c &= 0x1F, min = 0x80;
+        } else if ((c & 0xF0) == 0xE0) {
+            len = 3, c &= 0x0F, min = 0x800;
+        } else if ((c & 0xF8) == 0xF0) {
+            len = 4, c &= 0x07, min = 0x10000;
+        } else {
+            return -1;
+        }
+        if (len > n - i)
+            return -1;
+        for (int k = 1; k < len; k++) {
+            unsigned char b = s[i + k];
+            if ((b & 0xC0) != 0x80)
+                return -1;
+            c = c << 6 | (b & 0x3F);
+        }
+        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+            return -1;
+        if (c > 0xFFFF) {
+            c -= 0x10000;
+            x = 31 * x + (0xD800 + (c >> 10));
+            x = 31 * x + (0xDC00 + (c & 0x3FF));
+        } else {
+            x = 31 * x + c;
+        }
+        i += len;
+    }
+    *h = x;
+    return 0;
+}
+
 static PyObject *decoded(const unsigned char *v, Py_ssize_t n) {
     if (v == NULL)
         Py_RETURN_NONE;
@@ -581,8 +626,11 @@ done:
     return result;
 }
 
-/* index_insert(mm, slots, max_entries, state, prefix_hash, keys, phys, store_ts, start) -> (done, state)
- * IndexFile entries for keys[start:] (str; the index key is "topic#" + key, whose Java hashCode is
+/* index_insert(mm, slots, max_entries, state, prefix_hash, keys, phys, store_ts, start, key_blob=None) -> (done, state)
+ * IndexFile entries for keys[start:] (str; or, with key_blob, ``keys`` is a buffer of native int32
+ * (offset, length) pairs naming each key's UTF-8 bytes in key_blob -- the Kafka mapper's output, no str
+ * per key; a span outside the blob or bytes that are not UTF-8 raise ValueError.  The index key is
+ * "topic#" + key, whose Java hashCode is
  * continued from prefix_hash = hashCode("topic#")), each pointing at the commitlog offset phys[i], all
  * stamped store_ts, until the file is full.  phys: a sequence of int, or the run's raw ConsumeQueue units
  * (a bytes-like of 20-byte units whose first 8 bytes are the big-endian commitlog offset: no int object
@@ -594,21 +642,38 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
     Py_ssize_t slots, max_entries, start;
     long long count, used, begin_ts, begin_phy, end_ts, end_phy, store_ts;
     unsigned long prefix;
-    PyObject *keys_obj, *phys_obj;
-    if (!PyArg_ParseTuple(args, "w*nn(LLLLLL)kOOLn", &mm, &slots, &max_entries, &count, &used, &begin_ts,
-                          &begin_phy, &end_ts, &end_phy, &prefix, &keys_obj, &phys_obj, &store_ts, &start))
+    PyObject *keys_obj, *phys_obj, *blob_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "w*nn(LLLLLL)kOOLn|O", &mm, &slots, &max_entries, &count, &used, &begin_ts,
+                          &begin_phy, &end_ts, &end_phy, &prefix, &keys_obj, &phys_obj, &store_ts, &start,
+                          &blob_obj))
         return NULL;
     PyObject *keys = NULL, *phys = NULL, *result = NULL;
-    Py_buffer units;
-    int have_units = 0;
+    Py_buffer units, kspans, kblob;
+    int have_units = 0, have_spans = 0, have_blob = 0;
     unsigned char *m = (unsigned char *)mm.buf;
     if (slots <= 0 || max_entries <= 0 || 40 + slots * 4 + max_entries * 20 > mm.len) {
         PyErr_SetString(PyExc_ValueError, "index file smaller than its slots and entries");
         goto done;
     }
-    keys = PySequence_Fast(keys_obj, "keys must be a sequence");
-    if (keys == NULL)
-        goto done;
+    Py_ssize_t n;
+    if (blob_obj != Py_None) {
+        if (PyObject_GetBuffer(blob_obj, &kblob, PyBUF_SIMPLE) < 0)
+            goto done;
+        have_blob = 1;
+        if (PyObject_GetBuffer(keys_obj, &kspans, PyBUF_SIMPLE) < 0)
+            goto done;
+        have_spans = 1;
+        if (kspans.len % 8) {
+            PyErr_SetString(PyExc_ValueError, "key spans must be whole (offset, length) int32 pairs");
+            goto done;
+        }
+        n = kspans.len / 8;
+    } else {
+        keys = PySequence_Fast(keys_obj, "keys must be a sequence");
+        if (keys == NULL)
+            goto done;
+        n = PySequence_Fast_GET_SIZE(keys);
+    }
     int raw = PyObject_CheckBuffer(phys_obj);
     Py_ssize_t nphys;
     if (raw) {
@@ -626,7 +691,6 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
             goto done;
         nphys = PySequence_Fast_GET_SIZE(phys);
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(keys);
     if (nphys != n || start < 0 || start > n) {
         PyErr_SetString(PyExc_ValueError, "keys and phys differ in length, or start is out of range");
         goto done;
@@ -644,12 +708,27 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
         if (blk > max_entries - count)
             blk = (Py_ssize_t)(max_entries - count);
         for (Py_ssize_t b = 0; b < blk; b++) {
-            PyObject *key = PySequence_Fast_GET_ITEM(keys, i + b);
-            if (!PyUnicode_Check(key)) {
-                PyErr_SetString(PyExc_TypeError, "index keys must be str");
-                goto done;
+            uint32_t uh = (uint32_t)prefix;
+            if (keys != NULL) {
+                PyObject *key = PySequence_Fast_GET_ITEM(keys, i + b);
+                if (!PyUnicode_Check(key)) {
+                    PyErr_SetString(PyExc_TypeError, "index keys must be str");
+                    goto done;
+                }
+                uh = java_hash_from(uh, key);
+            } else {
+                int32_t span[2];
+                memcpy(span, (const char *)kspans.buf + (i + b) * 8, sizeof span);
+                if (span[0] < 0 || span[1] < 0 || span[1] > kblob.len - span[0]) {
+                    PyErr_SetString(PyExc_ValueError, "a key span lies outside the key blob");
+                    goto done;
+                }
+                if (java_hash_utf8(&uh, (const unsigned char *)kblob.buf + span[0], span[1]) < 0) {
+                    PyErr_SetString(PyExc_ValueError, "an index key is not UTF-8");
+                    goto done;
+                }
             }
-            int32_t sh = (int32_t)java_hash_from((uint32_t)prefix, key);
+            int32_t sh = (int32_t)uh;
             uint32_t kh = sh == INT32_MIN ? 0 : (uint32_t)(sh < 0 ? -sh : sh);
             hashes[b] = kh;
             __builtin_prefetch(m + 40 + (kh % (uint32_t)slots) * 4, 1, 1);
@@ -704,6 +783,10 @@ done:
     Py_XDECREF(phys);
     if (have_units)
         PyBuffer_Release(&units);
+    if (have_spans)
+        PyBuffer_Release(&kspans);
+    if (have_blob)
+        PyBuffer_Release(&kblob);
     PyBuffer_Release(&mm);
     return result;
 }
@@ -1328,7 +1411,8 @@ static PyMethodDef methods[] = {
     {"record_prefix", record_prefix, METH_VARARGS,
      "record_prefix(buf, at, segment_size, (message_magic, blank_magic)) -> (whole records' length, problem)"},
     {"index_insert", index_insert, METH_VARARGS,
-     "index_insert(mm, slots, max_entries, state, prefix_hash, keys, phys, store_ts, start) -> (done, state)"},
+     "index_insert(mm, slots, max_entries, state, prefix_hash, keys, phys, store_ts, start, key_blob=None) -> "
+     "(done, state)"},
     {NULL, NULL, 0, NULL},
 };
 

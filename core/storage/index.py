@@ -34,7 +34,7 @@ from operator import mul
 from pathlib import Path
 
 import structlog
-from rokka.core.model import java_hash, java_hash_suffix
+from rokka.core.model import KeySpans, java_hash, java_hash_suffix
 from rokka.core.storage.layout import _cstore, unit_offsets
 from rokka.core.storage.segment import Segment
 
@@ -172,11 +172,16 @@ class IndexFile:
 
     def insert_native(self, prefix_hash: int, keys: Sequence[str], phys: Sequence[int] | bytes, store_ts: int,
                       start: int) -> int:
-        """``put_many`` for keys[start:] hashed from ``prefix_hash`` in C (``_cstore.index_insert``)."""
+        """``put_many`` for keys[start:] hashed from ``prefix_hash`` in C (``_cstore.index_insert``; a
+        ``KeySpans`` goes as its buffer and spans, hashed from the UTF-8)."""
         assert _cstore is not None
         state = (self.count, self.used_slots, self.begin_ts, self.begin_phy, self.end_ts, self.end_phy)
-        n, state = _cstore.index_insert(self.mm, self.slots, self.max_entries, state, prefix_hash, keys, phys,
-                                        store_ts, start)
+        if isinstance(keys, KeySpans):
+            n, state = _cstore.index_insert(self.mm, self.slots, self.max_entries, state, prefix_hash,
+                                            keys.raw.spans, phys, store_ts, start, keys.raw.buffer)
+        else:
+            n, state = _cstore.index_insert(self.mm, self.slots, self.max_entries, state, prefix_hash, keys, phys,
+                                            store_ts, start)
         if n:
             self.count, self.used_slots, self.begin_ts, self.begin_phy, self.end_ts, self.end_phy = state
             self.dirty = True

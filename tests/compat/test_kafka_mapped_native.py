@@ -111,7 +111,7 @@ def _check(recs: list) -> None:  # type: ignore[type-arg]
     assert run.record_props.longest == max(map(len, run.record_props))
     assert run.bodies.longest == max(map(len, run.bodies))     # type: ignore[attr-defined]
     index = [m.properties.get(K.PROP_KEYS) for m in msgs]
-    assert run.keys == (None if index[0] is None else index)
+    assert (None if run.keys is None else list(run.keys)) == (None if index[0] is None else index)
     expected = _python_records(msgs)
     for native in (True, False):
         data, _ = layout.encode_uniform(TOPIC, QUEUE, run.bodies, run.born_timestamps, b"", flag=0, sysflag=0,

@@ -441,8 +441,8 @@ static int map_record(Buf *props, const unsigned char *buf, Py_ssize_t key, Py_s
  * Every record of the batch mapped as compat.message_from_record maps it (CreateTime): the values as
  * int32 (offset, length) spans of the payload (a null value: length 0), the CreateTimes as int64s,
  * each record's encoded properties back to back in ``props`` with their int32 (offset, length) spans,
- * and the index keys (each record's KEYS) as a list of str -- or None when no record has one --, the
- * longest value and the longest properties.  None
+ * the index keys (each record's KEYS: UTF-8, no str made) as int32 (offset, length) spans of ``props``
+ * -- or None when no record has one --, the longest value and the longest properties.  None
  * for the whole batch when a record is not for this path: malformed, attributes set, a header name
  * that is not ASCII or starts with "rocketmq.", properties of ``budget`` bytes or more (the envelope),
  * or some records with an index key and some without. */
@@ -461,7 +461,7 @@ static PyObject *mapped_spans(PyObject *self, PyObject *args) {
         }
     const unsigned char *buf = (const unsigned char *)payload.buf;
     Py_ssize_t size = payload.len, pos = 0, longest = 0, longest_props = 0, keyed = 0;
-    PyObject *values = NULL, *stamps = NULL, *pspans = NULL, *keys = NULL, *result = NULL, *blob = NULL;
+    PyObject *values = NULL, *stamps = NULL, *pspans = NULL, *kspans = NULL, *result = NULL, *blob = NULL;
     Buf props = {0};
     Header hs[MAX_HEADERS];
     SystemNames sn;
@@ -476,8 +476,8 @@ static PyObject *mapped_spans(PyObject *self, PyObject *args) {
     values = PyBytes_FromStringAndSize(NULL, count * 8);
     stamps = PyBytes_FromStringAndSize(NULL, count * 8);
     pspans = PyBytes_FromStringAndSize(NULL, count * 8);
-    keys = PyList_New(count);
-    if (values == NULL || stamps == NULL || pspans == NULL || keys == NULL)
+    kspans = PyBytes_FromStringAndSize(NULL, count * 8);
+    if (values == NULL || stamps == NULL || pspans == NULL || kspans == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t length, ts_delta, off_delta, key_len, value_len, nh;
@@ -528,10 +528,8 @@ static PyObject *mapped_spans(PyObject *self, PyObject *args) {
             goto no;
         if (ik >= 0) {
             keyed++;
-            PyObject *k = PyUnicode_DecodeUTF8(props.p + ik, ik_len, "strict");
-            if (k == NULL)
-                goto done;
-            PyList_SET_ITEM(keys, i, k);
+            int32_t kspan[2] = {(int32_t)ik, (int32_t)ik_len};
+            memcpy(PyBytes_AS_STRING(kspans) + 8 * i, kspan, sizeof kspan);
         }
         int32_t span[2] = {(int32_t)value, value_len > 0 ? (int32_t)value_len : 0};
         int32_t pspan[2] = {(int32_t)at, (int32_t)(props.len - at)};
@@ -549,25 +547,16 @@ static PyObject *mapped_spans(PyObject *self, PyObject *args) {
         goto done;
     blob = props.obj;
     props.obj = NULL;
-    result = Py_BuildValue("OOOOOnn", values, stamps, blob, pspans, keyed ? keys : Py_None, longest, longest_props);
+    result = Py_BuildValue("OOOOOnn", values, stamps, blob, pspans, keyed ? kspans : Py_None, longest, longest_props);
     goto done;
 no:
     result = Py_NewRef(Py_None);
 done:
-    if (keys != NULL && !keyed) {   /* unfilled list slots are NULL: fill before the list is freed */
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++)
-            if (PyList_GET_ITEM(keys, i) == NULL)
-                PyList_SET_ITEM(keys, i, Py_NewRef(Py_None));
-    } else if (keys != NULL) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++)
-            if (PyList_GET_ITEM(keys, i) == NULL)
-                PyList_SET_ITEM(keys, i, Py_NewRef(Py_None));
-    }
     Py_XDECREF(props.obj);
     Py_XDECREF(values);
     Py_XDECREF(stamps);
     Py_XDECREF(pspans);
-    Py_XDECREF(keys);
+    Py_XDECREF(kspans);
     Py_XDECREF(blob);
     PyBuffer_Release(&payload);
     return result;
