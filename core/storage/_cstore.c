@@ -637,6 +637,19 @@ done:
  * per record, as layout.unit_offsets would make).  state = (count, used_slots, begin_ts, begin_phy, end_ts,
  * end_phy) as in index.py's IndexFile; the header is rewritten at the end.  Layout constants as index.py:
  * 40-byte header, int32 slots, 20-byte entries (hash i32, phy i64, time diff i32, prev i32). */
+/* obj's bytes into *b as whole units of ``unit`` bytes: how many, or -1 with ValueError(``what``) or the
+ * buffer error set (*b then released). */
+static Py_ssize_t whole_units(PyObject *obj, Py_buffer *b, Py_ssize_t unit, const char *what) {
+    if (PyObject_GetBuffer(obj, b, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (b->len % unit) {
+        PyBuffer_Release(b);
+        PyErr_SetString(PyExc_ValueError, what);
+        return -1;
+    }
+    return b->len / unit;
+}
+
 static PyObject *index_insert(PyObject *self, PyObject *args) {
     Py_buffer mm;
     Py_ssize_t slots, max_entries, start;
@@ -660,14 +673,9 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
         if (PyObject_GetBuffer(blob_obj, &kblob, PyBUF_SIMPLE) < 0)
             goto done;
         have_blob = 1;
-        if (PyObject_GetBuffer(keys_obj, &kspans, PyBUF_SIMPLE) < 0)
+        if ((n = whole_units(keys_obj, &kspans, 8, "key spans must be whole (offset, length) int32 pairs")) < 0)
             goto done;
         have_spans = 1;
-        if (kspans.len % 8) {
-            PyErr_SetString(PyExc_ValueError, "key spans must be whole (offset, length) int32 pairs");
-            goto done;
-        }
-        n = kspans.len / 8;
     } else {
         keys = PySequence_Fast(keys_obj, "keys must be a sequence");
         if (keys == NULL)
@@ -677,14 +685,9 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
     int raw = PyObject_CheckBuffer(phys_obj);
     Py_ssize_t nphys;
     if (raw) {
-        if (PyObject_GetBuffer(phys_obj, &units, PyBUF_SIMPLE) < 0)
+        if ((nphys = whole_units(phys_obj, &units, 20, "units must be whole 20-byte ConsumeQueue units")) < 0)
             goto done;
         have_units = 1;
-        if (units.len % 20) {
-            PyErr_SetString(PyExc_ValueError, "units must be whole 20-byte ConsumeQueue units");
-            goto done;
-        }
-        nphys = units.len / 20;
     } else {
         phys = PySequence_Fast(phys_obj, "phys must be a sequence");
         if (phys == NULL)

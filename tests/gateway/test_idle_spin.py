@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import pytest
 import structlog
@@ -48,30 +50,42 @@ async def polls_during(instrument: Polls, seconds: float) -> int:
     return instrument.polls - before
 
 
+@asynccontextmanager
+async def rocketmq_serving(budget: Budget) -> AsyncIterator[tuple[str, int]]:
+    """An echo RemotingServer on ``budget`` with ``budget.run`` (the spinner) running: its address."""
+    rmq = RemotingServer({10: echo}, name="broker", budget=budget)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(budget.run)
+            yield (await nursery.start(rmq.serve, "127.0.0.1", [0]))[0]
+            nursery.cancel_scope.cancel()
+
+
+@contextmanager
+def counting_polls() -> Iterator[Polls]:
+    polls = Polls()
+    trio.lowlevel.add_instrument(polls)
+    try:
+        yield polls
+    finally:
+        trio.lowlevel.remove_instrument(polls)
+
+
 async def test_after_a_response_the_loop_polls_for_the_window_then_may_sleep_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # the spinner's yields are not what this counts: on a loaded machine each would give a whole time slice away
     monkeypatch.setattr(spin_module, "_yield_cpu", lambda: None)
     budget = Budget(Limits(idle_spin_s=WINDOW_S))
     budget.spin = IdleSpin(WINDOW_S, crowded_ns=PATIENT)
-    rmq = RemotingServer({10: echo}, name="broker", budget=budget)
-    polls = Polls()
-    trio.lowlevel.add_instrument(polls)
-    try:
-        with trio.fail_after(20):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(budget.run)
-                addr = (await nursery.start(rmq.serve, "127.0.0.1", [0]))[0]
-                assert await polls_during(polls, 0.2) < 20         # idle: nothing spins
-                assert budget.spin.spins == 0
-                assert await rocketmq_echo(addr) == b"ping"
-                spun = polls.polls
-                await trio.sleep(0.2)
-                assert budget.spin.spins == 1 and polls.polls - spun > 20   # it polled after the answer
-                assert await polls_during(polls, 0.2) < 20         # and stopped once the window passed
-                nursery.cancel_scope.cancel()
-    finally:
-        trio.lowlevel.remove_instrument(polls)
+    with counting_polls() as polls:
+        async with rocketmq_serving(budget) as addr:
+            assert await polls_during(polls, 0.2) < 20         # idle: nothing spins
+            assert budget.spin.spins == 0
+            assert await rocketmq_echo(addr) == b"ping"
+            spun = polls.polls
+            await trio.sleep(0.2)
+            assert budget.spin.spins == 1 and polls.polls - spun > 20   # it polled after the answer
+            assert await polls_during(polls, 0.2) < 20         # and stopped once the window passed
 
 
 async def test_kafka_responses_do_not_spin() -> None:
@@ -91,20 +105,11 @@ async def test_kafka_responses_do_not_spin() -> None:
 
 async def test_off_spins_never() -> None:
     budget = Budget(Limits(idle_spin_s=0.0))
-    rmq = RemotingServer({10: echo}, name="broker", budget=budget)
-    polls = Polls()
-    trio.lowlevel.add_instrument(polls)
-    try:
-        with trio.fail_after(20):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(budget.run)
-                addr = (await nursery.start(rmq.serve, "127.0.0.1", [0]))[0]
-                assert await rocketmq_echo(addr) == b"ping"
-                assert await polls_during(polls, 0.2) < 20
-                assert budget.spin.spins == 0
-                nursery.cancel_scope.cancel()
-    finally:
-        trio.lowlevel.remove_instrument(polls)
+    with counting_polls() as polls:
+        async with rocketmq_serving(budget) as addr:
+            assert await rocketmq_echo(addr) == b"ping"
+            assert await polls_during(polls, 0.2) < 20
+            assert budget.spin.spins == 0
 
 
 async def test_requests_too_far_apart_are_spun_for_only_now_and_then() -> None:
@@ -173,17 +178,13 @@ async def test_a_failing_spin_turns_itself_off_and_the_listeners_go_on(monkeypat
 
     monkeypatch.setattr(spin_module, "_yield_cpu", broken)
     budget = Budget(Limits(idle_spin_s=WINDOW_S))
-    rmq = RemotingServer({10: echo}, name="broker", budget=budget)
-    with trio.fail_after(20), structlog.testing.capture_logs() as captured:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(budget.run)
-            addr = (await nursery.start(rmq.serve, "127.0.0.1", [0]))[0]
+    with structlog.testing.capture_logs() as captured:
+        async with rocketmq_serving(budget) as addr:
             assert await rocketmq_echo(addr) == b"ping"
             await trio.sleep(0.1)
             assert budget.spin.window_s == 0.0 and budget.spin.spins == 1
             assert await rocketmq_echo(addr) == b"ping"        # served as before, no spin
             assert budget.spin.spins == 1
-            nursery.cancel_scope.cancel()
     assert [e["log_level"] for e in captured if e["event"] == "net.idle_spin_failed"] == ["error"]
 
 
