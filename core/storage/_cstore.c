@@ -626,17 +626,6 @@ done:
     return result;
 }
 
-/* index_insert(mm, slots, max_entries, state, prefix_hash, keys, phys, store_ts, start, key_blob=None) -> (done, state)
- * IndexFile entries for keys[start:] (str; or, with key_blob, ``keys`` is a buffer of native int32
- * (offset, length) pairs naming each key's UTF-8 bytes in key_blob -- the Kafka mapper's output, no str
- * per key; a span outside the blob or bytes that are not UTF-8 raise ValueError.  The index key is
- * "topic#" + key, whose Java hashCode is
- * continued from prefix_hash = hashCode("topic#")), each pointing at the commitlog offset phys[i], all
- * stamped store_ts, until the file is full.  phys: a sequence of int, or the run's raw ConsumeQueue units
- * (a bytes-like of 20-byte units whose first 8 bytes are the big-endian commitlog offset: no int object
- * per record, as layout.unit_offsets would make).  state = (count, used_slots, begin_ts, begin_phy, end_ts,
- * end_phy) as in index.py's IndexFile; the header is rewritten at the end.  Layout constants as index.py:
- * 40-byte header, int32 slots, 20-byte entries (hash i32, phy i64, time diff i32, prev i32). */
 /* obj's bytes into *b as whole units of ``unit`` bytes: how many, or -1 with ValueError(``what``) or the
  * buffer error set (*b then released). */
 static Py_ssize_t whole_units(PyObject *obj, Py_buffer *b, Py_ssize_t unit, const char *what) {
@@ -650,6 +639,17 @@ static Py_ssize_t whole_units(PyObject *obj, Py_buffer *b, Py_ssize_t unit, cons
     return b->len / unit;
 }
 
+/* index_insert(mm, slots, max_entries, state, prefix_hash, keys, phys, store_ts, start, key_blob=None)
+ *   -> (done, state)
+ * IndexFile entries for keys[start:] (str; or, with key_blob, ``keys`` is a buffer of native int32
+ * (offset, length) pairs naming each key's UTF-8 bytes in key_blob -- the Kafka mapper's output, no str
+ * per key; a span outside the blob or bytes that are not UTF-8 raise ValueError, and a refused call writes
+ * nothing).  The index key is "topic#" + key, whose Java hashCode is continued from prefix_hash =
+ * hashCode("topic#")), each pointing at the commitlog offset phys[i], all stamped store_ts, until the file is full.  phys: a sequence of int, or the run's raw ConsumeQueue units
+ * (a bytes-like of 20-byte units whose first 8 bytes are the big-endian commitlog offset: no int object
+ * per record, as layout.unit_offsets would make).  state = (count, used_slots, begin_ts, begin_phy, end_ts,
+ * end_phy) as in index.py's IndexFile; the header is rewritten at the end.  Layout constants as index.py:
+ * 40-byte header, int32 slots, 20-byte entries (hash i32, phy i64, time diff i32, prev i32). */
 static PyObject *index_insert(PyObject *self, PyObject *args) {
     Py_buffer mm;
     Py_ssize_t slots, max_entries, start;
@@ -663,6 +663,8 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
     PyObject *keys = NULL, *phys = NULL, *result = NULL;
     Py_buffer units, kspans, kblob;
     int have_units = 0, have_spans = 0, have_blob = 0;
+    uint32_t *hashes = NULL;
+    long long *offsets = NULL;
     unsigned char *m = (unsigned char *)mm.buf;
     if (slots <= 0 || max_entries <= 0 || 40 + slots * 4 + max_entries * 20 > mm.len) {
         PyErr_SetString(PyExc_ValueError, "index file smaller than its slots and entries");
@@ -698,81 +700,84 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "keys and phys differ in length, or start is out of range");
         goto done;
     }
-    /* Blocks of IDX_BLOCK keys: first every key's hash, with its slot prefetched, then the inserts in
-     * order.  Random keys (binary keys' base64) land on random pages of the 20 MB slot table: one cache
-     * and TLB miss each, overlapped this way instead of paid one after another. */
-    enum { IDX_BLOCK = 32 };
-    uint32_t hashes[IDX_BLOCK];
-    Py_ssize_t entries = 40 + slots * 4, i = start;
-    while (i < n && count < max_entries) {
-        Py_ssize_t blk = n - i;
-        if (blk > IDX_BLOCK)
-            blk = IDX_BLOCK;
-        if (blk > max_entries - count)
-            blk = (Py_ssize_t)(max_entries - count);
-        for (Py_ssize_t b = 0; b < blk; b++) {
-            uint32_t uh = (uint32_t)prefix;
-            if (keys != NULL) {
-                PyObject *key = PySequence_Fast_GET_ITEM(keys, i + b);
-                if (!PyUnicode_Check(key)) {
-                    PyErr_SetString(PyExc_TypeError, "index keys must be str");
-                    goto done;
-                }
-                uh = java_hash_from(uh, key);
-            } else {
-                int32_t span[2];
-                memcpy(span, (const char *)kspans.buf + (i + b) * 8, sizeof span);
-                if (span[0] < 0 || span[1] < 0 || span[1] > kblob.len - span[0]) {
-                    PyErr_SetString(PyExc_ValueError, "a key span lies outside the key blob");
-                    goto done;
-                }
-                if (java_hash_utf8(&uh, (const unsigned char *)kblob.buf + span[0], span[1]) < 0) {
-                    PyErr_SetString(PyExc_ValueError, "an index key is not UTF-8");
-                    goto done;
-                }
+    /* First every key's hash and commitlog offset (so a bad key or offset refuses the call before anything
+     * is written), then the inserts in order, each slot prefetched IDX_AHEAD keys early.  Random keys
+     * (binary keys' base64) land on random pages of the 20 MB slot table: one cache and TLB miss each,
+     * overlapped this way instead of paid one after another. */
+    enum { IDX_AHEAD = 32 };
+    Py_ssize_t todo = n - start, entries = 40 + slots * 4;
+    if (todo > max_entries - count)
+        todo = max_entries - count > 0 ? (Py_ssize_t)(max_entries - count) : 0;
+    hashes = PyMem_Malloc((size_t)todo * sizeof *hashes + 1);
+    offsets = PyMem_Malloc((size_t)todo * sizeof *offsets + 1);
+    if (hashes == NULL || offsets == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t b = 0, i = start; b < todo; b++, i++) {
+        uint32_t uh = (uint32_t)prefix;
+        if (keys != NULL) {
+            PyObject *key = PySequence_Fast_GET_ITEM(keys, i);
+            if (!PyUnicode_Check(key)) {
+                PyErr_SetString(PyExc_TypeError, "index keys must be str");
+                goto done;
             }
-            int32_t sh = (int32_t)uh;
-            uint32_t kh = sh == INT32_MIN ? 0 : (uint32_t)(sh < 0 ? -sh : sh);
-            hashes[b] = kh;
-            __builtin_prefetch(m + 40 + (kh % (uint32_t)slots) * 4, 1, 1);
+            uh = java_hash_from(uh, key);
+        } else {
+            int32_t span[2];
+            memcpy(span, (const char *)kspans.buf + i * 8, sizeof span);
+            if (span[0] < 0 || span[1] < 0 || span[1] > kblob.len - span[0]) {
+                PyErr_SetString(PyExc_ValueError, "a key span lies outside the key blob");
+                goto done;
+            }
+            if (java_hash_utf8(&uh, (const unsigned char *)kblob.buf + span[0], span[1]) < 0) {
+                PyErr_SetString(PyExc_ValueError, "an index key is not UTF-8");
+                goto done;
+            }
         }
-        for (Py_ssize_t b = 0; b < blk; b++, i++) {
-            long long phy;
-            if (raw) {
-                const unsigned char *u = (const unsigned char *)units.buf + i * 20;
-                phy = (long long)((uint64_t)be32(u) << 32 | be32(u + 4));
-            } else {
-                phy = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(phys, i));
-                if (phy == -1 && PyErr_Occurred())
-                    goto done;
-            }
-            uint32_t kh = hashes[b];
-            unsigned char *slot = m + 40 + (kh % (uint32_t)slots) * 4;
-            long long prev = (int32_t)be32(slot);
-            if (prev <= 0 || prev > count) {
-                prev = 0;
-                used++;
-            }
-            if (count <= 1) {
-                begin_ts = store_ts;
-                begin_phy = phy;
-            }
-            long long diff = store_ts - begin_ts;
-            diff = diff < 0 ? 0 : diff / 1000;
-            if (diff > 0x7FFFFFFF)
-                diff = 0x7FFFFFFF;
-            unsigned char *e = m + entries + count * 20;
-            put_be32(e, kh);
-            put_be64(e + 4, (uint64_t)phy);
-            put_be32(e + 12, (uint32_t)diff);
-            put_be32(e + 16, (uint32_t)prev);
-            put_be32(slot, (uint32_t)count);
-            count++;
-            end_ts = store_ts;
-            end_phy = phy;
+        int32_t sh = (int32_t)uh;
+        hashes[b] = sh == INT32_MIN ? 0 : (uint32_t)(sh < 0 ? -sh : sh);
+        if (raw) {
+            const unsigned char *u = (const unsigned char *)units.buf + i * 20;
+            offsets[b] = (long long)((uint64_t)be32(u) << 32 | be32(u + 4));
+        } else {
+            offsets[b] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(phys, i));
+            if (offsets[b] == -1 && PyErr_Occurred())
+                goto done;
         }
     }
-    if (i > start) {
+    for (Py_ssize_t b = 0; b < todo && b < IDX_AHEAD; b++)
+        __builtin_prefetch(m + 40 + (hashes[b] % (uint32_t)slots) * 4, 1, 1);
+    for (Py_ssize_t b = 0; b < todo; b++) {
+        if (b + IDX_AHEAD < todo)
+            __builtin_prefetch(m + 40 + (hashes[b + IDX_AHEAD] % (uint32_t)slots) * 4, 1, 1);
+        long long phy = offsets[b];
+        uint32_t kh = hashes[b];
+        unsigned char *slot = m + 40 + (kh % (uint32_t)slots) * 4;
+        long long prev = (int32_t)be32(slot);
+        if (prev <= 0 || prev > count) {
+            prev = 0;
+            used++;
+        }
+        if (count <= 1) {
+            begin_ts = store_ts;
+            begin_phy = phy;
+        }
+        long long diff = store_ts - begin_ts;
+        diff = diff < 0 ? 0 : diff / 1000;
+        if (diff > 0x7FFFFFFF)
+            diff = 0x7FFFFFFF;
+        unsigned char *e = m + entries + count * 20;
+        put_be32(e, kh);
+        put_be64(e + 4, (uint64_t)phy);
+        put_be32(e + 12, (uint32_t)diff);
+        put_be32(e + 16, (uint32_t)prev);
+        put_be32(slot, (uint32_t)count);
+        count++;
+        end_ts = store_ts;
+        end_phy = phy;
+    }
+    if (todo > 0) {
         put_be64(m, (uint64_t)begin_ts);
         put_be64(m + 8, (uint64_t)end_ts);
         put_be64(m + 16, (uint64_t)begin_phy);
@@ -780,8 +785,10 @@ static PyObject *index_insert(PyObject *self, PyObject *args) {
         put_be32(m + 32, (uint32_t)used);
         put_be32(m + 36, (uint32_t)count);
     }
-    result = Py_BuildValue("(n(LLLLLL))", i - start, count, used, begin_ts, begin_phy, end_ts, end_phy);
+    result = Py_BuildValue("(n(LLLLLL))", todo, count, used, begin_ts, begin_phy, end_ts, end_phy);
 done:
+    PyMem_Free(hashes);
+    PyMem_Free(offsets);
     Py_XDECREF(keys);
     Py_XDECREF(phys);
     if (have_units)

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rokka.core.model import KeySpans
@@ -89,6 +88,21 @@ def test_key_spans_outside_their_buffer_or_not_utf8_are_refused(tmp_path: Path) 
         for blob, spans in cases:
             with pytest.raises(ValueError):
                 idx.put_keys("T", KeySpans(blob, spans), [7], 1)
-        assert idx.files[-1].count == 1       # nothing was written
+    finally:
+        idx.close()
+
+
+def test_a_bad_key_late_in_the_call_leaves_the_file_untouched(tmp_path: Path) -> None:
+    """A bad key after 40 good ones (past the first prefetch window): refused before anything is written."""
+    idx = I.IndexService(tmp_path / "i", 8, 64)
+    try:
+        idx.put_keys("T", ["first"], [1], 1)
+        good = _key_spans([f"k{i}" for i in range(40)], b"")
+        blob = bytes(good.raw.buffer) + b"\xff"
+        spans = bytes(good.raw.spans) + struct.pack("=ii", len(blob) - 1, 1)
+        before = bytes(idx.files[-1].mm)
+        with pytest.raises(ValueError):
+            idx.put_keys("T", KeySpans(blob, spans), list(range(41)), 1)
+        assert idx.files[-1].count == 2 and bytes(idx.files[-1].mm) == before
     finally:
         idx.close()
