@@ -35,8 +35,17 @@ text_bytes = st.text(max_size=12).map(lambda s: s.encode("utf-8"))
 names = st.one_of(st.sampled_from(["traceparent", "content-type", "h1", "KEYS", "TAGS", "a.b_c-d", "x\n", "q\"\\",
                                    "tab\t", "\x01ctl", "del\x7f", "KAFKA_HEADERS", "rocketmq.TAGS", "é"]),
                   st.text(max_size=10))
-values = st.one_of(st.none(), st.binary(max_size=16), text_bytes, st.sampled_from([b"", b"a\x01b", b"v v"]))
+# long values too: the text test reads eight bytes at a time, so a separator, a NUL or a non-ASCII
+# character lands at every position of a word and in the tail
+long_text = st.builds(lambda pre, mid, post: pre + mid + post, st.text("abcdefgh-0123", max_size=24).map(str.encode),
+                      st.sampled_from([b"", b"\x00", b"\x01", b"\x02", b"\x03", "é".encode(), b"\xff", b"\x7f"]),
+                      st.text("xyz", max_size=9).map(str.encode))
+values = st.one_of(st.none(), st.binary(max_size=16), text_bytes, long_text, st.binary(min_size=8, max_size=40),
+                   st.sampled_from([b"", b"a\x01b", b"v v"]))
 headers_st = st.lists(st.tuples(names, values), max_size=6)
+# many headers: repeated names (the first text value of a name is copied) among distinct ones
+many_headers_st = st.lists(st.tuples(st.one_of(names, st.sampled_from([f"h{i}" for i in range(12)])), values),
+                           min_size=6, max_size=16)
 keys = st.one_of(st.none(), st.binary(max_size=20), text_bytes, st.sampled_from([b"", b"k k", b"\xff\xfe", b"ok"]))
 record_st = st.tuples(st.integers(-(2**40), 2**40), keys, opt_bytes, headers_st)
 
@@ -91,6 +100,28 @@ def test_native_mapping_of_uniformly_keyed_batches(recs: list) -> None:  # type:
 def test_native_mapping_of_repeated_header_lists(pool: list, picks: list[int], keyed: bool) -> None:  # type: ignore[type-arg]
     # consecutive records with the same header bytes reuse the previous record's mapped headers
     _check([(i, b"k%d" % i if keyed else None, b"v", pool[p % len(pool)]) for i, p in enumerate(picks)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(recs=st.lists(st.tuples(st.integers(0, 2**40), st.one_of(st.none(), text_bytes.filter(bool)), opt_bytes,
+                               many_headers_st), min_size=1, max_size=4))
+def test_native_mapping_of_many_headers(recs: list) -> None:  # type: ignore[type-arg]
+    _check(recs)
+
+
+def test_text_values_at_every_position_of_a_word() -> None:
+    # a separator, NUL, non-ASCII or DEL byte at each position of the first three words and their tails
+    odd = [b"\x00", b"\x01", b"\x02", b"\x03", b"\x1f", b"\x7f", "é".encode(), b"\xff", b"\xc3"]
+    values = [b"a" * k + o + b"b" * m for o in odd for k in range(18) for m in range(10)]
+    for i in range(0, len(values), 40):
+        _check([(n, b"key", b"v", [("h", v), ("t", v[::-1])]) for n, v in enumerate(values[i:i + 40])])
+
+
+def test_names_alike_but_not_the_same_are_each_copied() -> None:
+    # names of one length whose first and last bytes agree or differ by 64 ("0" / "p"), and repeats
+    hs = [("0k", b"v1"), ("pk", b"v2"), ("ak", b"v3"), ("Ak", b"v4"), ("0k", b"v5"), ("a-k", b"v6"), ("a_k", b"v7"),
+          ("pk", b"v8"), ("h0", b"x"), ("h1", b"y"), ("h0", b"z")]
+    _check([(0, b"key", b"v", hs), (1, b"key", b"v", hs[::-1])])
 
 
 def _check(recs: list) -> None:  # type: ignore[type-arg]

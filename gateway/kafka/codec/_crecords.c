@@ -27,7 +27,13 @@
 #include <string.h>
 
 /* Zig-zag varint at *pos (at most max_bytes bytes, not past end) into *out; 0 on malformation. */
-static int read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int max_bytes, int64_t *out) {
+static inline int read_varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos, int max_bytes,
+                              int64_t *out) {
+    if (*pos < end && buf[*pos] < 0x80) {     /* one byte: lengths and deltas of small records */
+        uint64_t v = buf[(*pos)++];
+        *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+        return 1;
+    }
     uint64_t v = 0;
     int shift = 0;
     for (int i = 0; i < max_bytes; i++) {
@@ -202,81 +208,101 @@ static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
     return 1;
 }
 
-/* compat's _text: UTF-8 without the property separators 0x01 / 0x02 (and, here, non-empty). */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* compat's _text: UTF-8 without the property separators 0x01 / 0x02 (and, here, non-empty).  Eight
+ * bytes at a time while they are ASCII with no byte below 3 (a NUL is text: the word test only says
+ * "look closer"); from the first word that is not, the exact test (all before it was ASCII, so that is
+ * a character boundary). */
 static int is_text(const unsigned char *s, Py_ssize_t n) {
-    return n > 0 && memchr(s, 0x01, (size_t)n) == NULL && memchr(s, 0x02, (size_t)n) == NULL && utf8_ok(s, n);
+    if (n <= 0)
+        return 0;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if ((w & HIGHS) || ((w - 3 * ONES) & ~w & HIGHS))
+            break;
+    }
+    for (; i < n; i++)
+        if (s[i] >= 0x80 || s[i] == 0x01 || s[i] == 0x02)
+            break;
+    if (i == n)
+        return 1;
+    s += i;
+    n -= i;
+    return memchr(s, 0x01, (size_t)n) == NULL && memchr(s, 0x02, (size_t)n) == NULL && utf8_ok(s, n);
 }
 
-static int put_b64(Buf *b, const unsigned char *s, Py_ssize_t n) {
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    if (buf_reserve(b, (n + 2) / 3 * 4) < 0)
-        return -1;
-    char *q = b->p + b->len;
+/* Base64 (standard alphabet, padded) two output characters per table read: B64_PAIRS[v] for a 12-bit
+ * v is its two characters; filled once at import. */
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static char B64_PAIRS[4096][2];
+
+static void b64_init(void) {
+    for (int v = 0; v < 4096; v++) {
+        B64_PAIRS[v][0] = B64[v >> 6];
+        B64_PAIRS[v][1] = B64[v & 63];
+    }
+}
+
+/* Base64 of s[0:n] at q (room for (n + 2) / 3 * 4 bytes); returns the end. */
+static char *b64_at(char *q, const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     for (; i + 3 <= n; i += 3) {
         uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
-        q[0] = A[v >> 18];
-        q[1] = A[(v >> 12) & 63];
-        q[2] = A[(v >> 6) & 63];
-        q[3] = A[v & 63];
+        memcpy(q, B64_PAIRS[v >> 12], 2);
+        memcpy(q + 2, B64_PAIRS[v & 4095], 2);
         q += 4;
     }
     if (i < n) {
         uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0);
-        q[0] = A[v >> 18];
-        q[1] = A[(v >> 12) & 63];
-        q[2] = i + 1 < n ? A[(v >> 6) & 63] : '=';
+        q[0] = B64[v >> 18];
+        q[1] = B64[(v >> 12) & 63];
+        q[2] = i + 1 < n ? B64[(v >> 6) & 63] : '=';
         q[3] = '=';
         q += 4;
     }
-    b->len = q - b->p;
+    return q;
+}
+
+static int put_b64(Buf *b, const unsigned char *s, Py_ssize_t n) {
+    if (buf_reserve(b, (n + 2) / 3 * 4) < 0)
+        return -1;
+    b->len = b64_at(b->p + b->len, s, n) - b->p;
     return 0;
 }
 
-/* A JSON string of ASCII bytes as json.dumps(ensure_ascii=True) writes it. */
-static int put_json_ascii(Buf *b, const unsigned char *s, Py_ssize_t n) {
-    if (PUTS(b, "\"") < 0)
-        return -1;
+/* A JSON string of ASCII bytes at q as json.dumps(ensure_ascii=True) writes it (room for 2 + 6 * n
+ * bytes); returns the end. */
+static char *json_ascii_at(char *q, const unsigned char *s, Py_ssize_t n) {
+    static const char H[] = "0123456789abcdef";
+    *q++ = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t run = i;
-        while (run < n && s[run] >= 0x20 && s[run] < 0x7F && s[run] != '"' && s[run] != '\\')
-            run++;
-        if (run > i) {      /* plain characters, copied as they are */
-            if (buf_put(b, s + i, run - i) < 0)
-                return -1;
-            i = run;
-            if (i == n)
-                break;
-        }
         unsigned char c = s[i];
-        char esc[7];
-        const char *out = esc;
-        Py_ssize_t len = 2;
-        esc[0] = '\\';
-        switch (c) {
-        case '"': esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
-        default:
-            if (c < 0x20 || c == 0x7F) {   /* json's ensure_ascii escapes all but ' '..'~' */
-                static const char H[] = "0123456789abcdef";
-                memcpy(esc, "\\u00", 4);
-                esc[4] = H[c >> 4];
-                esc[5] = H[c & 15];
-                len = 6;
-            } else {
-                out = (const char *)s + i;
-                len = 1;
-            }
+        if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
+            *q++ = (char)c;
+            continue;
         }
-        if (buf_put(b, out, len) < 0)
-            return -1;
+        *q++ = '\\';
+        switch (c) {
+        case '"': *q++ = '"'; break;
+        case '\\': *q++ = '\\'; break;
+        case '\n': *q++ = 'n'; break;
+        case '\r': *q++ = 'r'; break;
+        case '\t': *q++ = 't'; break;
+        case '\b': *q++ = 'b'; break;
+        case '\f': *q++ = 'f'; break;
+        default:    /* json's ensure_ascii escapes all but ' '..'~' */
+            memcpy(q, "u00", 3);
+            q[3] = H[c >> 4];
+            q[4] = H[c & 15];
+            q += 5;
+        }
     }
-    return PUTS(b, "\"");
+    *q++ = '"';
+    return q;
 }
 
 /* compat's _SAFE_NAME (re.match of ^[A-Za-z0-9_.\-]{1,128}$: "$" also matches before a final "\n"). */
@@ -289,6 +315,17 @@ static int safe_name(const unsigned char *s, Py_ssize_t n) {
         unsigned char c = s[i];
         if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.'
               || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* a[0:n] == b[0:n], from the last byte back (names often share a prefix: h0, h1, ...); a loop, as
+ * header names are short. */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n) {
+    while (n > 0) {
+        n--;
+        if (a[n] != b[n])
             return 0;
     }
     return 1;
@@ -390,45 +427,71 @@ static int map_record(Buf *props, const unsigned char *buf, Py_ssize_t key, Py_s
     }
     Py_ssize_t out0 = props->len;
     *prev_h = -1;
-    if (PUTS(props, "KAFKA_HEADERS\x01[") < 0)
-        return -1;
+    /* Declines first, and the most the properties can take (escapes 6x, base64 4/3): one reservation */
+    Py_ssize_t bound = 17;
     for (Py_ssize_t i = 0; i < nh; i++) {
         const unsigned char *name = buf + hs[i].name;
-        for (Py_ssize_t j = 0; j < hs[i].name_len; j++)
+        Py_ssize_t nl = hs[i].name_len, vl = hs[i].value_len;
+        for (Py_ssize_t j = 0; j < nl; j++)
             if (name[j] >= 0x80)
                 return 0;       /* non-ASCII names: Python's surrogateescape text */
-        if (hs[i].name_len >= 9 && memcmp(name, "rocketmq.", 9) == 0)
+        if (nl >= 9 && memcmp(name, "rocketmq.", 9) == 0)
             return 0;           /* RocketMQ features (TAGS, KEYS, DELAY, ...): the Python rules */
-        if ((i && PUTS(props, ",") < 0) || PUTS(props, "[") < 0 || put_json_ascii(props, name, hs[i].name_len) < 0
-            || PUTS(props, ",") < 0)
-            return -1;
-        if (hs[i].value_len < 0) {
-            if (PUTS(props, "null") < 0)
-                return -1;
-        } else if (PUTS(props, "\"") < 0 || put_b64(props, buf + hs[i].value, hs[i].value_len) < 0
-                   || PUTS(props, "\"") < 0)
-            return -1;
-        if (PUTS(props, "]") < 0)
-            return -1;
+        bound += 8 + 7 * nl + (vl < 0 ? 4 : (Py_ssize_t)((size_t)(vl + 2) / 3 * 4) + 2 + vl);
     }
-    if (PUTS(props, "]") < 0)
+    if (buf_reserve(props, bound) < 0)
         return -1;
-    for (Py_ssize_t i = 0; i < nh; i++) {   /* copies: plain-named, non-system, text values; first one wins */
+    char *q = props->p + props->len;
+    memcpy(q, "KAFKA_HEADERS\x01[", 15);
+    q += 15;
+    for (Py_ssize_t i = 0; i < nh; i++) {
+        if (i)
+            *q++ = ',';
+        *q++ = '[';
+        q = json_ascii_at(q, buf + hs[i].name, hs[i].name_len);
+        *q++ = ',';
+        if (hs[i].value_len < 0) {
+            memcpy(q, "null", 4);
+            q += 4;
+        } else {
+            *q++ = '"';
+            q = b64_at(q, buf + hs[i].value, hs[i].value_len);
+            *q++ = '"';
+        }
+        *q++ = ']';
+    }
+    *q++ = ']';
+    /* Copies: plain-named, non-system, text values; the first one of a name wins.  text[i] is only
+     * read for an earlier header of the same (plain, non-system) name, so the others may leave it 0. */
+    unsigned char text[MAX_HEADERS];
+    uint64_t seen = 0;      /* bit (length + first + last byte) % 64 of each text[] name: most skip the scan */
+    for (Py_ssize_t i = 0; i < nh; i++) {
         const unsigned char *name = buf + hs[i].name;
-        Py_ssize_t nl = hs[i].name_len;
-        if (hs[i].value_len < 0 || !safe_name(name, nl) || is_system(system, name, nl)
-            || !is_text(buf + hs[i].value, hs[i].value_len))
+        Py_ssize_t nl = hs[i].name_len, vl = hs[i].value_len;
+        text[i] = 0;
+        if (vl < 0 || !safe_name(name, nl) || is_system(system, name, nl) || !is_text(buf + hs[i].value, vl))
             continue;
+        text[i] = 1;
+        uint64_t bit = (uint64_t)1 << ((size_t)(nl + name[0] + name[nl - 1]) & 63);
         int dup = 0;
-        for (Py_ssize_t j = 0; j < i && !dup; j++)
-            dup = hs[j].name_len == nl && memcmp(buf + hs[j].name, name, (size_t)nl) == 0 && hs[j].value_len >= 0
-                  && is_text(buf + hs[j].value, hs[j].value_len);
+        if (seen & bit)
+            for (Py_ssize_t j = 0; j < i && !dup; j++)
+                dup = text[j] && hs[j].name_len == nl && same_bytes(buf + hs[j].name, name, nl);
+        seen |= bit;
         if (dup)
             continue;
-        if (PUTS(props, "\x02") < 0 || buf_put(props, name, nl) < 0 || PUTS(props, "\x01") < 0
-            || buf_put(props, buf + hs[i].value, hs[i].value_len) < 0)
-            return -1;
+        *q++ = 0x02;
+        memcpy(q, name, (size_t)nl);
+        q += nl;
+        *q++ = 0x01;
+        memcpy(q, buf + hs[i].value, (size_t)vl);
+        q += vl;
     }
+    if (q - (props->p + out0) > bound) {    /* cannot happen: the bound above is wrong (a test catches it) */
+        PyErr_SetString(PyExc_SystemError, "mapped_spans: header properties past their reservation");
+        return -1;
+    }
+    props->len = q - props->p;
     *prev_h = hstart;
     *prev_hlen = hend - hstart;
     *prev_out = out0;
@@ -580,4 +643,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_crecords", "Kafka record batch hot path (native).",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit__crecords(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__crecords(void) {
+    b64_init();
+    return PyModule_Create(&module);
+}
