@@ -6,6 +6,8 @@ the envelope), RocketMQ producers' messages (any properties) and arbitrary prope
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any
 
 import pytest
@@ -190,6 +192,23 @@ def test_walker_leaves_what_it_does_not_map() -> None:
     assert [type(p) for p in pieces] == [KP.PlainPiece, list, KP.PlainPiece]
     assert len(pieces[1]) == 3
     assert _rows(pieces) == kafka_rows(raws)
+
+
+@pytest.mark.parametrize("json", [b'[["a\tb","dg=="]]', b'[["a\x1fb",null]]', b'[["\\u00e9","dg=="]]',
+                                  b'[["a\\tb","dg=="],["h","eA=="]]', b'[["plain","dg=="],["x\x7f","eA=="]]',
+                                  b'[["rocketmq.KEYS","aw=="]]', b'[["a\\"b",null]]', b'[["ab\\', b'[["ab',
+                                  '[["\u00e9t\u00e9","dg=="]]'.encode()])
+def test_hand_written_headers_json_walks_alike(json: bytes) -> None:
+    """Headers JSON a RocketMQ producer wrote itself (raw control characters, escapes, non-ASCII,
+    cut short), as the headers property and in an envelope: native and twin agree, record by record."""
+    msg = Message("T", 0, b"body", {}, born_timestamp=7)
+    envelope = dataclasses.replace(msg, body=b"key" + json + b"value")
+    run, _ = _run([msg, msg, envelope], [b"KEYS\x01k\x02KAFKA_HEADERS\x01" + json, b"KAFKA_HEADERS\x01" + json,
+                                         b"KAFKA_ENVELOPE\x013,%d" % len(json)])
+    assert S.walk_native is not None
+    for start, n in ((0, 3), (run.sizes[0], 2), (run.sizes[0] + run.sizes[1], 1)):
+        native = S.walk_native(run.data, start, n, (), KP._FETCH_LAYOUT, KP.FETCH_TABLE)
+        assert native == S.walk_py(run.data, start, n, (), KP._FETCH_LAYOUT, KP.FETCH_TABLE)
 
 
 @settings(max_examples=150, deadline=None)

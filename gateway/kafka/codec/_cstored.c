@@ -63,6 +63,7 @@ typedef struct {
     span_t prefix;
     PyObject *system, *internal;    /* tuples of bytes */
     span_t special[N_SPECIAL];
+    uint64_t special_lengths;       /* bit L: a special name of length L (< 64); others skip the search */
     span_t keys_header;             /* prefix + KEYS: the header that appends index keys */
     unsigned char keys_header_buf[64];
 } table_t;
@@ -104,12 +105,13 @@ static int split_props(const table_t *t, const unsigned char *s, Py_ssize_t n, p
         if (sep == stop || sep == s + i || sep + 1 == s + e || pr->n == MAX_ITEMS)
             return -1;
         span_t name = {s + i, sep - (s + i)}, value = {sep + 1, s + e - (sep + 1)};
-        for (int k = 0; k < N_SPECIAL; k++) {
-            if (span_eq(t->special[k], name.p, name.n)) {
-                pr->special[k] = pr->n;
-                break;
+        if (name.n >= 64 || (t->special_lengths >> name.n & 1))
+            for (int k = 0; k < N_SPECIAL; k++) {
+                if (span_eq(t->special[k], name.p, name.n)) {
+                    pr->special[k] = pr->n;
+                    break;
+                }
             }
-        }
         pr->name[pr->n] = name;
         pr->value[pr->n] = value;
         pr->n++;
@@ -313,6 +315,9 @@ static int parse_table(PyObject *obj, table_t *t) {
         t->special[k].p = (const unsigned char *)PyBytes_AS_STRING(s);
         t->special[k].n = PyBytes_GET_SIZE(s);
     }
+    t->special_lengths = 0;
+    for (int k = 0; k < N_SPECIAL; k++)
+        t->special_lengths |= t->special[k].n < 64 ? (uint64_t)1 << t->special[k].n : 0;
     if (t->prefix.n + t->special[S_KEYS].n > (Py_ssize_t)sizeof(t->keys_header_buf)) {
         PyErr_SetString(PyExc_ValueError, "table: header prefix too long");
         return -1;

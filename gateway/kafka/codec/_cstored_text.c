@@ -220,31 +220,44 @@ int cs_json_headers(const unsigned char *s, Py_ssize_t n, int ascii_only, buf_t 
         return -1;
     if (s[1] == ']')
         return n == 2 ? 0 : -1;
+    /* Every entry takes at least 9 characters (["",null]) and adds at most 10 bytes of varints to
+     * what it decodes to (no more than its text): 3n covers the lot, reserved once. */
+    if (cs_buf_reserve(b, 3 * n + 16) < 0)
+        return -2;
     for (;;) {
         if (i + 2 > n || s[i] != '[' || s[i + 1] != '"')
             return -1;
         i += 2;
-        if (cs_buf_reserve(b, 5) < 0)
-            return -2;
-        Py_ssize_t at = b->len;
-        b->len += 5;                                    /* room for the name's length */
-        int rc = json_name(s, n, &i, ascii_only, b);
-        if (rc < 0)
-            return rc;
-        Py_ssize_t nlen = b->len - at - 5;
-        if (span_eq(keys_name, b->p + at + 5, nlen))
-            *keys_header = 1;
-        unsigned char vl[10];
-        int k = put_varlong(vl, (int64_t)nlen);
-        memcpy(b->p + at, vl, (size_t)k);
-        memmove(b->p + at + k, b->p + at + 5, (size_t)nlen);
-        b->len -= 5 - k;
+        Py_ssize_t at = b->len, run = i;
+        unsigned char hi = ascii_only ? 0x80 : 0;
+        while (run < n && s[run] != '"' && s[run] != '\\' && s[run] >= 0x20 && !(s[run] & hi))
+            run++;
+        if (run < n && s[run] == '"') {                 /* a name without escapes: as it is */
+            Py_ssize_t nlen = run - i;
+            b->len += put_varlong(b->p + b->len, (int64_t)nlen);
+            memcpy(b->p + b->len, s + i, (size_t)nlen);
+            if (span_eq(keys_name, s + i, nlen))
+                *keys_header = 1;
+            b->len += nlen;
+            i = run + 1;
+        } else {
+            b->len += 5;                                /* room for the name's length */
+            int rc = json_name(s, n, &i, ascii_only, b);
+            if (rc < 0)
+                return rc;
+            Py_ssize_t nlen = b->len - at - 5;
+            if (span_eq(keys_name, b->p + at + 5, nlen))
+                *keys_header = 1;
+            unsigned char vl[10];
+            int k = put_varlong(vl, (int64_t)nlen);
+            memcpy(b->p + at, vl, (size_t)k);
+            memmove(b->p + at + k, b->p + at + 5, (size_t)nlen);
+            b->len -= 5 - k;
+        }
         if (i >= n || s[i] != ',')
             return -1;
         i++;
         if (n - i >= 4 && memcmp(s + i, "null", 4) == 0) {
-            if (cs_buf_reserve(b, 1) < 0)
-                return -2;
             b->p[b->len++] = 1;                         /* -1: a null value */
             i += 4;
         } else {
@@ -256,8 +269,6 @@ int cs_json_headers(const unsigned char *s, Py_ssize_t n, int ascii_only, buf_t 
             Py_ssize_t vn = q - (s + i + 1), dl = cs_b64_len(s + i + 1, vn);
             if (dl < 0)
                 return -1;
-            if (cs_buf_reserve(b, 10 + dl) < 0)
-                return -2;
             b->len += put_varlong(b->p + b->len, (int64_t)dl);
             if (cs_b64_decode(s + i + 1, vn, b->p + b->len) < 0)
                 return -1;
