@@ -128,6 +128,8 @@ typedef struct {
     Py_ssize_t klen, vlen;              /* vlen -1: a null value */
     int key_in_scratch;                 /* key: the first klen bytes of the scratch buffer */
     int64_t headers;                    /* entries, encoded in the scratch after the key */
+    Py_ssize_t cached_at, cached_len;   /* cached_at >= 0: the entries are these bytes of the payload */
+    int cache_these;                    /* the entries in the scratch are the cache's (note their place) */
 } mapped_t;
 
 static int is_one(const props_t *pr, int k) {
@@ -206,40 +208,35 @@ static int map_key(const props_t *pr, buf_t *b, mapped_t *m) {
     return 0;
 }
 
-/* The last KAFKA_HEADERS JSON mapped in this walk and its entries (producers tend to repeat the
- * same headers): buf = the JSON, then the entries. */
+/* The last KAFKA_HEADERS JSON mapped in this walk and where its entries lie in the payload written
+ * so far (producers tend to repeat the same headers; a hit copies them from there).  Nothing is
+ * copied on a miss: the JSON stays in the walked data, the entries are those of the record written
+ * next (``stored_records`` notes their place). */
 typedef struct {
-    buf_t buf;
-    Py_ssize_t json_len;        /* -1: empty */
+    const unsigned char *json;  /* in the walked data; NULL: none */
+    Py_ssize_t json_len;
+    Py_ssize_t out_at, out_len; /* the entries in the payload; out_at -1: not written yet */
     int64_t count;
     int keys_header;
 } hcache_t;
 
-static int cached_headers(const table_t *t, span_t h, hcache_t *c, buf_t *b, int64_t *count, int *keys_header) {
-    if (c->json_len != h.n || memcmp(c->buf.p, h.p, (size_t)h.n) != 0) {
-        Py_ssize_t at = b->len;
-        int rc = cs_json_headers(h.p, h.n, 0, b, count, t->keys_header, keys_header);
-        if (rc < 0)
-            return rc;
-        c->buf.len = 0;
-        c->json_len = -1;
-        if (cs_buf_reserve(&c->buf, h.n + (b->len - at)) < 0)
-            return -2;
-        memcpy(c->buf.p, h.p, (size_t)h.n);
-        memcpy(c->buf.p + h.n, b->p + at, (size_t)(b->len - at));
-        c->buf.len = h.n + (b->len - at);
-        c->json_len = h.n;
-        c->count = *count;
-        c->keys_header = *keys_header;
+static int cached_headers(const table_t *t, span_t h, hcache_t *c, buf_t *b, mapped_t *m, int *keys_header) {
+    if (c->out_at >= 0 && c->json_len == h.n && memcmp(c->json, h.p, (size_t)h.n) == 0) {
+        m->cached_at = c->out_at;
+        m->cached_len = c->out_len;
+        m->headers = c->count;
+        *keys_header = c->keys_header;
         return 0;
     }
-    Py_ssize_t n = c->buf.len - c->json_len;
-    if (cs_buf_reserve(b, n) < 0)
-        return -2;
-    memcpy(b->p + b->len, c->buf.p + c->json_len, (size_t)n);
-    b->len += n;
-    *count = c->count;
-    *keys_header = c->keys_header;
+    int rc = cs_json_headers(h.p, h.n, 0, b, &m->headers, t->keys_header, keys_header);
+    if (rc < 0)
+        return rc;
+    c->json = h.p;
+    c->json_len = h.n;
+    c->out_at = -1;
+    c->count = m->headers;
+    c->keys_header = *keys_header;
+    m->cache_these = 1;
     return 0;
 }
 
@@ -251,6 +248,7 @@ static int map_record(const table_t *t, const unsigned char *props, Py_ssize_t p
     int keys_header = 0;
     b->len = 0;
     memset(m, 0, sizeof(*m));
+    m->cached_at = -1;
     if (split_props(t, props, plen, &pr) < 0 || pr.special[S_CTRL] >= 0 || is_one(&pr, S_TS_TYPE))
         return -1;
     int null_value = is_one(&pr, S_NULL);
@@ -284,7 +282,7 @@ static int map_record(const table_t *t, const unsigned char *props, Py_ssize_t p
     span_t h = pr.value[pr.special[S_HEADERS]];
     if (h.n == 2 && h.p[0] == '[' && h.p[1] == ']')
         return 0;
-    rc = cached_headers(t, h, cache, b, &m->headers, &keys_header);
+    rc = cached_headers(t, h, cache, b, m, &keys_header);
     return rc == 0 && keys_header && !m->key_in_scratch && m->key != NULL ? -1 : rc;
 }
 
@@ -372,7 +370,7 @@ static PyObject *stored_records(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *out = NULL, *result = NULL;
     buf_t scratch = {NULL, 0, 0};
-    hcache_t cache = {{NULL, 0, 0}, -1, 0, 0};
+    hcache_t cache = {NULL, 0, -1, 0, 0, 0};
     const unsigned char *buf = (const unsigned char *)data.buf;
     Py_ssize_t len = data.len;
     for (Py_ssize_t a = 0; a < PyTuple_GET_SIZE(accepted); a++) {
@@ -423,7 +421,7 @@ static PyObject *stored_records(PyObject *self, PyObject *args) {
         q += 2;
         if (q + plen != (Py_ssize_t)total)
             break;
-        mapped_t m = {NULL, r + h, 0, (Py_ssize_t)body_len, 0, 0};
+        mapped_t m = {NULL, r + h, 0, (Py_ssize_t)body_len, 0, 0, -1, 0, 0};
         scratch.len = 0;
         if (!is_accepted(accepted, r + q, plen)) {
             if (table_obj == Py_None)
@@ -453,7 +451,7 @@ static PyObject *stored_records(PyObject *self, PyObject *args) {
         int tn = put_varlong(tail, m.vlen < 0 ? -1 : (int64_t)m.vlen);
         unsigned char hc[10];
         int hcn = put_varlong(hc, m.headers);
-        Py_ssize_t hb = scratch.len - (m.key_in_scratch ? m.klen : 0);
+        Py_ssize_t hb = m.cached_at >= 0 ? m.cached_len : scratch.len - (m.key_in_scratch ? m.klen : 0);
         int64_t rec_len = (int64_t)hn + m.klen + tn + vn + hcn + hb;
         if ((o - o0) + 10 + (Py_ssize_t)rec_len > o_cap) {
             if (out_reserve(&out, &o, &o0, 10 + (Py_ssize_t)rec_len) < 0)
@@ -479,7 +477,14 @@ static PyObject *stored_records(PyObject *self, PyObject *args) {
             memcpy(o, hc, (size_t)hcn);
             o += hcn;
         }
-        if (hb) {
+        if (m.cached_at >= 0) {
+            memcpy(o, o0 + m.cached_at, (size_t)hb);   /* an earlier record's: no overlap */
+            o += hb;
+        } else if (hb) {
+            if (m.cache_these) {
+                cache.out_at = o - o0;
+                cache.out_len = hb;
+            }
             memcpy(o, scratch.p + (scratch.len - hb), (size_t)hb);
             o += hb;
         }
@@ -490,7 +495,6 @@ static PyObject *stored_records(PyObject *self, PyObject *args) {
     result = Py_BuildValue("(OnnLL)", out, i, p - start, (long long)first_ts, (long long)max_ts);
 done:
     free(scratch.p);
-    free(cache.buf.p);
     Py_XDECREF(out);
     PyBuffer_Release(&data);
     return result;

@@ -74,14 +74,25 @@ int cs_valid_utf8(const unsigned char *s, Py_ssize_t n) {
 
 /* -- base64 and the KAFKA_HEADERS JSON ---------------------------------------------------------- */
 
-/* Base64 alphabet -> 6-bit value; 0x40 for '=' and 0x80 for anything else (filled by the module). */
+/* Base64 alphabet -> 6-bit value; 0x40 for '=' and 0x80 for anything else (filled by the module).
+ * D0..D3: the value already shifted to its place in a quantum's 24 bits, bit 31 for anything that is
+ * not one of the 64 (a quantum is the OR of four lookups). */
 static unsigned char B64[256];
+static uint32_t D0[256], D1[256], D2[256], D3[256];
 
 void cs_b64_init(void) {
     memset(B64, 0x80, sizeof(B64));
+    for (int c = 0; c < 256; c++)
+        D0[c] = D1[c] = D2[c] = D3[c] = 0x80000000u;
     const char *abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (int i = 0; i < 64; i++)
-        B64[(unsigned char)abc[i]] = (unsigned char)i;
+    for (uint32_t i = 0; i < 64; i++) {
+        unsigned char c = (unsigned char)abc[i];
+        B64[c] = (unsigned char)i;
+        D0[c] = i << 18;
+        D1[c] = i << 12;
+        D2[c] = i << 6;
+        D3[c] = i;
+    }
     B64['='] = 0x40;
 }
 
@@ -98,26 +109,28 @@ Py_ssize_t cs_b64_len(const unsigned char *s, Py_ssize_t n) {
 
 /* Decode base64 of b64_len's shape into out: 0, or -1 if a character is not base64. */
 int cs_b64_decode(const unsigned char *s, Py_ssize_t n, unsigned char *out) {
-    unsigned bad = 0;
+    uint32_t bad = 0;
     Py_ssize_t i = 0, full = n >= 4 && s[n - 1] == '=' ? n - 4 : n;
     for (; i < full; i += 4) {
-        unsigned a = B64[s[i]], b = B64[s[i + 1]], c = B64[s[i + 2]], d = B64[s[i + 3]];
-        bad |= a | b | c | d;
-        uint32_t v = (a << 18) | (b << 12) | (c << 6) | d;
+        uint32_t v = D0[s[i]] | D1[s[i + 1]] | D2[s[i + 2]] | D3[s[i + 3]];
+        bad |= v;
         out[0] = (unsigned char)(v >> 16);
         out[1] = (unsigned char)(v >> 8);
         out[2] = (unsigned char)v;
         out += 3;
     }
+    if (bad & 0x80000000u)
+        return -1;
     if (i < n) {                /* the padded quantum: "xy==" or "xyz=" */
         unsigned a = B64[s[i]], b = B64[s[i + 1]], c = s[i + 2] == '=' ? 0 : B64[s[i + 2]];
-        bad |= a | b | c;
+        if ((a | b | c) & 0xC0)
+            return -1;
         uint32_t v = (a << 18) | (b << 12) | (c << 6);
         out[0] = (unsigned char)(v >> 16);
         if (s[i + 2] != '=')
             out[1] = (unsigned char)(v >> 8);
     }
-    return bad & 0xC0 ? -1 : 0;
+    return 0;
 }
 
 static int hex4(const unsigned char *s, uint32_t *out) {
