@@ -5,11 +5,11 @@ Run: ``python -m benchmarks.bench_anchor_kafka [--quick] [--rounds N] [--brokers
 
 Theory of operation
 -------------------
-Issue 21's "real anchors": the same confluent-kafka roles as ``bench_kafka_shapes`` (produce acks=1,
-linger.ms 5; consume by ``assign()`` from the beginning; topics of 4 partitions, a fresh topic per row) for
-the shapes ``plain`` (null key, no headers) and ``key+2-headers`` (text key, ``traceparent`` and
-``content-type``), 100 B and 1 KiB values; then produce-to-consume latency at a paced 1,000 msg/s (100 B,
-acks=1, linger.ms 0; p50/p99), the ``latency`` role of ``bench_kafka``.  Before the rows, unmeasured, every
+Issue 21's "real anchors": the same confluent-kafka roles as ``bench_kafka_shapes`` (produce acks=1, linger.ms
+5; consume by ``assign()`` from the beginning; topics of 4 partitions, a fresh topic per row) for the shapes
+``plain`` (null key, no headers) and ``key+2-headers`` (text key, ``traceparent`` of its own trace per record
+and ``content-type``), 100 B and 1 KiB values; then produce-to-consume latency at a paced 1,000 msg/s (100 B,
+acks=1, linger.ms 0; p50/p99), the ``latency`` role of ``bench_kafka``. Before the rows, unmeasured, every
 broker gets 20,000 records of each shape produced and consumed (a JVM broker compiles its hot paths in its
 first seconds; counting that would charge Apache Kafka for its start).
 

@@ -11,7 +11,8 @@ paths through a broker.  This benchmark runs one confluent-kafka produce (acks=1
 consume (``assign()`` from the beginning, as ``bench_kafka``) per record shape and value size:
 
 * ``plain``: null key, no headers; ``text-key``: keys ``order-<n>``; ``binary-key``: 16-byte keys
-  that are not UTF-8; ``key+2-headers``: a text key plus ``traceparent`` and ``content-type``;
+  that are not UTF-8; ``key+2-headers``: a text key plus ``traceparent`` (its own trace id per record,
+  1,000 cycled) and ``content-type``;
   ``10-headers``: null key, ten short text headers (``benchmarks.lib.kafka_role.shape_parts``);
 * 100 B and 1 KiB values, topics of 4 partitions, a fresh topic per row.
 

@@ -30,3 +30,28 @@ def test_main_takes_the_runner_options_and_quick(name: str) -> None:
         mod.main(["--help"])
     assert done.value.code == 0
     assert "--quick" in out.getvalue(), f"{name} does not accept --quick (make bench --quick passes it)"
+
+
+def test_key_and_two_headers_carries_a_traceparent_of_its_own_per_record() -> None:
+    # tracing stamps each record with its own trace: the shape must not let a broker reuse the last
+    # record's mapped headers (rokka's mappers cache the previous header list)
+    import re
+
+    from benchmarks.lib.kafka_role import shape_parts
+    keys, lists = shape_parts("key+2-headers")
+    assert keys is not None and lists is not None and len(lists) == 1000
+    parents = [dict(hs)["traceparent"] for hs in lists]
+    assert len(set(parents)) == 1000
+    assert all(re.fullmatch(rb"00-[0-9a-f]{32}-[0-9a-f]{16}-01", p) for p in parents)
+    assert all(dict(hs)["content-type"] == b"application/json" for hs in lists)
+    plain_keys, none = shape_parts("plain")
+    assert plain_keys is None and none is None
+
+
+def test_mapping_micro_benchmark_measures_every_shape() -> None:
+    micro = importlib.import_module("benchmarks.micro_kafka_mapping")
+    if micro._crecords is None:
+        pytest.skip("the native Kafka record helper is not built (make test builds it)")
+    for shape in micro.SHAPES:
+        produce, fetch = micro.measure(shape, reps=3)
+        assert produce > 0 and fetch > 0

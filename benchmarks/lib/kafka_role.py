@@ -70,15 +70,21 @@ def create(p: dict[str, Any]) -> None:
     raise RuntimeError(f"topics {p['topics']} not visible with {p['partitions']} partitions within 30 s")
 
 
-#: Record shapes of the ``produce`` role (``params["shape"]``; ``bench_kafka_shapes``): the keys cycled
-#: through (None: null keys) and the headers every record carries (None: none).
+#: Record shapes of the ``produce`` role (``params["shape"]``; ``bench_kafka_shapes``): the keys and the
+#: header lists cycled through (None: null keys / no headers).
 SHAPES = ("plain", "text-key", "binary-key", "key+2-headers", "10-headers")
-_TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
-def shape_parts(shape: str) -> tuple[list[bytes] | None, list[tuple[str, bytes]] | None]:
-    """(keys, headers) of a record shape: text keys ``order-<n>``, binary keys (16 bytes, not UTF-8),
-    ``traceparent`` + ``content-type`` headers, or ten ``h<i>`` text headers."""
+def _traceparent(i: int) -> bytes:
+    """A W3C traceparent of its own trace and span for each i (as a tracing library stamps each record)."""
+    trace = ((i + 1) * 0x9E3779B97F4A7C15_2545F4914F6CDD1D + 0x0AF7651916CD43DD) % (1 << 128)
+    return b"00-%032x-%016x-01" % (trace, (trace * 31 + i) % (1 << 64))
+
+
+def shape_parts(shape: str) -> tuple[list[bytes] | None, list[list[tuple[str, bytes]]] | None]:
+    """(keys, header lists) of a record shape: text keys ``order-<n>``, binary keys (16 bytes, not
+    UTF-8), ``traceparent`` (a different one per record, 1,000 cycled, as real tracing sends) +
+    ``content-type`` headers, or ten ``h<i>`` text headers."""
     text_keys = [f"order-{i}".encode() for i in range(1000)]
     if shape == "plain":
         return None, None
@@ -87,9 +93,10 @@ def shape_parts(shape: str) -> tuple[list[bytes] | None, list[tuple[str, bytes]]
     if shape == "binary-key":
         return [b"\xff\x00" + i.to_bytes(4, "big") + bytes(range(200, 210)) for i in range(1000)], None
     if shape == "key+2-headers":
-        return text_keys, [("traceparent", _TRACEPARENT), ("content-type", b"application/json")]
+        return text_keys, [[("traceparent", _traceparent(i)), ("content-type", b"application/json")]
+                           for i in range(1000)]
     if shape == "10-headers":
-        return None, [(f"h{i}", f"value-{i}".encode()) for i in range(10)]
+        return None, [[(f"h{i}", f"value-{i}".encode()) for i in range(10)]]
     raise ValueError(f"unknown shape {shape!r} (one of {SHAPES})")
 
 
@@ -119,7 +126,7 @@ def produce(p: dict[str, Any]) -> None:
                 prod.produce(topic, value, on_delivery=on_delivery)
             else:
                 prod.produce(topic, value, None if keys is None else keys[sent % len(keys)],
-                             on_delivery=on_delivery, headers=headers)
+                             on_delivery=on_delivery, headers=None if headers is None else headers[sent % len(headers)])
             sent += 1
         except BufferError:
             prod.poll(0.005)

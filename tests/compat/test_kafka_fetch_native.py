@@ -7,7 +7,6 @@ the envelope), RocketMQ producers' messages (any properties) and arbitrary prope
 from __future__ import annotations
 
 import dataclasses
-
 from typing import Any
 
 import pytest
