@@ -334,8 +334,8 @@ def _walk_native(walk: Callable[..., Any], clog: Any, offset: int, want: int, hi
         if got is None:
             break
         found, used, taken, total = got
-        for first, start, end, sizes in found:
-            data = clog.read_span(start, end, view=views)
+        datas = clog.read_spans([(start, end) for _, start, end, _ in found], view=views)    # one per segment
+        for (first, _, _, sizes), data in zip(found, datas, strict=True):
             if data is not None:
                 runs.append(RecordRun(at + first, data, memoryview(sizes).cast("i")))
         at += used

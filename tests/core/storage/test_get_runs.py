@@ -28,6 +28,9 @@ class _ClogView:
     def read_span(self, start: int, end: int, *, view: bool = False) -> bytes | memoryview | None:
         return self._clog.read_span(start, end, view=view)  # type: ignore[no-any-return]
 
+    def read_spans(self, spans: list[tuple[int, int]], *, view: bool = False) -> list[bytes | memoryview | None]:
+        return self._clog.read_spans(spans, view=view)  # type: ignore[no-any-return]
+
 
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory: pytest.TempPathFactory) -> Any:
@@ -117,3 +120,39 @@ def test_lent_views_hold_the_same_bytes_and_are_released(filled: Any) -> None:
     release_runs(views)
     with pytest.raises(ValueError):
         bytes(views[0].data)
+
+
+@pytest.fixture(scope="module")
+def segmented(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Two queues' records interleaved over CommitLog segments of 4 KiB."""
+    store = DiskStore(small_config(tmp_path_factory.mktemp("spans"), commitlog_file_size=4096)).open()
+    for i in range(400):
+        store.put_messages([Message("T", i % 3 and 1, b"y" * (i % 53))])
+    assert len(store.clog.files.segments) > 5
+    yield store
+    store.close()
+
+
+@settings(max_examples=150, deadline=None)
+@given(picks=st.lists(st.tuples(st.integers(-50, 450), st.integers(-3, 40)), max_size=40), view=st.booleans())
+def test_read_spans_is_read_span_of_each(segmented: Any, picks: list[tuple[int, int]], view: bool) -> None:
+    """Spans of whole records, across the CommitLog's segment ends, out of order, empty, past the write
+    offset or below the start: the batched read gives what ``read_span`` gives for each."""
+    clog = segmented.clog
+    starts = [u.commitlog_offset for q in (segmented.cqs[("T", 0)], segmented.cqs[("T", 1)])
+              for u in q.cq_units(q.min_offset, q.max_offset - q.min_offset)]
+    starts.sort()
+    spans = []
+    for i, n in picks:
+        if 0 <= i < len(starts) and 0 <= i + n < len(starts):
+            spans.append((starts[i], starts[i + n]))            # records i .. i+n-1 (n <= 0: empty / reversed)
+        else:
+            spans.append((i * 97 - 500, i * 97 + n * 50))       # anywhere, valid or not
+    spans.append((starts[-1], clog.write_offset + 1))           # past the write offset
+    got = clog.read_spans(spans, view=view)
+    want = [clog.read_span(a, b, view=view) for a, b in spans]
+    assert [None if g is None else bytes(g) for g in got] == [None if w is None else bytes(w) for w in want]
+    assert all(type(g) is (memoryview if view else bytes) for g in got if g is not None)
+    for g in got + want:
+        if isinstance(g, memoryview):
+            g.release()
