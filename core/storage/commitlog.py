@@ -212,24 +212,13 @@ class CommitLog:
 
         ``view``: a memoryview into the segment's map instead of a copy; the caller releases it before
         the segment can be closed (``api.release_runs``), that is before it yields."""
-        if start < self.min_offset or end > self.write_offset or end <= start:
-            return None
-        seg = self.files.find(start)
-        if seg is None or end > seg.end:
-            return None
-        if start < self._released_to:
-            self._prefetch(seg, start)
-        if self.warmer is not None:
-            self.warmer.touch()
-        if view:
-            with memoryview(seg.mm) as whole:
-                return whole[start - seg.base:end - seg.base]
-        return seg.mm[start - seg.base:end - seg.base]
+        return self.read_spans(((start, end),), view=view)[0]
 
     def read_spans(self, spans: Sequence[tuple[int, int]], *, view: bool = False) -> list[bytes | memoryview | None]:
-        """``read_span`` of each ``(start, end)``, in order, with its checks, the segment lookup and the
-        map's memoryview done once per segment instead of once per span: a pull of records that single
-        senders interleaved is one span per record."""
+        """``read_span`` of each ``(start, end)``, in order: the bytes, or None where a span is not whole
+        records within one segment below the write offset. The checks, the segment lookup and the map's
+        memoryview are done once per segment instead of once per span (a pull of records that single
+        senders interleaved is one span per record)."""
         out: list[bytes | memoryview | None] = []
         lo, hi, released = self.min_offset, self.write_offset, self._released_to
         seg: Segment | None = None

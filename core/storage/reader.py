@@ -261,7 +261,7 @@ _SIZE = itemgetter(1)     # of a ConsumeQueue unit (commitlog offset, size, tags
 
 def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: int,
              *, views: bool = False) -> tuple[list[RecordRun], int]:
-    """``get_messages`` without a filter, as runs of adjacent records (``clog.read_span`` copies each
+    """``get_messages`` without a filter, as runs of adjacent records (``clog.read_spans`` copies each
     run out in one go, or with ``views`` lends it as a memoryview: ``MessageStore.get_runs``): same
     records, same limits, same next offset."""
     hi = q.max_offset if q is not None else 0
@@ -313,11 +313,9 @@ def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: 
         total += size
     if sizes:
         spans.append((first, start, end, sizes))
-    runs = []
-    for first, start, end, sizes in spans:
-        data = clog.read_span(start, end, view=views)
-        if data is not None:
-            runs.append(RecordRun(first, data, tuple(sizes)))
+    datas = clog.read_spans([(start, end) for _, start, end, _ in spans], view=views)
+    runs = [RecordRun(first, data, tuple(sizes))
+            for (first, _, _, sizes), data in zip(spans, datas) if data is not None]
     return runs, next_offset
 
 

@@ -133,11 +133,28 @@ def segmented(tmp_path_factory: pytest.TempPathFactory) -> Any:
     store.close()
 
 
+def _expected(clog: Any, start: int, end: int) -> bytes | None:
+    """What a read of ``[start, end)`` must give, from the segment files on disk: the bytes where the
+    span is non-empty, within one segment and between the minimum and the write offset; else None."""
+    if not clog.min_offset <= start < end <= clog.write_offset:
+        return None
+    for seg in clog.files.segments:
+        if seg.base <= start < seg.end:
+            if end > seg.end:
+                return None
+            with open(seg.path, "rb") as f:
+                f.seek(start - seg.base)
+                return f.read(end - start)
+    return None
+
+
 @settings(max_examples=150, deadline=None)
 @given(picks=st.lists(st.tuples(st.integers(-50, 450), st.integers(-3, 40)), max_size=40), view=st.booleans())
-def test_read_spans_is_read_span_of_each(segmented: Any, picks: list[tuple[int, int]], view: bool) -> None:
+def test_read_spans_reads_each_span_from_its_segment(segmented: Any, picks: list[tuple[int, int]],
+                                                     view: bool) -> None:
     """Spans of whole records, across the CommitLog's segment ends, out of order, empty, past the write
-    offset or below the start: the batched read gives what ``read_span`` gives for each."""
+    offset or below the start: the batched read and the single read give the bytes the segment files
+    hold there, or None."""
     clog = segmented.clog
     starts = [u.commitlog_offset for q in (segmented.cqs[("T", 0)], segmented.cqs[("T", 1)])
               for u in q.cq_units(q.min_offset, q.max_offset - q.min_offset)]
@@ -149,10 +166,16 @@ def test_read_spans_is_read_span_of_each(segmented: Any, picks: list[tuple[int, 
         else:
             spans.append((i * 97 - 500, i * 97 + n * 50))       # anywhere, valid or not
     spans.append((starts[-1], clog.write_offset + 1))           # past the write offset
+    spans.append((starts[-1], clog.write_offset))               # the last record
+    last = len(spans) - 1
+    for seg in clog.files.segments[:2]:                          # a segment whole, one byte past its end
+        spans += [(seg.base + 1, seg.end), (seg.base, seg.end + 1)]
     got = clog.read_spans(spans, view=view)
-    want = [clog.read_span(a, b, view=view) for a, b in spans]
-    assert [None if g is None else bytes(g) for g in got] == [None if w is None else bytes(w) for w in want]
-    assert all(type(g) is (memoryview if view else bytes) for g in got if g is not None)
-    for g in got + want:
+    one = [clog.read_span(a, b, view=view) for a, b in spans]
+    want = [_expected(clog, a, b) for a, b in spans]
+    assert [None if g is None else bytes(g) for g in got] == want
+    assert [None if g is None else bytes(g) for g in one] == want
+    assert want[last] is not None and all(type(g) is (memoryview if view else bytes) for g in got if g is not None)
+    for g in got + one:
         if isinstance(g, memoryview):
             g.release()
