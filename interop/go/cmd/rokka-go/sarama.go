@@ -209,7 +209,11 @@ func saramaConsume(p *Params) error {
 	return nil
 }
 
-type groupHandler struct{ p *Params }
+// groupHandler is one member's handler; adm reads the group's committed offsets back (ConsumeClaim).
+type groupHandler struct {
+	p   *Params
+	adm sarama.ClusterAdmin
+}
 
 func (h groupHandler) Setup(s sarama.ConsumerGroupSession) error {
 	emit("assigned", map[string]any{"member": h.p.Name, "partitions": s.Claims()[h.p.Topic]})
@@ -222,9 +226,21 @@ func (h groupHandler) Cleanup(s sarama.ConsumerGroupSession) error {
 }
 
 // ConsumeClaim marks every message and commits synchronously (auto-commit off) whenever the claim
-// has nothing more buffered, then reports the values it committed as one batch.
+// has nothing more buffered, then reports the values as one batch with "committed" telling whether
+// the broker holds that commit.
+//
+// Why it asks the broker: sarama's session.Commit() returns nothing.  A commit the coordinator refuses
+// (REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION while the group rebalances, as Apache Kafka answers)
+// only goes to the group's Errors() channel, later and without saying which batch it was.  The next
+// owner of the partition then rightly gets those records again, and GroupLog fails if the first
+// delivery claimed to be committed.  So after Commit() the handler fetches the group's committed
+// offset of the claim's partition (OffsetFetch through adm) and reports the batch committed only if
+// that offset is past the batch's last message.  This is exact here: the tests' offsets only move
+// forward, and no other member can own the partition (and commit for it) before this ConsumeClaim
+// returns, because an eager rebalance waits for this member to rejoin (up to the 20 s rebalance
+// timeout, far longer than one OffsetFetch).  A failed check reports false and a "warning".
 func (h groupHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	vals, parts := []string{}, []int32{}
+	vals, parts, next := []string{}, []int32{}, int64(-1)
 	for {
 		select {
 		case m, ok := <-claim.Messages():
@@ -232,17 +248,38 @@ func (h groupHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.C
 				return nil
 			}
 			s.MarkMessage(m, "")
-			vals, parts = append(vals, string(m.Value)), append(parts, m.Partition)
+			vals, parts, next = append(vals, string(m.Value)), append(parts, m.Partition), max(next, m.Offset+1)
 			if len(claim.Messages()) > 0 && len(vals) < 100 {
 				continue
 			}
 			s.Commit()
-			emit("batch", map[string]any{"member": h.p.Name, "values": vals, "partitions": parts, "committed": true})
-			vals, parts = []string{}, []int32{}
+			committed, err := h.committedUpTo(claim.Topic(), claim.Partition(), next)
+			if err != nil {
+				emit("warning", map[string]any{"member": h.p.Name, "error": "commit check: " + err.Error()})
+			}
+			emit("batch", map[string]any{"member": h.p.Name, "values": vals, "partitions": parts, "committed": committed})
+			vals, parts, next = []string{}, []int32{}, -1
 		case <-s.Context().Done():
 			return nil
 		}
 	}
+}
+
+// committedUpTo reports whether the group's committed offset of topic/part, as its coordinator
+// answers, is at least next (the offset after the last message of a batch).
+func (h groupHandler) committedUpTo(topic string, part int32, next int64) (bool, error) {
+	resp, err := h.adm.ListConsumerGroupOffsets(h.p.Group, map[string][]int32{topic: {part}})
+	if err != nil {
+		return false, err
+	}
+	blk := resp.GetBlock(topic, part)
+	if blk == nil {
+		return false, fmt.Errorf("no committed offset for %s/%d in the answer", topic, part)
+	}
+	if blk.Err != sarama.ErrNoError {
+		return false, blk.Err
+	}
+	return blk.Offset >= next, nil
 }
 
 func saramaMember(p *Params) error {
@@ -252,6 +289,11 @@ func saramaMember(p *Params) error {
 	c.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
 	c.Consumer.Group.Rebalance.Timeout = 20 * time.Second
 	c.Consumer.Return.Errors = true
+	adm, err := sarama.NewClusterAdmin(p.Brokers, saramaConfig(p))
+	if err != nil {
+		return fmt.Errorf("admin client (commit checks): %w", err)
+	}
+	defer adm.Close()
 	g, err := sarama.NewConsumerGroup(p.Brokers, p.Group, c)
 	if err != nil {
 		return err
@@ -268,7 +310,7 @@ func saramaMember(p *Params) error {
 	}()
 	emit("ready", map[string]any{"member": p.Name})
 	for ctx.Err() == nil {
-		if err := g.Consume(ctx, []string{p.Topic}, groupHandler{p}); err != nil && ctx.Err() == nil {
+		if err := g.Consume(ctx, []string{p.Topic}, groupHandler{p, adm}); err != nil && ctx.Err() == nil {
 			emit("warning", map[string]any{"error": err.Error()})
 			time.Sleep(200 * time.Millisecond)
 		}
