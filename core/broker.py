@@ -164,19 +164,55 @@ class Broker:
 
         A run whose properties ask for a transaction half or a delay takes the general path (its
         destination changes per the rules in ``prepare``)."""
+        routed = self._uniform_route(batch, stamp_cluster)
+        if routed is None:
+            return self.append(batch.messages(), stamp_cluster=stamp_cluster)
+        if isinstance(routed, PutResult):
+            return routed
+        return self.store.put_uniform(routed)
+
+    def append_uniforms(self, batches: Sequence[UniformBatch], *, stamp_cluster: bool = True) -> list[PutResult]:
+        """``append_uniform`` of each batch, each to a queue of its own (a Kafka Produce request's
+        partitions): the runs the store takes go to it together (``MessageStore.put_uniforms``: one
+        CommitLog write), the others as ``append_uniform`` sends them."""
+        if len(batches) == 1:
+            return [self.append_uniform(batches[0], stamp_cluster=stamp_cluster)]
+        results: list[PutResult | None] = [None] * len(batches)
+        stored: list[int] = []
+        runs: list[UniformBatch] = []
+        general: list[int] = []
+        for i, batch in enumerate(batches):
+            routed = self._uniform_route(batch, stamp_cluster)
+            if routed is None:
+                general.append(i)
+            elif isinstance(routed, PutResult):
+                results[i] = routed
+            else:
+                stored.append(i)
+                runs.append(routed)
+        for i, result in zip(stored, self.store.put_uniforms(runs) if runs else (), strict=True):
+            results[i] = result
+        for i in general:
+            results[i] = self.append(batches[i].messages(), stamp_cluster=stamp_cluster)
+        return results  # type: ignore[return-value]
+
+    def _uniform_route(self, batch: UniformBatch, stamp_cluster: bool) -> UniformBatch | PutResult | None:
+        """The send rules for a run: the run as the store takes it (its properties stamped as
+        ``prepare`` stamps them), a refusal, or None for the general path (a transaction half or a
+        delay: ``prepare`` moves such messages)."""
         if self._closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
         props = batch.properties
         if PROP_TRAN_MSG in props or PROP_DELAY in props:
-            return self.append(batch.messages(), stamp_cluster=stamp_cluster)
+            return None
         longest = batch.longest()
         if longest > self.cfg.max_message_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL,
                              remark=f"message body size {longest} exceeds maxMessageSize "
                                     f"{self.cfg.max_message_size}")
         if not stamp_cluster and PROP_WAIT not in props:    # nothing to stamp (a Kafka batch): as it is
-            return self.store.put_uniform(batch)
-        return self.store.put_uniform(dataclasses.replace(batch, properties=self._stamped(props, stamp_cluster)))
+            return batch
+        return dataclasses.replace(batch, properties=self._stamped(props, stamp_cluster))
 
     def append_batch_body(self, batch: BatchBody) -> PutResult | None:
         """A RocketMQ batch in wire form (``MessageStore.put_batch_body``), or None: decode it and use

@@ -163,9 +163,12 @@ class KeySpans(Sequence[str]):
         return self.raw[i].decode("utf-8")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UniformBatch:
     """Messages to one queue that share everything but body and born timestamp.
+
+    Not frozen (made per produced batch: a frozen dataclass's ``__init__`` costs three times as
+    much), but treated as immutable: the broker makes a changed copy (``dataclasses.replace``).
 
     The shape of a Kafka batch of plain records (no key, no headers): the store encodes its
     properties, ConsumeQueue tags code and index keys once for the whole run

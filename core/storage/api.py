@@ -242,6 +242,11 @@ class MessageStore(Protocol):
         (properties, tags code and index keys once; ``appended`` is an ``UnitsAppended``)."""
         ...
 
+    def put_uniforms(self, batches: Sequence[UniformBatch]) -> list[PutResult]:
+        """``put_uniform`` of each batch (the same outcomes and bytes, in order), written together
+        where the store can (one CommitLog write for the runs of a Kafka Produce request)."""
+        ...
+
     def put_batch_body(self, batch: BatchBody, properties: dict[str, str] | None = None) -> PutResult | None:
         """Store a RocketMQ batch straight from its wire form (one record per element, the batch's
         properties -- ``properties`` when given, else ``batch.properties`` -- appended to each

@@ -321,6 +321,62 @@ class DiskStore(reader.TimeQueries):
         """
         if (refused := admission.not_accepting(self)) is not None:
             return refused
+        plan = self._uniform_plan(batch)
+        if plan is None:
+            return self.put_messages(batch.messages())
+        if isinstance(plan, PutResult):
+            return plan
+        now = int(time.time() * 1000)
+        data, units, qoff, code = self._encode_uniform(batch, plan, self.clog.stage_end, now)
+        if not self.clog.fits(len(data)):
+            return self.put_messages(batch.messages())
+        if failed := self._commit_run(data):
+            return failed
+        self._last_store_ts = now
+        return self._dispatch_uniform(batch, qoff, units, code, now)
+
+    def put_uniforms(self, batches: Sequence[UniformBatch]) -> list[PutResult]:
+        """``put_uniform`` of each batch, each to a queue of its own (a Kafka Produce request's
+        partitions): the runs are encoded back to back and committed with one ``pwrite``, then
+        dispatched one by one.  A batch ``put_uniform`` would send down the general path goes there
+        after the runs; when the runs together would cross the segment end, each batch is put on
+        its own.  A failed write fails every run of it."""
+        if len(batches) == 1 or len({(b.topic, b.queue_id) for b in batches}) != len(batches):
+            return [self.put_uniform(b) for b in batches]   # one, or a queue twice: one after the other
+        if (refused := admission.not_accepting(self)) is not None:
+            return [refused] * len(batches)
+        results: list[PutResult | None] = [None] * len(batches)
+        general: list[int] = []
+        runs: list[tuple[int, bytes, bytes, int, int]] = []     # (batch index, data, units, queue offset, code)
+        now = int(time.time() * 1000)
+        start = pos = self.clog.stage_end
+        for i, batch in enumerate(batches):
+            plan = self._uniform_plan(batch)
+            if plan is None:
+                general.append(i)
+            elif isinstance(plan, PutResult):
+                results[i] = plan
+            else:
+                data, units, qoff, code = self._encode_uniform(batch, plan, pos, now)
+                runs.append((i, data, units, qoff, code))
+                pos += len(data)
+        if runs and not self.clog.fits(pos - start):
+            for i, *_ in runs:
+                results[i] = self.put_uniform(batches[i])
+        elif runs:
+            failed = self._commit_run(runs[0][1] if len(runs) == 1 else b"".join([r[1] for r in runs]))
+            if not failed:
+                self._last_store_ts = now
+            for i, _, units, qoff, code in runs:
+                results[i] = failed or self._dispatch_uniform(batches[i], qoff, units, code, now)
+        for i in general:
+            results[i] = self.put_messages(batches[i].messages())
+        return results  # type: ignore[return-value]
+
+    def _uniform_plan(self, batch: UniformBatch) -> tuple[bytes, Sequence[bytes] | None] | PutResult | None:
+        """``put_uniform``'s checks: (shared properties encoded, per-record property prefixes) for a
+        run the run path takes, a PutResult for an empty or refused one, None for the general path
+        (prepared or rollback records, or records with keys of their own beside shared KEYS)."""
         bodies = batch.bodies
         if not bodies:
             return PutResult(PutStatus.PUT_OK)
@@ -329,7 +385,7 @@ class DiskStore(reader.TimeQueries):
         if t == TRANSACTION_PREPARED_TYPE or t == TRANSACTION_ROLLBACK_TYPE or (
                 (keys is not None or own is not None)
                 and (PROP_KEYS in batch.properties or PROP_UNIQ_KEY in batch.properties)):
-            return self.put_messages(batch.messages())
+            return None
         # The longest body and the longest properties stand for all (only lengths are checked): a
         # record's own part is "KEYS 0x01 key" (or its packed properties), 0x02, then the shared ones.
         props = layout.encode_properties(batch.properties)
@@ -347,24 +403,26 @@ class DiskStore(reader.TimeQueries):
         elif keys is not None:    # "KEYS 0x01 key", then 0x02 before the shared properties (none after the last)
             head, sep = b"KEYS\x01", b"\x02" if props else b""
             prefixes = [head + k.encode("utf-8") + sep for k in keys]
-        clog = self.clog
-        now = int(time.time() * 1000)
-        key = (batch.topic, batch.queue_id)
-        q = self.cqs.get(key)
+        return props, prefixes
+
+    def _encode_uniform(self, batch: UniformBatch, plan: tuple[bytes, Sequence[bytes] | None], start: int,
+                        now: int) -> tuple[bytes, bytes, int, int]:
+        """(record bytes, ConsumeQueue units, first queue offset, tags code) of a planned run at
+        CommitLog offset ``start``."""
+        q = self.cqs.get((batch.topic, batch.queue_id))
         qoff = q.max_offset if q is not None else 0
-        start = clog.stage_end
         code = self.dispatcher.tags_code(batch.topic, batch.properties, now)
         data, units = layout.encode_uniform(
-            batch.topic, batch.queue_id, bodies, batch.born_timestamps, props, flag=batch.flag,
+            batch.topic, batch.queue_id, batch.bodies, batch.born_timestamps, plan[0], flag=batch.flag,
             sysflag=batch.sysflag, born_host=batch.born_host, store_timestamp=now, store_host=self._host,
-            queue_offset=qoff, commitlog_offset=start, tags_code=code, prefixes=prefixes)
-        if not clog.fits(len(data)):
-            return self.put_messages(batch.messages())
-        if failed := self._commit_run(data):
-            return failed
+            queue_offset=qoff, commitlog_offset=start, tags_code=code, prefixes=plan[1])
+        return data, units, qoff, code
+
+    def _dispatch_uniform(self, batch: UniformBatch, qoff: int, units: bytes, code: int, now: int) -> PutResult:
+        """Dispatch a committed run (its units, index keys, arrival) and answer for it."""
+        keys, own = batch.keys, batch.record_props
         self.dispatcher.dispatch_run(batch.topic, batch.queue_id, qoff, units, code, batch.properties, now,
                                      keys if own is None or keys is not None else ())
-        self._last_store_ts = now
         return PutResult(PutStatus.PUT_OK, UnitsAppended(units, qoff, now))
 
     def _append(self, messages: Sequence[Message], props_list: list[bytes]) -> list[Appended]:

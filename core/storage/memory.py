@@ -132,6 +132,9 @@ class MemoryStore(reader.TimeQueries):
     def put_uniform(self, batch: UniformBatch) -> PutResult:
         return self.put_messages(batch.messages())
 
+    def put_uniforms(self, batches: Sequence[UniformBatch]) -> list[PutResult]:
+        return [self.put_uniform(b) for b in batches]
+
     # -- reading -----------------------------------------------------------------
     @property
     def min_offset_(self) -> int:

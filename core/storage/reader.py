@@ -315,7 +315,7 @@ def get_runs(q: Any, lo: int, clog: Any, offset: int, max_msgs: int, max_bytes: 
         spans.append((first, start, end, sizes))
     datas = clog.read_spans([(start, end) for _, start, end, _ in spans], view=views)
     runs = [RecordRun(first, data, tuple(sizes))
-            for (first, _, _, sizes), data in zip(spans, datas) if data is not None]
+            for (first, _, _, sizes), data in zip(spans, datas, strict=True) if data is not None]
     return runs, next_offset
 
 

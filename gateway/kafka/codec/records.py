@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 from rokka.gateway.kafka.codec import primitives as p
@@ -94,8 +95,9 @@ class Record:
     attributes: int = 0
 
 
-@dataclass(frozen=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The 61-byte header's fields in wire order (a tuple: made per produced batch, cheaply)."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -151,8 +153,9 @@ def read_batch_header(buf: bytes, pos: int = 0) -> BatchHeader:
     return h
 
 
-@dataclass(frozen=True)
-class RecordBatch:
+class RecordBatch(NamedTuple):
+    """One whole v2 batch: its parsed header and its bytes (``raw``, the header included)."""
+
     header: BatchHeader
     raw: bytes
 
@@ -194,7 +197,7 @@ class RecordBatch:
         struct.pack_into(">q", head, 0, base_offset)
         epoch = self.header.partition_leader_epoch if leader_epoch is None else leader_epoch
         struct.pack_into(">i", head, 12, epoch)
-        header = replace(self.header, base_offset=base_offset, partition_leader_epoch=epoch)
+        header = self.header._replace(base_offset=base_offset, partition_leader_epoch=epoch)
         return RecordBatch(header, bytes(head) + self.raw[16:])
 
 

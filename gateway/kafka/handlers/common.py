@@ -115,12 +115,17 @@ def topic_config(env: KafkaEnv, name: str) -> TopicConfig | None:
 def local_queue(env: KafkaEnv, topic: str, partition: int) -> int | None:
     """This broker's queue id for Kafka ``partition`` of ``topic`` (views resolved), or None when
     the partition does not exist or another broker of the cluster owns it."""
-    tc = topic_config(env, topic)
+    return queue_of(env, resolve(env, topic)[0], topic_config(env, topic), partition)
+
+
+def queue_of(env: KafkaEnv, source: str, tc: TopicConfig | None, partition: int) -> int | None:
+    """``local_queue`` with the topic already resolved: ``source`` the stored topic, ``tc`` its
+    ``topic_config`` (None: no such topic)."""
     if tc is None:
         return None
     if env.cluster is None:
         return partition if 0 <= partition < partition_count(tc) else None
-    return env.cluster.local_queue(resolve(env, topic)[0], partition)
+    return env.cluster.local_queue(source, partition)
 
 
 def partition_error(env: KafkaEnv, topic: str, partition: int) -> int:

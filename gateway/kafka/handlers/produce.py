@@ -38,6 +38,15 @@ a record needs the Python rules (``rocketmq.*`` headers, non-ASCII header names,
 base_offset in the reply is the ConsumeQueue offset of the first record.  Produce never auto-creates
 topics (3 UNKNOWN_TOPIC_OR_PARTITION).  acks=0: the server sends no reply.
 
+A request is taken in three steps, so that its partitions share one append: each topic is looked up
+once (``_target``: a view's source, its configs), each partition checked and parsed (``_parse``),
+then every parsed batch admitted (``_admit``: the delay, transaction and idempotence checks below)
+and all appended together -- the runs with one CommitLog write (``Broker.append_uniforms``) --
+before any answer awaits durability (``_answer``).  A keyed producer spreads each request over many
+partitions, and a separate append per partition cost ~40 us of fixed work each (BENCHMARKS.md,
+session 22).  A request that names one queue twice (a partition twice, or a view beside its
+source) is taken one batch after the other, so each admission sees the appends before it.
+
 Idempotent producers (producer id >= 0): the batch's sequence range is
 checked against ``rokka.gateway.kafka.producers.state`` *before* appending: a duplicate of
 one of the last five batches is answered with its original base offset and
@@ -85,13 +94,21 @@ from rokka.core.broker import now_ms
 from rokka.core.model import Message, UniformBatch
 from rokka.core.storage import PutResult, PutStatus
 from rokka.core.topic_retention import compaction_policy
+from rokka.core.topics import TopicConfig
 from rokka.gateway.kafka.codec import Struct
 from rokka.gateway.kafka.codec import records as R
 from rokka.gateway.kafka.codec.legacy import decode_legacy_message_set
 from rokka.gateway.kafka.codec.primitives import DecodeError
 from rokka.gateway.kafka.context import KafkaRequestContext
 from rokka.gateway.kafka.errors import ErrorCode as E
-from rokka.gateway.kafka.handlers.common import KafkaEnv, ensure_routes, local_queue, partition_error, resolve
+from rokka.gateway.kafka.handlers.common import (
+    KafkaEnv,
+    ensure_routes,
+    partition_error,
+    queue_of,
+    resolve,
+    topic_config,
+)
 from rokka.gateway.kafka.handlers.topic_configs import MAX_MESSAGE_BYTES, MIN_INSYNC, TIMESTAMP_TYPE
 from rokka.gateway.kafka.producers.state import SequenceOutcome, last_sequence
 from rokka.gateway.kafka.txn.coordinator import TxnOutcome
@@ -309,32 +326,69 @@ def _store_error(result_status: str) -> int:
     return E.KAFKA_STORAGE_ERROR
 
 
-async def _produce_partition(env: KafkaEnv, name: str, p: Struct, acks: int) -> Struct:
+@dataclasses.dataclass(slots=True)
+class _Target:
+    """What every partition of one topic of a Produce request shares, looked up once per topic: the
+    stored topic (a view's source), its TopicConfig and own configs, and what those say."""
+    name: str
+    topic: str
+    tc: TopicConfig | None      # None: no such topic
+    own: dict[str, str] | None
+    append_time: bool
+    compacted: bool
+    min_isr: int                # acks=all's min.insync.replicas (0: not acks=all)
+
+
+def _target(env: KafkaEnv, name: str, acks: int) -> _Target:
+    topic = resolve(env, name)[0]  # producing to a view writes its source topic
+    tc = topic_config(env, name)
+    own = env.broker.retention.configs(topic)
+    min_isr = (_int(own.get(MIN_INSYNC), 1) if own is not None else 1) if acks == -1 else 0
+    return _Target(name, topic, tc, own,
+                   own is not None and own.get(TIMESTAMP_TYPE) == "LogAppendTime",
+                   compaction_policy(own) is not None, min_isr)
+
+
+@dataclasses.dataclass(slots=True)
+class _Parsed:
+    """A partition's batch that passed the topic's checks and parsed, and what its answer needs."""
+    topic: str
+    queue: int
+    msgs: list[Message] | UniformBatch
+    header: R.BatchHeader
+    out: Struct
+    append_time: bool
+    min_isr: int                # acks=all's min.insync.replicas (0: not acks=all)
+    delayed: bool = False
+    idempotent: bool = False
+    last_seq: int = -1
+    intent: tuple[int, int, int] | None = None      # journaled (first, last offset, intent stamp)
+
+
+def _parse(env: KafkaEnv, target: _Target, p: Struct, acks: int) -> Struct | _Parsed:
+    """A partition of the request: its answer when refused here, else its parsed batch."""
     out = Struct(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
                  record_errors=[], error_message=None)
-    queue = local_queue(env, name, p.index)  # this broker's queue (partition - its base in a cluster)
+    queue = queue_of(env, target.topic, target.tc, p.index)  # this broker's queue (partition - its base)
     if queue is None:
-        out.error_code = partition_error(env, name, p.index)
+        out.error_code = partition_error(env, target.name, p.index)
         return out
-    topic = resolve(env, name)[0]  # producing to a view writes its source topic
-    own = env.broker.retention.configs(topic)
+    topic, own = target.topic, target.own
     if own is not None and (refusal := _topic_refusal(topic, queue, own, acks, len(p.records or b""),
                                                       _isr_size(env) if acks == -1 else 1)):
         out.error_code, out.error_message = refusal
         log.info("kafka.produce_refused", topic=topic, partition=queue, error=int(refusal[0]), reason=refusal[1])
         return out
-    append_time = own is not None and own.get(TIMESTAMP_TYPE) == "LogAppendTime"
-    compacted = f"{name}-{p.index}" if compaction_policy(own) is not None else None
+    append_time = target.append_time
     err, msgs, header, why = _messages(topic, queue, p.records, append_time, env.broker.cfg.max_message_size,
-                                       compacted)
+                                       f"{target.name}-{p.index}" if target.compacted else None)
     if err or header is None:
         out.error_code = err
         if why is not None:
             out.error_message = why[1]
             out.record_errors = [Struct(batch_index=i, batch_index_error_message=m) for i, m in why[0]]
         return out
-    min_isr = (_int(own.get(MIN_INSYNC), 1) if own is not None else 1) if acks == -1 else 0
-    return await _store(env, topic, queue, msgs, header, out, append_time, min_isr)
+    return _Parsed(topic, queue, msgs, header, out, append_time, target.min_isr)
 
 
 async def _isr_acked(env: KafkaEnv, result: PutResult, min_isr: int) -> PutResult:
@@ -352,63 +406,93 @@ async def _isr_acked(env: KafkaEnv, result: PutResult, min_isr: int) -> PutResul
     return result
 
 
-async def _store(env: KafkaEnv, topic: str, queue: int, msgs: list[Message] | UniformBatch, header: R.BatchHeader,
-                 out: Struct, append_time: bool, min_isr: int = 0) -> Struct:
-    """Delay, transaction and idempotence checks, then the append (module doc).  ``min_isr``: acks=all's
-    min.insync.replicas (0: not acks=all)."""
-    delayed = False
-    if not isinstance(msgs, UniformBatch) and _any_delay_header(msgs):
+def _admit(env: KafkaEnv, b: _Parsed) -> Struct | _Parsed:
+    """Delay, transaction and idempotence checks (module doc): the partition's answer when they
+    settle it (a refusal, or a duplicate's original offset), else the batch ready to append, its
+    intent journaled when idempotent."""
+    header, out = b.header, b.out
+    if not isinstance(b.msgs, UniformBatch) and _any_delay_header(b.msgs):
         now = now_ms()
-        msgs = [apply_delay(m, env.broker.delay_levels_ms, now) for m in msgs]
-        delayed = any(m.properties.get("DELAY") for m in msgs)
+        b.msgs = [apply_delay(m, env.broker.delay_levels_ms, now) for m in b.msgs]
+        b.delayed = any(m.properties.get("DELAY") for m in b.msgs)
     transactional = header.is_transactional
-    if transactional and (err := _txn_error(env, topic, out.index, header)):
+    if transactional and (err := _txn_error(env, b.topic, out.index, header)):
         out.error_code = err
         return out
     producers = env.producers
-    idempotent = producers is not None and header.producer_id >= 0 and header.base_sequence >= 0
-    if idempotent:
-        last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
-        verdict = producers.check_batch(header.producer_id, header.producer_epoch, topic, queue,
-                                        header.base_sequence, last_seq)
+    if producers is not None and header.producer_id >= 0 and header.base_sequence >= 0:
+        b.idempotent = True
+        b.last_seq = last_sequence(header.base_sequence, header.last_offset_delta)
+        verdict = producers.check_batch(header.producer_id, header.producer_epoch, b.topic, b.queue,
+                                        header.base_sequence, b.last_seq)
         if verdict.outcome is SequenceOutcome.DUPLICATE:
             out.base_offset = verdict.base_offset if verdict.base_offset is not None else -1
-            out.log_start_offset = env.broker.store.min_offset(topic, queue)
+            out.log_start_offset = env.broker.store.min_offset(b.topic, b.queue)
             return out
         if verdict.outcome is not SequenceOutcome.APPEND:
             out.error_code = (E.OUT_OF_ORDER_SEQUENCE_NUMBER if verdict.outcome is SequenceOutcome.OUT_OF_ORDER
                               else E.INVALID_PRODUCER_EPOCH)
             return out
-    # An idempotent batch bound for this partition is journaled *before* the append, with the
-    # offsets it will get (the event loop appends nothing else in between): a kill -9 after the
-    # append but before the acknowledgement must still know it (rokka.gateway.kafka.producers.journal).
-    intent = idempotent and not transactional and not delayed
-    if intent:
-        expect_first = env.broker.store.max_offset(topic, queue)
-        expect_last = expect_first + header.last_offset_delta
-        intent_ts = producers.journal_intent(header.producer_id, header.producer_epoch, topic, queue,
-                                             header.base_sequence, last_seq, expect_first, expect_last)
-    if isinstance(msgs, UniformBatch):
-        result = env.broker.append_uniform(msgs, stamp_cluster=False)
-    elif transactional:
-        assert env.transactions is not None
-        result = env.transactions.append_halves(header.producer_id, header.producer_epoch, msgs)
-    else:
-        result = env.broker.append(msgs, stamp_cluster=False)
-    if idempotent and result.ok:
+        # An idempotent batch bound for this partition is journaled *before* the append, with the
+        # offsets it will get (nothing else is appended to its queue in between: the request's
+        # batches go to distinct queues and no await comes before the append): a kill -9 after the
+        # append but before the acknowledgement must still know it (rokka.gateway.kafka.producers.journal).
+        if not transactional and not b.delayed:
+            first = env.broker.store.max_offset(b.topic, b.queue)
+            last = first + header.last_offset_delta
+            b.intent = (first, last, producers.journal_intent(header.producer_id, header.producer_epoch, b.topic,
+                                                              b.queue, header.base_sequence, b.last_seq, first, last))
+    return b
+
+
+def _append(env: KafkaEnv, batches: list[_Parsed]) -> list[PutResult]:
+    """Append admitted batches, each to a queue of its own: the runs (``UniformBatch``) together
+    (``Broker.append_uniforms``: one CommitLog write), halves and message lists one by one; then
+    each idempotent batch's outcome is recorded (or its intent retracted)."""
+    results: list[PutResult | None] = [None] * len(batches)
+    runs = [i for i, b in enumerate(batches) if isinstance(b.msgs, UniformBatch) and not b.header.is_transactional]
+    if runs:
+        stored = env.broker.append_uniforms([batches[i].msgs for i in runs], stamp_cluster=False)  # type: ignore[misc]
+        for i, result in zip(runs, stored, strict=True):
+            results[i] = result
+    for i, b in enumerate(batches):
+        if results[i] is None:
+            if b.header.is_transactional:
+                assert env.transactions is not None
+                results[i] = env.transactions.append_halves(b.header.producer_id, b.header.producer_epoch,
+                                                            b.msgs if isinstance(b.msgs, list) else b.msgs.messages())
+            else:
+                results[i] = env.broker.append(b.msgs, stamp_cluster=False)  # type: ignore[arg-type]
+    for b, result in zip(batches, results, strict=True):
+        if b.idempotent:
+            _record(env, b, result)  # type: ignore[arg-type]
+    return results  # type: ignore[return-value]
+
+
+def _record(env: KafkaEnv, b: _Parsed, result: PutResult) -> None:
+    """An idempotent batch's appended offsets into the producer state (or its intent retracted)."""
+    producers, header = env.producers, b.header
+    assert producers is not None
+    if result.ok:
         # A half's queue offset is not a partition offset: a duplicate is answered with -1 too.
-        first, last = ((-1, -1) if transactional else
+        first, last = ((-1, -1) if header.is_transactional else
                        (result.appended[0].queue_offset, result.appended[-1].queue_offset))
-        producers.record_batch(header.producer_id, header.producer_epoch, topic, queue,
-                               header.base_sequence, last_seq, first, last,
-                               intent_ts if intent else None,
-                               journaled=intent and (first, last) == (expect_first, expect_last))
-    elif intent:
-        producers.retract_intent(header.producer_id, header.producer_epoch, topic, queue,
-                                 header.base_sequence, last_seq)
+        intent = b.intent
+        producers.record_batch(header.producer_id, header.producer_epoch, b.topic, b.queue,
+                               header.base_sequence, b.last_seq, first, last,
+                               intent[2] if intent is not None else None,
+                               journaled=intent is not None and (first, last) == intent[:2])
+    elif b.intent is not None:
+        producers.retract_intent(header.producer_id, header.producer_epoch, b.topic, b.queue,
+                                 header.base_sequence, b.last_seq)
+
+
+async def _answer(env: KafkaEnv, b: _Parsed, result: PutResult) -> Struct:
+    """The partition's answer once its append is durable as acks asks (``wait_durable``, the ISR)."""
+    out, topic, queue = b.out, b.topic, b.queue
     result = await env.broker.wait_durable(result)
-    if min_isr:
-        result = await _isr_acked(env, result, min_isr)
+    if b.min_isr:
+        result = await _isr_acked(env, result, b.min_isr)
     if not result.ok:
         log.warning("kafka.produce_failed", topic=topic, partition=queue, status=result.status.name,
                     remark=result.remark)
@@ -420,22 +504,48 @@ async def _store(env: KafkaEnv, topic: str, queue: int, msgs: list[Message] | Un
         return out
     # A delayed record is parked in SCHEDULE_TOPIC_XXXX, a transactional one in the half topic:
     # neither has an offset in this partition yet.
-    out.base_offset = -1 if delayed or transactional else result.appended[0].queue_offset
-    if append_time and result.appended:
+    out.base_offset = -1 if b.delayed or b.header.is_transactional else result.appended[0].queue_offset
+    if b.append_time and result.appended:
         out.log_append_time_ms = result.appended[0].store_timestamp
     out.log_start_offset = env.broker.store.min_offset(topic, queue)
     return out
+
+
+async def _store_all(env: KafkaEnv, parsed: list[_Parsed]) -> None:
+    """Admit, append and answer the request's parsed batches (each ``out`` filled in place). Batches
+    for distinct queues are admitted, then appended together, with no await before the last
+    append; a request naming one queue twice (a partition twice, or a view beside its source) is
+    taken one batch after the other, so each admission sees the appends before it."""
+    if len({(b.topic, b.queue) for b in parsed}) != len(parsed):
+        for b in parsed:
+            if type(admitted := _admit(env, b)) is _Parsed:
+                await _answer(env, admitted, _append(env, [admitted])[0])
+        return
+    ready = [a for b in parsed if type(a := _admit(env, b)) is _Parsed]
+    if ready:
+        for b, result in zip(ready, _append(env, ready), strict=True):
+            await _answer(env, b, result)
 
 
 async def handle_produce(env: KafkaEnv, ctx: KafkaRequestContext, req: Struct) -> Struct | None:
     bad_acks = req.acks not in (-1, 0, 1)
     await ensure_routes(env, [t.name for t in req.topic_data])
     responses = []
+    parsed: list[_Parsed] = []
     for t in req.topic_data:
         if bad_acks:
             parts = [Struct(index=p.index, error_code=E.INVALID_REQUIRED_ACKS, base_offset=-1)
                      for p in t.partition_data]
         else:
-            parts = [await _produce_partition(env, t.name, p, req.acks) for p in t.partition_data]
+            target = _target(env, t.name, req.acks)
+            parts = []
+            for p in t.partition_data:
+                got = _parse(env, target, p, req.acks)
+                if type(got) is _Parsed:
+                    parsed.append(got)
+                    got = got.out       # filled in by _store_all
+                parts.append(got)
         responses.append(Struct(name=t.name, partition_responses=parts))
+    if parsed:
+        await _store_all(env, parsed)
     return None if req.acks == 0 else Struct(responses=responses, throttle_time_ms=0)
