@@ -28,6 +28,7 @@ written" by the recovery of the owning structure.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import threading
@@ -79,6 +80,20 @@ class Segment:
             n = os.pwrite(self.fd, view, pos)
             view = view[n:]
             pos += n
+
+    def pwritev(self, pos: int, parts: list[bytes]) -> None:
+        """Write ``parts`` back to back from file position ``pos`` with one ``pwritev`` (all of them,
+        or raise OSError; a short write goes on from where it stopped)."""
+        bufs: list[bytes | memoryview] = list(parts)
+        while bufs:
+            n = os.pwritev(self.fd, bufs, pos)
+            if n <= 0:
+                raise OSError(errno.EIO, f"{self.path}: pwritev wrote nothing")
+            pos += n
+            while bufs and n >= len(bufs[0]):
+                n -= len(bufs.pop(0))
+            if n:
+                bufs[0] = memoryview(bufs[0])[n:]
 
     def zero(self, pos: int, end: int | None = None) -> None:
         """Zero ``[pos, end)`` of the file (used to cut a torn tail)."""

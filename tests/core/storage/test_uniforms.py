@@ -115,10 +115,10 @@ def test_a_failed_write_fails_every_run_and_dispatches_none(tmp_path: Path, monk
         s.put_uniform(UniformBatch("T", 0, [b"before"], 1))
         end = s.commitlog_max_offset
 
-        def full(data: bytes) -> None:
+        def full(parts: list[bytes]) -> None:
             raise OSError(errno.ENOSPC, "No space left on device")
 
-        monkeypatch.setattr(s.clog, "write_run", full)
+        monkeypatch.setattr(s.clog, "write_runs", full)
         got = s.put_uniforms([UniformBatch("T", 0, [b"a"], 1), UniformBatch("T", 1, [b"b"], 1)])
         assert [r.ok for r in got] == [False, False] and got[0] is got[1]
         assert (s.max_offset("T", 0), s.max_offset("T", 1), s.commitlog_max_offset) == (1, 0, end)

@@ -61,8 +61,8 @@ def sent(tag: str, n: int) -> list[tuple[bytes | None, bytes | None]]:
 async def test_partitions_of_two_topics_are_one_write(env: KafkaEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     clog = env.broker.store.clog    # type: ignore[attr-defined]
     writes: list[int] = []
-    write_run = clog.write_run
-    monkeypatch.setattr(clog, "write_run", lambda data: (writes.append(len(data)), write_run(data))[1])
+    write_runs = clog.write_runs
+    monkeypatch.setattr(clog, "write_runs", lambda parts: (writes.append(sum(map(len, parts))), write_runs(parts))[1])
     (t, u), = [await produce(env, [("t", [(p, batch(f"t{p}", 3 + p, headers=p == 2)) for p in range(4)]),
                                    ("u", [(1, batch("u1", 2, keyed=False))])])]
     assert [(r.error_code, r.base_offset) for r in t + u] == [(0, 0)] * 5
