@@ -12,7 +12,9 @@ Appending is two-phase so that one ``put_messages`` call costs one
 ``pwrite`` per touched segment: ``place(size)`` returns where a record of
 that size will go (rolling if needed) and ``stage(data)`` queues its bytes;
 ``commit()`` writes the staged bytes and only then advances
-``write_offset`` -- readers never see staged data.  ``flushed_offset`` moves
+``write_offset`` -- readers never see staged data.  Runs encoded whole (``write_run``) skip the
+staging; ``write_runs`` writes several back to back (a Kafka Produce request's partitions) with one
+``pwritev``, so neither a syscall per run nor a joined copy is paid.  ``flushed_offset`` moves
 only in ``flush()``, which may run on a worker thread: it snapshots
 ``write_offset`` first, then fdatasyncs the segments below it.
 
