@@ -296,23 +296,15 @@ class DiskStore(reader.TimeQueries):
             return PutResult(status, remark=remark)
         if not clog.fits(len(data)):
             return None
-        if failed := self._commit_run(data):
+        if failed := self._commit_runs((data,)):
             return failed
         self.dispatcher.dispatch_elements(batch.topic, batch.queue_id, qoff, units, keys, phys, now)
         self._last_store_ts = now
         return PutResult(PutStatus.PUT_OK, UnitsAppended(units, qoff, now))
 
-    def _commit_run(self, data: bytes) -> PutResult | None:
-        """Write one encoded run (it fits the current segment); a PutResult only if the write failed."""
-        start = self.clog.write_offset
-        try:
-            self.clog.write_run(data)
-        except OSError as exc:
-            return admission.write_failed(self, exc, start)
-        return None
-
-    def _commit_runs(self, parts: list[bytes]) -> PutResult | None:
-        """``_commit_run`` of encoded runs back to back, in one vectored write."""
+    def _commit_runs(self, parts: Sequence[bytes]) -> PutResult | None:
+        """Write encoded runs back to back (together they fit the current segment; several in one
+        vectored write); a PutResult only if the write failed."""
         start = self.clog.write_offset
         try:
             self.clog.write_runs(parts)
@@ -339,7 +331,7 @@ class DiskStore(reader.TimeQueries):
         data, units, qoff, code = self._encode_uniform(batch, plan, self.clog.stage_end, now)
         if not self.clog.fits(len(data)):
             return self.put_messages(batch.messages())
-        if failed := self._commit_run(data):
+        if failed := self._commit_runs((data,)):
             return failed
         self._last_store_ts = now
         return self._dispatch_uniform(batch, qoff, units, code, now)
