@@ -55,3 +55,13 @@ def test_mapping_micro_benchmark_measures_every_shape() -> None:
     for shape in micro.SHAPES:
         produce, fetch = micro.measure(shape, reps=3)
         assert produce > 0 and fetch > 0
+
+
+def test_produce_micro_benchmark_stores_every_request() -> None:
+    """Every shape and layout goes through the real handler into a real store: each partition holds
+    all the records of every run (one warm-up run and the counted ones)."""
+    micro = importlib.import_module("benchmarks.micro_kafka_produce")
+    for shape in micro.SHAPES:
+        rec, req, stored = micro.measure(shape, 3, 5, count=2, runs=2, sleep_s=0.0005)
+        assert rec > 0 and req > 0
+        assert stored == [2 * 5 * 3] * 3        # 2 requests x 5 records x (1 warm-up + 2 runs)
