@@ -90,7 +90,7 @@ def measure(shape: str, partitions: int, records: int, count: int = 60, runs: in
             cpu = 0.0
             for raw in raws:
                 if sleep_s:
-                    time.sleep(sleep_s)
+                    await trio.sleep(sleep_s)     # the thread idles in epoll_wait, as a server does
                 t = time.thread_time()
                 out = await P.handle_produce(env, ctx, api.decode_request(VERSION, raw))
                 assert out is not None and all(p.error_code == 0 for t_ in out.responses
