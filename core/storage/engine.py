@@ -338,7 +338,7 @@ class DiskStore(reader.TimeQueries):
 
     def put_uniforms(self, batches: Sequence[UniformBatch]) -> list[PutResult]:
         """``put_uniform`` of each batch, each to a queue of its own (a Kafka Produce request's
-        partitions): the runs are encoded back to back and committed with one ``pwrite``, then
+        partitions): the runs are encoded back to back and committed with one ``pwritev``, then
         dispatched one by one.  A batch ``put_uniform`` would send down the general path goes there
         after the runs; when the runs together would cross the segment end, each batch is put on
         its own.  A failed write fails every run of it."""
