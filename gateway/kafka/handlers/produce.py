@@ -34,7 +34,8 @@ walked natively and stored as one run (``Broker.append_uniform``); any other Cre
 (binary or empty keys, null values, headers) is mapped natively in one pass
 (``_crecords.mapped_spans``: each record's properties byte for byte as
 ``rokka.compat.kafka_records.message_from_record`` writes them) and stored as one run too, unless
-a record needs the Python rules (``rocketmq.*`` headers, non-ASCII header names, the envelope).
+a record needs the Python rules (``rocketmq.*`` headers, non-ASCII header names, the envelope); a
+compacted topic's batch takes it when every record has a non-empty key (else the Python rows check).
 base_offset in the reply is the ConsumeQueue offset of the first record.  Produce never auto-creates
 topics (3 UNKNOWN_TOPIC_OR_PARTITION).  acks=0: the server sends no reply.
 
@@ -250,17 +251,22 @@ def _messages(topic: str, partition: int, data: bytes | None, append_time: bool,
     append_time = append_time or h.log_append_time
     payload: bytes | memoryview = view
     try:
-        uniform = not append_time and not h.is_transactional and compacted is None
+        native = not append_time and not h.is_transactional
+        uniform = native and compacted is None
         spans = None
-        if uniform:
+        if native:
             # Stored as one run (Broker.append_uniform), the values left in the payload, when the native
             # walkers are built: no keys and no headers (the shared properties), else keys of any bytes and
-            # headers mapped per record in one pass (text keys too: cheaper than the keyed plain run).
-            spans = R.plain_spans(view, h)
+            # headers mapped per record in one pass (text keys too: cheaper than the keyed plain run).  A
+            # compacted topic's batch (Kafka Streams' changelogs) takes the mapped run when every record
+            # has an index key -- mapped_spans gives them for all records or for none, and each is a
+            # non-empty key -- else the rows below find its keyless records (LogValidator's check).
+            spans = R.plain_spans(view, h) if uniform else None
             if spans is not None and (run := plain_span_run(topic, partition, view, *spans)) is not None:
                 return 0, run, h, None
             if _crecords is not None and (mapped := _crecords.mapped_spans(
-                    view, h.record_count, h.base_timestamp, MAPPING_SYSTEM_NAMES, MAPPING_BUDGET)) is not None:
+                    view, h.record_count, h.base_timestamp, MAPPING_SYSTEM_NAMES, MAPPING_BUDGET)) is not None \
+                    and (uniform or mapped[4] is not None):
                 return 0, mapped_span_run(topic, partition, view, mapped), h, None
         payload = bytes(view) if type(view) is memoryview else view     # the Python paths slice bytes
         if uniform and spans is None:

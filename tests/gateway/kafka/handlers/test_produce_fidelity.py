@@ -107,3 +107,29 @@ async def test_keyless_record_accepted_on_delete_topic(env: KafkaEnv) -> None:
     await set_policy(env, "delete")
     assert (await produce(env, batch(None, None))).error_code == 0
     assert stored(env) == 2
+
+
+async def test_compacted_topic_takes_the_native_run_when_every_record_has_a_key(
+        env: KafkaEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka Streams' changelogs: keyed records (text and binary keys, headers, tombstones) on a compacted
+    topic are mapped natively (the per-record Python rows are never built) and read back as sent."""
+    await set_policy(env, "compact")
+
+    def python_rows(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the per-record Python mapping was used")
+
+    monkeypatch.setattr(P, "messages_from_batch", python_rows)
+    recs = [R.Record(0, 0, b"store-key-1", b"v1", (R.Header("h", b"\x00\xff"),)),
+            R.Record(1, 1, b"\xff\xfe binary", None),                    # a tombstone
+            R.Record(2, 2, b"store-key-1", b"v1b")]
+    out = await produce(env, R.encode_batch(recs, base_timestamp=1000))
+    assert (out.error_code, out.base_offset) == (0, 0)
+    rows = kafka_rows(env.broker.store.get_messages("t", 0, 0, 100).records)
+    assert [(r[3], r[4], r[5]) for r in rows] == [(b"store-key-1", b"v1", (("h", b"\x00\xff"),)),
+                                                  (b"\xff\xfe binary", None, ()), (b"store-key-1", b"v1b", ())]
+    # a keyless record still reaches the Python check, which refuses it
+    monkeypatch.undo()
+    await set_policy(env, "compact")
+    refused = await produce(env, R.encode_batch([R.Record(0, 0, b"k", b"v"), R.Record(1, 1, None, b"w")],
+                                                base_timestamp=1000))
+    assert refused.error_code == E.INVALID_RECORD and stored(env) == 3
