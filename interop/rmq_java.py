@@ -82,4 +82,9 @@ def mqadmin_argv(line: str, home: Path, *args: str) -> list[str]:
 
 
 def mqadmin_env(home: Path) -> dict[str, str]:
+    """The environment of an mqadmin run with ``home`` as its HOME.  The client's log directory
+    (``~/logs/rocketmqlogs``) is made here, once: JVMs started side by side with the same HOME each
+    create it on first log with ``File.mkdirs``, which fails when another process makes a part of the
+    path at the same moment (a FileNotFoundException for rocketmq_client.log in the tool's output)."""
+    (home / "logs" / "rocketmqlogs").mkdir(parents=True, exist_ok=True)
     return dict(os.environ, ROCKETMQ_HOME=str(ROCKETMQ_HOME), HOME=str(home))
