@@ -122,11 +122,8 @@ class Broker:
         if stamp_cluster:
             props[PROP_CLUSTER] = self.cfg.broker_cluster_name
         tran_type = msg.sysflag & TRANSACTION_MASK
-        if props.get(PROP_TRAN_MSG) == "true" and tran_type in (TRANSACTION_NOT_TYPE,
-                                                                 TRANSACTION_PREPARED_TYPE):
-            props[PROP_REAL_TOPIC], props[PROP_REAL_QID] = msg.topic, str(msg.queue_id)
-            if wait is not None:
-                props[PROP_WAIT] = wait
+        if _is_half(props, msg.sysflag):
+            _keep_destination(props, msg.topic, msg.queue_id, wait)
             return dataclasses.replace(msg, topic=TOPIC_TRANS_HALF, queue_id=0,
                                        sysflag=msg.sysflag & ~TRANSACTION_MASK)
         if tran_type in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and PROP_DELAY in props:
@@ -134,9 +131,7 @@ class Broker:
             if level > 0:
                 level = min(level, len(self.delay_levels_ms))
                 props[PROP_DELAY] = str(level)
-                props[PROP_REAL_TOPIC], props[PROP_REAL_QID] = msg.topic, str(msg.queue_id)
-                if wait is not None:
-                    props[PROP_WAIT] = wait
+                _keep_destination(props, msg.topic, msg.queue_id, wait)
                 return dataclasses.replace(msg, topic=TOPIC_SCHEDULE, queue_id=level - 1)
         return msg
 
@@ -198,18 +193,25 @@ class Broker:
 
     def _uniform_route(self, batch: UniformBatch, stamp_cluster: bool) -> UniformBatch | PutResult | None:
         """The send rules for a run: the run as the store takes it (its properties stamped as
-        ``prepare`` stamps them), a refusal, or None for the general path (a transaction half or a
-        delay: ``prepare`` moves such messages)."""
+        ``prepare`` stamps them; a transaction half moved to the half topic as ``prepare`` moves each
+        message: its shared properties gain the real destination after the records' own), a refusal,
+        or None for the general path (a delay, or a TRAN_MSG that makes no half)."""
         if self._closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="broker is shutting down")
         props = batch.properties
-        if PROP_TRAN_MSG in props or PROP_DELAY in props:
+        half = PROP_TRAN_MSG in props and _is_half(props, batch.sysflag)
+        if PROP_DELAY in props or (PROP_TRAN_MSG in props and not half):
             return None
         longest = batch.longest()
         if longest > self.cfg.max_message_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL,
                              remark=f"message body size {longest} exceeds maxMessageSize "
                                     f"{self.cfg.max_message_size}")
+        if half:
+            moved = self._stamped(props, stamp_cluster)
+            _keep_destination(moved, batch.topic, batch.queue_id, props.get(PROP_WAIT))
+            return dataclasses.replace(batch, topic=TOPIC_TRANS_HALF, queue_id=0,
+                                       sysflag=batch.sysflag & ~TRANSACTION_MASK, properties=moved)
         if not stamp_cluster and PROP_WAIT not in props:    # nothing to stamp (a Kafka batch): as it is
             return batch
         return dataclasses.replace(batch, properties=self._stamped(props, stamp_cluster))
@@ -347,3 +349,17 @@ def _int(value: str | None) -> int:
         return int(value) if value else 0
     except ValueError:
         return 0
+
+
+def _is_half(props: Mapping[str, str], sysflag: int) -> bool:
+    """Does a send with these properties make a transaction half (Java's ``TRAN_MSG``, not yet decided)?"""
+    return props.get(PROP_TRAN_MSG) == "true" and (sysflag & TRANSACTION_MASK) in (TRANSACTION_NOT_TYPE,
+                                                                                   TRANSACTION_PREPARED_TYPE)
+
+
+def _keep_destination(props: dict[str, str], topic: str, queue_id: int, wait: str | None) -> None:
+    """A half or delayed message moves: its real destination is kept in its properties (last, then
+    WAIT again, where Java re-serializes them), edited in place."""
+    props[PROP_REAL_TOPIC], props[PROP_REAL_QID] = topic, str(queue_id)
+    if wait is not None:
+        props[PROP_WAIT] = wait

@@ -138,8 +138,8 @@ class UniformRuns:
             return refused
         prefixes: Sequence[bytes] | None = own
         if own is not None:
-            if props:
-                prefixes = [bytes(p) + b"\x02" for p in own]
+            if props:   # a record with no properties of its own gets the shared ones alone
+                prefixes = [bytes(p) + b"\x02" if p else b"" for p in own]
         elif keys is not None:    # "KEYS 0x01 key", then 0x02 before the shared properties (none after the last)
             head, sep = b"KEYS\x01", b"\x02" if props else b""
             prefixes = [head + k.encode("utf-8") + sep for k in keys]

@@ -9,6 +9,7 @@ import dataclasses
 import struct
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -165,8 +166,8 @@ def test_malformed_payload_is_declined() -> None:
                                       K.MAPPING_BUDGET) is None
 
 
-def _stored(store: object, topic: str) -> list[tuple[object, ...]]:
-    res = store.get_messages(topic, QUEUE, 0, 10_000, 1 << 30)  # type: ignore[attr-defined]
+def _stored(store: object, topic: str, queue: int = QUEUE) -> list[tuple[object, ...]]:
+    res = store.get_messages(topic, queue, 0, 10_000, 1 << 30)  # type: ignore[attr-defined]
     out = []
     for raw in res.records:
         m = layout.decode_record(raw)
@@ -283,3 +284,56 @@ def test_unit_offsets_native_and_python_agree(units: list[tuple[int, int, int]])
     for native in (True, False):
         with pytest.raises(ValueError):
             layout.unit_offsets(raw + b"\x00", native=native)
+
+
+@settings(max_examples=120, deadline=None)
+@given(recs=st.one_of(st.lists(keyed_st, min_size=1, max_size=8), st.lists(unkeyed_st, min_size=1, max_size=8),
+                      st.lists(st.tuples(st.integers(0, 2**40), st.none(), opt_bytes, st.just([])), min_size=1,
+                               max_size=5)),
+       wait=st.booleans())
+def test_a_transaction_half_run_stores_the_python_halves(tmp_path_factory: pytest.TempPathFactory, recs: list,  # type: ignore[type-arg]
+                                                         wait: bool) -> None:
+    """A transactional Kafka batch taken natively (``append_halves`` of a run: ``Broker.append_uniform``
+    moves it to the half topic as a whole) stores the bytes, ConsumeQueue units and index keys that
+    the Python rows store (each message marked and moved by ``Broker.prepare``)."""
+    from rokka.core.broker import Broker
+    from rokka.core.config import BrokerConfig
+    from rokka.core.model import PROP_TRAN_MSG, PROP_WAIT, TOPIC_TRANS_HALF
+    payload, h = _payload(recs)
+    mapped = _crecords.mapped_spans(payload, h.record_count, h.base_timestamp, K.MAPPING_SYSTEM_NAMES,
+                                    K.MAPPING_BUDGET)
+    msgs = K.messages_from_batch(TOPIC, QUEUE, R.read_record_fields(payload, h.record_count),
+                                 base_timestamp=h.base_timestamp, log_append_time=False, now=0)
+    if mapped is None:
+        assert _declined(msgs, recs)
+        return
+    spans = R.plain_spans(payload, h)      # keyless, headerless batches take the plain run
+    run = (K.plain_span_run(TOPIC, QUEUE, payload, *spans) if spans is not None else None) \
+        or K.mapped_span_run(TOPIC, QUEUE, payload, mapped)
+    half = {PROP_TRAN_MSG: "true", "KAFKA_TXN": "7:1:0", **({PROP_WAIT: "false"} if wait else {})}
+    root = tmp_path_factory.mktemp("halves")
+    native, python = (Broker(BrokerConfig(store_path_root_dir=str(root / n))) for n in ("native", "python"))
+    try:
+        with mock.patch("time.time", return_value=1_700_000_000.5):
+            for b in (native, python):
+                b.append([Message(TOPIC, QUEUE, b"first")], stamp_cluster=False)    # the halves start mid-log
+            with mock.patch.object(native.store, "put_messages", side_effect=AssertionError("not one run")):
+                got = native.append_uniform(dataclasses.replace(run, properties={**run.properties, **half}),
+                                            stamp_cluster=False)
+            want = python.append([dataclasses.replace(m, properties={**m.properties, **half}) for m in msgs],
+                                 stamp_cluster=False)
+        assert got.ok and want.ok
+        assert [tuple(a) for a in got.appended] == [tuple(a) for a in want.appended]
+        assert _stored(native.store, TOPIC_TRANS_HALF, 0) == _stored(python.store, TOPIC_TRANS_HALF, 0)
+        stored = _stored(native.store, TOPIC_TRANS_HALF, 0)
+        for m, (*_, props, _, _) in zip(msgs, stored, strict=True):
+            tail = [(k, v) for k, v in props if k not in m.properties]
+            assert tail == [("TRAN_MSG", "true"), ("KAFKA_TXN", "7:1:0"), ("REAL_TOPIC", TOPIC),
+                            ("REAL_QID", str(QUEUE))] + ([("WAIT", "false")] if wait else [])
+        assert native.store.cq_units(TOPIC_TRANS_HALF, 0, 0, 100) == python.store.cq_units(TOPIC_TRANS_HALF, 0, 0, 100)
+        for key in {k for m in msgs for k in m.properties.get(K.PROP_KEYS, "").split()}:
+            assert list(native.store.query_by_key(TOPIC_TRANS_HALF, key, 100, 0, 1 << 62)) \
+                == list(python.store.query_by_key(TOPIC_TRANS_HALF, key, 100, 0, 1 << 62))
+    finally:
+        native.close()
+        python.close()

@@ -60,7 +60,8 @@ Transactional batches (attribute bit 0x10): the transaction coordinator
 and holds this partition (else 48 INVALID_TXN_STATE; a fenced epoch gets
 47, an unknown producer id 49); the sequence check above still applies;
 the records are then stored as *half messages* (``append_halves``), which
-no consumer of either protocol sees until EndTxn commits them.  Their
+no consumer of either protocol sees until EndTxn commits them; a batch the native walkers
+take stays one run (the broker moves the run to the half topic as a whole).  Their
 produce response carries base_offset -1: the records have no offset in the
 partition until the commit re-puts them.  Clients accept -1 (librdkafka
 reports offset -1001 "invalid", kafka-python's RecordMetadata.offset -1,
@@ -251,7 +252,7 @@ def _messages(topic: str, partition: int, data: bytes | None, append_time: bool,
     append_time = append_time or h.log_append_time
     payload: bytes | memoryview = view
     try:
-        native = not append_time and not h.is_transactional
+        native = not append_time
         uniform = native and compacted is None
         spans = None
         if native:
@@ -456,7 +457,7 @@ def _append(env: KafkaEnv, batches: list[_Parsed]) -> list[PutResult]:
     (``Broker.append_uniforms``: one CommitLog write), halves and message lists one by one; then
     each idempotent batch's outcome is recorded (or its intent retracted)."""
     results: list[PutResult | None] = [None] * len(batches)
-    runs = [i for i, b in enumerate(batches) if isinstance(b.msgs, UniformBatch) and not b.header.is_transactional]
+    runs = [i for i, b in enumerate(batches) if type(b.msgs) is UniformBatch and not b.header.is_transactional]
     if runs:
         stored = env.broker.append_uniforms([batches[i].msgs for i in runs], stamp_cluster=False)  # type: ignore[misc]
         for i, result in zip(runs, stored, strict=True):
@@ -465,8 +466,7 @@ def _append(env: KafkaEnv, batches: list[_Parsed]) -> list[PutResult]:
         if results[i] is None:
             if b.header.is_transactional:
                 assert env.transactions is not None
-                results[i] = env.transactions.append_halves(b.header.producer_id, b.header.producer_epoch,
-                                                            b.msgs if isinstance(b.msgs, list) else b.msgs.messages())
+                results[i] = env.transactions.append_halves(b.header.producer_id, b.header.producer_epoch, b.msgs)
             else:
                 results[i] = env.broker.append(b.msgs, stamp_cluster=False)  # type: ignore[arg-type]
     for b, result in zip(batches, results, strict=True):

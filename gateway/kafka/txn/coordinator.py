@@ -90,7 +90,15 @@ from typing import TYPE_CHECKING, Any
 import structlog
 import trio
 from rokka.compat.kafka_control import CTRL_ABORT, CTRL_ABORTED, CTRL_COMMIT, control_message
-from rokka.core.model import PROP_REAL_QID, PROP_REAL_TOPIC, PROP_TRAN_MSG, PROP_WAIT, TOPIC_TRANS_HALF, Message
+from rokka.core.model import (
+    PROP_REAL_QID,
+    PROP_REAL_TOPIC,
+    PROP_TRAN_MSG,
+    PROP_WAIT,
+    TOPIC_TRANS_HALF,
+    Message,
+    UniformBatch,
+)
 from rokka.core.storage.packfile import load_msgpack, pack, take_ticket, write_packed_atomic
 from rokka.core.txn import PROP_OWNED_HALF as PROP_KAFKA_TXN
 from rokka.core.txn import SCAN_BATCH, commit_message, op_message
@@ -341,12 +349,18 @@ class KafkaTxnCoordinator(ParticipantMixin):
             return Out.INVALID_TXN_STATE
         return Out.OK
 
-    def append_halves(self, pid: int, epoch: int, messages: list[Message]) -> Any:
-        """Store ``messages`` as halves of ``pid``'s open transaction; returns the ``PutResult``."""
+    def append_halves(self, pid: int, epoch: int, messages: list[Message] | UniformBatch) -> Any:
+        """Store ``messages`` (or a run) as halves of ``pid``'s open transaction; returns the
+        ``PutResult``.  A run stays one: the broker moves it to the half topic as a whole, its shared
+        properties (the transaction's, then the real destination) after each record's own."""
         txn = self.share_for_pid(pid) or self._txns[self._by_pid[pid]]
-        marked = [dataclasses.replace(m, properties={**m.properties, PROP_TRAN_MSG: "true",
-                                                     PROP_KAFKA_TXN: txn.marker}) for m in messages]
-        result = self.broker.append(marked, stamp_cluster=False)     # Kafka records: no CLUSTER
+        half = {PROP_TRAN_MSG: "true", PROP_KAFKA_TXN: txn.marker}
+        if type(messages) is UniformBatch:     # Kafka records: no CLUSTER
+            run = dataclasses.replace(messages, properties={**messages.properties, **half})
+            result = self.broker.append_uniform(run, stamp_cluster=False)
+        else:
+            result = self.broker.append([dataclasses.replace(m, properties={**m.properties, **half})
+                                         for m in messages], stamp_cluster=False)
         if result.ok:
             for a in result.appended:
                 txn.halves[a.commitlog_offset] = a.queue_offset

@@ -130,3 +130,24 @@ def test_memory_store_puts_each(tmp_path: Path) -> None:
     s = MemoryStore(small_config(tmp_path / "m")).open()
     got = s.put_uniforms([UniformBatch("T", 0, [b"a"], 1), UniformBatch("T", 1, [b"b", b"c"], 1)])
     assert [len(r.appended) for r in got] == [1, 2] and s.max_offset("T", 1) == 2
+
+
+def test_a_record_without_own_properties_gets_the_shared_ones_alone(tmp_path: Path) -> None:
+    # own properties (Kafka's mapped records) beside shared ones (a transaction half's): a record whose
+    # own part is empty stores the shared properties with no separator before them, as put_messages
+    from array import array
+
+    from rokka.core.model import PackedBodies
+    own = PackedBodies(b"KEYS\x01k1", array("i", [0, 7, 7, 0]).tobytes(), 7)    # "KEYS 0x01 k1", then nothing
+    batch = UniformBatch("T", 0, [b"a", b"b"], 5, {"X": "y"}, record_props=own)
+    run = DiskStore(small_config(tmp_path / "run")).open()
+    ref = DiskStore(small_config(tmp_path / "ref")).open()
+    try:
+        with mock.patch("time.time", return_value=NOW):
+            assert run.put_uniform(batch).ok
+            assert ref.put_messages(batch.messages()).ok
+        assert [m.properties for m in batch.messages()] == [{"KEYS": "k1", "X": "y"}, {"X": "y"}]
+        assert _clog(run) == _clog(ref)
+    finally:
+        run.close()
+        ref.close()
