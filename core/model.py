@@ -189,6 +189,10 @@ class UniformBatch:
     #: per record: its own encoded properties (``k 0x01 v 0x02 ...``), before the shared ones; ``keys`` are
     #: then only the records' index keys (already in these properties)
     record_props: PackedBodies | None = None
+    #: a re-delivery that keeps an older store time (a transaction's commit): the store stamps this, not "now"
+    store_timestamp: int | None = None
+    #: per record: the CommitLog offset of the half it commits (``Message.prepared_transaction_offset``)
+    prepared_offsets: Sequence[int] | None = None
 
     def __len__(self) -> int:
         return len(self.bodies)
@@ -203,16 +207,18 @@ class UniformBatch:
         stamps = self.born_timestamps
         if isinstance(stamps, int):
             stamps = [stamps] * len(self.bodies)
+        prepared = [0] * len(self.bodies) if self.prepared_offsets is None else self.prepared_offsets
         if self.record_props is not None:
             own = [dict(item.split("\x01", 1) for item in blob.decode("utf-8").split("\x02")) if blob else {}
                    for blob in self.record_props]
             return [Message(self.topic, self.queue_id, body, {**props, **self.properties}, self.flag, self.sysflag,
-                            ts, self.born_host) for body, ts, props in zip(self.bodies, stamps, own, strict=True)]
+                            ts, self.born_host, 0, po, self.store_timestamp)
+                    for body, ts, props, po in zip(self.bodies, stamps, own, prepared, strict=True)]
         keys: Sequence[str | None] = [None] * len(self.bodies) if self.keys is None else self.keys
         return [Message(self.topic, self.queue_id, body,
                         dict(self.properties) if key is None else {PROP_KEYS: key, **self.properties},
-                        self.flag, self.sysflag, ts, self.born_host)
-                for body, ts, key in zip(self.bodies, stamps, keys, strict=True)]
+                        self.flag, self.sysflag, ts, self.born_host, 0, po, self.store_timestamp)
+                for body, ts, key, po in zip(self.bodies, stamps, keys, prepared, strict=True)]
 
 
 @dataclass(frozen=True, slots=True)

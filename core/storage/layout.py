@@ -157,6 +157,8 @@ OFF_PHYSICAL_OFFSET = _field_offset("commitlog_offset")
 OFF_SYSFLAG = _field_offset("sysflag")
 OFF_BORN_HOST = _field_offset("born_host")
 STORE_TS_OFFSET = {bits: _field_offset("store_timestamp", bits) for bits in (0, BORNHOST_V6_FLAG)}
+_PREPARED_OFFSET = {bits: _field_offset("prepared_transaction_offset", bits) for bits in HEADERS}
+_INT64 = struct.Struct(">q")
 #: Per host variant ((sysflag & 0x30) >> 4): the byte offsets ``_cstore.scan_runs`` reads a record by:
 #: header size, queue id, queue offset, physical offset, sysflag, store timestamp, body length, body crc.
 SCAN_LAYOUTS = tuple((HEADERS[v << 4].size, *(_field_offset(n, v << 4) for n in (
@@ -321,7 +323,8 @@ _UNIT = "qiq"   # ConsumeQueue unit: commitlog offset, size, tags code
 def encode_uniform(topic: str, queue_id: int, bodies: Sequence[bytes], born_timestamps: Sequence[int] | int,
                    props: bytes, *, flag: int, sysflag: int, born_host: HostPort, store_timestamp: int,
                    store_host: HostPort, queue_offset: int, commitlog_offset: int, tags_code: int,
-                   prefixes: Sequence[bytes] | None = None, native: bool = NATIVE) -> tuple[bytes, bytes]:
+                   prefixes: Sequence[bytes] | None = None, prepared_offsets: Sequence[int] | None = None,
+                   native: bool = NATIVE) -> tuple[bytes, bytes]:
     """Records sharing all but body and born timestamp, from ``commitlog_offset`` with consecutive
     queue offsets: ``(record bytes, ConsumeQueue units)``, the same bytes as ``encode_record`` per
     message (``props`` encoded and checked, topic validated by the caller).  ``bodies`` may be
@@ -329,6 +332,8 @@ def encode_uniform(topic: str, queue_id: int, bodies: Sequence[bytes], born_time
     ``born_timestamps`` may be a buffer of native int64s).  ``born_timestamps`` is
     one int for all or one per body; ``prefixes`` (optional) are per-record property bytes put
     before ``props`` (a record's own ``KEYS\x01k\x02``; ``PackedBodies`` too: spans of one blob).
+    ``prepared_offsets`` (optional, one per record: a transaction commit's halves) fill each record's
+    PREPARED_TRANSACTION_OFFSET (written into the native encoder's output; no checksum covers it).
     ``native`` picks the C encoder when built.
 
     Raises:
@@ -345,16 +350,27 @@ def encode_uniform(topic: str, queue_id: int, bodies: Sequence[bytes], born_time
                                store_timestamp, store_ip, store_host[1], 0, 0, 0)
         if isinstance(bodies, PackedBodies):
             pres = (prefixes.buffer, prefixes.spans) if isinstance(prefixes, PackedBodies) else prefixes
-            return _cstore.encode_spans(template, OFF_BODY_CRC, OFF_QUEUE_OFFSET, OFF_PHYSICAL_OFFSET,  # type: ignore[no-any-return]
-                                        OFF_BORN_TIMESTAMP, bodies.buffer, bodies.spans, born_timestamps, tblob,
-                                        props, pres, queue_offset, commitlog_offset, tags_code)
-        return _cstore.encode_uniform(template, OFF_BODY_CRC, OFF_QUEUE_OFFSET, OFF_PHYSICAL_OFFSET,  # type: ignore[no-any-return]
-                                      OFF_BORN_TIMESTAMP, bodies, born_timestamps, tblob, props, prefixes,
-                                      queue_offset, commitlog_offset, tags_code)
+            data, units = _cstore.encode_spans(template, OFF_BODY_CRC, OFF_QUEUE_OFFSET, OFF_PHYSICAL_OFFSET,
+                                               OFF_BORN_TIMESTAMP, bodies.buffer, bodies.spans, born_timestamps,
+                                               tblob, props, pres, queue_offset, commitlog_offset, tags_code)
+        else:
+            data, units = _cstore.encode_uniform(template, OFF_BODY_CRC, OFF_QUEUE_OFFSET, OFF_PHYSICAL_OFFSET,
+                                                 OFF_BORN_TIMESTAMP, bodies, born_timestamps, tblob, props, prefixes,
+                                                 queue_offset, commitlog_offset, tags_code)
+        if prepared_offsets is None:
+            return data, units
+        if len(prepared_offsets) != len(bodies):
+            raise ValueError("bodies and prepared_offsets differ in length")
+        patched = bytearray(data)
+        at = _PREPARED_OFFSET[v6_bits] - commitlog_offset
+        for pos, po in zip(unit_offsets(units), prepared_offsets, strict=True):
+            _INT64.pack_into(patched, pos + at, po)
+        return bytes(patched), units
     stamps = [born_timestamps] * len(bodies) if isinstance(born_timestamps, int) else born_timestamps
     pres = [b""] * len(bodies) if prefixes is None else prefixes
-    if len(stamps) != len(bodies) or len(pres) != len(bodies):
-        raise ValueError("bodies, born_timestamps and prefixes differ in length")
+    prepared = [0] * len(bodies) if prepared_offsets is None else prepared_offsets
+    if len(stamps) != len(bodies) or len(pres) != len(bodies) or len(prepared) != len(bodies):
+        raise ValueError("bodies, born_timestamps, prefixes and prepared_offsets differ in length")
     if pres and len(props) + max(map(len, pres)) > MAX_PROPERTIES_BYTES:
         raise ValueError(f"properties longer than {MAX_PROPERTIES_BYTES} bytes")
     pack, fixed = header.pack, header.size + len(tblob) + PROPS_LEN.size
@@ -362,10 +378,10 @@ def encode_uniform(topic: str, queue_id: int, bodies: Sequence[bytes], born_time
     parts: list[bytes] = []
     flat: list[int] = []
     pos, qoff = commitlog_offset, queue_offset
-    for body, born, pre in zip(bodies, stamps, pres, strict=True):
+    for body, born, pre, po in zip(bodies, stamps, pres, prepared, strict=True):
         size = fixed + len(body) + len(pre) + len(props)
         parts += (pack(size, MESSAGE_MAGIC, crc32(body) & 0x7FFFFFFF, queue_id, flag, qoff, pos, sysflag, born,
-                       born_ip, born_host[1], store_timestamp, store_ip, store_host[1], 0, 0, len(body)),
+                       born_ip, born_host[1], store_timestamp, store_ip, store_host[1], 0, po, len(body)),
                   body, tblob, plen(len(pre) + len(props)), pre, props)
         flat += (pos, size, tags_code)
         pos += size

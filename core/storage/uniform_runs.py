@@ -66,7 +66,7 @@ class UniformRuns:
             return self.put_messages(batch.messages())
         if isinstance(plan, PutResult):
             return plan
-        now = int(time.time() * 1000)
+        now = int(time.time() * 1000) if batch.store_timestamp is None else batch.store_timestamp
         data, units, qoff, code = self._encode_uniform(batch, plan, self.clog.stage_end, now)
         if not self.clog.fits(len(data)):
             return self.put_messages(batch.messages())
@@ -81,8 +81,9 @@ class UniformRuns:
         dispatched one by one.  A batch ``put_uniform`` would send down the general path goes there
         after the runs; when the runs together would cross the segment end, each batch is put on
         its own.  A failed write fails every run of it."""
-        if len(batches) == 1 or len({(b.topic, b.queue_id) for b in batches}) != len(batches):
-            return [self.put_uniform(b) for b in batches]   # one, or a queue twice: one after the other
+        if len(batches) == 1 or len({(b.topic, b.queue_id) for b in batches}) != len(batches) or any(
+                b.store_timestamp is not None for b in batches):
+            return [self.put_uniform(b) for b in batches]   # one, a queue twice, or own store times: one by one
         if (refused := admission.not_accepting(self)) is not None:
             return [refused] * len(batches)
         results: list[PutResult | None] = [None] * len(batches)
@@ -138,7 +139,9 @@ class UniformRuns:
             return refused
         prefixes: Sequence[bytes] | None = own
         if own is not None:
-            if props:   # a record with no properties of its own gets the shared ones alone
+            if props and min(own.spans[1::2]) > 0:     # every record has its own: 0x02 opens the shared part
+                props = b"\x02" + props
+            elif props:     # a record with no properties of its own gets the shared ones alone
                 prefixes = [bytes(p) + b"\x02" if p else b"" for p in own]
         elif keys is not None:    # "KEYS 0x01 key", then 0x02 before the shared properties (none after the last)
             head, sep = b"KEYS\x01", b"\x02" if props else b""
@@ -155,7 +158,8 @@ class UniformRuns:
         data, units = layout.encode_uniform(
             batch.topic, batch.queue_id, batch.bodies, batch.born_timestamps, plan[0], flag=batch.flag,
             sysflag=batch.sysflag, born_host=batch.born_host, store_timestamp=now, store_host=self._host,
-            queue_offset=qoff, commitlog_offset=start, tags_code=code, prefixes=plan[1])
+            queue_offset=qoff, commitlog_offset=start, tags_code=code, prefixes=plan[1],
+            prepared_offsets=batch.prepared_offsets)
         return data, units, qoff, code
 
     def _dispatch_uniform(self, batch: UniformBatch, qoff: int, units: bytes, code: int, now: int) -> PutResult:

@@ -97,11 +97,13 @@ from rokka.core.model import (
     PROP_WAIT,
     TOPIC_TRANS_HALF,
     Message,
+    StoredMessage,
     UniformBatch,
 )
 from rokka.core.storage.packfile import load_msgpack, pack, take_ticket, write_packed_atomic
 from rokka.core.txn import PROP_OWNED_HALF as PROP_KAFKA_TXN
 from rokka.core.txn import SCAN_BATCH, commit_message, op_message
+from rokka.core.txn_runs import commit_runs, op_run
 from rokka.gateway.kafka.txn.peers import ParticipantMixin, TxnPeers, already_put
 from rokka.gateway.kafka.txn.states import (
     ID_EXPIRATION_MS,
@@ -411,9 +413,16 @@ class KafkaTxnCoordinator(ParticipantMixin):
     async def _store_completion(self, txn: Txn) -> bool:
         """Store this broker's part of a Prepare* transaction (or share) and mark it Complete*."""
         commit = txn.state is S.PREPARE_COMMIT
-        msgs, halves, records = self._completion_messages(txn, commit)
-        result = self.broker.append(msgs, prepared=True) if msgs else None
-        if result is not None:
+        runs, msgs, ops, halves, records = self._completion_messages(txn, commit)
+        result = None
+        for result in self.broker.append_uniforms(runs, stamp_cluster=False) if runs else ():
+            if not result.ok:
+                break
+        if msgs and (result is None or result.ok):
+            result = self.broker.append(msgs, prepared=True)
+        if ops is not None and (result is None or result.ok):
+            result = self.broker.append_uniform(ops, stamp_cluster=False)
+        if result is not None:     # the last write's durability covers the ones before it
             result = await self.broker.wait_durable(result)
             if not result.ok:
                 log.error("kafka_txn.completion_not_stored_will_retry", transactional_id=txn.tid,
@@ -442,31 +451,41 @@ class KafkaTxnCoordinator(ParticipantMixin):
         self._touch(txn)
         return True
 
-    def _completion_messages(self, txn: Txn, commit: bool) -> tuple[list[Message], list[int], int]:
-        """Real messages (commit) or placeholders (abort), then the markers, then one op record per
-        half, ready for ``append(prepared=True)``; the halves found; how many real messages."""
+    def _completion_messages(self, txn: Txn, commit: bool) -> tuple[list[UniformBatch], list[Message],
+                                                                    UniformBatch | None, list[int], int]:
+        """What completing ``txn`` stores, in this order: the real messages of a commit as runs when
+        ``commit_runs`` can carry them all (``rokka.core.txn_runs``); messages for ``append(prepared=True)``
+        -- the real ones of a commit that cannot be runs or an abort's placeholders, then the markers,
+        then one op record per half unless those are the run that follows (``op_run``, after runs).
+        Also the halves found and how many real messages."""
         store, broker = self.broker.store, self.broker
         kind = f"{CTRL_COMMIT if commit else CTRL_ABORT}:{txn.producer_id}:{txn.epoch}"
         already, marked = already_put(store, txn, kind) if txn.tid in self._recovering else (set(), set())
-        real: list[Message] = []
-        ops: list[Message] = []
         now, host = self._clock(), broker.store_config.store_host
-        found: list[int] = []
+        halves: list[StoredMessage] = []
         for clo in sorted(txn.halves):
             half = store.read_message(clo)
             if half is None or half.topic != TOPIC_TRANS_HALF:
                 log.warning("kafka_txn.half_missing", transactional_id=txn.tid,
                             commitlog_offset=clo)
                 continue
-            found.append(clo)
-            if clo not in already:
-                msg = commit_message(half, KAFKA_HALF_ONLY)
-                real.append(broker.prepare(msg, stamp_cluster=False) if commit else control_message(
-                    msg.topic, msg.queue_id, CTRL_ABORTED, txn.producer_id, txn.epoch, now, host, half=half))
-            ops.append(op_message(half, now, host))
+            halves.append(half)
+        todo = [h for h in halves if h.commitlog_offset not in already]
         markers = [control_message(t, q, kind[0], txn.producer_id, txn.epoch, now, host)
                    for t, q in sorted(txn.marks) if (t, q) not in marked and t in broker.topics]
-        return real + markers + ops, found, len(real) if commit else 0
+        found = [h.commitlog_offset for h in halves]
+        runs = commit_runs(todo, KAFKA_HALF_ONLY) if commit else None
+        ops = op_run(halves, now, host) if runs is not None else None
+        if runs is not None:
+            return runs, markers + ([] if ops is not None else [op_message(h, now, host) for h in halves]), ops, \
+                found, len(todo)
+        real: list[Message] = []
+        for half in todo:
+            msg = commit_message(half, KAFKA_HALF_ONLY)
+            real.append(broker.prepare(msg, stamp_cluster=False) if commit else control_message(
+                msg.topic, msg.queue_id, CTRL_ABORTED, txn.producer_id, txn.epoch, now, host, half=half))
+        return [], real + markers + [op_message(h, now, host) for h in halves], None, found, \
+            len(real) if commit else 0
 
     # ------------------------------------------------------------------ background
 
