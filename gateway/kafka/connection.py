@@ -32,9 +32,8 @@ order the caller asks; keeping them in request order is the caller's job
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from rokka.gateway.kafka.codec import framing
 from rokka.gateway.kafka.codec.framing import API_VERSIONS_KEY, APIS
@@ -56,8 +55,9 @@ class ConnectionState(Enum):
     CLOSED = "closed"
 
 
-@dataclass(frozen=True)
-class KafkaRequest:
+class KafkaRequest(NamedTuple):
+    """A decoded request (a tuple: made for every request, read only)."""
+
     api_key: int
     api_version: int
     correlation_id: int

@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rokka.gateway.kafka.codec import primitives as p
 from rokka.gateway.kafka.codec.messages_acl import ACL_APIS
@@ -59,26 +58,48 @@ API_VERSIONS_KEY = API_VERSIONS.key
 UNSUPPORTED_VERSION = ErrorCode.UNSUPPORTED_VERSION
 
 
-@dataclass(frozen=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str  # null on the wire is reported as ""
 
 
+_PEEK = struct.Struct(">hhi")
+_HEAD = struct.Struct(">hhih")
+
+
 def peek_api(payload: bytes) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) from a request payload's first 8 bytes."""
-    r = Reader(payload)
-    return r.int16(), r.int16(), r.int32()
+    if len(payload) < _PEEK.size:
+        raise DecodeError(f"truncated: need {_PEEK.size} header bytes, have {len(payload)}")
+    return _PEEK.unpack_from(payload)  # type: ignore[return-value]
 
 
 def decode_request_header(payload: bytes, flexible: bool) -> tuple[RequestHeader, int]:
     """Parse the request header; return it and the offset where the body starts.
 
+    The usual header (a client id, and in flexible versions no tagged fields) is read in one
+    unpack; anything else (a null client id, tags, a truncated or malformed header) by the Reader.
+
     Raises:
         DecodeError: truncated or malformed header.
     """
+    if len(payload) >= _HEAD.size:
+        api_key, api_version, correlation_id, n = _HEAD.unpack_from(payload)
+        end = _HEAD.size + n
+        if n >= 0 and (end < len(payload) and payload[end] == 0 if flexible else end <= len(payload)):
+            try:
+                client_id = payload[_HEAD.size:end].decode("utf-8")
+            except UnicodeDecodeError:
+                pass        # the Reader below raises the error
+            else:
+                return RequestHeader(api_key, api_version, correlation_id, client_id), end + 1 if flexible else end
+    return read_request_header(payload, flexible)
+
+
+def read_request_header(payload: bytes, flexible: bool) -> tuple[RequestHeader, int]:
+    """``decode_request_header`` field by field (every header; the reference its one-unpack path is held to)."""
     r = Reader(payload)
     api_key, api_version, correlation_id = r.int16(), r.int16(), r.int32()
     client_id = r.string(False)

@@ -6,6 +6,10 @@ the sheet without running anything.
 
 from __future__ import annotations
 
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rokka.gateway.kafka.codec import (
     APIS,
     Struct,
@@ -17,7 +21,8 @@ from rokka.gateway.kafka.codec import (
     peek_api,
 )
 from rokka.gateway.kafka.codec import primitives as p
-from rokka.gateway.kafka.codec.primitives import Reader
+from rokka.gateway.kafka.codec.framing import read_request_header
+from rokka.gateway.kafka.codec.primitives import DecodeError, Reader
 
 API_VERSIONS = APIS[18]
 METADATA = APIS[3]
@@ -101,3 +106,27 @@ def test_varints() -> None:
     out = bytearray()
     p.write_uvarint(out, 300)
     assert out == h("ac02")
+
+
+_client_ids = st.one_of(st.binary(max_size=12), st.text(max_size=6).map(str.encode), st.sampled_from([b"", b"\xff"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(head=st.binary(min_size=8, max_size=8), length=st.one_of(st.integers(-3, 20), st.none()), client=_client_ids,
+       tags=st.sampled_from([b"", b"\x00", b"\x01\x05\x02ab", b"\x01", b"\x80"]), rest=st.binary(max_size=6),
+       flexible=st.booleans())
+def test_request_header_fast_path_reads_what_the_reader_reads(head: bytes, length: int | None, client: bytes,
+                                                               tags: bytes, rest: bytes, flexible: bool) -> None:
+    # the one-unpack path gives the Reader's header and body offset, or the Reader's error
+    payload = head + struct.pack(">h", len(client) if length is None else length) + client + tags + rest
+    for cut in (len(payload), len(payload) - len(rest), 9, 10, 11):
+        data = payload[:cut]
+        try:
+            want: object = read_request_header(data, flexible)
+        except DecodeError as exc:
+            want = ("error", str(exc))
+        try:
+            got: object = decode_request_header(data, flexible)
+        except DecodeError as exc:
+            got = ("error", str(exc))
+        assert got == want
