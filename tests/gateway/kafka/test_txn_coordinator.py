@@ -405,3 +405,40 @@ async def test_rocketmq_reads_drop_control_entries(tmp_path: Path) -> None:
         res = visible_result(store.get_messages("A", 0, 0, 32, 1 << 20, sql))
         assert res.status is GetStatus.FOUND and res.queue_offsets == (2, 3)
         assert without_control(b"plain bytes") == (b"plain bytes", 0)
+
+
+async def test_halves_taken_as_a_run_commit_as_runs_once_across_a_crash(tmp_path: Path) -> None:
+    # a batch's halves stored as one run (append_halves of a UniformBatch), the commit's copies written as
+    # runs, then a crash before the markers and op records: the restart completes the commit with every
+    # copy once, one marker per partition and one op record per half
+    from rokka.core.model import UniformBatch
+    from rokka.core.txn_runs import commit_runs
+    from rokka.gateway.kafka.txn.coordinator import KAFKA_HALF_ONLY
+
+    clock = Clock()
+    n = Node(tmp_path, clock)
+    with trio.fail_after(10):
+        pid, ep = await n.init("t1")
+        assert await n.txns.add_partitions("t1", pid, ep, [("B", 0), ("B", 1)]) is OK
+        for partition, values in ((0, [b"a", b"b", b"c"]), (1, [b"d"])):
+            assert n.txns.check_produce(pid, ep, "B", partition) is OK
+            run = UniformBatch("B", partition, values, 1_700_000_000_000, {}, keys=[f"k{v.decode()}" for v in values])
+            assert n.txns.append_halves(pid, ep, run).ok
+        assert n.broker.store.max_offset(TOPIC_TRANS_HALF, 0) == 4 and n.values("B", 0) == []
+        txn = await n.prepared("t1", TxnState.PREPARE_COMMIT, {("B", 0): 0, ("B", 1): 0})
+        halves = [n.broker.store.read_message(c) for c in sorted(txn.halves)]
+        runs = commit_runs(halves, KAFKA_HALF_ONLY)       # type: ignore[arg-type]
+        assert runs is not None and [len(r) for r in runs] == [3, 1]
+        assert all(r.ok for r in n.broker.append_uniforms(runs, stamp_cluster=False))
+    n.crash()
+
+    async with restarted(tmp_path, clock) as n:
+        assert n.txns.get("t1").state is TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+        assert n.values("B", 0) == [b"a", b"b", b"c"] and n.values("B", 1) == [b"d"]
+        assert n.controls("B", 0) == [(3, f"C:{pid}:{ep}")] and n.controls("B", 1) == [(1, f"C:{pid}:{ep}")]
+        assert n.broker.store.max_offset(TOPIC_TRANS_OP_HALF, 0) == 4
+        copies = n.visible("B", 0)
+        assert [m.properties.get("KEYS") for m in copies] == ["ka", "kb", "kc"]
+        assert all(m.sysflag & TRANSACTION_COMMIT_TYPE and m.prepared_transaction_offset in txn.halves
+                   for m in copies)
+        assert len(n.broker.store.query_by_key("B", "kb", 10, 0, 1 << 62)) == 1
