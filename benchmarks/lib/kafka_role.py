@@ -11,7 +11,9 @@ settings for every client of the role, e.g. ``security.protocol`` and ``ssl.ca.l
   over the partitions; ``shape`` other than ``plain`` adds keys and headers, see ``SHAPES``),
   ``acks`` 1 | all, default batching (linger.ms 5); timed from the first
   ``produce()`` to the end of ``flush()``.  ``result {messages, seconds, errors, partitions}``
-  (partitions: records delivered to each).
+  (partitions: records delivered to each).  With ``txn`` (records a transaction) the producer is
+  transactional (a fresh ``transactional.id``) and commits every ``txn`` records and at the end;
+  ``messages`` then counts records of committed transactions.
 * ``consume``: ``assign()`` every partition (or those in ``partition_list``) at the beginning (no
   group join; fetch.queue.backoff.ms 10, see ``consume``) and count records
   until ``count`` or ``max_s``; timed from the first record to the last (``consume()`` asks for
@@ -111,16 +113,28 @@ def produce(p: dict[str, Any]) -> None:
         else:
             landed[msg.partition()] = landed.get(msg.partition(), 0) + 1
 
-    prod = Producer({"bootstrap.servers": p["bootstrap"], "acks": str(p["acks"]), "linger.ms": 5,
-                     "queue.buffering.max.messages": 200000, **p.get("client", {})})
+    txn = int(p.get("txn", 0))
+    conf = {"transactional.id": f"bench-{time.time_ns()}"} if txn else {"acks": str(p["acks"])}
+    prod = Producer({"bootstrap.servers": p["bootstrap"], "linger.ms": 5, "queue.buffering.max.messages": 200000,
+                     **conf, **p.get("client", {})})
     topic, value, count = p["topic"], b"v" * int(p["size"]), int(p["count"])
     keys, headers = shape_parts(str(p.get("shape", "plain")))
+    if txn:
+        prod.init_transactions(30)
+        prod.begin_transaction()
     prod.produce(topic, value, on_delivery=on_delivery)  # warm up: metadata + connection
+    if txn:
+        prod.commit_transaction(30)
     prod.flush(30)
     deadline = time.monotonic() + float(p.get("max_s", 120))
     t0 = time.perf_counter()
-    sent = 0
+    sent = committed = 0
     while sent < count and time.monotonic() < deadline:
+        if txn and sent % txn == 0:
+            if sent:
+                prod.commit_transaction(max(deadline - time.monotonic(), 5))
+                committed = sent
+            prod.begin_transaction()
         try:
             if keys is None and headers is None:
                 prod.produce(topic, value, on_delivery=on_delivery)
@@ -130,8 +144,13 @@ def produce(p: dict[str, Any]) -> None:
             sent += 1
         except BufferError:
             prod.poll(0.005)
+    if txn:
+        prod.commit_transaction(max(deadline - time.monotonic(), 5))
+        committed = sent
     left = prod.flush(max(deadline - time.monotonic(), 5))
     dt = time.perf_counter() - t0
+    if txn:
+        left = sent - committed
     # partitions: every record delivered, the warm-up one too (a reader of the topic sees it)
     emit("result", messages=sent - left, seconds=dt, errors=errors, partitions={str(k): v for k, v in landed.items()})
 
