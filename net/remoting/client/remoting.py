@@ -153,8 +153,12 @@ class RemotingClient:
                         stream = await self._tls_handshake(stream, host)
             except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                 raise ConnectError(f"cannot connect to {addr}: {exc!r}") from None
-            channel = Channel(stream, handlers=self.handlers, name="client",
-                              max_frame_bytes=self._max_frame_bytes, idle_timeout_s=None)
+            try:
+                channel = Channel(stream, handlers=self.handlers, name="client",
+                                  max_frame_bytes=self._max_frame_bytes, idle_timeout_s=None)
+            except OSError as exc:  # the peer reset it at once (a broker restarting): getpeername fails
+                await trio.aclose_forcefully(stream)
+                raise ConnectError(f"cannot connect to {addr}: {exc!r}") from None
             await self._nursery.start(channel.run)
             self._channels[addr] = channel
             return channel

@@ -97,3 +97,42 @@ async def test_produce_pull_offsets_admin(tmp_path: Path) -> None:
                 assert await ns.get_route("T1") is None
             nursery.cancel_scope.cancel()
         role.broker.close()  # flush + checkpoint (role.shutdown also stops the Kafka listener)
+
+
+async def test_a_connection_the_peer_resets_at_once_is_a_connect_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A broker restarting accepts and resets: when the reset arrives before the client has read the
+    # peer's address (getpeername: ENOTCONN), the client reports ConnectError -- what its callers
+    # retry (the Spark source's queue ranges) -- instead of a bare OSError.
+    import errno
+    import socket
+    import struct
+
+    from rokka.net.remoting.client.remoting import ConnectError
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    real_open = trio.open_tcp_stream
+
+    async def open_then_reset(host: str, port: int, **kw: object) -> trio.SocketStream:
+        stream = await real_open(host, port, **kw)  # type: ignore[arg-type]
+        peer, _ = listener.accept()
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()                                       # RST
+        for _ in range(200):                               # until the reset has landed
+            try:
+                stream.socket.getpeername()
+            except OSError as exc:
+                assert exc.errno == errno.ENOTCONN
+                return stream
+            await trio.sleep(0.005)
+        raise AssertionError("the reset never landed")
+
+    monkeypatch.setattr(trio, "open_tcp_stream", open_then_reset)
+    try:
+        with trio.fail_after(10):
+            async with RemotingClient() as rc:
+                with pytest.raises(ConnectError):
+                    await rc.channel(f"127.0.0.1:{listener.getsockname()[1]}")
+    finally:
+        listener.close()
