@@ -142,13 +142,19 @@ def commit_message(half: StoredMessage, strip: Iterable[str] = ()) -> Message:
     """The real message a COMMIT stores for ``half``: a RocketMQ half keeps all its properties, as in
     Java; an owner (module doc) names the properties its records drop in ``strip``."""
     props = dict(half.properties)
+    topic, queue_id, sysflag = commit_destination(props, half.sysflag, strip)
+    return Message(topic, queue_id, half.body, props, half.flag, sysflag, half.born_timestamp,
+                   half.born_host, half.reconsume_times, half.commitlog_offset, half.store_timestamp)
+
+
+def commit_destination(props: dict[str, str], sysflag: int, strip: Iterable[str] = ()) -> tuple[str, int, int]:
+    """COMMIT's rule for a half's copy: (its topic, queue id, sysflag); ``props`` (a copy of the half's)
+    loses the names in ``strip``.  Raises KeyError / ValueError for a half without a real destination."""
     topic = props[PROP_REAL_TOPIC]
     queue_id = int(props[PROP_REAL_QID])
     for name in strip:
         props.pop(name, None)
-    sysflag = (half.sysflag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
-    return Message(topic, queue_id, half.body, props, half.flag, sysflag, half.born_timestamp,
-                   half.born_host, half.reconsume_times, half.commitlog_offset, half.store_timestamp)
+    return topic, queue_id, (sysflag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
 
 
 def owned_elsewhere(half: StoredMessage) -> bool:

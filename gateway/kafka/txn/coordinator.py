@@ -97,9 +97,9 @@ from rokka.core.model import (
     PROP_WAIT,
     TOPIC_TRANS_HALF,
     Message,
-    StoredMessage,
     UniformBatch,
 )
+from rokka.core.storage.layout import RecordView, decode_record, record_view
 from rokka.core.storage.packfile import load_msgpack, pack, take_ticket, write_packed_atomic
 from rokka.core.txn import PROP_OWNED_HALF as PROP_KAFKA_TXN
 from rokka.core.txn import SCAN_BATCH, commit_message, op_message
@@ -462,25 +462,31 @@ class KafkaTxnCoordinator(ParticipantMixin):
         kind = f"{CTRL_COMMIT if commit else CTRL_ABORT}:{txn.producer_id}:{txn.epoch}"
         already, marked = already_put(store, txn, kind) if txn.tid in self._recovering else (set(), set())
         now, host = self._clock(), broker.store_config.store_host
-        halves: list[StoredMessage] = []
+        records: list[bytes] = []
+        views: list[RecordView] = []
         for clo in sorted(txn.halves):
-            half = store.read_message(clo)
-            if half is None or half.topic != TOPIC_TRANS_HALF:
+            raw = store.read_record(clo)
+            view = record_view(raw) if raw is not None else None
+            if view is None or view.topic != TOPIC_TRANS_HALF:
                 log.warning("kafka_txn.half_missing", transactional_id=txn.tid,
                             commitlog_offset=clo)
                 continue
-            halves.append(half)
-        todo = [h for h in halves if h.commitlog_offset not in already]
+            records.append(raw)     # type: ignore[arg-type]
+            views.append(view)
+        found = [v.commitlog_offset for v in views]
         markers = [control_message(t, q, kind[0], txn.producer_id, txn.epoch, now, host)
                    for t, q in sorted(txn.marks) if (t, q) not in marked and t in broker.topics]
-        found = [h.commitlog_offset for h in halves]
-        runs = commit_runs(todo, KAFKA_HALF_ONLY) if commit else None
-        ops = op_run(halves, now, host) if runs is not None else None
+        runs = commit_runs([v for v in views if v.commitlog_offset not in already], KAFKA_HALF_ONLY) \
+            if commit else None
         if runs is not None:
-            return runs, markers + ([] if ops is not None else [op_message(h, now, host) for h in halves]), ops, \
-                found, len(todo)
+            ops = op_run(views, now, host)
+            tail = [] if ops is not None else [op_message(decode_record(r), now, host) for r in records]
+            return runs, markers + tail, ops, found, sum(map(len, runs))
+        halves = [decode_record(r) for r in records]
         real: list[Message] = []
-        for half in todo:
+        for half in halves:
+            if half.commitlog_offset in already:
+                continue
             msg = commit_message(half, KAFKA_HALF_ONLY)
             real.append(broker.prepare(msg, stamp_cluster=False) if commit else control_message(
                 msg.topic, msg.queue_id, CTRL_ABORTED, txn.producer_id, txn.epoch, now, host, half=half))

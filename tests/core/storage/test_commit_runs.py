@@ -86,7 +86,8 @@ def test_commit_runs_store_what_the_messages_store(tmp_path_factory: pytest.Temp
         sizes = sizes + [len(spec)]         # every half is written
         halves = _halves(runs_store, spec, sizes)
         assert [h.commitlog_offset for h in halves] == [h.commitlog_offset for h in _halves(ref_store, spec, sizes)]
-        runs = commit_runs(halves, STRIP)
+        views = [layout.record_view(runs_store.read_record(h.commitlog_offset)) for h in halves]
+        runs = commit_runs(views, STRIP)
         assert runs is not None
         msgs = [commit_message(h, STRIP) for h in halves]
         assert [dataclasses.astuple(m) for r in runs for m in r.messages()] == [dataclasses.astuple(m) for m in msgs]
@@ -94,7 +95,7 @@ def test_commit_runs_store_what_the_messages_store(tmp_path_factory: pytest.Temp
             with mock.patch.object(runs_store, "put_messages", side_effect=AssertionError("not runs")):
                 got = [a for r in runs for a in runs_store.put_uniform(r).appended]
             want = list(ref_store.put_messages(msgs).appended)
-            ops = op_run(halves, 1_700_000_100_000, HOST)
+            ops = op_run(views, 1_700_000_100_000, HOST)
             assert ops is not None
             runs_store.put_uniform(ops)
             ref_store.put_messages([op_message(h, 1_700_000_100_000, HOST) for h in halves])
@@ -115,13 +116,31 @@ def test_commit_runs_store_what_the_messages_store(tmp_path_factory: pytest.Temp
         ref_store.close()
 
 
-@pytest.mark.parametrize("props", [{"TAGS": "t"}, {"DELAY": "3"}, {"UNIQ_KEY": "u"}, {PROP_KEYS: "two words"}])
+@pytest.mark.parametrize("props", [{"TAGS": "t"}, {"DELAY": "3"}, {"UNIQ_KEY": "u"}, {PROP_KEYS: "two words"},
+                                   {PROP_REAL_QID: "x"}])
 def test_copies_the_run_path_cannot_carry_take_the_messages(tmp_path: Path, props: dict[str, str]) -> None:
     store = MemoryStore(small_config(tmp_path)).open()
-    half = Message(TOPIC_TRANS_HALF, 0, b"v", {**props, PROP_TRAN_MSG: "true", PROP_REAL_TOPIC: "A",
-                                                PROP_REAL_QID: "0"})
+    half = Message(TOPIC_TRANS_HALF, 0, b"v", {PROP_TRAN_MSG: "true", PROP_REAL_TOPIC: "A", PROP_REAL_QID: "0",
+                                                **props})
     (a,) = store.put_messages([half]).appended
-    assert commit_runs([store.read_message(a.commitlog_offset)], STRIP) is None
+    assert commit_runs([layout.record_view(store.read_record(a.commitlog_offset))], STRIP) is None
+
+
+def test_a_record_view_reads_what_decode_record_reads(tmp_path: Path) -> None:
+    store = MemoryStore(small_config(tmp_path)).open()
+    msgs = [Message("T", 1, b"body", {"a": "1", "KEYS": "k"}, 3, 0, 77, ("10.0.0.1", 9)),
+            Message("T", 1, b"", {}, 0, 0, 78, ("::1", 10), 2, 5, 1234)]
+    for a in store.put_messages(msgs).appended:
+        raw = store.read_record(a.commitlog_offset)
+        v, m = layout.record_view(raw), layout.decode_record(raw)
+        assert (v.topic, v.queue_id, v.body, layout.decode_properties(v.properties), v.flag, v.sysflag,
+                v.born_timestamp, v.born_host, v.store_timestamp, v.reconsume_times, v.queue_offset,
+                v.commitlog_offset) == (m.topic, m.queue_id, m.body, m.properties, m.flag, m.sysflag,
+                                        m.born_timestamp, m.born_host, m.store_timestamp, m.reconsume_times,
+                                        m.queue_offset, m.commitlog_offset)
+        for cut in (len(raw) - 1, 30):
+            with pytest.raises(layout.RecordError):
+                layout.record_view(raw[:cut])
 
 
 def test_prepared_offsets_are_written_by_both_encoders() -> None:

@@ -412,6 +412,7 @@ async def test_halves_taken_as_a_run_commit_as_runs_once_across_a_crash(tmp_path
     # runs, then a crash before the markers and op records: the restart completes the commit with every
     # copy once, one marker per partition and one op record per half
     from rokka.core.model import UniformBatch
+    from rokka.core.storage.layout import record_view
     from rokka.core.txn_runs import commit_runs
     from rokka.gateway.kafka.txn.coordinator import KAFKA_HALF_ONLY
 
@@ -426,8 +427,8 @@ async def test_halves_taken_as_a_run_commit_as_runs_once_across_a_crash(tmp_path
             assert n.txns.append_halves(pid, ep, run).ok
         assert n.broker.store.max_offset(TOPIC_TRANS_HALF, 0) == 4 and n.values("B", 0) == []
         txn = await n.prepared("t1", TxnState.PREPARE_COMMIT, {("B", 0): 0, ("B", 1): 0})
-        halves = [n.broker.store.read_message(c) for c in sorted(txn.halves)]
-        runs = commit_runs(halves, KAFKA_HALF_ONLY)       # type: ignore[arg-type]
+        runs = commit_runs([record_view(n.broker.store.read_record(c)) for c in sorted(txn.halves)],  # type: ignore[arg-type]
+                           KAFKA_HALF_ONLY)
         assert runs is not None and [len(r) for r in runs] == [3, 1]
         assert all(r.ok for r in n.broker.append_uniforms(runs, stamp_cluster=False))
     n.crash()
