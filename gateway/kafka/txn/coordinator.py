@@ -99,7 +99,7 @@ from rokka.core.model import (
     Message,
     UniformBatch,
 )
-from rokka.core.storage.layout import RecordView, decode_record, record_view
+from rokka.core.record import RecordView, decode_record, record_view
 from rokka.core.storage.packfile import load_msgpack, pack, take_ticket, write_packed_atomic
 from rokka.core.txn import PROP_OWNED_HALF as PROP_KAFKA_TXN
 from rokka.core.txn import SCAN_BATCH, commit_message, op_message
