@@ -31,7 +31,7 @@ import struct
 from collections.abc import Callable
 from typing import NamedTuple
 
-from rokka.core.model import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG
+from rokka.core.model import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, HostPort
 from rokka.core.storage.layout import (
     BLANK_MAGIC,
     FIELDS,
@@ -48,7 +48,6 @@ from rokka.core.storage.layout import (
     TOPIC_LEN,
     Buffer,
     RecordError,
-    RecordView,
     body_crc,
     decode_offset_msg_id,
     decode_properties,
@@ -60,7 +59,6 @@ from rokka.core.storage.layout import (
     iter_records,
     msg_id_prefix,
     properties_of,
-    record_view,
     topic_of,
 )
 
@@ -165,3 +163,45 @@ def header_reader(*names: str, sysflag: int = 0) -> Callable[[Buffer, int], tupl
 def header_size(sysflag: int = 0) -> int:
     """Bytes of the fixed header (everything before BODY) for ``sysflag``'s host form."""
     return HEADERS[sysflag & _V6_BITS].size
+
+
+class RecordView(NamedTuple):
+    """A record's fields with its properties still encoded: what a copy of it needs, read without building
+    a ``StoredMessage`` or a properties dict (``record_view``)."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: bytes
+    flag: int
+    sysflag: int
+    born_timestamp: int
+    born_host: HostPort
+    store_timestamp: int
+    reconsume_times: int
+    queue_offset: int
+    commitlog_offset: int
+
+
+def record_view(buf: bytes) -> RecordView:
+    """The record ``buf`` holds (one whole record, as ``read_record`` returns it) as a ``RecordView``.
+
+    Raises:
+        RecordError: the bytes are not a well-formed record.
+    """
+    try:
+        sysflag = INT32.unpack_from(buf, OFF_SYSFLAG)[0]
+        header = HEADERS[sysflag & _V6_BITS]
+        (total, _, _, qid, flag, qoff, phys, sysflag, born_ts, born_ip, born_port,
+         store_ts, _, _, reconsume, _, body_len) = header.unpack_from(buf)
+        pos = header.size + body_len
+        tlen = buf[pos]
+        ps = pos + 3 + tlen
+        plen = PROPS_LEN.unpack_from(buf, ps - 2)[0]
+        topic = buf[pos + 1:pos + 1 + tlen].decode("utf-8")
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise RecordError(f"malformed record: {exc}") from exc
+    if ps + plen != total or total != len(buf) or plen < 0:
+        raise RecordError("malformed record: sizes do not add up")
+    return RecordView(topic, qid, buf[header.size:header.size + body_len], buf[ps:ps + plen], flag, sysflag, born_ts,
+                      (host_str(born_ip), born_port), store_ts, reconsume, qoff, phys)

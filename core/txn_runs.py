@@ -11,7 +11,7 @@ copies bound for one queue with the same flag, sysflag, born host and store time
 ``UniformBatch`` (each record's properties as its own part, nothing shared), and ``op_run`` makes the
 op records one run.  The store encodes and dispatches each run in one pass, the same bytes, units and
 index entries as ``put_messages`` of the messages (``UniformBatch.messages`` gives them back).  The
-halves are read as ``layout.RecordView``s of their records (no ``StoredMessage``: decoding one cost more
+halves are read as ``record.RecordView``s of their records (no ``StoredMessage``: decoding one cost more
 than the rest of its copy), and each copy follows ``commit_message``'s rule (``commit_destination``).
 
 A copy the run path cannot carry makes ``commit_runs`` return None, and the caller stores the
@@ -35,7 +35,7 @@ from rokka.core.model import (
     PackedBodies,
     UniformBatch,
 )
-from rokka.core.storage.layout import RecordView, decode_properties, encode_properties
+from rokka.core.record import RecordView, decode_properties, encode_properties
 from rokka.core.txn import OP_TAG, commit_destination
 
 __all__ = ["commit_runs", "op_run"]
@@ -55,7 +55,7 @@ def _run(first: tuple[str, int, int, int, HostPort, int], bodies: list[bytes], s
 
 
 def commit_runs(halves: Sequence[RecordView], strip: Iterable[str] = ()) -> list[UniformBatch] | None:
-    """The commit copies of ``halves`` (in order; ``layout.record_view`` of each half's record) as runs
+    """The commit copies of ``halves`` (in order; ``rokka.core.record.record_view`` of each half's record) as runs
     (module doc), or None for the message path.  Each copy is ``commit_message`` of its half: the same
     rule (``commit_destination``) on the same decoded properties."""
     strip = tuple(strip)

@@ -42,7 +42,6 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import methodcaller
-from typing import NamedTuple
 
 from rokka.core.model import (
     BORNHOST_V6_FLAG,
@@ -529,48 +528,6 @@ def decode_record(buf: Buffer, offset: int = 0) -> StoredMessage:
         store_timestamp=store_ts, store_host=(host_str(store_ip), store_port),
         reconsume_times=reconsume, prepared_transaction_offset=pto, queue_offset=qoff,
         commitlog_offset=phys, body_crc=crc, size=total)
-
-
-class RecordView(NamedTuple):
-    """A record's fields with its properties still encoded: what a copy of it needs, read without building
-    a ``StoredMessage`` or a properties dict (``record_view``)."""
-
-    topic: str
-    queue_id: int
-    body: bytes
-    properties: bytes
-    flag: int
-    sysflag: int
-    born_timestamp: int
-    born_host: HostPort
-    store_timestamp: int
-    reconsume_times: int
-    queue_offset: int
-    commitlog_offset: int
-
-
-def record_view(buf: bytes) -> RecordView:
-    """The record ``buf`` holds (one whole record, as ``read_record`` returns it) as a ``RecordView``.
-
-    Raises:
-        RecordError: the bytes are not a well-formed record.
-    """
-    try:
-        sysflag = INT32.unpack_from(buf, OFF_SYSFLAG)[0]
-        header = HEADERS[sysflag & _V6_BITS]
-        (total, _, _, qid, flag, qoff, phys, sysflag, born_ts, born_ip, born_port,
-         store_ts, _, _, reconsume, _, body_len) = header.unpack_from(buf)
-        pos = header.size + body_len
-        tlen = buf[pos]
-        ps = pos + 3 + tlen
-        plen = PROPS_LEN.unpack_from(buf, ps - 2)[0]
-        topic = buf[pos + 1:pos + 1 + tlen].decode("utf-8")
-    except (struct.error, IndexError, UnicodeDecodeError) as exc:
-        raise RecordError(f"malformed record: {exc}") from exc
-    if ps + plen != total or total != len(buf) or plen < 0:
-        raise RecordError("malformed record: sizes do not add up")
-    return RecordView(topic, qid, buf[header.size:header.size + body_len], buf[ps:ps + plen], flag, sysflag, born_ts,
-                      (host_str(born_ip), born_port), store_ts, reconsume, qoff, phys)
 
 
 def properties_of(buf: Buffer, offset: int = 0) -> dict[str, str]:

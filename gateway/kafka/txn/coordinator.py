@@ -89,21 +89,17 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
-from rokka.compat.kafka_control import CTRL_ABORT, CTRL_ABORTED, CTRL_COMMIT, control_message
+from rokka.compat.kafka_control import CTRL_ABORT, CTRL_COMMIT
 from rokka.core.model import (
-    PROP_REAL_QID,
-    PROP_REAL_TOPIC,
     PROP_TRAN_MSG,
-    PROP_WAIT,
     TOPIC_TRANS_HALF,
     Message,
     UniformBatch,
 )
-from rokka.core.record import RecordView, decode_record, record_view
 from rokka.core.storage.packfile import load_msgpack, pack, take_ticket, write_packed_atomic
 from rokka.core.txn import PROP_OWNED_HALF as PROP_KAFKA_TXN
-from rokka.core.txn import SCAN_BATCH, commit_message, op_message
-from rokka.core.txn_runs import commit_runs, op_run
+from rokka.core.txn import SCAN_BATCH
+from rokka.gateway.kafka.txn.completion import Completion, completion_writes
 from rokka.gateway.kafka.txn.peers import ParticipantMixin, TxnPeers, already_put
 from rokka.gateway.kafka.txn.states import (
     ID_EXPIRATION_MS,
@@ -126,9 +122,6 @@ if TYPE_CHECKING:
 __all__ = ["KafkaTxnCoordinator", "KafkaTxnStatistics", "Txn", "TxnOutcome", "TxnState"]
 
 log = structlog.get_logger(__name__)
-
-#: A Kafka half's properties its committed record drops: the record keeps only its mapping's properties.
-KAFKA_HALF_ONLY = (PROP_REAL_TOPIC, PROP_REAL_QID, PROP_TRAN_MSG, PROP_KAFKA_TXN, PROP_WAIT)
 
 FILE_NAME = "kafkaTxn.msgpack"
 VERSION = 1
@@ -451,47 +444,12 @@ class KafkaTxnCoordinator(ParticipantMixin):
         self._touch(txn)
         return True
 
-    def _completion_messages(self, txn: Txn, commit: bool) -> tuple[list[UniformBatch], list[Message],
-                                                                    UniformBatch | None, list[int], int]:
-        """What completing ``txn`` stores, in this order: the real messages of a commit as runs when
-        ``commit_runs`` can carry them all (``rokka.core.txn_runs``); messages for ``append(prepared=True)``
-        -- the real ones of a commit that cannot be runs or an abort's placeholders, then the markers,
-        then one op record per half unless those are the run that follows (``op_run``, after runs).
-        Also the halves found and how many real messages."""
-        store, broker = self.broker.store, self.broker
+    def _completion_messages(self, txn: Txn, commit: bool) -> Completion:
+        """What completing ``txn`` stores (``completion.completion_writes``), after a crash or a failed
+        write less what is already stored (``already_put``)."""
         kind = f"{CTRL_COMMIT if commit else CTRL_ABORT}:{txn.producer_id}:{txn.epoch}"
-        already, marked = already_put(store, txn, kind) if txn.tid in self._recovering else (set(), set())
-        now, host = self._clock(), broker.store_config.store_host
-        records: list[bytes] = []
-        views: list[RecordView] = []
-        for clo in sorted(txn.halves):
-            raw = store.read_record(clo)
-            view = record_view(raw) if raw is not None else None
-            if view is None or view.topic != TOPIC_TRANS_HALF:
-                log.warning("kafka_txn.half_missing", transactional_id=txn.tid,
-                            commitlog_offset=clo)
-                continue
-            records.append(raw)     # type: ignore[arg-type]
-            views.append(view)
-        found = [v.commitlog_offset for v in views]
-        markers = [control_message(t, q, kind[0], txn.producer_id, txn.epoch, now, host)
-                   for t, q in sorted(txn.marks) if (t, q) not in marked and t in broker.topics]
-        runs = commit_runs([v for v in views if v.commitlog_offset not in already], KAFKA_HALF_ONLY) \
-            if commit else None
-        if runs is not None:
-            ops = op_run(views, now, host)
-            tail = [] if ops is not None else [op_message(decode_record(r), now, host) for r in records]
-            return runs, markers + tail, ops, found, sum(map(len, runs))
-        halves = [decode_record(r) for r in records]
-        real: list[Message] = []
-        for half in halves:
-            if half.commitlog_offset in already:
-                continue
-            msg = commit_message(half, KAFKA_HALF_ONLY)
-            real.append(broker.prepare(msg, stamp_cluster=False) if commit else control_message(
-                msg.topic, msg.queue_id, CTRL_ABORTED, txn.producer_id, txn.epoch, now, host, half=half))
-        return [], real + markers + [op_message(h, now, host) for h in halves], None, found, \
-            len(real) if commit else 0
+        already, marked = already_put(self.broker.store, txn, kind) if txn.tid in self._recovering else (set(), set())
+        return completion_writes(self.broker, txn, commit, kind, already, marked, self._clock())
 
     # ------------------------------------------------------------------ background
 

@@ -18,6 +18,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rokka.core import record
 from rokka.core.model import (
     PROP_KEYS,
     PROP_REAL_QID,
@@ -86,7 +87,7 @@ def test_commit_runs_store_what_the_messages_store(tmp_path_factory: pytest.Temp
         sizes = sizes + [len(spec)]         # every half is written
         halves = _halves(runs_store, spec, sizes)
         assert [h.commitlog_offset for h in halves] == [h.commitlog_offset for h in _halves(ref_store, spec, sizes)]
-        views = [layout.record_view(runs_store.read_record(h.commitlog_offset)) for h in halves]
+        views = [record.record_view(runs_store.read_record(h.commitlog_offset)) for h in halves]
         runs = commit_runs(views, STRIP)
         assert runs is not None
         msgs = [commit_message(h, STRIP) for h in halves]
@@ -123,7 +124,7 @@ def test_copies_the_run_path_cannot_carry_take_the_messages(tmp_path: Path, prop
     half = Message(TOPIC_TRANS_HALF, 0, b"v", {PROP_TRAN_MSG: "true", PROP_REAL_TOPIC: "A", PROP_REAL_QID: "0",
                                                 **props})
     (a,) = store.put_messages([half]).appended
-    assert commit_runs([layout.record_view(store.read_record(a.commitlog_offset))], STRIP) is None
+    assert commit_runs([record.record_view(store.read_record(a.commitlog_offset))], STRIP) is None
 
 
 def test_a_record_view_reads_what_decode_record_reads(tmp_path: Path) -> None:
@@ -132,15 +133,15 @@ def test_a_record_view_reads_what_decode_record_reads(tmp_path: Path) -> None:
             Message("T", 1, b"", {}, 0, 0, 78, ("::1", 10), 2, 5, 1234)]
     for a in store.put_messages(msgs).appended:
         raw = store.read_record(a.commitlog_offset)
-        v, m = layout.record_view(raw), layout.decode_record(raw)
+        v, m = record.record_view(raw), layout.decode_record(raw)
         assert (v.topic, v.queue_id, v.body, layout.decode_properties(v.properties), v.flag, v.sysflag,
                 v.born_timestamp, v.born_host, v.store_timestamp, v.reconsume_times, v.queue_offset,
                 v.commitlog_offset) == (m.topic, m.queue_id, m.body, m.properties, m.flag, m.sysflag,
                                         m.born_timestamp, m.born_host, m.store_timestamp, m.reconsume_times,
                                         m.queue_offset, m.commitlog_offset)
         for cut in (len(raw) - 1, 30):
-            with pytest.raises(layout.RecordError):
-                layout.record_view(raw[:cut])
+            with pytest.raises(record.RecordError):
+                record.record_view(raw[:cut])
 
 
 def test_prepared_offsets_are_written_by_both_encoders() -> None:

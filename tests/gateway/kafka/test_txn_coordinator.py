@@ -265,7 +265,7 @@ async def test_restart_resumes_ongoing_and_completes_prepared(tmp_path: Path) ->
         # Crash in the middle of a commit: PrepareCommit is durable, one record already re-put.
         txn = await n.prepared("prep", TxnState.PREPARE_COMMIT, {("B", 1): 0})
         from rokka.core.txn import commit_message
-        from rokka.gateway.kafka.txn.coordinator import KAFKA_HALF_ONLY
+        from rokka.gateway.kafka.txn.completion import KAFKA_HALF_ONLY
 
         first = n.broker.store.read_message(min(txn.halves))
         assert first is not None and n.broker.append([commit_message(first, KAFKA_HALF_ONLY)]).ok
@@ -412,9 +412,9 @@ async def test_halves_taken_as_a_run_commit_as_runs_once_across_a_crash(tmp_path
     # runs, then a crash before the markers and op records: the restart completes the commit with every
     # copy once, one marker per partition and one op record per half
     from rokka.core.model import UniformBatch
-    from rokka.core.storage.layout import record_view
+    from rokka.core.record import record_view
     from rokka.core.txn_runs import commit_runs
-    from rokka.gateway.kafka.txn.coordinator import KAFKA_HALF_ONLY
+    from rokka.gateway.kafka.txn.completion import KAFKA_HALF_ONLY
 
     clock = Clock()
     n = Node(tmp_path, clock)
